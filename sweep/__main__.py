@@ -1,0 +1,38 @@
+"""``python -m sweep [-m] [overrides]``: Hydra entry point; the work is in ``sweep.job``.
+
+A single run exits 1 unless its job passed the comparison; a multirun exits 0 once
+every job has a result (their verdicts are in the summary table).
+"""
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from sweep.schema import register_configs
+
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+register_configs()
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+def main(cfg: DictConfig) -> dict:
+    from sweep import job
+
+    hc = HydraConfig.get()
+    label = f"#{hc.job.num} " if hc.mode == RunMode.MULTIRUN else ""
+    record = job.run(cfg, hc.runtime.output_dir, overrides=list(hc.overrides.task))
+    print(job.summary_line(record, label), flush=True)
+    if hc.mode == RunMode.RUN:
+        print(f"result: {Path(hc.runtime.output_dir) / job.RESULT}", flush=True)
+        if record["status"] != "ok":
+            sys.exit(1)
+    return record
+
+
+if __name__ == "__main__":
+    main()

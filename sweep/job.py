@@ -1,0 +1,192 @@
+"""One Hydra job: validate, launch the ranks, collect their losses, compare, record.
+
+Writes into the job's output dir (``hydra.runtime.output_dir``):
+
+- ``job.yaml``: the resolved config the ranks read;
+- ``ranks/rank_<r>.json``: each rank's losses (written by ``sweep.train``);
+- ``logs/``: ``launcher.log`` and ``worker_<r>.log``;
+- ``result.json``: the job's record (see :func:`run`), written atomically, last.
+
+A job never raises for a failure of its own (Hydra's basic sweeper would abort the
+whole multirun): every failure becomes ``status="error"`` or ``"timeout"`` with a reason.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+import sweep
+from sweep import launch
+from sweep.compare import compare_losses
+from sweep.io import read_floats, read_json, write_json
+from sweep.schema import ConfigError, to_container, validate, world_size
+from sweep.train import JOB_CONFIG, rank_result_path
+
+RESULT = "result.json"
+STATUSES = ("ok", "fail", "error", "timeout")
+TAIL_LINES = 15
+
+
+def timeout_s(cfg: DictConfig) -> float:
+    """``launcher.timeout_s`` or ``base_timeout_s + per_step_s * steps * world_size`` seconds."""
+    if cfg.launcher.timeout_s is not None:
+        return float(cfg.launcher.timeout_s)
+    return float(cfg.launcher.base_timeout_s + cfg.launcher.per_step_s * cfg.steps * world_size(cfg))
+
+
+def log_tails(job_dir: Path, lines: int = TAIL_LINES) -> Dict[str, str]:
+    """Last ``lines`` lines of every log of the job, by file name."""
+    tails = {}
+    for path in sorted((job_dir / "logs").glob("*.log")):
+        text = path.read_text(errors="replace").splitlines()
+        tails[path.name] = "\n".join(text[-lines:])
+    return tails
+
+
+def _read_ranks(job_dir: Path, world: int) -> List[Optional[dict]]:
+    ranks = []
+    for r in range(world):
+        path = rank_result_path(job_dir, r)
+        ranks.append(read_json(path) if path.exists() else None)
+    return ranks
+
+
+def run(cfg: DictConfig, job_dir: Path | str, overrides: Optional[List[str]] = None) -> Dict[str, Any]:
+    """Run one job and write ``JOB_DIR/result.json``; returns the same record.
+
+    Record keys: ``status`` (one of ``ok``, ``fail``: comparison failed, ``error``,
+    ``timeout``), ``reason`` (``None`` when ok), ``overrides``, ``config``,
+    ``world_size``, ``comparison`` (:class:`sweep.compare.Comparison` as a dict, or
+    ``None``), ``ranks_agree`` (every rank recorded the same losses), ``losses``
+    (``{"standalone": [...], "distributed": [...]}`` of rank 0), ``timings_s``
+    (``wall``, ``launch``, per-phase maxima over ranks), ``versions``,
+    ``launcher`` (return code, timed out, processes killed), ``log_tails`` (on error),
+    ``started``/``finished`` (UTC ISO-8601).
+    """
+    job_dir = Path(job_dir)
+    started = datetime.now(timezone.utc).isoformat()
+    t0 = time.perf_counter()
+    record: Dict[str, Any] = {
+        "status": "error",
+        "reason": None,
+        "overrides": list(overrides or []),
+        "config": None,
+        "world_size": None,
+        "comparison": None,
+        "ranks_agree": None,
+        "losses": None,
+        "timings_s": {},
+        "versions": {"sweep": sweep.__version__, "python": platform.python_version()},
+        "launcher": None,
+        "started": started,
+    }
+    try:
+        _run(cfg, job_dir, record)
+    except KeyboardInterrupt:
+        record.update(status="error", reason="interrupted (Ctrl-C)")
+        _finish(job_dir, record, t0)
+        raise
+    except ConfigError as exc:
+        record.update(status="error", reason=f"invalid config: {exc}")
+    except Exception as exc:  # a job's failure must not abort the sweep
+        record.update(status="error", reason=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+    _finish(job_dir, record, t0)
+    return record
+
+
+def _finish(job_dir: Path, record: Dict[str, Any], t0: float) -> None:
+    record["timings_s"]["wall"] = time.perf_counter() - t0
+    record["finished"] = datetime.now(timezone.utc).isoformat()
+    write_json(job_dir / RESULT, record)
+
+
+def _run(cfg: DictConfig, job_dir: Path, record: Dict[str, Any]) -> None:
+    record["config"] = to_container(cfg)
+    validate(cfg)
+    world = world_size(cfg)
+    record["world_size"] = world
+    job_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(OmegaConf.create(record["config"]), job_dir / JOB_CONFIG)
+
+    spec = launch.build_spec(
+        cfg.framework.launcher, world, job_dir, env=dict(cfg.framework.env), timeout_s=timeout_s(cfg)
+    )
+    spec.env["OMP_NUM_THREADS"] = str(cfg.launcher.omp_num_threads)
+    outcome = launch.run(spec)
+    record["launcher"] = {
+        "argv": spec.argv,
+        "returncode": outcome.returncode,
+        "timed_out": outcome.timed_out,
+        "killed": outcome.killed,
+        "timeout_s": spec.timeout_s,
+    }
+    record["timings_s"]["launch"] = outcome.wall_s
+
+    ranks = _read_ranks(job_dir, world)
+    missing = [r for r, res in enumerate(ranks) if res is None]
+    if missing:
+        record["log_tails"] = log_tails(job_dir)
+        if outcome.timed_out:
+            record.update(status="timeout", reason=f"no result after {spec.timeout_s:.0f} s from ranks {missing}")
+        else:
+            record.update(
+                status="error",
+                reason=f"launcher exited with code {outcome.returncode}; no result from ranks {missing}"
+                + _first_error(record["log_tails"]),
+            )
+        return
+
+    first = ranks[0]
+    record["versions"].update(first.get("versions", {}))
+    record["losses"] = {"standalone": first["standalone"], "distributed": first["distributed"]}
+    record["ranks_agree"] = all(
+        r["standalone"] == first["standalone"] and r["distributed"] == first["distributed"] for r in ranks
+    )
+    for phase in ("setup", "standalone", "distributed"):
+        record["timings_s"][phase] = max(r["timings_s"][phase] for r in ranks)
+    comparison = compare_losses(
+        read_floats(first["standalone"]), read_floats(first["distributed"]), rtol=cfg.compare.rtol, atol=cfg.compare.atol
+    )
+    record["comparison"] = comparison.to_dict()
+    if comparison.passed:
+        record.update(status="ok", reason=None)
+    else:
+        record.update(
+            status="fail",
+            reason=f"{comparison.n_fail}/{comparison.n_steps} steps outside rtol={cfg.compare.rtol}, "
+            f"atol={cfg.compare.atol}; first at step {comparison.first_fail_step}",
+        )
+    if outcome.returncode not in (0, None):
+        record["teardown_note"] = (
+            f"launcher exited with code {outcome.returncode} after every rank had written its result "
+            "(e.g. gloo SIGABRT at interpreter shutdown); judged by the results"
+        )
+
+
+def _first_error(tails: Dict[str, str]) -> str:
+    """The last line that looks like an exception, from the worker logs."""
+    for name, text in tails.items():
+        for line in reversed(text.splitlines()):
+            if "Error" in line or "Exception" in line or "error:" in line:
+                return f"; {name}: {line.strip()[:300]}"
+    return ""
+
+
+def summary_line(record: Dict[str, Any], label: str = "") -> str:
+    """One human line per job: status, overrides, and the key number."""
+    c = record.get("comparison") or {}
+    head = f"[{record['status']:>7}] {label}{' '.join(record.get('overrides') or []) or '(defaults)'}"
+    if record["status"] in ("ok", "fail") and c:
+        extra = f"max|diff|={c['max_abs_diff']:.3g} mean diff={c['mean_signed_diff']:+.3g}"
+        if c.get("first_fail_step") is not None:
+            extra += f" first fail step={c['first_fail_step']} ({c['n_fail']}/{c['n_steps']})"
+        return f"{head}  {extra}  ({record['timings_s'].get('wall', math.nan):.1f}s)"
+    return f"{head}  {record.get('reason')}"

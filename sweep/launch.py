@@ -1,0 +1,172 @@
+"""Start a job's ranks with the framework's own launcher and supervise them.
+
+``torchrun`` (``python -m torch.distributed.run``) for torch and ``msrun`` for
+MindSpore; the argv builders are pure functions. :func:`run` starts the launcher in
+its own session with output to ``JOB_DIR/logs/launcher.log``, waits up to the time
+limit, and on timeout, Ctrl-C or exit leaves no process of the job behind: every
+process started for the job carries ``SWEEP_JOB_ID`` in its environment and is killed
+by that tag (msrun's workers run in sessions of their own and survive a SIGTERM to
+msrun, shared/notes/environment.md).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import psutil
+
+import sweep.train
+
+TAG = "SWEEP_JOB_ID"
+LAUNCHER_LOG = "launcher.log"
+
+
+@dataclass
+class LaunchSpec:
+    """What to run for one job: argv, extra environment, log file and time limit (s)."""
+
+    argv: List[str]
+    env: Dict[str, str]
+    log_path: Path
+    timeout_s: float
+    job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+@dataclass
+class LaunchOutcome:
+    """How the launcher ended. ``returncode`` is ``None`` when it was killed by us."""
+
+    returncode: Optional[int]
+    timed_out: bool
+    wall_s: float
+    killed: int  # processes of the job that were still alive and got SIGKILL
+
+
+def torchrun_argv(nproc: int, job_dir: Path, python: str = sys.executable) -> List[str]:
+    """``python -m torch.distributed.run --standalone --nnodes=1 --nproc-per-node=N -m sweep.train JOB_DIR``.
+
+    ``--standalone`` picks a free rendezvous port on localhost.
+    """
+    return [
+        python, "-m", "torch.distributed.run", "--standalone", "--nnodes=1", f"--nproc-per-node={nproc}",
+        "-m", "sweep.train", str(job_dir),
+    ]
+
+
+def msrun_argv(nproc: int, job_dir: Path, port: int, python: str = sys.executable) -> List[str]:
+    """``msrun --worker_num=N --local_worker_num=N --master_port=P --log_dir=JOB_DIR/logs --join=True
+    .../sweep/train/__main__.py JOB_DIR``; msrun takes a script path, not a module."""
+    msrun = str(Path(python).parent / "msrun")
+    script = str(Path(sweep.train.__file__).parent / "__main__.py")
+    return [
+        msrun, f"--worker_num={nproc}", f"--local_worker_num={nproc}", f"--master_port={port}",
+        f"--log_dir={job_dir / 'logs'}", "--join=True", script, str(job_dir),
+    ]
+
+
+def free_port() -> int:
+    """A TCP port that was free on localhost a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build_spec(launcher: str, nproc: int, job_dir: Path, *, env: Dict[str, str], timeout_s: float) -> LaunchSpec:
+    """The launch of one job.
+
+    Raises:
+        ValueError: unknown launcher name.
+    """
+    if launcher == "torchrun":
+        argv = torchrun_argv(nproc, job_dir)
+    elif launcher == "msrun":
+        argv = msrun_argv(nproc, job_dir, free_port())
+    else:
+        raise ValueError(f"framework.launcher={launcher!r}; allowed: torchrun, msrun")
+    return LaunchSpec(argv=argv, env=env, log_path=job_dir / "logs" / LAUNCHER_LOG, timeout_s=timeout_s)
+
+
+def _child_env(spec: LaunchSpec) -> Dict[str, str]:
+    env = dict(os.environ)
+    env.update(spec.env)
+    env[TAG] = spec.job_id
+    # msrun runs the first `python` on PATH: make it this interpreter's.
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    # Engines named in the config may live in the user's project (cwd), e.g. tests/.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), env.get("PYTHONPATH", "")] if p)
+    return env
+
+
+def tagged_processes(job_id: str) -> List[psutil.Process]:
+    """Live processes whose environment carries ``SWEEP_JOB_ID=job_id``."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(TAG) == job_id:
+                found.append(proc)
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def kill_job(root: Optional[psutil.Process], job_id: str) -> int:
+    """SIGKILL the launcher's process tree and every process tagged with ``job_id``;
+    returns how many were alive."""
+    procs = {p.pid: p for p in tagged_processes(job_id)}
+    if root is not None:
+        try:
+            procs.setdefault(root.pid, root)
+            for child in root.children(recursive=True):
+                procs.setdefault(child.pid, child)
+        except psutil.NoSuchProcess:
+            pass
+    alive = []
+    for proc in procs.values():
+        try:
+            proc.send_signal(signal.SIGKILL)
+            alive.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(alive, timeout=10)
+    return len(alive)
+
+
+def run(spec: LaunchSpec) -> LaunchOutcome:
+    """Run the launcher to completion or to ``spec.timeout_s``; never leaves processes behind.
+
+    Raises:
+        KeyboardInterrupt: re-raised after the job's processes are killed.
+    """
+    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with open(spec.log_path, "ab") as log:
+        log.write(("$ " + " ".join(spec.argv) + "\n").encode())
+        log.flush()
+        proc = subprocess.Popen(
+            spec.argv, env=_child_env(spec), stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        root = psutil.Process(proc.pid)
+        timed_out = False
+        try:
+            returncode: Optional[int] = proc.wait(timeout=spec.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            returncode = None
+        except BaseException:
+            kill_job(root, spec.job_id)
+            proc.wait()
+            raise
+        killed = kill_job(root if timed_out else None, spec.job_id)
+        if timed_out:
+            proc.wait()
+    return LaunchOutcome(returncode=returncode, timed_out=timed_out, wall_s=time.monotonic() - start, killed=killed)

@@ -1,0 +1,272 @@
+"""Structured config of one sweep job, and the checks Hydra cannot express.
+
+Every YAML file under ``conf/`` merges into one of these dataclasses, so OmegaConf
+rejects an unknown key, a wrong type or a value outside an ``Enum`` when the job's
+config is composed, before any process starts. Cross-field rules (the mesh must
+fit ``world_size``, the engine must exist for the framework, the framework must be
+installed) live in :func:`validate`, which the job calls before it launches ranks.
+
+Names follow PyTorch FSDP2 (``MixedPrecisionPolicy``: ``param_dtype``,
+``reduce_dtype``, ``output_dtype``, ``cast_forward_inputs``;
+``reshard_after_forward``) and ``DeviceMesh`` (``mesh_shape``, ``mesh_dim_names``).
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib.util
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+
+class ConfigError(ValueError):
+    """A job config that cannot run; the message names the field and the allowed values."""
+
+
+class Framework(str, enum.Enum):
+    torch = "torch"
+    mindspore = "mindspore"
+
+
+class Device(str, enum.Enum):
+    cpu = "cpu"
+    npu = "npu"
+    cuda = "cuda"
+
+
+class DType(str, enum.Enum):
+    """Floating dtypes a ``MixedPrecisionPolicy`` may name (``None`` = keep the parameter's)."""
+
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
+class OptimizerName(str, enum.Enum):
+    adam = "adam"
+    adamw = "adamw"
+    sgd = "sgd"
+
+
+@dataclass
+class FrameworkConfig:
+    """The framework the ranks run, and how it is launched.
+
+    ``backend`` maps a ``device`` to the collective backend (torch: ``gloo`` on CPU);
+    ``device_target`` maps it to MindSpore's ``device_target``. ``env`` is added to
+    every rank's environment (e.g. ``MS_DEV_HOST_BLOCKING_RUN=1``).
+    """
+
+    name: Framework = MISSING
+    launcher: str = MISSING  # torchrun | msrun
+    backend: Dict[str, str] = field(default_factory=dict)
+    device_target: Dict[str, str] = field(default_factory=dict)
+    env: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class EngineConfig:
+    """How the distributed copy is parallelised.
+
+    ``impl`` maps a framework name to the dotted path of an engine class
+    (see ``sweep/engines``); an engine exists for a framework iff it has an entry.
+    A test or a user can plug in another engine by overriding one entry.
+    """
+
+    name: str = MISSING
+    impl: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class MixedPrecisionPolicyConfig:
+    """Fields and defaults of ``torch.distributed.fsdp.MixedPrecisionPolicy`` (and
+    hyper-parallel's class of the same name): ``None`` keeps the parameter dtype.
+    Inputs are cast only when ``param_dtype`` is set."""
+
+    name: str = MISSING
+    param_dtype: Optional[DType] = None
+    reduce_dtype: Optional[DType] = None
+    output_dtype: Optional[DType] = None
+    cast_forward_inputs: bool = True
+
+
+@dataclass
+class MeshConfig:
+    """A ``DeviceMesh``: ``world_size`` = product of ``mesh_shape``.
+
+    A 2-D mesh is HSDP: replicate over the first dim, shard over the second
+    (``fully_shard`` semantics in PyTorch and hyper-parallel).
+    """
+
+    name: str = MISSING
+    mesh_shape: List[int] = MISSING
+    mesh_dim_names: List[str] = MISSING
+
+
+@dataclass
+class OptimizerConfig:
+    """Optimizer and its hyperparameters. ``lr`` is the learning rate; ``betas`` and
+    ``eps`` apply to adam/adamw, ``momentum`` to sgd."""
+
+    name: OptimizerName = MISSING
+    lr: float = 1e-4
+    betas: List[float] = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    momentum: float = 0.0
+
+
+@dataclass
+class ModelConfig:
+    """The seed's MLP: Dense(in, hidden) -> ReLU -> Dense(hidden, out).
+
+    Weights ~ N(0, ``init_std``^2), biases zero. ``init_std`` = 0.01 is MindSpore's
+    ``weight_init="normal"`` (``mindspore.common.initializer.Normal(sigma=0.01)``).
+    """
+
+    in_size: int = 32
+    hidden_size: int = 64
+    out_size: int = 24
+    init_std: float = 0.01
+
+
+@dataclass
+class DataConfig:
+    """Sample ``i`` is ``x = RandomState(seed_offset + i).randn(batch_size, in_size)``
+    and ``y = RandomState(seed_offset + i).randn(batch_size, out_size)`` (each from a
+    fresh RandomState, as in the report), float32, the same on every rank."""
+
+    batch_size: int = 1
+    seed_offset: int = 44
+
+
+@dataclass
+class CompareConfig:
+    """Tolerance of the per-step comparison, ``numpy.isclose`` semantics:
+    ``|distributed - standalone| <= atol + rtol * |standalone|``."""
+
+    rtol: float = 1e-4
+    atol: float = 1e-4
+
+
+@dataclass
+class LauncherConfig:
+    """How a job's ranks are started and supervised.
+
+    ``timeout_s``: wall-clock limit of the whole launch in seconds; ``None`` means
+    ``base_timeout_s + per_step_s * steps * world_size``.
+    """
+
+    timeout_s: Optional[float] = None
+    base_timeout_s: float = 180.0
+    per_step_s: float = 0.1
+    omp_num_threads: int = 1
+
+
+@dataclass
+class SweepConfig:
+    """One job: the same model trained standalone and distributed, then compared."""
+
+    framework: FrameworkConfig = MISSING
+    engine: EngineConfig = MISSING
+    mp_policy: MixedPrecisionPolicyConfig = MISSING
+    mesh: MeshConfig = MISSING
+    optimizer: OptimizerConfig = MISSING
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    compare: CompareConfig = field(default_factory=CompareConfig)
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    reshard_after_forward: bool = True
+    deterministic: bool = True
+    seed: int = 42
+    steps: int = 1000
+    device: Device = Device.cpu
+    world_size: Optional[int] = None  # None: the product of mesh.mesh_shape
+
+
+def register_configs() -> None:
+    """Store the schema as ``base_config`` for ``conf/config.yaml``'s defaults list."""
+    ConfigStore.instance().store(name="base_config", node=SweepConfig)
+
+
+def world_size(cfg: DictConfig | SweepConfig) -> int:
+    """Number of ranks of the job: ``world_size`` if set, else ``prod(mesh.mesh_shape)``."""
+    if cfg.world_size is not None:
+        return int(cfg.world_size)
+    return math.prod(int(n) for n in cfg.mesh.mesh_shape)
+
+
+def validate(cfg: DictConfig) -> None:
+    """Check the rules that span fields. Runs in the job process, before any rank.
+
+    Raises:
+        ConfigError: one line naming the field, the value and what is allowed.
+    """
+    shape = list(cfg.mesh.mesh_shape)
+    names = list(cfg.mesh.mesh_dim_names)
+    if not shape or any(int(n) < 1 for n in shape):
+        raise ConfigError(f"mesh.mesh_shape={shape}: every dim must be a positive integer")
+    if len(names) != len(shape):
+        raise ConfigError(
+            f"mesh.mesh_dim_names={names} has {len(names)} names but mesh.mesh_shape={shape} has {len(shape)} dims"
+        )
+    product = math.prod(shape)
+    if cfg.world_size is not None and int(cfg.world_size) != product:
+        raise ConfigError(
+            f"mesh.mesh_shape={shape} needs world_size={product} ranks "
+            f"({' x '.join(map(str, shape))}), but world_size={cfg.world_size}"
+        )
+    if cfg.steps <= 0:
+        raise ConfigError(f"steps={cfg.steps}: must be > 0")
+    if cfg.data.batch_size <= 0:
+        raise ConfigError(f"data.batch_size={cfg.data.batch_size}: must be > 0")
+    for key in ("rtol", "atol"):
+        if cfg.compare[key] < 0:
+            raise ConfigError(f"compare.{key}={cfg.compare[key]}: must be >= 0")
+    if cfg.optimizer.lr <= 0:
+        raise ConfigError(f"optimizer.lr={cfg.optimizer.lr}: must be > 0")
+
+    framework = str(_value(cfg.framework.name))
+    impl = cfg.engine.impl
+    if framework not in impl or not impl[framework]:
+        have = ", ".join(sorted(k for k, v in impl.items() if v)) or "none"
+        raise ConfigError(
+            f"engine={cfg.engine.name} does not exist for framework={framework} (it exists for: {have})"
+        )
+    device = str(_value(cfg.device))
+    table = cfg.framework.backend if framework == "torch" else cfg.framework.device_target
+    if device not in table:
+        raise ConfigError(
+            f"device={device} is not supported by framework={framework} (supported: {', '.join(table)})"
+        )
+    if cfg.engine.name == "data_parallel":
+        policy = cfg.mp_policy
+        if any(policy[k] is not None for k in ("param_dtype", "reduce_dtype", "output_dtype")):
+            raise ConfigError(
+                f"engine=data_parallel has no mixed-precision policy; mp_policy={policy.name} sets dtypes "
+                "(use mp_policy=fp32 or cast_forward_inputs)"
+            )
+    if importlib.util.find_spec(framework) is None:
+        extra = "torch" if framework == "torch" else "mindspore"
+        raise ConfigError(
+            f"framework={framework} is not installed: pip install -e '.[{extra}]' "
+            "(on CPU machines add -c constraints/cpu.txt)"
+        )
+    if cfg.engine.name == "hyper_parallel" and importlib.util.find_spec("hyper_parallel") is None:
+        raise ConfigError(
+            "engine=hyper_parallel needs hyper-parallel, which is not installed and not on PyPI: "
+            "install it from its source repository (mindspore/hyper-parallel) with `pip install -e .` in a checkout"
+        )
+
+
+def _value(x: Any) -> Any:
+    return x.value if isinstance(x, enum.Enum) else x
+
+
+def to_container(cfg: DictConfig) -> dict:
+    """The resolved job config as plain Python (enums as their string values)."""
+    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
