@@ -1,0 +1,38 @@
+"""Shared fixtures: compose the real config tree, and run the real CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+CONF = ROOT / "conf"
+
+
+@pytest.fixture
+def compose_cfg():
+    """compose_cfg(overrides) -> the job config exactly as `python -m sweep overrides` gets it."""
+    from sweep.schema import register_configs
+
+    register_configs()
+
+    def _compose(overrides: List[str] = ()):
+        with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
+            return compose(config_name="config", overrides=list(overrides))
+
+    return _compose
+
+
+def run_cli(args: List[str], tmp_path: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    """`python -m sweep ARGS` from the project root, outputs under tmp_path."""
+    cmd = [
+        sys.executable, "-m", "sweep", *args,
+        f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/multirun",
+    ]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=dict(os.environ))

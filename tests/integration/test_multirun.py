@@ -1,0 +1,44 @@
+"""A real multirun: one Hydra job per combination, then the summary table."""
+
+import csv
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def test_multirun_of_four_jobs_yields_one_row_per_combination(tmp_path):
+    proc = run_cli(
+        ["-m", "ablation=none", "steps=15", "optimizer=adam,sgd", "mp_policy=fp32,fp16"], tmp_path, timeout=900
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sweep_dir = tmp_path / "multirun"
+    with open(sweep_dir / "summary.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["job"], r["optimizer"], r["mp_policy"]) for r in rows] == [
+        ("0", "adam", "fp32"), ("1", "adam", "fp16"), ("2", "sgd", "fp32"), ("3", "sgd", "fp16"),
+    ]
+    assert list(rows[0])[:3] == ["job", "optimizer", "mp_policy"]  # steps is fixed: not a factor
+    for row in rows:
+        result = json.loads((sweep_dir / row["job"] / "result.json").read_text())
+        assert result["status"] == row["status"] in ("ok", "fail")
+        assert len(result["losses"]["distributed"]) == 15
+    assert float(rows[0]["max_abs_diff"]) == 0.0 and float(rows[2]["max_abs_diff"]) == 0.0
+    assert float(rows[1]["max_abs_diff"]) > 0.0 and float(rows[3]["max_abs_diff"]) > 0.0
+    # the table is printed at the end and the files exist
+    assert "4 jobs:" in proc.stdout and "summary.md" in proc.stdout
+    assert json.loads((sweep_dir / "summary.json").read_text())["factors"] == ["optimizer", "mp_policy"]
+
+
+def test_one_bad_job_does_not_take_the_others_with_it(tmp_path):
+    proc = run_cli(["-m", "ablation=none", "steps=10", "world_size=2", "mesh=dp2,dp4"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sweep_dir = tmp_path / "multirun"
+    first = json.loads((sweep_dir / "0" / "result.json").read_text())
+    second = json.loads((sweep_dir / "1" / "result.json").read_text())
+    assert first["status"] == "ok"
+    assert second["status"] == "error" and "needs world_size=4" in second["reason"]
+    assert "2 jobs: 1 ok, 1 error" in proc.stdout

@@ -1,0 +1,48 @@
+import math
+
+import numpy as np
+import pytest
+
+from sweep.compare import compare_losses
+
+
+def test_identical_sequences_pass_with_zero_difference():
+    c = compare_losses([1.0, 0.5, 0.25], [1.0, 0.5, 0.25], rtol=1e-4, atol=1e-4)
+    assert c.passed and c.n_fail == 0 and c.first_fail_step is None
+    assert c.max_abs_diff == 0.0 and c.mean_signed_diff == 0.0 and c.n_steps == 3
+
+
+def test_isclose_semantics_and_signed_difference():
+    ref = [1.0, 1.0, 1.0, 1.0]
+    # tolerance at |ref| = 1 is atol + rtol * 1 = 2e-4
+    got = [1.0, 1.0 - 1.5e-4, 1.0 - 3e-4, 1.0 - 1e-3]
+    c = compare_losses(ref, got, rtol=1e-4, atol=1e-4)
+    assert not c.passed
+    assert c.n_fail == 2 and c.first_fail_step == 2
+    assert c.max_abs_diff == pytest.approx(1e-3)
+    assert c.max_rel_diff == pytest.approx(1e-3)
+    assert c.mean_signed_diff == pytest.approx(-(1.5e-4 + 3e-4 + 1e-3) / 4)
+    assert c.mean_signed_diff < 0  # distributed runs low
+
+
+def test_nan_in_both_at_same_step_is_equal_but_in_one_fails():
+    same = compare_losses([1.0, math.nan, 2.0], [1.0, math.nan, 2.0], rtol=0, atol=0)
+    assert same.passed and same.first_nonfinite_step == 1
+    one = compare_losses([1.0, 1.0, 2.0], [1.0, math.nan, 2.0], rtol=1e-4, atol=1e-4)
+    assert not one.passed and one.first_fail_step == 1 and one.first_nonfinite_step == 1
+    assert one.max_abs_diff == 0.0  # differences are over finite steps only
+
+
+def test_float32_inputs_are_compared_in_float64():
+    ref = np.float32([0.1, 0.2])
+    c = compare_losses(ref, ref.copy(), rtol=0, atol=0)
+    assert c.passed
+
+
+@pytest.mark.parametrize(
+    "ref, got, rtol, atol",
+    [([1.0], [1.0, 2.0], 1e-4, 1e-4), ([], [], 1e-4, 1e-4), ([1.0], [1.0], -1.0, 1e-4)],
+)
+def test_bad_arguments_raise(ref, got, rtol, atol):
+    with pytest.raises(ValueError):
+        compare_losses(ref, got, rtol=rtol, atol=atol)

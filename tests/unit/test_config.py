@@ -1,0 +1,108 @@
+"""The config tree composes, and bad values are rejected with a message naming the field."""
+
+import pytest
+from hydra.errors import ConfigCompositionException, MissingConfigException
+from omegaconf.errors import ValidationError
+
+from sweep.schema import ConfigError, validate, world_size
+
+
+def test_defaults_compose_to_the_seed_job(compose_cfg):
+    cfg = compose_cfg()
+    validate(cfg)
+    assert cfg.framework.name.value == "torch" and cfg.engine.name == "torch_fsdp2"
+    assert cfg.optimizer.name.value == "adam" and cfg.optimizer.lr == 1e-4
+    assert cfg.compare.rtol == 1e-4 and cfg.compare.atol == 1e-4
+    assert (cfg.model.in_size, cfg.model.hidden_size, cfg.model.out_size) == (32, 64, 24)
+    assert cfg.steps == 1000 and cfg.seed == 42
+    assert world_size(cfg) == 2
+
+
+@pytest.mark.parametrize(
+    "overrides, size",
+    [(["mesh=dp4"], 4), (["mesh=hsdp2x2"], 4), (["mesh=dp2", "world_size=2"], 2)],
+)
+def test_world_size_follows_the_mesh(compose_cfg, overrides, size):
+    cfg = compose_cfg(overrides)
+    validate(cfg)
+    assert world_size(cfg) == size
+
+
+def test_every_preset_composes(compose_cfg):
+    for group, options in {
+        "mp_policy": ["fp32", "cast_forward_inputs", "bf16", "bf16_bf16", "fp16"],
+        "optimizer": ["adam", "adamw", "sgd"],
+        "mesh": ["dp2", "dp4", "hsdp2x2"],
+        "engine": ["torch_fsdp2", "data_parallel"],
+    }.items():
+        for option in options:
+            cfg = compose_cfg([f"{group}={option}"])
+            assert cfg[group].name == option or cfg[group].name.value == option
+
+
+def test_mixed_precision_presets_use_fsdp_field_names(compose_cfg):
+    cfg = compose_cfg(["mp_policy=bf16"])
+    assert cfg.mp_policy.param_dtype.value == "bfloat16"
+    assert cfg.mp_policy.reduce_dtype.value == "float32"
+    assert cfg.mp_policy.output_dtype is None and cfg.mp_policy.cast_forward_inputs is True
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (["mesh=hsdp2x2", "world_size=2"], r"mesh.mesh_shape=\[2, 2\] needs world_size=4 .* but world_size=2"),
+        (["mesh.mesh_shape=[2,2]"], r"mesh.mesh_dim_names=\['dp'\] has 1 names"),
+        (["mesh.mesh_shape=[0]"], "positive integer"),
+        (["steps=0"], r"steps=0: must be > 0"),
+        (["compare.rtol=-1e-4"], r"compare.rtol=-0.0001: must be >= 0"),
+        (["framework=mindspore", "engine=torch_fsdp2"], r"engine=torch_fsdp2 does not exist for framework=mindspore"),
+        (["engine=data_parallel", "mp_policy=bf16"], r"engine=data_parallel has no mixed-precision policy"),
+        (["engine=hyper_parallel"], r"hyper-parallel.*not installed.*not on PyPI"),
+    ],
+)
+def test_cross_field_errors_name_the_field(compose_cfg, overrides, match):
+    cfg = compose_cfg(overrides)
+    with pytest.raises(ConfigError, match=match) as info:
+        validate(cfg)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "overrides, bad, allowed",
+    [
+        (["mp_policy.param_dtype=float33"], "float33", "float32"),
+        (["device=tpu"], "tpu", "npu"),
+        (["framework.name=jax"], "jax", "mindspore"),
+        (["steps=ten"], "ten", "Integer"),
+    ],
+)
+def test_bad_values_fail_at_composition(compose_cfg, overrides, bad, allowed):
+    with pytest.raises((ConfigCompositionException, ValidationError)) as info:
+        compose_cfg(overrides)
+    message = str(info.value) + str(info.value.__cause__ or "")
+    assert bad in message and allowed in message
+
+
+@pytest.mark.parametrize("override", ["optimizer=lamb", "mesh=dp3", "engine=megatron", "mp_policy=fp8"])
+def test_unknown_preset_lists_the_available_ones(compose_cfg, override):
+    with pytest.raises(MissingConfigException, match="Available options"):
+        compose_cfg([override])
+
+
+def test_default_multirun_grid_varies_the_reports_five_factors(compose_cfg):
+    from hydra import compose
+
+    cfg = compose_cfg()  # registers the schema
+    from hydra import initialize_config_dir
+
+    from tests.conftest import CONF
+
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
+        full = compose(config_name="config", return_hydra_config=True)
+    params = full.hydra.sweeper.params
+    assert set(params) == {"steps", "mp_policy", "reshard_after_forward", "mesh", "deterministic", "optimizer"}
+    assert all("," in str(params[k]) for k in params if k != "steps")
+    assert cfg.steps == 1000  # the grid's steps apply to multirun only
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
+        none = compose(config_name="config", overrides=["ablation=none"], return_hydra_config=True)
+    assert not none.hydra.sweeper.params
