@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import math
 import platform
+import sys
 import time
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 import sweep
@@ -28,7 +30,7 @@ from sweep import launch
 from sweep.compare import compare_losses
 from sweep.io import read_floats, read_json, write_json
 from sweep.schema import ConfigError, to_container, validate, world_size
-from sweep.train import JOB_CONFIG, rank_result_path
+from sweep.train import JOB_CONFIG, RANKS_DIR, STANDALONE_RESULT, rank_result_path
 
 RESULT = "result.json"
 STATUSES = ("ok", "fail", "error", "timeout")
@@ -65,8 +67,13 @@ def run(cfg: DictConfig, job_dir: Path | str, overrides: Optional[List[str]] = N
     Record keys: ``status`` (one of ``ok``, ``fail``: comparison failed, ``error``,
     ``timeout``), ``reason`` (``None`` when ok), ``overrides``, ``config``,
     ``world_size``, ``comparison`` (:class:`sweep.compare.Comparison` as a dict, or
-    ``None``), ``ranks_agree`` (every rank recorded the same losses), ``losses``
-    (``{"standalone": [...], "distributed": [...]}`` of rank 0), ``timings_s``
+    ``None``), ``ranks_agree`` (every rank recorded the same losses; with
+    ``data.split=sharded`` the standalone ones), ``losses`` (``{"standalone": [...],
+    "distributed": [...]}``: rank 0's, or with ``data.split=sharded`` the mean of the
+    ranks' distributed losses), ``dtypes`` (``configured`` mp_policy dtypes and
+    ``observed`` ones: ``param_forward``, ``output``, ``grad``), ``weights_moved``
+    (max |change| of one copy's parameters while the other trained: non-zero only
+    when they share storage), ``zero_grad_effective``, ``timings_s``
     (``wall``, ``launch``, per-phase maxima over ranks), ``versions``,
     ``launcher`` (return code, timed out, processes killed), ``log_tails`` (on error),
     ``started``/``finished`` (UTC ISO-8601).
@@ -116,10 +123,17 @@ def _run(cfg: DictConfig, job_dir: Path, record: Dict[str, Any]) -> None:
     job_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(OmegaConf.create(record["config"]), job_dir / JOB_CONFIG)
 
-    spec = launch.build_spec(
-        cfg.framework.launcher, world, job_dir, env=dict(cfg.framework.env), timeout_s=timeout_s(cfg)
-    )
-    spec.env["OMP_NUM_THREADS"] = str(cfg.launcher.omp_num_threads)
+    env = dict(cfg.framework.env, OMP_NUM_THREADS=str(cfg.launcher.omp_num_threads))
+    limit = timeout_s(cfg)
+    if cfg.order == "separate":
+        # The standalone baseline in a process of its own, before the distributed launch.
+        standalone_spec = launch.LaunchSpec(
+            argv=[sys.executable, "-m", "sweep.train", str(job_dir), "--phase", "standalone"],
+            env=env, log_path=job_dir / "logs" / "standalone.log", timeout_s=limit,
+        )
+        standalone_outcome = launch.run(standalone_spec)
+        record["timings_s"]["standalone_launch"] = standalone_outcome.wall_s
+    spec = launch.build_spec(cfg.framework.launcher, world, job_dir, env=env, timeout_s=limit)
     outcome = launch.run(spec)
     record["launcher"] = {
         "argv": spec.argv,
@@ -131,29 +145,49 @@ def _run(cfg: DictConfig, job_dir: Path, record: Dict[str, Any]) -> None:
     record["timings_s"]["launch"] = outcome.wall_s
 
     ranks = _read_ranks(job_dir, world)
-    missing = [r for r, res in enumerate(ranks) if res is None]
+    missing = [str(r) for r, res in enumerate(ranks) if res is None]
+    standalone_path = job_dir / RANKS_DIR / STANDALONE_RESULT
+    if cfg.order == "separate" and not standalone_path.exists():
+        missing.append("standalone process")
     if missing:
         record["log_tails"] = log_tails(job_dir)
         if outcome.timed_out:
-            record.update(status="timeout", reason=f"no result after {spec.timeout_s:.0f} s from ranks {missing}")
+            record.update(status="timeout", reason=f"no result after {spec.timeout_s:.0f} s from {', '.join(missing)}")
         else:
             record.update(
                 status="error",
-                reason=f"launcher exited with code {outcome.returncode}; no result from ranks {missing}"
+                reason=f"launcher exited with code {outcome.returncode}; no result from rank(s) {', '.join(missing)}"
                 + _first_error(record["log_tails"]),
             )
         return
 
     first = ranks[0]
+    standalone = read_json(standalone_path)["standalone"] if cfg.order == "separate" else first["standalone"]
+    if cfg.data.split == "sharded":
+        # each rank's loss is over its shard; the global loss is their mean (equal shard sizes)
+        per_rank = np.array([read_floats(r["distributed"]) for r in ranks], dtype=np.float64)
+        distributed = per_rank.mean(axis=0).tolist()
+    else:
+        distributed = first["distributed"]
     record["versions"].update(first.get("versions", {}))
-    record["losses"] = {"standalone": first["standalone"], "distributed": first["distributed"]}
+    record["losses"] = {"standalone": standalone, "distributed": distributed}
     record["ranks_agree"] = all(
-        r["standalone"] == first["standalone"] and r["distributed"] == first["distributed"] for r in ranks
+        r["standalone"] == first["standalone"]
+        and (cfg.data.split == "sharded" or r["distributed"] == first["distributed"])
+        for r in ranks
     )
+    record["weights_moved"] = first.get("moved", {})
+    record["zero_grad_effective"] = first.get("zero_grad_effective")
+    record["dtypes"] = {
+        "configured": {k: record["config"]["mp_policy"][k] for k in ("param_dtype", "reduce_dtype", "output_dtype")},
+        "observed": first.get("dtypes_observed", {}),
+    }
     for phase in ("setup", "standalone", "distributed"):
-        record["timings_s"][phase] = max(r["timings_s"][phase] for r in ranks)
+        values = [r["timings_s"][phase] for r in ranks if phase in r["timings_s"]]
+        if values:
+            record["timings_s"][phase] = max(values)
     comparison = compare_losses(
-        read_floats(first["standalone"]), read_floats(first["distributed"]), rtol=cfg.compare.rtol, atol=cfg.compare.atol
+        read_floats(standalone), read_floats(distributed), rtol=cfg.compare.rtol, atol=cfg.compare.atol
     )
     record["comparison"] = comparison.to_dict()
     if comparison.passed:

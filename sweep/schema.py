@@ -52,6 +52,47 @@ class OptimizerName(str, enum.Enum):
     sgd = "sgd"
 
 
+class GradApi(str, enum.Enum):
+    """How a step computes gradients: ``loss.backward()`` (torch; MindSpore only where
+    its ``Tensor`` has ``backward``) or ``mindspore.value_and_grad`` (the report's)."""
+
+    backward = "backward"
+    value_and_grad = "value_and_grad"
+
+
+class WeightCopy(str, enum.Enum):
+    """How the standalone copy gets the distributed copy's initial weights.
+
+    ``shared``: the report's ``standalone_param.set_data(distributed_param)`` (torch:
+    ``standalone_param.data = distributed_param.data``): both share storage, so
+    training one moves the other. ``independent``: a copy of the values.
+    ``checkpoint``: a round-trip through a checkpoint file.
+    """
+
+    shared = "shared"
+    independent = "independent"
+    checkpoint = "checkpoint"
+
+
+class Order(str, enum.Enum):
+    """Which copy trains first in a rank, or ``separate``: the standalone copy trains
+    in a process of its own (no launcher, no process group)."""
+
+    standalone_first = "standalone_first"
+    distributed_first = "distributed_first"
+    separate = "separate"
+
+
+class DataSplit(str, enum.Enum):
+    """``replicated``: every rank sees the same ``batch_size`` sample (the report).
+    ``sharded``: rank ``r`` sees rows ``[r*b, (r+1)*b)`` of a global batch of
+    ``b * world_size`` rows, on which the standalone copy trains; the distributed loss
+    of a step is then the mean of the ranks' losses."""
+
+    replicated = "replicated"
+    sharded = "sharded"
+
+
 @dataclass
 class FrameworkConfig:
     """The framework the ranks run, and how it is launched.
@@ -63,6 +104,7 @@ class FrameworkConfig:
 
     name: Framework = MISSING
     launcher: str = MISSING  # torchrun | msrun
+    grad_api: GradApi = GradApi.backward
     backend: Dict[str, str] = field(default_factory=dict)
     device_target: Dict[str, str] = field(default_factory=dict)
     env: Dict[str, str] = field(default_factory=dict)
@@ -79,6 +121,9 @@ class EngineConfig:
 
     name: str = MISSING
     impl: Dict[str, str] = field(default_factory=dict)
+    # hyper_parallel only: run the optimizer step inside SkipDTensorDispatch(), as
+    # hyper-parallel's own tests do (the report does not). None for other engines.
+    skip_dtensor_dispatch: Optional[bool] = None
 
 
 @dataclass
@@ -142,6 +187,14 @@ class DataConfig:
 
     batch_size: int = 1
     seed_offset: int = 44
+    split: DataSplit = DataSplit.replicated
+
+
+@dataclass
+class WeightsConfig:
+    """How the two copies start from the same weights (see :class:`WeightCopy`)."""
+
+    copy: WeightCopy = WeightCopy.independent
 
 
 @dataclass
@@ -180,6 +233,9 @@ class SweepConfig:
     data: DataConfig = field(default_factory=DataConfig)
     compare: CompareConfig = field(default_factory=CompareConfig)
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    weights: WeightsConfig = field(default_factory=WeightsConfig)
+    order: Order = Order.standalone_first
+    zero_grad: bool = True  # clear the distributed copy's gradients every step
     reshard_after_forward: bool = True
     deterministic: bool = True
     seed: int = 42
@@ -250,12 +306,28 @@ def validate(cfg: DictConfig) -> None:
                 f"engine=data_parallel has no mixed-precision policy; mp_policy={policy.name} sets dtypes "
                 "(use mp_policy=fp32 or cast_forward_inputs)"
             )
+    grad_api = str(_value(cfg.framework.grad_api))
+    if framework == "torch" and grad_api != "backward":
+        raise ConfigError(f"framework.grad_api={grad_api} is MindSpore's; framework=torch allows: backward")
+    if cfg.engine.skip_dtensor_dispatch is not None and cfg.engine.name != "hyper_parallel":
+        raise ConfigError(
+            f"engine.skip_dtensor_dispatch={cfg.engine.skip_dtensor_dispatch} applies to engine=hyper_parallel only "
+            f"(engine={cfg.engine.name}); leave it null"
+        )
     if importlib.util.find_spec(framework) is None:
         extra = "torch" if framework == "torch" else "mindspore"
         raise ConfigError(
             f"framework={framework} is not installed: pip install -e '.[{extra}]' "
             "(on CPU machines add -c constraints/cpu.txt)"
         )
+    if framework == "mindspore" and grad_api == "backward":
+        import mindspore  # only for this check: ~3 s
+
+        if not hasattr(mindspore.Tensor, "backward"):
+            raise ConfigError(
+                f"framework.grad_api=backward: MindSpore {mindspore.__version__} has no Tensor.backward; "
+                "allowed here: value_and_grad"
+            )
     if cfg.engine.name == "hyper_parallel" and importlib.util.find_spec("hyper_parallel") is None:
         raise ConfigError(
             "engine=hyper_parallel needs hyper-parallel, which is not installed and not on PyPI: "

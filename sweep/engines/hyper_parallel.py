@@ -11,6 +11,7 @@ from ``hyper_parallel.platform.torch.fully_shard.utils``; later ones export
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 from types import SimpleNamespace
@@ -72,6 +73,19 @@ def _fully_shard(api: SimpleNamespace, model: Any, cfg: Any, mp_policy: Any, mes
     return model if out is None else out
 
 
+def _skip_dispatch(engine: object) -> contextlib.AbstractContextManager:
+    """``SkipDTensorDispatch()`` when ``engine.skip_dtensor_dispatch`` is true, else a no-op.
+
+    Raises:
+        ImportError: asked for, but the installed hyper-parallel has no ``SkipDTensorDispatch``.
+    """
+    if not engine.cfg.engine.skip_dtensor_dispatch:
+        return contextlib.nullcontext()
+    if engine.api.SkipDTensorDispatch is None:
+        raise ImportError("engine.skip_dtensor_dispatch=true but this hyper-parallel has no SkipDTensorDispatch")
+    return engine.api.SkipDTensorDispatch()
+
+
 class MindSporeHyperParallel(MindSporeEngine):
     """``fully_shard`` on MindSpore, as the report uses it. Needs ReduceScatter, which
     MindSpore has on Ascend NPUs but not on CPU."""
@@ -79,7 +93,7 @@ class MindSporeHyperParallel(MindSporeEngine):
     def parallelize(self, net: Any) -> Any:
         import mindspore as ms
 
-        api = import_api("mindspore")
+        self.api = api = import_api("mindspore")
         device_type = {"npu": "npu", "cpu": "cpu", "cuda": "gpu"}[str(getattr(self.cfg.device, "value", self.cfg.device))]
         mesh = api.init_device_mesh(
             device_type=device_type,
@@ -99,6 +113,10 @@ class MindSporeHyperParallel(MindSporeEngine):
             cast_forward_inputs=bool(p.cast_forward_inputs),
         )
         return _fully_shard(api, net, self.cfg, policy, mesh)
+
+    def optimizer_step(self, optimizer: Any, grads: Any) -> None:
+        with _skip_dispatch(self):
+            optimizer(grads)
 
 
 class TorchHyperParallel(TorchEngine):
@@ -122,3 +140,7 @@ class TorchHyperParallel(TorchEngine):
             cast_forward_inputs=fsdp.cast_forward_inputs,
         )
         return _fully_shard(self.api, model, self.cfg, policy, mesh, device=self.device)
+
+    def optimizer_step(self, optimizer: Any) -> None:
+        with _skip_dispatch(self):
+            optimizer.step()

@@ -1,29 +1,39 @@
 """Per-rank training: what every rank of a job runs, started by torchrun or msrun.
 
 ``python -m sweep.train JOB_DIR`` (or the file ``sweep/train/__main__.py`` for msrun)
-reads ``JOB_DIR/job.yaml`` (the resolved config the job wrote), trains the standalone
-copy and the distributed copy on this rank, and writes
+reads ``JOB_DIR/job.yaml`` (the resolved config the job wrote), trains the copies of
+the model on this rank in the configured ``order``, and writes
 ``JOB_DIR/ranks/rank_<rank>.json``::
 
     {"rank": int, "world_size": int, "framework": str, "versions": {name: version},
-     "standalone": [loss per step], "distributed": [loss per step],
-     "timings_s": {"setup": s, "standalone": s, "distributed": s}}
+     "standalone": [loss per step] | null, "distributed": [loss per step] | null,
+     "moved": {"distributed_during_standalone": max |change|, ...},
+     "dtypes_observed": {"param_forward": str, "output": str, "grad": str},
+     "zero_grad_effective": bool, "timings_s": {"setup": s, "standalone": s, "distributed": s}}
 
+With ``order=separate`` the ranks train only the distributed copy and
+``python -m sweep.train JOB_DIR --phase standalone`` (one plain process, no launcher)
+writes ``ranks/standalone.json`` with the standalone sequence.
 Losses are Python floats of the framework's scalar loss (float32 values, exact).
 """
 
 from __future__ import annotations
 
 import platform
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from sweep.data import make_samples
 from sweep.io import write_json
 
 JOB_CONFIG = "job.yaml"
 RANKS_DIR = "ranks"
+STANDALONE_RESULT = "standalone.json"
+PHASES = ("both", "standalone", "distributed")
 
 
 def load_job(job_dir: Path | str) -> DictConfig:
@@ -35,6 +45,71 @@ def rank_result_path(job_dir: Path | str, rank: int) -> Path:
     return Path(job_dir) / RANKS_DIR / f"rank_{rank}.json"
 
 
-def write_rank_result(job_dir: Path | str, rank: int, result: dict[str, Any]) -> None:
+def write_rank_result(job_dir: Path | str, rank: int, result: dict[str, Any], phase: str = "both") -> None:
+    """Write this process's result: ``rank_<rank>.json``, or ``standalone.json`` for
+    the standalone-only process of ``order=separate``."""
     result = dict(result, python=platform.python_version())
-    write_json(rank_result_path(job_dir, rank), result)
+    path = Path(job_dir) / RANKS_DIR / STANDALONE_RESULT if phase == "standalone" else rank_result_path(job_dir, rank)
+    write_json(path, result)
+
+
+def phase_order(order: str, phase: str) -> List[str]:
+    """The copies this process trains, in order.
+
+    Raises:
+        ValueError: unknown ``order`` or ``phase``.
+    """
+    if phase == "standalone":
+        return ["standalone"]
+    if phase == "distributed" or order == "separate":
+        return ["distributed"]
+    if phase != "both":
+        raise ValueError(f"phase={phase!r}; allowed: {', '.join(PHASES)}")
+    orders = {"standalone_first": ["standalone", "distributed"], "distributed_first": ["distributed", "standalone"]}
+    if order not in orders:
+        raise ValueError(f"order={order!r}; allowed: standalone_first, distributed_first, separate")
+    return orders[order]
+
+
+def rank_samples(cfg: Any, rank: int, world: int) -> Tuple[List[Any], List[Any]]:
+    """``(standalone_samples, rank_samples)``: numpy ``(x, y)`` pairs per step.
+
+    ``data.split=replicated``: both are the same ``batch_size``-row samples.
+    ``data.split=sharded``: the standalone copy gets ``batch_size * world`` rows per step
+    and this rank rows ``[rank * batch_size, (rank + 1) * batch_size)``.
+    """
+    sharded = cfg.data.split == "sharded"
+    rows = cfg.data.batch_size * (world if sharded else 1)
+    global_samples = make_samples(
+        cfg.steps, batch_size=rows, in_size=cfg.model.in_size, out_size=cfg.model.out_size,
+        seed_offset=cfg.data.seed_offset,
+    )
+    if not sharded:
+        return global_samples, global_samples
+    b = cfg.data.batch_size
+    return global_samples, [(x[rank * b:(rank + 1) * b], y[rank * b:(rank + 1) * b]) for x, y in global_samples]
+
+
+def train_phases(
+    names: Sequence[str],
+    train: Dict[str, Callable[[], List[float]]],
+    snapshot: Dict[str, Callable[[], List[np.ndarray]]],
+) -> Tuple[Dict[str, List[float]], Dict[str, float], Dict[str, float]]:
+    """Run ``train[name]()`` for each name in order; around each, snapshot the *other*
+    copy's parameters (if this process holds it) to measure how far training one copy
+    moved the other: the max absolute change, 0.0 for independent copies.
+
+    Returns ``(losses, moved, seconds)`` keyed by copy name (``moved`` by
+    ``"<other>_during_<name>"``).
+    """
+    losses, moved, seconds = {}, {}, {}
+    for name in names:
+        other = "distributed" if name == "standalone" else "standalone"
+        before = snapshot[other]() if other in names else None
+        t0 = time.perf_counter()
+        losses[name] = train[name]()
+        seconds[name] = time.perf_counter() - t0
+        if before is not None:
+            after = snapshot[other]()
+            moved[f"{other}_during_{name}"] = float(max(np.max(np.abs(a - b)) for a, b in zip(after, before)))
+    return losses, moved, seconds

@@ -4,9 +4,9 @@ Started by msrun (which also runs this file in its scheduler process up to
 ``init()``; nothing is written before ``init()``). Order, as in the report:
 ``set_context(mode=PYNATIVE_MODE)``, ``set_deterministic``, ``set_seed(seed)``,
 ``np.random.seed(seed)``, ``init()``, build the standalone net, build the distributed
-net, copy the distributed net's initial weights into the standalone one (an
-independent copy: ``set_data(Tensor(copy))``), parallelise, build the optimizers
-(standalone first), train standalone, then distributed. A step is
+net, copy the distributed net's initial weights into the standalone one
+(``weights.copy``; the report shares storage), parallelise, build the optimizers
+(standalone first), train in ``order`` (the report: standalone first). A step is
 ``value_and_grad(forward_fn, None, optimizer.parameters)`` then ``optimizer(grads)``.
 """
 
@@ -15,13 +15,12 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, List
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from sweep.data import make_samples
 from sweep.engines import load_engine
-from sweep.train import write_rank_result
+from sweep.train import phase_order, rank_samples, train_phases, write_rank_result
 
 
 def build_mlp(model_cfg: Any) -> Any:
@@ -69,37 +68,102 @@ def build_optimizer(opt_cfg: Any, params: Any) -> Any:
     raise ValueError(f"optimizer.name={name!r}; allowed: adam, adamw, sgd")
 
 
-def copy_weights(dst: Any, src: Any) -> None:
-    """Set every parameter of ``dst`` to an independent copy of ``src``'s same-named one."""
+def copy_weights(dst: Any, src: Any, how: str, path: Path) -> None:
+    """Give ``dst`` the initial weights of ``src`` (same-named parameters).
+
+    ``how``: ``shared`` is the report's ``dst_param.set_data(src_param)``: the two
+    parameters then share storage (shared/notes/environment.md), so training one moves
+    the other; ``independent`` sets a copy of the values
+    (``set_data(Tensor(src_param.asnumpy().copy()))``); ``checkpoint`` saves ``src``
+    with ``mindspore.save_checkpoint`` to ``path`` and loads it into ``dst`` with
+    ``load_checkpoint`` + ``load_param_into_net``.
+
+    Raises:
+        ValueError: unknown ``how``.
+    """
+    import mindspore as ms
     from mindspore import Tensor
 
     src_params = src.parameters_dict()
-    for name, param in dst.parameters_dict().items():
-        param.set_data(Tensor(src_params[name].asnumpy().copy()))
+    if how == "shared":
+        for name, param in dst.parameters_dict().items():
+            param.set_data(src_params[name])
+    elif how == "independent":
+        for name, param in dst.parameters_dict().items():
+            param.set_data(Tensor(src_params[name].asnumpy().copy()))
+    elif how == "checkpoint":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ms.save_checkpoint(src, str(path))
+        ms.load_param_into_net(dst, ms.load_checkpoint(str(path)), strict_load=True)
+    else:
+        raise ValueError(f"weights.copy={how!r}; allowed: shared, independent, checkpoint")
 
 
-def train(net: Any, optimizer: Any, samples: List[Any], apply: Callable[[Any, Any], None]) -> List[float]:
+def local_params(net: Any) -> List[np.ndarray]:
+    """This rank's parameter values as numpy copies (``asnumpy()`` is a live view)."""
+    return [p.asnumpy().copy() for p in net.trainable_params()]
+
+
+def train(
+    net: Any,
+    optimizer: Any,
+    samples: List[Any],
+    apply: Callable[[Any, Any], None],
+    *,
+    grad_api: str = "value_and_grad",
+    zero_grad: bool = False,
+    observed: Optional[Dict[str, str]] = None,
+) -> List[float]:
     """The report's ``train_step`` over ``samples``: ``value_and_grad`` of the MSE loss
-    w.r.t. ``optimizer.parameters``, then ``apply(optimizer, grads)``."""
-    import mindspore as ms
-    from mindspore import nn
+    w.r.t. ``optimizer.parameters``, then ``apply(optimizer, grads)``; with
+    ``zero_grad`` also ``net.zero_grad()`` where the net has one (hyper-parallel's
+    ``fully_shard`` adds it; a plain Cell's functional gradients need no clearing).
 
+    ``observed`` (a dict) receives at step 0 the dtypes that ran: ``param_forward``
+    (``layer0.weight`` during forward), ``output``, ``grad`` (first gradient).
+
+    Raises:
+        NotImplementedError: ``grad_api="backward"`` on a MindSpore without ``Tensor.backward``.
+    """
+    import mindspore as ms
+    from mindspore import Tensor, nn
+
+    if grad_api != "value_and_grad":
+        if not hasattr(Tensor, "backward"):
+            raise NotImplementedError(
+                f"framework.grad_api={grad_api}: MindSpore {ms.__version__} has no Tensor.backward; "
+                "use framework.grad_api=value_and_grad"
+            )
+        raise NotImplementedError(f"framework.grad_api={grad_api} is not wired for MindSpore yet")
     loss_fn = nn.MSELoss()
 
     def forward_fn(inputs: Any, labels: Any) -> Any:
-        return loss_fn(net(inputs), labels)
+        out = net(inputs)
+        if observed is not None and "output" not in observed:
+            observed["param_forward"] = str(net.layer0.weight.dtype).lower()
+            observed["output"] = str(out.dtype).lower()
+        return loss_fn(out, labels)
 
     grad_fn = ms.value_and_grad(forward_fn, None, optimizer.parameters)
+    clear = getattr(net, "zero_grad", None) if zero_grad else None
     losses = []
     for x, y in samples:
         loss, grads = grad_fn(x, y)
+        if observed is not None and "grad" not in observed:
+            observed["grad"] = str(grads[0].dtype).lower()
         apply(optimizer, grads)
+        if clear is not None:
+            clear()
         losses.append(float(loss.asnumpy()))
     return losses
 
 
-def run_rank(cfg: Any, job_dir: str) -> None:
-    """Train both copies on this rank and write ``ranks/rank_<rank>.json``."""
+def run_rank(cfg: Any, job_dir: str, phase: str = "both") -> None:
+    """Train this process's copies and write its result file (see ``sweep.train``).
+
+    ``phase="standalone"``: the standalone-only process of ``order=separate``
+    (``init()`` is not called; rank 0 of 1).
+    """
     t0 = time.perf_counter()
     import mindspore as ms
     from mindspore import Tensor
@@ -110,43 +174,58 @@ def run_rank(cfg: Any, job_dir: str) -> None:
         ms.set_deterministic(True)
     ms.set_seed(cfg.seed)
     np.random.seed(cfg.seed)
-    init()
-    rank, world = get_rank(), get_group_size()
+    distributed_phase = phase != "standalone"
+    if distributed_phase:
+        init()
+        rank, world = get_rank(), get_group_size()
+    else:
+        rank, world = 0, 1
 
+    job_dir = Path(job_dir)
     standalone = build_mlp(cfg.model)
     distributed = build_mlp(cfg.model)
-    copy_weights(standalone, distributed)
+    ckpt = job_dir / "ranks" / f"init_{'standalone' if not distributed_phase else f'rank_{rank}'}.ckpt"
+    copy_weights(standalone, distributed, cfg.weights["copy"], ckpt)
+    names = phase_order(cfg.order, phase)
     engine = load_engine(cfg, "mindspore", world_size=world)
-    distributed = engine.parallelize(distributed)
-    samples = [
-        (Tensor(x), Tensor(y))
-        for x, y in make_samples(
-            cfg.steps,
-            batch_size=cfg.data.batch_size,
-            in_size=cfg.model.in_size,
-            out_size=cfg.model.out_size,
-            seed_offset=cfg.data.seed_offset,
-        )
-    ]
+    if "distributed" in names:
+        distributed = engine.parallelize(distributed)
+    global_np, local_np = rank_samples(cfg, rank, world)
     opt_standalone = build_optimizer(cfg.optimizer, standalone.trainable_params())
     opt_distributed = build_optimizer(cfg.optimizer, distributed.trainable_params())
-    t1 = time.perf_counter()
-    loss_standalone = train(standalone, opt_standalone, samples, lambda opt, grads: opt(grads))
-    t2 = time.perf_counter()
-    loss_distributed = train(distributed, opt_distributed, samples, engine.optimizer_step)
-    t3 = time.perf_counter()
+    zero_grad_effective = bool(cfg.zero_grad) and hasattr(distributed, "zero_grad")
+
+    def tensors(pairs: List[Any]) -> List[Any]:
+        return [(Tensor(x), Tensor(y)) for x, y in pairs]
+
+    observed: Dict[str, str] = {}
+    losses, moved, seconds = train_phases(
+        names,
+        train={
+            "standalone": lambda: train(standalone, opt_standalone, tensors(global_np), lambda opt, g: opt(g),
+                                        grad_api=cfg.framework.grad_api),
+            "distributed": lambda: train(distributed, opt_distributed, tensors(local_np), engine.optimizer_step,
+                                         grad_api=cfg.framework.grad_api, zero_grad=bool(cfg.zero_grad),
+                                         observed=observed),
+        },
+        snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
+    )
     write_rank_result(
-        Path(job_dir),
+        job_dir,
         rank,
         {
             "rank": rank,
             "world_size": world,
             "framework": "mindspore",
             "versions": {"mindspore": ms.__version__, **_hyper_parallel_version()},
-            "standalone": loss_standalone,
-            "distributed": loss_distributed,
-            "timings_s": {"setup": t1 - t0, "standalone": t2 - t1, "distributed": t3 - t2},
+            "standalone": losses.get("standalone"),
+            "distributed": losses.get("distributed"),
+            "moved": moved,
+            "dtypes_observed": observed,
+            "zero_grad_effective": zero_grad_effective,
+            "timings_s": {"setup": time.perf_counter() - t0 - sum(seconds.values()), **seconds},
         },
+        phase,
     )
 
 

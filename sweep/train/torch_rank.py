@@ -3,7 +3,9 @@
 Started by torchrun (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` in the environment).
 Order of RNG use, as in the report: seed, build the standalone model, build the
 distributed model, copy the distributed model's initial weights into the standalone
-one (an independent copy), then parallelise the distributed one.
+one (``weights.copy``), then parallelise the distributed one and train the copies
+in ``order``. The standalone copy always clears its gradients; the distributed
+copy does so only with ``zero_grad=true``.
 """
 
 from __future__ import annotations
@@ -12,13 +14,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, List
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from sweep.data import make_samples
 from sweep.engines import load_engine
-from sweep.train import write_rank_result
+from sweep.train import phase_order, rank_samples, train_phases, write_rank_result
 
 
 def build_mlp(model_cfg: Any) -> Any:
@@ -61,19 +62,93 @@ def build_optimizer(opt_cfg: Any, params: Any) -> Any:
     raise ValueError(f"optimizer.name={name!r}; allowed: adam, adamw, sgd")
 
 
-def train(model: Any, samples: List[Any], step: Callable[[], None], zero_grad: Callable[[], None]) -> List[float]:
+def copy_weights(dst: Any, src: Any, how: str, path: Path) -> None:
+    """Give ``dst`` the initial weights of ``src`` (same architecture, not yet parallelised).
+
+    ``how``: ``shared`` assigns ``dst_param.data = src_param.data`` (shared storage,
+    torch's equivalent of MindSpore's ``set_data(param)``); ``independent`` copies the
+    values (``load_state_dict``); ``checkpoint`` saves ``src.state_dict()`` to ``path``
+    with ``torch.save`` and loads it back into ``dst``.
+
+    Raises:
+        ValueError: unknown ``how``.
+    """
+    import torch
+
+    if how == "shared":
+        src_params = dict(src.named_parameters())
+        for name, param in dst.named_parameters():
+            param.data = src_params[name].data
+    elif how == "independent":
+        dst.load_state_dict(src.state_dict())
+    elif how == "checkpoint":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(src.state_dict(), path)
+        dst.load_state_dict(torch.load(path, weights_only=True))
+    else:
+        raise ValueError(f"weights.copy={how!r}; allowed: shared, independent, checkpoint")
+
+
+def local_params(model: Any) -> List[np.ndarray]:
+    """This rank's parameter values as numpy copies (a DTensor gives its local shard)."""
+    out = []
+    for param in model.parameters():
+        data = param.detach()
+        data = data.to_local() if hasattr(data, "to_local") else data
+        out.append(data.float().cpu().numpy().copy())
+    return out
+
+
+def train(
+    model: Any,
+    samples: List[Any],
+    step: Callable[[], None],
+    zero_grad: Optional[Callable[[], None]],
+    observed: Optional[Dict[str, str]] = None,
+) -> List[float]:
     """Train one pass over ``samples``: forward, MSE loss, ``backward()``, ``step()``,
-    ``zero_grad()``. Returns the loss of every step (float)."""
+    then ``zero_grad()`` unless it is ``None``. Returns the loss of every step (float).
+
+    If ``observed`` is a dict, step 0 fills it with the dtypes that actually ran:
+    ``param_forward`` (``layer0.weight`` seen by its forward), ``output`` (the model
+    output) and ``grad`` (the gradient the optimizer reads).
+    """
     import torch.nn.functional as F
 
+    handle = None
+    if observed is not None:
+        layer0 = _find_layer0(model)
+
+        def record_param_dtype(module: Any, args: Any) -> None:  # a pre-hook's return value replaces the input
+            observed.setdefault("param_forward", _dtype(module.weight))
+
+        handle = layer0.register_forward_pre_hook(record_param_dtype)
     losses = []
     for x, y in samples:
-        loss = F.mse_loss(model(x), y)
+        out = model(x)
+        loss = F.mse_loss(out, y)
         loss.backward()
+        if handle is not None:
+            handle.remove()
+            handle = None
+            observed["output"] = _dtype(out)
+            observed["grad"] = _dtype(next(model.parameters()).grad)
         step()
-        zero_grad()
+        if zero_grad is not None:
+            zero_grad()
         losses.append(float(loss.item()))
     return losses
+
+
+def _find_layer0(model: Any) -> Any:
+    return model.module.layer0 if hasattr(model, "module") else model.layer0
+
+
+def _dtype(tensor: Any) -> Optional[str]:
+    if tensor is None:
+        return None
+    tensor = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+    return str(tensor.dtype).replace("torch.", "")
 
 
 def _redirect_output(job_dir: Path, rank: int) -> None:
@@ -88,18 +163,24 @@ def _redirect_output(job_dir: Path, rank: int) -> None:
     os.close(fd)
 
 
-def run_rank(cfg: Any, job_dir: str) -> None:
-    """Train both copies on this rank and write ``ranks/rank_<rank>.json``; then leave with
-    ``os._exit(0)`` (gloo ranks can SIGABRT at interpreter shutdown otherwise)."""
-    job_dir = Path(job_dir)
-    rank = int(os.environ["RANK"])
-    world = int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    _redirect_output(job_dir, rank)
-    t0 = time.perf_counter()
+def run_rank(cfg: Any, job_dir: str, phase: str = "both") -> None:
+    """Train this process's copies and write its result file (see ``sweep.train``); then
+    leave with ``os._exit(0)`` (gloo ranks can SIGABRT at interpreter shutdown otherwise).
 
+    ``phase="standalone"``: the standalone-only process of ``order=separate`` (no
+    process group; rank 0 of 1).
+    """
     import torch
     import torch.distributed as dist
+
+    job_dir = Path(job_dir)
+    distributed_phase = phase != "standalone"
+    rank = int(os.environ.get("RANK", 0)) if distributed_phase else 0
+    world = int(os.environ.get("WORLD_SIZE", 1)) if distributed_phase else 1
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    if distributed_phase:
+        _redirect_output(job_dir, rank)
+    t0 = time.perf_counter()
 
     device_name = cfg.device
     if device_name == "npu":
@@ -109,7 +190,8 @@ def run_rank(cfg: Any, job_dir: str) -> None:
     else:
         device = torch.device(device_name, local_rank)
         getattr(torch, device_name).set_device(device)
-    dist.init_process_group(backend=cfg.framework.backend[device_name])
+    if distributed_phase:
+        dist.init_process_group(backend=cfg.framework.backend[device_name])
     try:
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed)
@@ -117,28 +199,32 @@ def run_rank(cfg: Any, job_dir: str) -> None:
             torch.use_deterministic_algorithms(True)
         standalone = build_mlp(cfg.model).to(device)
         distributed = build_mlp(cfg.model).to(device)
-        standalone.load_state_dict(distributed.state_dict())
-        engine = load_engine(cfg, "torch", device=device)
-        distributed = engine.parallelize(distributed)
+        ckpt = job_dir / "ranks" / f"init_{'standalone' if not distributed_phase else f'rank_{rank}'}.pt"
+        copy_weights(standalone, distributed, cfg.weights["copy"], ckpt)
+        names = phase_order(cfg.order, phase)
+        engine = None
+        if "distributed" in names:
+            engine = load_engine(cfg, "torch", device=device)
+            distributed = engine.parallelize(distributed)
         opt_standalone = build_optimizer(cfg.optimizer, standalone.parameters())
         opt_distributed = build_optimizer(cfg.optimizer, distributed.parameters())
-        samples = [
-            (torch.from_numpy(x).to(device), torch.from_numpy(y).to(device))
-            for x, y in make_samples(
-                cfg.steps,
-                batch_size=cfg.data.batch_size,
-                in_size=cfg.model.in_size,
-                out_size=cfg.model.out_size,
-                seed_offset=cfg.data.seed_offset,
-            )
-        ]
-        t1 = time.perf_counter()
-        loss_standalone = train(standalone, samples, opt_standalone.step, opt_standalone.zero_grad)
-        t2 = time.perf_counter()
-        loss_distributed = train(
-            distributed, samples, lambda: engine.optimizer_step(opt_distributed), opt_distributed.zero_grad
+        global_np, local_np = rank_samples(cfg, rank, world)
+
+        def to_device(pairs: List[Any]) -> List[Any]:
+            return [(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)) for x, y in pairs]
+
+        observed: Dict[str, str] = {}
+        losses, moved, seconds = train_phases(
+            names,
+            train={
+                "standalone": lambda: train(standalone, to_device(global_np), opt_standalone.step,
+                                            opt_standalone.zero_grad),
+                "distributed": lambda: train(distributed, to_device(local_np),
+                                             lambda: engine.optimizer_step(opt_distributed),
+                                             opt_distributed.zero_grad if cfg.zero_grad else None, observed),
+            },
+            snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
         )
-        t3 = time.perf_counter()
         write_rank_result(
             job_dir,
             rank,
@@ -147,13 +233,18 @@ def run_rank(cfg: Any, job_dir: str) -> None:
                 "world_size": world,
                 "framework": "torch",
                 "versions": {"torch": torch.__version__},
-                "standalone": loss_standalone,
-                "distributed": loss_distributed,
-                "timings_s": {"setup": t1 - t0, "standalone": t2 - t1, "distributed": t3 - t2},
+                "standalone": losses.get("standalone"),
+                "distributed": losses.get("distributed"),
+                "moved": moved,
+                "dtypes_observed": observed,
+                "zero_grad_effective": bool(cfg.zero_grad),
+                "timings_s": {"setup": time.perf_counter() - t0 - sum(seconds.values()), **seconds},
             },
+            phase,
         )
     finally:
-        dist.destroy_process_group()
+        if distributed_phase:
+            dist.destroy_process_group()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
