@@ -1,0 +1,92 @@
+"""The report's hypotheses as factors, each on real torchrun jobs with few steps."""
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+STEPS = 12
+
+
+def _run(tmp_path, *overrides):
+    proc = run_cli([f"steps={STEPS}", *overrides], tmp_path)
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["status"] in ("ok", "fail"), proc.stdout + proc.stderr + str(result.get("reason"))
+    return result
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory):
+    return _run(tmp_path_factory.mktemp("base"), "engine=data_parallel")
+
+
+def test_shared_storage_is_shared(tmp_path, baseline):
+    """DDP trains the module's own parameters, so with shared storage the standalone
+    copy (trained first) moves the distributed copy's weights: it starts trained and runs low."""
+    r = _run(tmp_path, "engine=data_parallel", "weights.copy=shared")
+    assert r["weights_moved"]["distributed_during_standalone"] > 0
+    assert r["weights_moved"]["standalone_during_distributed"] > 0
+    assert r["status"] == "fail" and r["comparison"]["first_fail_step"] == 0
+    assert r["comparison"]["mean_signed_diff"] < 0
+    assert r["losses"]["standalone"] == baseline["losses"]["standalone"]  # the copy trained first is unaffected
+
+
+def test_independent_copy_is_independent(baseline):
+    assert baseline["weights_moved"] == {"distributed_during_standalone": 0.0, "standalone_during_distributed": 0.0}
+    assert baseline["status"] == "ok"
+    assert baseline["losses"]["distributed"] == baseline["losses"]["standalone"]
+
+
+def test_checkpoint_round_trip_gives_the_same_weights(tmp_path, baseline):
+    r = _run(tmp_path, "engine=data_parallel", "weights.copy=checkpoint")
+    assert r["status"] == "ok" and r["weights_moved"]["distributed_during_standalone"] == 0.0
+    assert (tmp_path / "run" / "ranks" / "init_rank_0.pt").exists()
+    assert r["losses"] == baseline["losses"]
+
+
+def test_fully_shard_copies_its_shards_so_shared_storage_does_not_leak(tmp_path):
+    r = _run(tmp_path, "engine=torch_fsdp2", "weights.copy=shared")
+    assert r["weights_moved"]["distributed_during_standalone"] == 0.0
+    assert r["status"] == "ok"
+
+
+@pytest.mark.parametrize("order", ["distributed_first", "separate"])
+def test_order_does_not_change_independent_copies(tmp_path, baseline, order):
+    r = _run(tmp_path, "engine=data_parallel", f"order={order}")
+    assert r["losses"] == baseline["losses"]
+    if order == "separate":
+        assert (tmp_path / "run" / "ranks" / "standalone.json").exists()
+        assert r["weights_moved"] == {}  # nothing to move: the copies live in different processes
+    else:
+        assert list(r["weights_moved"]) == ["standalone_during_distributed", "distributed_during_standalone"]
+
+
+def test_shared_storage_with_distributed_first_makes_the_standalone_run_low(tmp_path):
+    r = _run(tmp_path, "engine=data_parallel", "weights.copy=shared", "order=distributed_first")
+    assert r["status"] == "fail" and r["comparison"]["mean_signed_diff"] > 0  # distributed - standalone
+
+
+def test_without_zero_grad_gradients_accumulate(tmp_path, baseline):
+    r = _run(tmp_path, "engine=torch_fsdp2", "zero_grad=false")
+    assert r["zero_grad_effective"] is False
+    assert r["losses"]["distributed"][:2] == baseline["losses"]["standalone"][:2]  # steps 0 and 1 see one gradient
+    assert r["losses"]["distributed"] != baseline["losses"]["standalone"]
+    assert r["comparison"]["max_abs_diff"] > 0
+
+
+def test_sharded_data_matches_the_global_batch_within_tolerance(tmp_path):
+    r = _run(tmp_path, "engine=torch_fsdp2", "mesh=dp2", "data.split=sharded")
+    assert r["status"] == "ok" and r["ranks_agree"] is True
+    ranks = [json.loads((tmp_path / "run" / "ranks" / f"rank_{i}.json").read_text()) for i in range(2)]
+    assert ranks[0]["distributed"] != ranks[1]["distributed"]  # each rank saw its own half
+    mean = [(a + b) / 2 for a, b in zip(ranks[0]["distributed"], ranks[1]["distributed"])]
+    assert r["losses"]["distributed"] == pytest.approx(mean, rel=1e-12)
+
+
+def test_observed_dtypes_show_the_policy_that_ran(tmp_path):
+    r = _run(tmp_path, "mp_policy=bf16")
+    assert r["dtypes"]["configured"]["param_dtype"] == "bfloat16"
+    assert r["dtypes"]["observed"] == {"param_forward": "bfloat16", "output": "bfloat16", "grad": "float32"}
