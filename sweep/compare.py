@@ -81,3 +81,39 @@ def compare_losses(
         mean_signed_diff=float(np.mean(diff)) if diff.size else float("nan"),
         first_nonfinite_step=int(nonfinite[0]) if nonfinite.size else None,
     )
+
+
+def drift_metrics(standalone: Sequence[float], distributed: Sequence[float]) -> dict:
+    """Shape of the drift ``distributed - standalone``, from the two loss sequences alone.
+
+    Args:
+        standalone: reference losses, shape ``(steps,)``.
+        distributed: losses of the distributed copy, same shape.
+
+    Returns:
+        ``step0_diff``: the difference at step 0, before any update (loss units);
+        ``runs_low_pct``: share of the finite steps where ``distributed < standalone``, in %;
+        ``trend``: least-squares slope of the difference over the finite steps
+        (``numpy.polyfit``, loss units per step; NaN with fewer than 2 finite steps);
+        ``final_ratio``: ``distributed[-1] / standalone[-1]`` (NaN or inf when the last
+        reference is 0 or a loss is not finite). All values are floats.
+
+    Raises:
+        ValueError: if the shapes differ or the sequences are empty.
+    """
+    ref = np.asarray(standalone, dtype=np.float64)
+    got = np.asarray(distributed, dtype=np.float64)
+    if ref.ndim != 1 or ref.shape != got.shape:
+        raise ValueError(f"loss sequences must have the same 1-D shape, got {ref.shape} and {got.shape}")
+    if ref.size == 0:
+        raise ValueError("loss sequences are empty")
+    steps = np.flatnonzero(np.isfinite(ref) & np.isfinite(got))
+    diff = got[steps] - ref[steps]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        final_ratio = got[-1] / ref[-1]
+    return {
+        "step0_diff": float(got[0] - ref[0]),
+        "runs_low_pct": float(100.0 * np.mean(diff < 0)) if diff.size else float("nan"),
+        "trend": float(np.polyfit(steps, diff, 1)[0]) if diff.size >= 2 else float("nan"),
+        "final_ratio": float(final_ratio),
+    }

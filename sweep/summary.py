@@ -1,13 +1,15 @@
-"""The summary table of a sweep dir: one row per job, re-renderable at any time.
+"""The report of a sweep dir: verdict, culprits, per-factor tables, one row per job.
 
-``python -m sweep.summary SWEEP_DIR [--format FMT]`` prints the table of a finished
-(or interrupted) multirun and writes ``summary.md``, ``summary.csv`` and
-``summary.json`` into it. The end-of-multirun callback calls :func:`write_report`.
+``python -m sweep.summary SWEEP_DIR [--format FMT] [--max-rows N]`` prints the report
+of a finished (or interrupted) multirun and writes ``summary.md``, ``summary.csv``,
+``summary.json`` and ``plots/`` into it. The end-of-multirun callback calls
+:func:`write_report`.
 
 Rows come from each job dir ``SWEEP_DIR/<num>/``: the factors from Hydra's
 ``.hydra/overrides.yaml`` (written when the job starts) and the metrics from
-``result.json``; a job dir without ``result.json`` is listed with status ``missing``.
-A *factor* is an override key whose value is not the same in every job.
+``result.json`` (only from what it records, so any old sweep re-renders); a job dir
+without ``result.json`` is listed with status ``missing``. A *factor* is an override
+key whose value is not the same in every job; the analysis is :mod:`sweep.attribution`.
 """
 
 from __future__ import annotations
@@ -17,15 +19,43 @@ import csv
 import io
 import math
 import sys
+import textwrap
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from omegaconf import OmegaConf
 from tabulate import tabulate
 
-from sweep.io import read_json, write_json
+from sweep.attribution import DRIFT_RULE, attribute, drift_class, factors, label
+from sweep.compare import drift_metrics
+from sweep.io import read_floats, read_json, write_json
+from sweep.plots import write_plots
 
-METRICS = ("status", "first_fail_step", "n_fail", "max_abs_diff", "max_rel_diff", "mean_signed_diff", "wall_s")
+COMPARISON = ("first_fail_step", "n_fail", "max_abs_diff", "max_rel_diff", "mean_signed_diff")
+METRICS = (
+    "status", "drift", *COMPARISON, "step0_diff", "runs_low_pct", "trend", "final_ratio",
+    "ranks_agree", "dtypes_configured", "dtypes_ran", "notes", "wall_s",
+)
+BRIEF_METRICS = (
+    "status", "drift", "first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff",
+    "runs_low_pct", "notes",
+)
+LEVEL_COLUMNS = (
+    "factor", "level", "jobs", "judged", "not_judged", "pass_rate_pct", "mean_signed_diff", "worst_abs_diff",
+)
+CONTRAST_COLUMNS = ("factor", "pairs", "flips", "flip_rate_pct", "mean_abs_shift", "max_abs_shift")
+MAX_ROWS = 40
+STATUS_ORDER = ("fail", "timeout", "error", "missing", "ok")
+LEGEND = {
+    "drift": DRIFT_RULE,
+    "mean_signed_diff": "mean of distributed - standalone over the steps, loss units (negative: distributed runs low)",
+    "step0_diff": "distributed - standalone at step 0, before any update",
+    "runs_low_pct": "% of steps where distributed < standalone",
+    "trend": "least-squares slope of distributed - standalone, loss units per step",
+    "final_ratio": "distributed / standalone at the last step",
+    "dtypes_configured": "param/reduce/output dtype of the policy (- = default)",
+    "dtypes_ran": "param dtype in forward/gradient/output as observed (? = unknown)",
+}
 
 
 def _job_dirs(sweep_dir: Path) -> List[Path]:
@@ -44,10 +74,57 @@ def _overrides(job_dir: Path) -> Dict[str, str]:
     return pairs
 
 
+def _dtype_name(value: Optional[str], unknown: str) -> str:
+    """``torch.bfloat16`` / ``Float32`` / ``float32`` -> ``bfloat16`` / ``float32``."""
+    return unknown if value is None else str(value).rsplit(".", 1)[-1].lower()
+
+
+def _dtypes(record: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """``dtypes_configured``, ``dtypes_ran`` (``a/b/c`` strings) and ``policy_applied``
+    (configured ``param_dtype`` == observed ``param_forward``; ``None`` if either is
+    unknown) from ``result["dtypes"]``; all ``None`` for results without it."""
+    if not record:
+        return {"dtypes_configured": None, "dtypes_ran": None, "policy_applied": None}
+    configured, observed = record.get("configured") or {}, record.get("observed") or {}
+    wanted, ran = configured.get("param_dtype"), observed.get("param_forward")
+    return {
+        "dtypes_configured": "/".join(
+            _dtype_name(configured.get(k), "-") for k in ("param_dtype", "reduce_dtype", "output_dtype")
+        ),
+        "dtypes_ran": "/".join(_dtype_name(observed.get(k), "?") for k in ("param_forward", "grad", "output")),
+        "policy_applied": None if wanted is None or ran is None else _dtype_name(wanted, "") == _dtype_name(ran, ""),
+    }
+
+
+def _result_metrics(result: Dict[str, Any]) -> Dict[str, Any]:
+    """The job's metrics from its ``result.json`` record (see :func:`collect`)."""
+    comparison = result.get("comparison") or {}
+    metrics: Dict[str, Any] = {k: comparison.get(k) for k in COMPARISON}
+    for key in ("max_abs_diff", "max_rel_diff", "mean_signed_diff"):  # non-finite floats are stored as strings
+        metrics[key] = None if metrics[key] is None else float(metrics[key])
+    if result.get("comparison") and result.get("losses"):
+        losses = result["losses"]
+        metrics.update(drift_metrics(read_floats(losses["standalone"]), read_floats(losses["distributed"])))
+    metrics["ranks_agree"] = result.get("ranks_agree")
+    metrics["wall_s"] = result.get("timings_s", {}).get("wall")
+    metrics.update(_dtypes(result.get("dtypes")))
+    return metrics
+
+
+def _notes(row: Dict[str, Any]) -> Optional[str]:
+    notes = []
+    if row["ranks_agree"] is False:
+        notes.append("ranks disagree")
+    if row["policy_applied"] is False:
+        notes.append(f"policy not applied (configured/ran {row['dtypes_configured']} vs {row['dtypes_ran']})")
+    return "; ".join(notes) or None
+
+
 def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
-    """One dict per job dir: ``job`` (its number), ``overrides`` (key -> value), the
-    metrics of :data:`METRICS` (``None`` where not applicable), ``reason`` and ``result``
-    (the full ``result.json`` record, or ``None`` if missing or unreadable).
+    """One dict per job dir, in job order: ``job`` (its number), ``overrides`` (key ->
+    value), the metrics of :data:`METRICS` (``None`` where not applicable: errored jobs
+    have no losses, older results no ``dtypes``), ``policy_applied``, ``reason`` and
+    ``result`` (the full ``result.json`` record, or ``None`` if missing or unreadable).
 
     Raises:
         FileNotFoundError: ``sweep_dir`` does not exist.
@@ -57,7 +134,7 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
         raise FileNotFoundError(f"no sweep dir {sweep_dir}")
     rows = []
     for job_dir in _job_dirs(sweep_dir):
-        row: Dict[str, Any] = {"job": int(job_dir.name), "overrides": _overrides(job_dir)}
+        row: Dict[str, Any] = {"job": int(job_dir.name), "overrides": _overrides(job_dir), "policy_applied": None}
         row.update({k: None for k in METRICS})
         result_path = job_dir / "result.json"
         try:
@@ -70,31 +147,20 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
             row["status"] = "missing"
             row.setdefault("reason", "no result.json (job not run, still running or killed)")
         else:
-            row["status"] = result["status"]
-            row["reason"] = result.get("reason")
-            row["wall_s"] = result.get("timings_s", {}).get("wall")
+            row.update(_result_metrics(result), status=result["status"], reason=result.get("reason"))
             if not row["overrides"]:
                 row["overrides"] = dict(o.partition("=")[::2] for o in result.get("overrides", []))
-            for key in ("first_fail_step", "n_fail", "max_abs_diff", "max_rel_diff", "mean_signed_diff"):
-                row[key] = (result.get("comparison") or {}).get(key)
+        row["drift"] = drift_class(row)
+        row["notes"] = _notes(row)
         rows.append(row)
     return rows
 
 
-def factors(rows: Sequence[Dict[str, Any]]) -> List[str]:
-    """Override keys whose value differs between jobs (a key missing in a job counts
-    as a value), in first-seen order."""
-    keys: List[str] = []
-    for row in rows:
-        keys.extend(k for k in row["overrides"] if k not in keys)
-    return [k for k in keys if len({row["overrides"].get(k) for row in rows}) > 1]
-
-
-def table_rows(rows: Sequence[Dict[str, Any]]) -> tuple[List[str], List[List[Any]]]:
-    """Header and cell values: job, each factor, then :data:`METRICS`."""
+def table_rows(rows: Sequence[Dict[str, Any]], metrics: Sequence[str] = METRICS) -> Tuple[List[str], List[List[Any]]]:
+    """Header and cell values, one row per job in the given order: job, each factor, then ``metrics``."""
     keys = factors(rows)
-    header = ["job", *keys, *METRICS]
-    body = [[row["job"], *(row["overrides"].get(k, "") for k in keys), *(row[m] for m in METRICS)] for row in rows]
+    header = ["job", *keys, *metrics]
+    body = [[row["job"], *(row["overrides"].get(k, "") for k in keys), *(row[m] for m in metrics)] for row in rows]
     return header, body
 
 
@@ -106,18 +172,110 @@ def _fmt(value: Any) -> Any:
     return "" if value is None else value
 
 
-def render(rows: Sequence[Dict[str, Any]], tablefmt: str = "github") -> str:
-    """The table as text in any tabulate format (``github``, ``simple``, ``grid``, ...),
-    followed by one line per job that did not pass with its reason."""
-    header, body = table_rows(rows)
-    text = tabulate([[_fmt(v) for v in r] for r in body], headers=header, tablefmt=tablefmt, disable_numparse=True)
-    counts = {s: sum(r["status"] == s for r in rows) for s in ("ok", "fail", "error", "timeout", "missing")}
-    verdict = f"{len(rows)} jobs: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    notes = [f"job {r['job']} {r['status']}: {r['reason']}" for r in rows if r["status"] not in ("ok",) and r["reason"]]
-    return "\n".join([verdict, "", text, *([""] + notes if notes else [])])
+def _failing_first(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Fail, timeout, error, missing, then ok; within a status the largest drift first."""
+    def key(row: Dict[str, Any]) -> tuple:
+        size = row["max_abs_diff"] if row["max_abs_diff"] is not None and not math.isnan(row["max_abs_diff"]) else 0.0
+        return STATUS_ORDER.index(row["status"]), -size, row["job"]
+
+    return sorted(rows, key=key)
+
+
+def _table(header: Sequence[str], body: Sequence[Sequence[Any]], tablefmt: str, max_rows: Optional[int]) -> str:
+    """Tabulated, without columns that are empty in every row, cut after ``max_rows`` rows
+    (``None``: all) with a line pointing to the full files."""
+    keep = [i for i, column in enumerate(zip(header, *body)) if any(v not in (None, "") for v in column[1:])]
+    shown = body if max_rows is None else body[:max_rows]
+    text = tabulate(
+        [[_fmt(r[i]) for i in keep] for r in shown], headers=[header[i] for i in keep], tablefmt=tablefmt,
+        disable_numparse=True,
+    )
+    if len(shown) < len(body):
+        text += f"\n... {len(body) - len(shown)} more rows: see summary.md / summary.csv / summary.json"
+    return text
+
+
+def _legend(metrics: Sequence[str]) -> str:
+    """The meaning of each of ``metrics`` that has an entry in :data:`LEGEND`, wrapped."""
+    return "\n".join(
+        textwrap.fill(f"- {m}: {LEGEND[m]}", width=100, subsequent_indent="  ") for m in metrics if m in LEGEND
+    )
+
+
+def _listing(lines: Sequence[str], max_rows: Optional[int], empty: str, numbered: bool = False) -> str:
+    """Lines as a bulleted (or numbered) list, ``empty`` if none, cut like :func:`_table`."""
+    if not lines:
+        return empty
+    shown = lines if max_rows is None else lines[:max_rows]
+    text = "\n".join(f"{i}. {line}" if numbered else f"- {line}" for i, line in enumerate(shown, 1))
+    if len(shown) < len(lines):
+        text += f"\n... {len(lines) - len(shown)} more: see summary.md / summary.json"
+    return text
+
+
+def _factor_tables(att: Dict[str, Any], tablefmt: str, max_rows: Optional[int]) -> Tuple[str, str]:
+    """The factor-level and one-factor-contrast tables, the factors that flip pass/fail
+    most often first (so the culprit's levels lead even when the table is cut)."""
+    if not att["factors"]:
+        return "no factor varies", "no factor varies"
+    ordered = sorted(att["contrasts"], key=lambda c: -(c["flip_rate_pct"] or 0.0))
+    rank = {c["factor"]: i for i, c in enumerate(ordered)}
+    levels = sorted(att["levels"], key=lambda s: rank[s["factor"]])
+    level_body = [[label(s[k]) if k == "level" else s[k] for k in LEVEL_COLUMNS] for s in levels]
+    contrast_body = [[c[k] for k in CONTRAST_COLUMNS] for c in ordered]
+    return (
+        _table(LEVEL_COLUMNS, level_body, tablefmt, max_rows),
+        _table(CONTRAST_COLUMNS, contrast_body, tablefmt, max_rows),
+    )
+
+
+def _sections(
+    rows: Sequence[Dict[str, Any]], att: Dict[str, Any], tablefmt: str, max_rows: Optional[int], metrics: Sequence[str]
+) -> List[Tuple[str, str]]:
+    """``(title, body)`` of each report section after the verdict."""
+    levels, contrasts = _factor_tables(att, tablefmt, max_rows)
+    header, body = table_rows(_failing_first(rows), metrics)
+    not_judged = [f"job {j['job']} {j['status']}: {j['reason'] or 'no reason recorded'}" for j in att["not_judged"]]
+    return [
+        ("Culprits (ranked by one-factor flips)",
+         _listing([c["evidence"] for c in att["culprits"]], max_rows, "none", numbered=True)),
+        ("Factor levels (pass rate over judged jobs: ok/fail; not_judged = error/timeout/missing)", levels),
+        ("One-factor contrasts (pairs of judged jobs differing in that factor alone)", contrasts),
+        ("Interactions", _listing([i["evidence"] for i in att["interactions"]], max_rows, "none")),
+        ("Jobs (failing first)", _table(header, body, tablefmt, max_rows) + "\n\n" + _legend(metrics)),
+        ("Not judged (excluded from pass rates)", _listing(not_judged, max_rows, "none")),
+    ]
+
+
+def render(
+    rows: Sequence[Dict[str, Any]], tablefmt: str = "simple", max_rows: Optional[int] = MAX_ROWS,
+    att: Optional[Dict[str, Any]] = None,
+) -> str:
+    """The terminal report: the verdict, then culprits, factor tables, interactions, the
+    jobs (:data:`BRIEF_METRICS`, failing first) and the jobs not judged, every list cut
+    after ``max_rows`` (``None``: all). Tables in any tabulate format (``simple``,
+    ``github``, ``grid``, ...). ``att`` is :func:`sweep.attribution.attribute` of ``rows``
+    (computed when not given)."""
+    att = att or attribute(rows)
+    parts = [att["verdict"]]
+    parts += [f"{title}:\n{body}" for title, body in _sections(rows, att, tablefmt, max_rows, BRIEF_METRICS)]
+    return "\n\n".join(parts)
+
+
+def render_markdown(
+    sweep_dir: Path, rows: Sequence[Dict[str, Any]], att: Dict[str, Any], plots: Sequence[Path]
+) -> str:
+    """``summary.md``: the same sections as :func:`render`, complete, with every metric,
+    and links to the ``plots`` (paths under ``sweep_dir``)."""
+    parts = [f"# Sweep {sweep_dir}", att["verdict"]]
+    parts += [f"## {title}\n\n{body}" for title, body in _sections(rows, att, "github", None, METRICS)]
+    links = [f"[{p.stem}]({p.relative_to(sweep_dir)})" for p in plots]
+    parts.append("## Plots\n\n" + (", ".join(links) if links else "none"))
+    return "\n\n".join(parts) + "\n"
 
 
 def to_csv(rows: Sequence[Dict[str, Any]]) -> str:
+    """One row per job in job order: job, each factor, every column of :data:`METRICS`."""
     header, body = table_rows(rows)
     buf = io.StringIO()
     writer = csv.writer(buf)
@@ -126,39 +284,53 @@ def to_csv(rows: Sequence[Dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def write_report(sweep_dir: Path | str, tablefmt: str = "github") -> str:
-    """Write ``summary.md`` / ``summary.csv`` / ``summary.json`` into ``sweep_dir``;
-    returns the table rendered in ``tablefmt`` for the terminal.
+def write_report(sweep_dir: Path | str, tablefmt: str = "simple", max_rows: Optional[int] = MAX_ROWS) -> str:
+    """Write ``summary.md``, ``summary.csv``, ``summary.json`` and ``plots/*.png`` into
+    ``sweep_dir``; returns the terminal report (:func:`render`).
 
-    ``summary.json``: ``{"sweep_dir", "factors", "jobs": [{job, overrides, status,
-    reason, metrics...}]}`` (the loss sequences stay in each job's ``result.json``).
+    ``summary.json`` keys: ``sweep_dir``, ``verdict``, ``factors``, ``counts`` (status ->
+    jobs), ``judged``, ``not_judged`` (``[{job, status, reason}]``), ``culprits``,
+    ``interactions``, ``levels``, ``contrasts``, ``drift`` (class -> job numbers),
+    ``drift_rule`` (all as in :func:`sweep.attribution.attribute`), ``plots`` (paths
+    relative to ``sweep_dir``) and ``jobs`` (``[{job, overrides, status, reason,
+    policy_applied, metrics of METRICS...}]``; the loss sequences stay in each job's
+    ``result.json``).
+
+    Raises:
+        FileNotFoundError: ``sweep_dir`` does not exist.
     """
     sweep_dir = Path(sweep_dir)
     rows = collect(sweep_dir)
-    (sweep_dir / "summary.md").write_text(f"# Sweep {sweep_dir}\n\n" + render(rows, "github") + "\n")
+    att = attribute(rows)
+    plots = write_plots(sweep_dir / "plots", rows, att["levels"])
+    (sweep_dir / "summary.md").write_text(render_markdown(sweep_dir, rows, att, plots))
     (sweep_dir / "summary.csv").write_text(to_csv(rows))
     write_json(
         sweep_dir / "summary.json",
         {
             "sweep_dir": str(sweep_dir),
-            "factors": factors(rows),
+            **att,
+            "plots": [str(p.relative_to(sweep_dir)) for p in plots],
             "jobs": [{k: v for k, v in row.items() if k != "result"} for row in rows],
         },
     )
-    return render(rows, tablefmt)
+    return render(rows, tablefmt, max_rows, att)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sweep.summary", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path, help="a multirun dir, e.g. outputs/multirun/2026-11-30_10-00-00")
     parser.add_argument("--format", default="simple", help="tabulate table format (simple, github, grid, ...)")
+    parser.add_argument(
+        "--max-rows", type=int, default=MAX_ROWS, help=f"rows per table and list on screen (default {MAX_ROWS}; 0: all)"
+    )
     args = parser.parse_args(argv)
     try:
-        print(write_report(args.sweep_dir, args.format))
+        print(write_report(args.sweep_dir, args.format, args.max_rows or None))
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"\nwritten: {args.sweep_dir / 'summary.md'}, summary.csv, summary.json", file=sys.stderr)
+    print(f"\nwritten: {args.sweep_dir / 'summary.md'}, summary.csv, summary.json, plots/", file=sys.stderr)
     return 0
 
 

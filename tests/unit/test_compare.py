@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from sweep.compare import compare_losses
+from sweep.compare import compare_losses, drift_metrics
 
 
 def test_identical_sequences_pass_with_zero_difference():
@@ -46,3 +46,28 @@ def test_float32_inputs_are_compared_in_float64():
 def test_bad_arguments_raise(ref, got, rtol, atol):
     with pytest.raises(ValueError):
         compare_losses(ref, got, rtol=rtol, atol=atol)
+
+
+def test_drift_metrics_describe_the_shape_of_the_difference():
+    m = drift_metrics([1.0, 1.0, 1.0, 1.0], [1.1, 0.9, 0.8, 0.7])
+    assert m["step0_diff"] == pytest.approx(0.1)  # differs before any update
+    assert m["runs_low_pct"] == pytest.approx(75.0)  # 3 of 4 steps below the reference
+    assert m["trend"] == pytest.approx(-0.13)  # least-squares slope of [0.1, -0.1, -0.2, -0.3]
+    assert m["final_ratio"] == pytest.approx(0.7)
+
+
+def test_drift_metrics_of_identical_runs_and_of_non_finite_steps():
+    same = drift_metrics([2.0, 1.0, 0.5], [2.0, 1.0, 0.5])
+    assert same == {"step0_diff": 0.0, "runs_low_pct": 0.0, "trend": pytest.approx(0.0), "final_ratio": 1.0}
+    blown = drift_metrics([1.0, 1.0, 1.0], [0.5, math.nan, 0.0])
+    assert blown["runs_low_pct"] == 100.0  # over the 2 finite steps
+    assert blown["trend"] == pytest.approx(-0.25)  # fitted on steps 0 and 2 only: -0.5 -> -1.0
+    assert blown["final_ratio"] == 0.0
+    assert math.isnan(drift_metrics([1.0, 0.0], [1.0, 0.0])["final_ratio"])  # 0 / 0
+    assert math.isnan(drift_metrics([1.0], [1.0])["trend"])  # one step has no slope
+
+
+@pytest.mark.parametrize("ref, got", [([1.0], [1.0, 2.0]), ([], [])])
+def test_drift_metrics_bad_arguments_raise(ref, got):
+    with pytest.raises(ValueError):
+        drift_metrics(ref, got)

@@ -8,17 +8,19 @@ import pytest
 import yaml
 
 from sweep.io import write_json
-from sweep.summary import collect, factors, main, write_report
+from sweep.summary import MAX_ROWS, collect, factors, main, write_report
 
 
-def _job(sweep_dir, num, overrides, status=None, comparison=None, reason=None):
+def _job(sweep_dir, num, overrides, status=None, comparison=None, reason=None, **extra):
+    """A job dir as Hydra and sweep.job write it; ``extra`` adds result.json keys
+    (``losses``, ``ranks_agree``, ``dtypes``)."""
     job_dir = sweep_dir / str(num)
     (job_dir / ".hydra").mkdir(parents=True)
     (job_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     if status is not None:
         write_json(job_dir / "result.json", {
             "status": status, "reason": reason, "overrides": overrides,
-            "comparison": comparison, "timings_s": {"wall": 1.5},
+            "comparison": comparison, "timings_s": {"wall": 1.5}, **extra,
         })
 
 
@@ -65,3 +67,95 @@ def test_cli_rerenders_in_any_tabulate_format(sweep_dir, capsys):
     out = capsys.readouterr().out
     assert "+-" in out and "sgd" in out
     assert main([str(sweep_dir / "nope")]) == 2
+
+
+def test_report_leads_with_the_verdict_then_culprits_tables_and_errored_jobs(sweep_dir):
+    text = write_report(sweep_dir, "simple")
+    verdict = text.splitlines()[0]
+    assert "Culprit: optimizer=sgd: fails in 1 of 1 one-factor pairs where optimizer=adam passes" in verdict
+    assert "2 not judged" in verdict
+    md = (sweep_dir / "summary.md").read_text()
+    titles = [
+        "## Culprits", "## Factor levels", "## One-factor contrasts", "## Interactions", "## Jobs", "## Not judged",
+    ]
+    positions = [md.index(t) for t in titles]
+    assert positions == sorted(positions) and md.index(verdict) < positions[0]
+    not_judged = md[md.index("## Not judged"):]
+    assert "job 2 error: launcher exited with code 1" in not_judged and "job 10 missing" in not_judged
+    summary = json.loads((sweep_dir / "summary.json").read_text())
+    assert set(summary) == {
+        "sweep_dir", "verdict", "factors", "counts", "judged", "not_judged", "culprits", "interactions", "levels",
+        "contrasts", "drift", "drift_rule", "plots", "jobs",
+    }
+    assert summary["verdict"] == verdict and summary["culprits"][0]["level"] == "sgd"
+    assert [j["job"] for j in summary["not_judged"]] == [2, 10]
+    assert summary["drift"]["early"] == [1] and summary["plots"] == ["plots/factor_effects.png"]
+
+
+def test_job_metrics_come_from_the_losses_and_the_dtypes_that_ran(tmp_path):
+    losses = {"standalone": [1.0, 1.0, 1.0], "distributed": [1.0, 0.99, "nan"]}
+    cmp = {**_cmp(False, 1, -0.01), "atol": 1e-4, "rtol": 1e-4}
+    _job(tmp_path, 0, ["mp_policy=bf16"], "fail", cmp, "2/3 steps", losses=losses, ranks_agree=False, dtypes={
+        "configured": {"param_dtype": "bfloat16", "reduce_dtype": "float32", "output_dtype": None},
+        "observed": {"param_forward": "float32", "grad": "float32", "output": None},
+    })
+    same = {"standalone": [1.0], "distributed": [1.0]}
+    _job(tmp_path, 1, ["mp_policy=fp32"], "ok", _cmp(True, None, 0.0), losses=same)
+    failing, older = collect(tmp_path)
+    assert failing["step0_diff"] == 0.0 and failing["runs_low_pct"] == 50.0 and failing["drift"] == "early"
+    assert failing["dtypes_configured"] == "bfloat16/float32/-" and failing["dtypes_ran"] == "float32/float32/?"
+    assert failing["policy_applied"] is False
+    assert failing["notes"] == (
+        "ranks disagree; policy not applied (configured/ran bfloat16/float32/- vs float32/float32/?)"
+    )
+    assert older["dtypes_ran"] is None and older["policy_applied"] is None and older["notes"] is None  # no "dtypes" key
+    text = write_report(tmp_path, "simple")
+    assert "policy not applied" in text
+    with open(tmp_path / "summary.csv") as f:
+        assert next(csv.DictReader(f))["dtypes_ran"] == "float32/float32/?"
+    assert (tmp_path / "plots" / "job_0.png").exists() and not (tmp_path / "plots" / "job_1.png").exists()
+
+
+@pytest.fixture
+def large_sweep(tmp_path):
+    """300 jobs: a (10 levels) x b (10 levels) x c (3 levels); c=z fails, 5 jobs errored."""
+    num = 0
+    for a in range(10):
+        for b in range(10):
+            for c in "xyz":
+                if num % 60 == 7:
+                    _job(tmp_path, num, [f"a={a}", f"b={b}", f"c={c}"], "error", None, "rank 1 crashed")
+                elif c == "z":
+                    _job(tmp_path, num, [f"a={a}", f"b={b}", f"c={c}"], "fail", _cmp(False, 20, -0.01 * (num + 1)), "x")
+                else:
+                    _job(tmp_path, num, [f"a={a}", f"b={b}", f"c={c}"], "ok", _cmp(True, None, 0.0))
+                num += 1
+    return tmp_path
+
+
+def test_a_large_sweep_keeps_a_short_first_screen_failing_jobs_first(large_sweep):
+    text = write_report(large_sweep, "simple")
+    assert text.startswith("300 jobs: 195 ok, 100 fail, 5 error") and "Culprit: c=z" in text
+    jobs = text[text.index("Jobs (failing first):"):text.index("Not judged")]
+    body = [line for line in jobs.splitlines()[3:] if line[:1].isdigit()]
+    assert len(body) == MAX_ROWS and all(" fail " in line for line in body)
+    assert body[0].split()[0] == "299"  # the largest drift first
+    assert "... 260 more rows: see summary.md" in jobs
+    assert len(text.splitlines()) < 4 * MAX_ROWS + 60  # every table and list is cut
+    md = (large_sweep / "summary.md").read_text()
+    assert "more rows" not in md and "| 299 " in md and "| 0 " in md  # the files are complete
+    with open(large_sweep / "summary.csv") as f:
+        assert len(list(csv.DictReader(f))) == 300
+
+
+def test_cli_max_rows_option(sweep_dir, capsys):
+    assert main([str(sweep_dir), "--max-rows", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "... 3 more rows: see summary.md" in out
+    assert main([str(sweep_dir), "--max-rows", "0"]) == 0
+    assert "more rows" not in capsys.readouterr().out
+
+
+def test_an_empty_sweep_dir_renders(tmp_path):
+    assert write_report(tmp_path).startswith("0 jobs: nothing to judge.")
+    assert json.loads((tmp_path / "summary.json").read_text())["jobs"] == []

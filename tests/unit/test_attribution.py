@@ -1,0 +1,138 @@
+"""Attribution on constructed result sets: a known culprit, a known interaction, a clean
+sweep, and errored jobs."""
+
+from itertools import product
+
+import pytest
+
+from sweep.attribution import (
+    attribute, contrasts, culprits, drift_class, interactions, level_stats, one_factor_pairs,
+)
+
+
+def _row(job, status, first=None, msd=None, **overrides):
+    """A row as sweep.summary.collect returns it (only the keys attribution reads)."""
+    judged = status in ("ok", "fail")
+    return {
+        "job": job, "overrides": {"steps": "50", **overrides}, "status": status, "reason": None,
+        "first_fail_step": first, "mean_signed_diff": msd if judged else None,
+        "max_abs_diff": abs(msd) if judged and msd is not None else None,
+    }
+
+
+def _grid(verdict, **levels):
+    """One row per combination of ``levels``; ``verdict(combo) -> (status, first, msd)``."""
+    keys = list(levels)
+    return [
+        _row(job, *verdict(dict(zip(keys, values))), **dict(zip(keys, values)))
+        for job, values in enumerate(product(*levels.values()))
+    ]
+
+
+GRID = {"optimizer": ["adam", "sgd"], "mesh": ["dp2", "dp4"], "mp_policy": ["fp32", "bf16"]}
+OK = ("ok", None, 0.0)
+
+
+def test_the_factor_that_fails_everywhere_is_ranked_first():
+    # sgd fails in every context; one more failure (adam, dp4, bf16) adds weaker suspects
+    def verdict(c):
+        if c["optimizer"] == "sgd":
+            return "fail", 1, -0.5
+        return ("fail", 40, -1e-3) if (c["mesh"], c["mp_policy"]) == ("dp4", "bf16") else OK
+
+    att = attribute(_grid(verdict, **GRID))
+    top = att["culprits"][0]
+    assert (top["factor"], top["level"], top["to_fail"], top["pairs"]) == ("optimizer", "sgd", 3, 4)
+    assert top["evidence"].startswith("optimizer=sgd: fails in 3 of 3 one-factor pairs where optimizer=adam passes")
+    assert "runs low" in top["evidence"] and "from step 1" in top["evidence"] and "early" in top["evidence"]
+    assert {(c["factor"], c["level"]) for c in att["culprits"][1:]} == {("mesh", "dp4"), ("mp_policy", "bf16")}
+    assert all(c["score"] < top["score"] for c in att["culprits"][1:])
+    assert att["verdict"].startswith("8 jobs: 3 ok, 5 fail. Culprit: optimizer=sgd: fails in 3 of 3")
+    assert att["drift"] == {"step0": [], "early": [4, 5, 6, 7], "late": [3]}
+
+
+def test_a_factor_that_fails_only_with_another_level_is_reported_as_an_interaction():
+    def verdict(c):
+        return ("fail", 30, 2e-3) if (c["mp_policy"], c["mesh"]) == ("bf16", "dp4") else OK
+
+    rows = _grid(verdict, **GRID)
+    found = interactions(rows, culprits(rows))
+    assert len(found) == 1  # bf16-only-with-dp4 and dp4-only-with-bf16 is one finding
+    (hit,) = found
+    assert {(hit["factor"], hit["level"]), (hit["with_factor"], hit["with_levels"][0])} == {
+        ("mp_policy", "bf16"), ("mesh", "dp4")
+    }
+    assert (hit["flips"], hit["pairs"], hit["without_pairs"]) == (2, 2, 2)
+    assert "turns a pass into a fail only when" in hit["evidence"] and "never when" in hit["evidence"]
+    att = attribute(rows)
+    assert "; only with mesh=dp4" in att["verdict"] or "; only with mp_policy=bf16" in att["verdict"]
+    assert "runs high" in att["culprits"][0]["evidence"] and "late" in att["culprits"][0]["evidence"]
+    # the optimizer never matters: no culprit, no interaction
+    assert all("optimizer" not in (c["factor"], c.get("with_factor")) for c in att["culprits"] + att["interactions"])
+
+
+def test_a_clean_sweep_names_no_culprit():
+    rows = _grid(lambda c: ("ok", None, 1e-6 if c["mp_policy"] == "bf16" else 0.0), **GRID)
+    att = attribute(rows)
+    assert att["culprits"] == [] and att["interactions"] == []
+    assert att["verdict"] == "8 jobs: 8 ok. No culprit: every judged job passes."
+    assert all(s["pass_rate_pct"] == 100.0 for s in att["levels"])
+
+
+def test_a_sweep_where_every_job_fails_names_no_factor():
+    att = attribute(_grid(lambda c: ("fail", 0, -0.1), **GRID))
+    assert att["culprits"] == []
+    assert "no one-factor change turns a pass into a fail" in att["verdict"]
+    assert "common to all" in att["verdict"]
+    assert att["drift"]["step0"] == list(range(8))
+
+
+def test_errored_jobs_are_listed_and_left_out_of_pass_rates():
+    rows = [
+        _row(0, "ok", None, 0.0, optimizer="adam", mesh="dp2"),
+        _row(1, "fail", 2, -0.5, optimizer="sgd", mesh="dp2"),
+        _row(2, "error", optimizer="adam", mesh="dp4"),
+        _row(3, "missing", optimizer="sgd", mesh="dp4"),
+    ]
+    rows[2]["reason"] = "launcher exited with code 1"
+    att = attribute(rows)
+    assert att["not_judged"] == [
+        {"job": 2, "status": "error", "reason": "launcher exited with code 1"},
+        {"job": 3, "status": "missing", "reason": None},
+    ]
+    assert att["counts"] == {"ok": 1, "fail": 1, "error": 1, "timeout": 0, "missing": 1} and att["judged"] == 2
+    adam = next(s for s in att["levels"] if s["level"] == "adam")
+    assert (adam["jobs"], adam["judged"], adam["not_judged"], adam["pass_rate_pct"]) == (2, 1, 1, 100.0)
+    dp4 = next(s for s in att["levels"] if s["level"] == "dp4")
+    assert dp4["pass_rate_pct"] is None and dp4["mean_signed_diff"] is None
+    assert [(f, a["job"], b["job"]) for f, a, b in one_factor_pairs(rows)] == [("optimizer", 0, 1)]
+    assert att["culprits"][0]["level"] == "sgd"
+    assert "2 not judged (error/timeout/missing: excluded from pass rates" in att["verdict"]
+
+
+def test_one_factor_contrasts_count_flips_and_shifts():
+    rows = _grid(lambda c: ("fail", 3, -0.4) if c["optimizer"] == "sgd" else ("ok", None, -0.1), **GRID)
+    assert len(one_factor_pairs(rows)) == 12  # 4 pairs along each of 3 factors
+    by_factor = {c["factor"]: c for c in contrasts(rows)}
+    assert by_factor["optimizer"]["flips"] == 4 and by_factor["optimizer"]["flip_rate_pct"] == 100.0
+    assert by_factor["optimizer"]["mean_abs_shift"] == pytest.approx(0.3)
+    assert by_factor["mesh"]["flips"] == 0 and by_factor["mesh"]["max_abs_shift"] == 0.0
+    assert culprits(rows)[0]["mean_shift"] == pytest.approx(-0.3)  # sgd moves the drift down
+
+
+def test_level_stats_follow_the_jobs_of_each_level():
+    rows = _grid(lambda c: ("fail", 3, -0.4) if c["optimizer"] == "sgd" else ("ok", None, 0.1), **GRID)
+    stats = {(s["factor"], s["level"]): s for s in level_stats(rows)}
+    assert set(stats) == {(f, v) for f, levels in GRID.items() for v in levels}  # steps is fixed: no factor
+    assert stats["optimizer", "sgd"]["pass_rate_pct"] == 0.0 and stats["optimizer", "adam"]["pass_rate_pct"] == 100.0
+    assert stats["mesh", "dp2"]["mean_signed_diff"] == pytest.approx(-0.15)
+    assert stats["mesh", "dp2"]["worst_abs_diff"] == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize(
+    "status, first, expected",
+    [("fail", 0, "step0"), ("fail", 1, "early"), ("fail", 10, "early"), ("fail", 11, "late"), ("ok", None, None),
+     ("error", None, None)],
+)
+def test_drift_class_rule(status, first, expected):
+    assert drift_class(_row(0, status, first, 0.0)) == expected
