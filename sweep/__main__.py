@@ -4,6 +4,7 @@ A single run exits 1 unless its job passed the comparison; a multirun exits 0 on
 every job has a result (their verdicts are in the summary table).
 """
 
+import signal
 import sys
 from pathlib import Path
 
@@ -17,6 +18,12 @@ from sweep.schema import register_configs
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 register_configs()
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM (``kill``, ``timeout``, a scheduler's cancel) takes the Ctrl-C path: the
+    running job kills its launcher's processes and records itself as interrupted."""
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
@@ -35,4 +42,5 @@ def main(cfg: DictConfig) -> dict:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _terminate)
     main()

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 import platform
+import re
+import signal
 import sys
 import time
 import traceback
@@ -79,6 +81,10 @@ def run(cfg: DictConfig, job_dir: Path | str, overrides: Optional[List[str]] = N
     ``started``/``finished`` (UTC ISO-8601).
     """
     job_dir = Path(job_dir)
+    if cfg.get("resume"):
+        previous = completed_result(job_dir, cfg)
+        if previous is not None:
+            return dict(previous, resumed=True)
     started = datetime.now(timezone.utc).isoformat()
     t0 = time.perf_counter()
     record: Dict[str, Any] = {
@@ -109,6 +115,25 @@ def run(cfg: DictConfig, job_dir: Path | str, overrides: Optional[List[str]] = N
     return record
 
 
+def _comparable(config: Dict[str, Any]) -> Dict[str, Any]:
+    """A job config without the keys that do not change its results."""
+    return {k: v for k, v in config.items() if k not in ("resume", "launcher")}
+
+
+def completed_result(job_dir: Path, cfg: DictConfig) -> Optional[Dict[str, Any]]:
+    """The job's earlier ``result.json`` if it is complete (status ``ok`` or ``fail``)
+    and was made with the same config (``resume`` and ``launcher`` aside); else ``None``
+    (absent, unreadable, errored, timed out, or a different config in that dir)."""
+    path = job_dir / RESULT
+    try:
+        previous = read_json(path)
+    except (OSError, ValueError):
+        return None
+    if previous.get("status") not in ("ok", "fail") or not previous.get("config"):
+        return None
+    return previous if _comparable(previous["config"]) == _comparable(to_container(cfg)) else None
+
+
 def _finish(job_dir: Path, record: Dict[str, Any], t0: float) -> None:
     record["timings_s"]["wall"] = time.perf_counter() - t0
     record["finished"] = datetime.now(timezone.utc).isoformat()
@@ -136,6 +161,7 @@ def _run(cfg: DictConfig, job_dir: Path, record: Dict[str, Any]) -> None:
     spec = launch.build_spec(cfg.framework.launcher, world, job_dir, env=env, timeout_s=limit)
     outcome = launch.run(spec)
     record["launcher"] = {
+        "job_id": spec.job_id,
         "argv": spec.argv,
         "returncode": outcome.returncode,
         "timed_out": outcome.timed_out,
@@ -156,8 +182,8 @@ def _run(cfg: DictConfig, job_dir: Path, record: Dict[str, Any]) -> None:
         else:
             record.update(
                 status="error",
-                reason=f"launcher exited with code {outcome.returncode}; no result from rank(s) {', '.join(missing)}"
-                + _first_error(record["log_tails"]),
+                reason=f"no result from rank(s) {', '.join(missing)}: "
+                + failure_cause(outcome.returncode, record["log_tails"]),
             )
         return
 
@@ -205,19 +231,33 @@ def _run(cfg: DictConfig, job_dir: Path, record: Dict[str, Any]) -> None:
         )
 
 
-def _first_error(tails: Dict[str, str]) -> str:
-    """The last line that looks like an exception, from the worker logs."""
+def failure_cause(returncode: Optional[int], tails: Dict[str, str]) -> str:
+    """What the logs say about a crash, in one line: the launcher's exit code or signal,
+    torchrun's per-rank ``exitcode``/signal lines, and the last exception line of each
+    worker log."""
+    if returncode is None:
+        parts = ["launcher killed"]
+    elif returncode < 0:
+        parts = [f"launcher killed by {signal.Signals(-returncode).name}"]
+    else:
+        parts = [f"launcher exited with code {returncode}"]
     for name, text in tails.items():
-        for line in reversed(text.splitlines()):
-            if "Error" in line or "Exception" in line or "error:" in line:
-                return f"; {name}: {line.strip()[:300]}"
-    return ""
+        lines = text.splitlines()
+        if name == launch.LAUNCHER_LOG:
+            hits = [line.strip() for line in lines if re.search(r"exitcode|Signal \d+|rank\s*:", line)]
+            parts.extend(hits[:6])
+        else:
+            errors = [line.strip() for line in lines if re.search(r"Error|Exception|Traceback|error:", line)]
+            if errors:
+                parts.append(f"{name}: {errors[-1][:300]}")
+    return "; ".join(parts)
 
 
 def summary_line(record: Dict[str, Any], label: str = "") -> str:
     """One human line per job: status, overrides, and the key number."""
     c = record.get("comparison") or {}
-    head = f"[{record['status']:>7}] {label}{' '.join(record.get('overrides') or []) or '(defaults)'}"
+    head = f"[{record['status']:>7}] {label}{'(resumed) ' if record.get('resumed') else ''}"
+    head += " ".join(record.get("overrides") or []) or "(defaults)"
     if record["status"] in ("ok", "fail") and c:
         extra = f"max|diff|={c['max_abs_diff']:.3g} mean diff={c['mean_signed_diff']:+.3g}"
         if c.get("first_fail_step") is not None:

@@ -242,6 +242,9 @@ class SweepConfig:
     steps: int = 1000
     device: Device = Device.cpu
     world_size: Optional[int] = None  # None: the product of mesh.mesh_shape
+    # Re-running a sweep into the same hydra.sweep.dir: skip jobs whose result.json is
+    # complete (ok/fail) for the same config, run the rest.
+    resume: bool = False
 
 
 def register_configs() -> None:

@@ -18,3 +18,61 @@ class GradScaleFSDP2(TorchFSDP2):
                 if param.grad is not None:
                     param.grad.mul_(SCALE)
         optimizer.step()
+
+
+class _StepCounter(TorchFSDP2):
+    """FSDP2 that calls ``fault(step)`` before each optimizer step (0-based)."""
+
+    def __init__(self, cfg, *, device):
+        super().__init__(cfg, device=device)
+        self.step = 0
+
+    def optimizer_step(self, optimizer):
+        self.fault(self.step, optimizer)
+        self.step += 1
+        optimizer.step()
+
+    def fault(self, step, optimizer):
+        raise NotImplementedError
+
+
+FAULT_STEP = 3
+
+
+def _rank():
+    import torch.distributed as dist
+
+    return dist.get_rank()
+
+
+class KillRankFSDP2(_StepCounter):
+    """Rank 1 dies by SIGKILL at step FAULT_STEP (an OOM kill, a segfault)."""
+
+    def fault(self, step, optimizer):
+        import os
+        import signal
+
+        if step == FAULT_STEP and _rank() == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class HangRankFSDP2(_StepCounter):
+    """Rank 1 stops joining collectives at step FAULT_STEP: it sleeps for 10 minutes
+    while rank 0 waits in the next all-gather."""
+
+    def fault(self, step, optimizer):
+        import time
+
+        if step == FAULT_STEP and _rank() == 1:
+            time.sleep(600)
+
+
+class NaNAtStepFSDP2(_StepCounter):
+    """Every rank's gradients become NaN at step FAULT_STEP, so the parameters and the
+    loss of every later step are NaN."""
+
+    def fault(self, step, optimizer):
+        if step == FAULT_STEP:
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    param.grad.fill_(float("nan"))

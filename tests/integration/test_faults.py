@@ -1,0 +1,100 @@
+"""Real faults on real torchrun jobs: each is recorded with its cause, the sweep goes
+on, and no process of the job survives."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from sweep.launch import tagged_processes
+from tests.conftest import ROOT, run_cli
+
+pytestmark = pytest.mark.slow
+
+ENGINE = "engine.impl.torch=tests.helpers.faulty_engine."
+
+
+def _result(path):
+    return json.loads((path / "result.json").read_text())
+
+
+def _assert_no_survivors(result):
+    job_id = result["launcher"]["job_id"]
+    assert tagged_processes(job_id) == []
+
+
+def test_a_killed_rank_makes_the_job_error_with_its_cause(tmp_path):
+    proc = run_cli(["steps=10", ENGINE + "KillRankFSDP2"], tmp_path)
+    r = _result(tmp_path / "run")
+    assert proc.returncode == 1 and r["status"] == "error"
+    assert "no result from rank(s) 0, 1" in r["reason"]
+    assert "exitcode" in r["reason"] and "-9" in r["reason"]  # torchrun names the rank killed by SIGKILL
+    assert "worker_1.log" in r["log_tails"]
+    _assert_no_survivors(r)
+
+
+def test_a_hung_rank_is_stopped_at_the_time_limit(tmp_path):
+    start = time.monotonic()
+    proc = run_cli(["steps=10", "launcher.timeout_s=30", ENGINE + "HangRankFSDP2"], tmp_path)
+    r = _result(tmp_path / "run")
+    assert proc.returncode == 1 and r["status"] == "timeout"
+    assert r["reason"].startswith("no result after 30 s")
+    assert r["launcher"]["timed_out"] is True and r["launcher"]["killed"] >= 3  # torchrun + 2 ranks
+    assert set(r["log_tails"]) >= {"launcher.log", "worker_0.log", "worker_1.log"}
+    assert time.monotonic() - start < 120
+    _assert_no_survivors(r)
+
+
+def test_a_nan_from_a_given_step_is_reported(tmp_path):
+    proc = run_cli(["steps=10", "optimizer=sgd", ENGINE + "NaNAtStepFSDP2"], tmp_path)
+    r = _result(tmp_path / "run")
+    assert proc.returncode == 1 and r["status"] == "fail"
+    c = r["comparison"]
+    # NaN gradients at step 3 poison the weights: the loss is NaN from step 4 on
+    assert c["first_nonfinite_step"] == 4 and c["first_fail_step"] == 4 and c["n_fail"] == 6
+    assert r["losses"]["distributed"][4] == "nan" and r["losses"]["standalone"][4] != "nan"
+    assert c["max_abs_diff"] == 0.0  # the finite steps agree
+
+
+def test_bad_inputs_never_start_a_process(tmp_path):
+    for i, overrides in enumerate([["steps=0"], ["compare.atol=-1"], ["framework=mindspore", "engine=torch_fsdp2"],
+                                   ["engine=hyper_parallel"], ["mesh=dp4", "world_size=3"]]):
+        proc = run_cli(overrides, tmp_path / str(i))
+        run_dir = tmp_path / str(i) / "run"
+        r = _result(run_dir)
+        assert proc.returncode == 1 and r["status"] == "error" and r["reason"].startswith("invalid config: ")
+        assert r["launcher"] is None and not (run_dir / "logs").exists()
+
+
+def test_an_interrupted_multirun_resumes_to_completion(tmp_path):
+    sweep_dir = tmp_path / "multirun"
+    args = [sys.executable, "-m", "sweep", "-m", "ablation=none", "steps=8", "optimizer=adam,sgd,adamw",
+            f"hydra.sweep.dir={sweep_dir}"]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while not (sweep_dir / "0" / "result.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(3)  # job 1 is under way
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    first = _result(sweep_dir / "0")
+    assert first["status"] == "ok"
+    interrupted = [n for n in ("1", "2") if (sweep_dir / n / "result.json").exists()]
+    for n in interrupted:
+        r = _result(sweep_dir / n)
+        assert r["status"] == "error" and r["reason"] == "interrupted (Ctrl-C)"
+        if r["launcher"]:
+            _assert_no_survivors(r)
+    assert not (sweep_dir / "2" / "result.json").exists() or "1" in interrupted
+
+    resumed = subprocess.run(args + ["resume=true"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    again = _result(sweep_dir / "0")
+    assert again["finished"] == first["finished"]  # job 0 was skipped, not re-run
+    assert [_result(sweep_dir / n)["status"] for n in "012"] == ["ok", "ok", "ok"]
+    assert "3 jobs: 3 ok" in resumed.stdout
+    assert "(resumed)" in resumed.stdout
