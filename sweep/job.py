@@ -158,7 +158,9 @@ def _run(cfg: DictConfig, job_dir: Path, record: Dict[str, Any]) -> None:
         )
         standalone_outcome = launch.run(standalone_spec)
         record["timings_s"]["standalone_launch"] = standalone_outcome.wall_s
-    spec = launch.build_spec(cfg.framework.launcher, world, job_dir, env=env, timeout_s=limit)
+    from sweep.cluster import topology_from_env  # SLURM allocation of several nodes: srun, one launcher per node
+    topology = topology_from_env(None, world)  # one node (or no SLURM): the single-node launch, unchanged
+    spec = launch.build_spec(cfg.framework.launcher, world, job_dir, env=env, timeout_s=limit, topology=topology)
     outcome = launch.run(spec)
     record["launcher"] = {
         "job_id": spec.job_id,

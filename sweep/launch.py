@@ -25,6 +25,7 @@ from typing import Dict, List, Optional
 import psutil
 
 import sweep.train
+from sweep.cluster import Topology, srun_argv
 
 TAG = "SWEEP_JOB_ID"
 LAUNCHER_LOG = "launcher.log"
@@ -51,22 +52,54 @@ class LaunchOutcome:
     killed: int  # processes of the job that were still alive and got SIGKILL
 
 
-def torchrun_argv(nproc: int, job_dir: Path, python: str = sys.executable) -> List[str]:
+def _per_node(nproc: int, topology: Topology) -> int:
+    """Ranks per node of a job of ``nproc`` ranks on ``topology``'s nodes."""
+    if topology.world_size != nproc:
+        raise ValueError(f"{nproc} ranks but topology has {topology.nnodes} nodes x {topology.nproc_per_node} ranks")
+    return topology.nproc_per_node
+
+
+def torchrun_argv(
+    nproc: int, job_dir: Path, python: str = sys.executable, *, topology: Optional[Topology] = None
+) -> List[str]:
     """``python -m torch.distributed.run --standalone --nnodes=1 --nproc-per-node=N -m sweep.train JOB_DIR``.
 
-    ``--standalone`` picks a free rendezvous port on localhost.
+    ``--standalone`` picks a free rendezvous port on localhost. With a ``topology`` of
+    several nodes (``nproc`` ranks in all), this node's launcher: ``--nnodes=NODES
+    --node-rank=R --nproc-per-node=N/NODES --rdzv-backend=static
+    --rdzv-endpoint=MASTER_ADDR:MASTER_PORT`` (node ``R`` holds global ranks
+    ``R*N/NODES ...``).
     """
+    if topology is not None and topology.multi_node:
+        return [
+            python, "-m", "torch.distributed.run", f"--nnodes={topology.nnodes}", f"--node-rank={topology.node_rank}",
+            f"--nproc-per-node={_per_node(nproc, topology)}", "--rdzv-backend=static",
+            f"--rdzv-endpoint={topology.master_addr}:{topology.master_port}", "-m", "sweep.train", str(job_dir),
+        ]
     return [
         python, "-m", "torch.distributed.run", "--standalone", "--nnodes=1", f"--nproc-per-node={nproc}",
         "-m", "sweep.train", str(job_dir),
     ]
 
 
-def msrun_argv(nproc: int, job_dir: Path, port: int, python: str = sys.executable) -> List[str]:
+def msrun_argv(
+    nproc: int, job_dir: Path, port: int, python: str = sys.executable, *, topology: Optional[Topology] = None
+) -> List[str]:
     """``msrun --worker_num=N --local_worker_num=N --master_port=P --log_dir=JOB_DIR/logs --join=True
-    .../sweep/train/__main__.py JOB_DIR``; msrun takes a script path, not a module."""
+    .../sweep/train/__main__.py JOB_DIR``; msrun takes a script path, not a module.
+
+    With a ``topology`` of several nodes (``nproc`` ranks in all), this node's launcher:
+    ``--worker_num=N --local_worker_num=N/NODES --master_addr=MASTER_ADDR --master_port=P
+    --node_rank=R`` (node ``R`` holds global ranks ``R*N/NODES ...``).
+    """
     msrun = str(Path(python).parent / "msrun")
     script = str(Path(sweep.train.__file__).parent / "__main__.py")
+    if topology is not None and topology.multi_node:
+        return [
+            msrun, f"--worker_num={nproc}", f"--local_worker_num={_per_node(nproc, topology)}",
+            f"--master_addr={topology.master_addr}", f"--master_port={port}", f"--node_rank={topology.node_rank}",
+            f"--log_dir={job_dir / 'logs'}", "--join=True", script, str(job_dir),
+        ]
     return [
         msrun, f"--worker_num={nproc}", f"--local_worker_num={nproc}", f"--master_port={port}",
         f"--log_dir={job_dir / 'logs'}", "--join=True", script, str(job_dir),
@@ -80,18 +113,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def build_spec(launcher: str, nproc: int, job_dir: Path, *, env: Dict[str, str], timeout_s: float) -> LaunchSpec:
+def build_spec(
+    launcher: str, nproc: int, job_dir: Path, *, env: Dict[str, str], timeout_s: float,
+    topology: Optional[Topology] = None,
+) -> LaunchSpec:
     """The launch of one job.
+
+    ``topology`` (:func:`sweep.cluster.topology_from_env`) of several nodes: ``srun``
+    starts one task per node, which runs that node's launcher
+    (:func:`sweep.cluster.srun_argv`); ``MASTER_ADDR``/``MASTER_PORT`` go into the
+    environment so that every node uses the same rendezvous. ``None`` or one node: the
+    single-node launch.
 
     Raises:
         ValueError: unknown launcher name.
+        sweep.schema.ConfigError: several nodes, but this process is one of several srun tasks.
     """
-    if launcher == "torchrun":
-        argv = torchrun_argv(nproc, job_dir)
-    elif launcher == "msrun":
-        argv = msrun_argv(nproc, job_dir, free_port())
-    else:
+    if launcher not in ("torchrun", "msrun"):
         raise ValueError(f"framework.launcher={launcher!r}; allowed: torchrun, msrun")
+    if topology is not None and topology.multi_node:
+        _per_node(nproc, topology)
+        argv = srun_argv(topology, launcher, nproc, job_dir)
+        env = dict(env, MASTER_ADDR=str(topology.master_addr), MASTER_PORT=str(topology.master_port))
+    elif launcher == "torchrun":
+        argv = torchrun_argv(nproc, job_dir)
+    else:
+        argv = msrun_argv(nproc, job_dir, free_port())
     return LaunchSpec(argv=argv, env=env, log_path=job_dir / "logs" / LAUNCHER_LOG, timeout_s=timeout_s)
 
 
