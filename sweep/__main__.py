@@ -32,7 +32,8 @@ def main(cfg: DictConfig) -> dict:
 
     hc = HydraConfig.get()
     label = f"#{hc.job.num} " if hc.mode == RunMode.MULTIRUN else ""
-    record = job.run(cfg, hc.runtime.output_dir, overrides=list(hc.overrides.task))
+    sweep_dir = hc.sweep.dir if hc.mode == RunMode.MULTIRUN else None
+    record = job.run(cfg, hc.runtime.output_dir, overrides=list(hc.overrides.task), sweep_dir=sweep_dir)
     print(job.summary_line(record, label), flush=True)
     if hc.mode == RunMode.RUN:
         print(f"result: {Path(hc.runtime.output_dir) / job.RESULT}", flush=True)

@@ -1,11 +1,12 @@
-"""Hydra callback: the sweep report at the end of a multirun.
+"""Hydra callbacks of a multirun: progress after each job, the report at the end.
 
-Hydra turns callback exceptions into warnings, so this never decides the exit
-status; it only renders what the jobs wrote (``sweep.summary.write_report``).
+Hydra turns callback exceptions into warnings, so these never decide the exit
+status; they only report what the jobs wrote.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -13,17 +14,63 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 
+def count_jobs(config: DictConfig) -> Optional[int]:
+    """Jobs in the multirun, as Hydra's basic sweeper forms them (``hydra.sweeper.params``
+    then the command-line overrides, the latter replacing a key's grid); ``None`` for
+    other sweepers."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return None
+    params = config.hydra.sweeper.get("params") or {}
+    arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+    overrides = OverridesParser.create().parse_overrides(arguments)
+    return sum(len(batch) for batch in BasicSweeper.split_arguments(overrides, None))
+
+
+class ProgressCallback(Callback):
+    """After each job: jobs done (of the total when known), failures so far, elapsed time
+    and an estimate of the time left (mean job time so far x jobs left). The job's own
+    verdict line is printed by the job."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.total = count_jobs(config)
+        self.done = self.failed = 0
+        self.began = time.monotonic()
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        if not hasattr(self, "began"):  # not a multirun (or a launcher that runs jobs elsewhere)
+            return
+        record = getattr(job_return, "_return_value", None)
+        self.done += 1
+        self.failed += not (isinstance(record, dict) and record.get("status") == "ok")
+        elapsed = time.monotonic() - self.began
+        line = f"[progress] {self.done}{f'/{self.total}' if self.total else ''} jobs, {self.failed} not ok, "
+        line += f"{_minutes(elapsed)} elapsed"
+        if self.total and self.done < self.total:
+            line += f", ~{_minutes(elapsed / self.done * (self.total - self.done))} left"
+        print(line, flush=True)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
 class SummaryCallback(Callback):
-    """Print the verdict and the tables (each cut after ``max_rows`` rows, ``None``: all)
-    and write ``summary.{md,csv,json}`` and ``plots/`` into ``hydra.sweep.dir``."""
+    """Stop the sweep's shared launches (``sweep.pool``), then print the verdict and the
+    tables (each cut after ``max_rows`` rows, ``None``: all) and write
+    ``summary.{md,csv,json}`` and ``plots/`` into ``hydra.sweep.dir``."""
 
     def __init__(self, tablefmt: str = "simple", max_rows: Optional[int] = 40) -> None:
         self.tablefmt = tablefmt
         self.max_rows = max_rows
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from sweep import pool
         from sweep.summary import write_report
 
+        pool.close_all()
         sweep_dir = Path(config.hydra.sweep.dir)
         print("\n" + write_report(sweep_dir, self.tablefmt, self.max_rows), flush=True)
         print(f"\nsummary: {sweep_dir / 'summary.md'} (re-render: python -m sweep.summary {sweep_dir})", flush=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import platform
 import re
+import shutil
 import signal
 import sys
 import time
@@ -28,7 +29,8 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 import sweep
-from sweep import launch
+from sweep import baseline, launch, pool
+from sweep.cluster import topology_from_env
 from sweep.compare import compare_losses
 from sweep.io import read_floats, read_json, write_json
 from sweep.schema import ConfigError, to_container, validate, world_size
@@ -46,10 +48,12 @@ def timeout_s(cfg: DictConfig) -> float:
     return float(cfg.launcher.base_timeout_s + cfg.launcher.per_step_s * cfg.steps * world_size(cfg))
 
 
-def log_tails(job_dir: Path, lines: int = TAIL_LINES) -> Dict[str, str]:
-    """Last ``lines`` lines of every log of the job, by file name."""
+def log_tails(job_dir: Path, lines: int = TAIL_LINES, launcher_log: Optional[Path] = None) -> Dict[str, str]:
+    """Last ``lines`` lines of every log of the job, by file name; ``launcher_log`` is the
+    shared launch's log when the job ran in one (``sweep.pool``)."""
     tails = {}
-    for path in sorted((job_dir / "logs").glob("*.log")):
+    paths = sorted((job_dir / "logs").glob("*.log")) + ([launcher_log] if launcher_log else [])
+    for path in paths:
         text = path.read_text(errors="replace").splitlines()
         tails[path.name] = "\n".join(text[-lines:])
     return tails
@@ -63,8 +67,14 @@ def _read_ranks(job_dir: Path, world: int) -> List[Optional[dict]]:
     return ranks
 
 
-def run(cfg: DictConfig, job_dir: Path | str, overrides: Optional[List[str]] = None) -> Dict[str, Any]:
+def run(
+    cfg: DictConfig, job_dir: Path | str, overrides: Optional[List[str]] = None, sweep_dir: Path | str | None = None
+) -> Dict[str, Any]:
     """Run one job and write ``JOB_DIR/result.json``; returns the same record.
+
+    ``sweep_dir`` (a multirun's dir) enables, per ``launcher.reuse_processes`` and
+    ``launcher.reuse_baselines``, running the ranks in a shared launch (``sweep.pool``)
+    and taking the standalone sequence from the sweep's cache (``sweep.baseline``).
 
     Record keys: ``status`` (one of ``ok``, ``fail``: comparison failed, ``error``,
     ``timeout``), ``reason`` (``None`` when ok), ``overrides``, ``config``,
@@ -78,6 +88,8 @@ def run(cfg: DictConfig, job_dir: Path | str, overrides: Optional[List[str]] = N
     when they share storage), ``zero_grad_effective``, ``timings_s``
     (``wall``, ``launch``, per-phase maxima over ranks), ``versions``,
     ``launcher`` (return code, timed out, processes killed), ``log_tails`` (on error),
+    ``pool`` (the shared launch that ran it, if any), ``baseline`` (where a reused
+    standalone sequence came from),
     ``started``/``finished`` (UTC ISO-8601).
     """
     job_dir = Path(job_dir)
@@ -102,7 +114,7 @@ def run(cfg: DictConfig, job_dir: Path | str, overrides: Optional[List[str]] = N
         "started": started,
     }
     try:
-        _run(cfg, job_dir, record)
+        _run(cfg, job_dir, record, Path(sweep_dir).resolve() if sweep_dir else None)
     except KeyboardInterrupt:
         record.update(status="error", reason="interrupted (Ctrl-C)")
         _finish(job_dir, record, t0)
@@ -140,7 +152,7 @@ def _finish(job_dir: Path, record: Dict[str, Any], t0: float) -> None:
     write_json(job_dir / RESULT, record)
 
 
-def _run(cfg: DictConfig, job_dir: Path, record: Dict[str, Any]) -> None:
+def _run(cfg: DictConfig, job_dir: Path, record: Dict[str, Any], sweep_dir: Optional[Path]) -> None:
     record["config"] = to_container(cfg)
     validate(cfg)
     world = world_size(cfg)
@@ -150,7 +162,15 @@ def _run(cfg: DictConfig, job_dir: Path, record: Dict[str, Any]) -> None:
 
     env = dict(cfg.framework.env, OMP_NUM_THREADS=str(cfg.launcher.omp_num_threads))
     limit = timeout_s(cfg)
-    if cfg.order == "separate":
+    shutil.rmtree(job_dir / RANKS_DIR, ignore_errors=True)  # nothing stale from an earlier attempt
+    standalone_path = job_dir / RANKS_DIR / STANDALONE_RESULT
+    fields = baseline.key_fields(record["config"], world) if sweep_dir and cfg.launcher.reuse_baselines else None
+    cached = baseline.lookup(sweep_dir, fields) if fields else None
+    if cached:
+        # The ranks see ranks/standalone.json and train the distributed copy only.
+        write_json(standalone_path, {"standalone": cached["standalone"], "from": cached["job_dir"]})
+        record["baseline"] = {"source": "cache", "job_dir": cached["job_dir"], "key": baseline.key(fields)}
+    elif cfg.order == "separate":
         # The standalone baseline in a process of its own, before the distributed launch.
         standalone_spec = launch.LaunchSpec(
             argv=[sys.executable, "-m", "sweep.train", str(job_dir), "--phase", "standalone"],
@@ -158,29 +178,36 @@ def _run(cfg: DictConfig, job_dir: Path, record: Dict[str, Any]) -> None:
         )
         standalone_outcome = launch.run(standalone_spec)
         record["timings_s"]["standalone_launch"] = standalone_outcome.wall_s
-    from sweep.cluster import topology_from_env  # SLURM allocation of several nodes: srun, one launcher per node
-    topology = topology_from_env(None, world)  # one node (or no SLURM): the single-node launch, unchanged
-    spec = launch.build_spec(cfg.framework.launcher, world, job_dir, env=env, timeout_s=limit, topology=topology)
-    outcome = launch.run(spec)
+    # A SLURM allocation of several nodes: srun, one launcher per node (sweep.cluster).
+    topology = topology_from_env(None, world)
+    if sweep_dir and cfg.launcher.reuse_processes and not topology.multi_node:
+        rank_pool = pool.get_pool(
+            pool.pool_key(cfg, world, env), sweep_dir, record["config"], cfg.framework.launcher, world, env
+        )
+        spec = rank_pool.spec
+        outcome = rank_pool.run_job(job_dir, limit)
+        record["pool"] = {"dir": str(rank_pool.dir), "jobs": rank_pool.jobs}
+    else:
+        spec = launch.build_spec(cfg.framework.launcher, world, job_dir, env=env, timeout_s=limit, topology=topology)
+        outcome = launch.run(spec)
     record["launcher"] = {
         "job_id": spec.job_id,
         "argv": spec.argv,
         "returncode": outcome.returncode,
         "timed_out": outcome.timed_out,
         "killed": outcome.killed,
-        "timeout_s": spec.timeout_s,
+        "timeout_s": limit,
     }
     record["timings_s"]["launch"] = outcome.wall_s
 
     ranks = _read_ranks(job_dir, world)
     missing = [str(r) for r, res in enumerate(ranks) if res is None]
-    standalone_path = job_dir / RANKS_DIR / STANDALONE_RESULT
-    if cfg.order == "separate" and not standalone_path.exists():
+    if (cfg.order == "separate" or cached) and not standalone_path.exists():
         missing.append("standalone process")
     if missing:
-        record["log_tails"] = log_tails(job_dir)
+        record["log_tails"] = log_tails(job_dir, launcher_log=spec.log_path if "pool" in record else None)
         if outcome.timed_out:
-            record.update(status="timeout", reason=f"no result after {spec.timeout_s:.0f} s from {', '.join(missing)}")
+            record.update(status="timeout", reason=f"no result after {limit:.0f} s from {', '.join(missing)}")
         else:
             record.update(
                 status="error",
@@ -190,7 +217,9 @@ def _run(cfg: DictConfig, job_dir: Path, record: Dict[str, Any]) -> None:
         return
 
     first = ranks[0]
-    standalone = read_json(standalone_path)["standalone"] if cfg.order == "separate" else first["standalone"]
+    standalone = read_json(standalone_path)["standalone"] if standalone_path.exists() else first["standalone"]
+    if fields and not cached:
+        baseline.store(sweep_dir, fields, standalone, job_dir)
     if cfg.data.split == "sharded":
         # each rank's loss is over its shard; the global loss is their mean (equal shard sizes)
         per_rank = np.array([read_floats(r["distributed"]) for r in ranks], dtype=np.float64)

@@ -187,33 +187,38 @@ def kill_job(root: Optional[psutil.Process], job_id: str) -> int:
     return len(alive)
 
 
+def start(spec: LaunchSpec) -> subprocess.Popen:
+    """Start the launcher in its own session, output appended to ``spec.log_path``."""
+    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(spec.log_path, "ab") as log:
+        log.write(("$ " + " ".join(spec.argv) + "\n").encode())
+        log.flush()
+        return subprocess.Popen(
+            spec.argv, env=_child_env(spec), stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+
+
 def run(spec: LaunchSpec) -> LaunchOutcome:
     """Run the launcher to completion or to ``spec.timeout_s``; never leaves processes behind.
 
     Raises:
         KeyboardInterrupt: re-raised after the job's processes are killed.
     """
-    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
-    with open(spec.log_path, "ab") as log:
-        log.write(("$ " + " ".join(spec.argv) + "\n").encode())
-        log.flush()
-        proc = subprocess.Popen(
-            spec.argv, env=_child_env(spec), stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )
-        root = psutil.Process(proc.pid)
-        timed_out = False
-        try:
-            returncode: Optional[int] = proc.wait(timeout=spec.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            returncode = None
-        except BaseException:
-            kill_job(root, spec.job_id)
-            proc.wait()
-            raise
-        killed = kill_job(root if timed_out else None, spec.job_id)
-        if timed_out:
-            proc.wait()
-    return LaunchOutcome(returncode=returncode, timed_out=timed_out, wall_s=time.monotonic() - start, killed=killed)
+    began = time.monotonic()
+    proc = start(spec)
+    root = psutil.Process(proc.pid)
+    timed_out = False
+    try:
+        returncode: Optional[int] = proc.wait(timeout=spec.timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        returncode = None
+    except BaseException:
+        kill_job(root, spec.job_id)
+        proc.wait()
+        raise
+    killed = kill_job(root if timed_out else None, spec.job_id)
+    if timed_out:
+        proc.wait()
+    return LaunchOutcome(returncode=returncode, timed_out=timed_out, wall_s=time.monotonic() - began, killed=killed)

@@ -218,6 +218,9 @@ class LauncherConfig:
     base_timeout_s: float = 180.0
     per_step_s: float = 0.1
     omp_num_threads: int = 1
+    # Multirun fast path (sweep.pool, sweep.baseline); same losses, bit for bit on CPU.
+    reuse_processes: bool = True  # jobs of one framework and world size share one launch
+    reuse_baselines: bool = True  # the standalone sequence is computed once per distinct baseline
 
 
 @dataclass

@@ -19,7 +19,9 @@ Losses are Python floats of the framework's scalar loss (float32 values, exact).
 
 from __future__ import annotations
 
+import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Sequence, Tuple
@@ -33,6 +35,9 @@ from sweep.io import write_json
 JOB_CONFIG = "job.yaml"
 RANKS_DIR = "ranks"
 STANDALONE_RESULT = "standalone.json"
+POOL_CONFIG = "pool.yaml"  # marks a pool dir (sweep.pool): the ranks serve jobs from QUEUE_DIR
+QUEUE_DIR = "queue"
+STOP = "STOP"
 PHASES = ("both", "standalone", "distributed")
 
 
@@ -53,15 +58,30 @@ def write_rank_result(job_dir: Path | str, rank: int, result: dict[str, Any], ph
     write_json(path, result)
 
 
-def phase_order(order: str, phase: str) -> List[str]:
-    """The copies this process trains, in order.
+def redirect_output(job_dir: Path, rank: int) -> None:
+    """Send this process's stdout/stderr (C level too) to ``JOB_DIR/logs/worker_<rank>.log``."""
+    log_dir = Path(job_dir) / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log_dir / f"worker_{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def phase_order(order: str, phase: str, job_dir: Path | str | None = None) -> List[str]:
+    """The copies this process trains, in order. The standalone copy is left out when
+    its losses are already known: ``order=separate``, or a baseline the job took from
+    the sweep's cache (``JOB_DIR/ranks/standalone.json`` exists before the ranks start).
 
     Raises:
         ValueError: unknown ``order`` or ``phase``.
     """
     if phase == "standalone":
         return ["standalone"]
-    if phase == "distributed" or order == "separate":
+    known = job_dir is not None and (Path(job_dir) / RANKS_DIR / STANDALONE_RESULT).exists()
+    if phase == "distributed" or order == "separate" or known:
         return ["distributed"]
     if phase != "both":
         raise ValueError(f"phase={phase!r}; allowed: {', '.join(PHASES)}")
@@ -71,13 +91,17 @@ def phase_order(order: str, phase: str) -> List[str]:
     return orders[order]
 
 
-def rank_samples(cfg: Any, rank: int, world: int) -> Tuple[List[Any], List[Any]]:
+def rank_samples(cfg: Any, rank: int) -> Tuple[List[Any], List[Any]]:
     """``(standalone_samples, rank_samples)``: numpy ``(x, y)`` pairs per step.
 
     ``data.split=replicated``: both are the same ``batch_size``-row samples.
-    ``data.split=sharded``: the standalone copy gets ``batch_size * world`` rows per step
-    and this rank rows ``[rank * batch_size, (rank + 1) * batch_size)``.
+    ``data.split=sharded``: the standalone copy gets ``batch_size * world_size`` rows per
+    step (the job's world size, also in the standalone-only process of
+    ``order=separate``) and rank ``rank`` rows ``[rank * batch_size, (rank + 1) * batch_size)``.
     """
+    from sweep.schema import world_size
+
+    world = world_size(cfg)
     sharded = cfg.data.split == "sharded"
     rows = cfg.data.batch_size * (world if sharded else 1)
     global_samples = make_samples(

@@ -1,23 +1,68 @@
-"""Entry of every rank: ``python -m sweep.train JOB_DIR [--phase standalone]``, or the
-file ``sweep/train/__main__.py`` for msrun (which takes a script path)."""
+"""Entry of every rank: ``python -m sweep.train DIR [--phase standalone]``, or the file
+``sweep/train/__main__.py`` for msrun (which takes a script path).
+
+``DIR`` is a job dir (``job.yaml``: run that job, then exit) or a pool dir
+(``pool.yaml``: serve jobs from its queue until ``STOP``; see ``sweep.pool``).
+"""
 
 import argparse
+import os
 import sys
+import time
+import traceback
+from pathlib import Path
+
+
+def _framework(name: str):
+    if name == "torch":
+        from sweep.train import torch_rank as module
+    else:
+        from sweep.train import mindspore_rank as module
+    return module
+
+
+def serve(pool_dir: Path) -> None:
+    """Initialise once, then run each job posted to ``pool_dir/queue`` in order.
+    A failing job ends the process with its traceback in the job's worker log."""
+    from omegaconf import OmegaConf
+
+    from sweep.train import POOL_CONFIG, QUEUE_DIR, STOP, load_job, redirect_output
+
+    module = _framework(OmegaConf.load(pool_dir / POOL_CONFIG).framework.name)
+    ctx = module.init_rank(OmegaConf.load(pool_dir / POOL_CONFIG))
+    seq = 0
+    while True:
+        item = pool_dir / QUEUE_DIR / f"{seq:06d}"
+        while not item.exists():
+            time.sleep(0.02)
+        text = item.read_text()
+        if text == STOP:
+            break
+        job_dir = Path(text)
+        redirect_output(job_dir, ctx.rank)
+        try:
+            module.run_job(load_job(job_dir), job_dir, ctx)
+        except BaseException:
+            traceback.print_exc()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
+        seq += 1
+    module.close_rank(ctx)
 
 
 def main(argv: list[str]) -> None:
-    from sweep.train import PHASES, load_job
+    from sweep.train import PHASES, POOL_CONFIG, load_job
 
     parser = argparse.ArgumentParser(prog="python -m sweep.train")
-    parser.add_argument("job_dir")
+    parser.add_argument("dir", type=Path, help="a job dir (job.yaml) or a pool dir (pool.yaml)")
     parser.add_argument("--phase", choices=PHASES, default="both")
     args = parser.parse_args(argv)
-    cfg = load_job(args.job_dir)
-    if cfg.framework.name == "torch":
-        from sweep.train.torch_rank import run_rank
-    else:
-        from sweep.train.mindspore_rank import run_rank
-    run_rank(cfg, args.job_dir, args.phase)
+    if (args.dir / POOL_CONFIG).exists():
+        serve(args.dir)
+        return
+    cfg = load_job(args.dir)
+    _framework(cfg.framework.name).run_rank(cfg, str(args.dir), args.phase)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ net, copy the distributed net's initial weights into the standalone one
 
 from __future__ import annotations
 
-import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
@@ -158,39 +158,63 @@ def train(
     return losses
 
 
-def run_rank(cfg: Any, job_dir: str, phase: str = "both") -> None:
-    """Train this process's copies and write its result file (see ``sweep.train``).
+@dataclass
+class RankContext:
+    """This process's place in the job: ``rank`` of ``world``; ``distributed`` is false
+    in the standalone-only process (no ``init()``)."""
 
-    ``phase="standalone"``: the standalone-only process of ``order=separate``
-    (``init()`` is not called; rank 0 of 1).
-    """
-    t0 = time.perf_counter()
+    rank: int
+    world: int
+    distributed: bool
+
+
+def init_rank(cfg: Any, distributed: bool = True) -> RankContext:
+    """``set_context(mode=PYNATIVE_MODE, device_target=...)``, ``set_deterministic`` (it
+    may be called once per process, so a reused process keeps its first setting: jobs
+    are grouped by ``deterministic``), then ``init()`` if ``distributed``."""
     import mindspore as ms
-    from mindspore import Tensor
     from mindspore.communication import get_group_size, get_rank, init
 
     ms.set_context(mode=ms.PYNATIVE_MODE, device_target=cfg.framework.device_target[cfg.device])
     if cfg.deterministic:
         ms.set_deterministic(True)
+    if not distributed:
+        return RankContext(rank=0, world=1, distributed=False)
+    init()
+    return RankContext(rank=get_rank(), world=get_group_size(), distributed=True)
+
+
+def close_rank(ctx: RankContext) -> None:
+    """Nothing to tear down: msrun ends the workers when the script returns."""
+
+
+def run_rank(cfg: Any, job_dir: str, phase: str = "both") -> None:
+    """One job in a fresh process (msrun worker, or the standalone-only process of
+    ``order=separate``): ``init_rank`` then ``run_job``."""
+    ctx = init_rank(cfg, phase != "standalone")
+    run_job(cfg, job_dir, ctx, phase)
+
+
+def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both") -> None:
+    """Train this process's copies for one job and write its result file (see
+    ``sweep.train``); seeds are (re)set here, so a reused process gives the same losses."""
+    t0 = time.perf_counter()
+    import mindspore as ms
+    from mindspore import Tensor
+
     ms.set_seed(cfg.seed)
     np.random.seed(cfg.seed)
-    distributed_phase = phase != "standalone"
-    if distributed_phase:
-        init()
-        rank, world = get_rank(), get_group_size()
-    else:
-        rank, world = 0, 1
-
+    rank, world, distributed_phase = ctx.rank, ctx.world, ctx.distributed
     job_dir = Path(job_dir)
     standalone = build_mlp(cfg.model)
     distributed = build_mlp(cfg.model)
     ckpt = job_dir / "ranks" / f"init_{'standalone' if not distributed_phase else f'rank_{rank}'}.ckpt"
     copy_weights(standalone, distributed, cfg.weights["copy"], ckpt)
-    names = phase_order(cfg.order, phase)
+    names = phase_order(cfg.order, phase, job_dir)
     engine = load_engine(cfg, "mindspore", world_size=world)
     if "distributed" in names:
         distributed = engine.parallelize(distributed)
-    global_np, local_np = rank_samples(cfg, rank, world)
+    global_np, local_np = rank_samples(cfg, rank)
     opt_standalone = build_optimizer(cfg.optimizer, standalone.trainable_params())
     opt_distributed = build_optimizer(cfg.optimizer, distributed.trainable_params())
     zero_grad_effective = bool(cfg.zero_grad) and hasattr(distributed, "zero_grad")

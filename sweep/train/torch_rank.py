@@ -13,13 +13,15 @@ from __future__ import annotations
 import os
 import sys
 import time
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
 from sweep.engines import load_engine
-from sweep.train import phase_order, rank_samples, train_phases, write_rank_result
+from sweep.train import phase_order, rank_samples, redirect_output, train_phases, write_rank_result
 
 
 def build_mlp(model_cfg: Any) -> Any:
@@ -151,37 +153,27 @@ def _dtype(tensor: Any) -> Optional[str]:
     return str(tensor.dtype).replace("torch.", "")
 
 
-def _redirect_output(job_dir: Path, rank: int) -> None:
-    """Send this rank's stdout/stderr (C level too) to ``JOB_DIR/logs/worker_<rank>.log``."""
-    log_dir = job_dir / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(log_dir / f"worker_{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+@dataclass
+class RankContext:
+    """This process's place in the job: ``rank`` of ``world``, its ``torch.device``, and
+    whether a process group was initialised (not in the standalone-only process)."""
+
+    rank: int
+    world: int
+    device: Any
+    distributed: bool
 
 
-def run_rank(cfg: Any, job_dir: str, phase: str = "both") -> None:
-    """Train this process's copies and write its result file (see ``sweep.train``); then
-    leave with ``os._exit(0)`` (gloo ranks can SIGABRT at interpreter shutdown otherwise).
-
-    ``phase="standalone"``: the standalone-only process of ``order=separate`` (no
-    process group; rank 0 of 1).
-    """
+def init_rank(cfg: Any, distributed: bool = True) -> RankContext:
+    """Select the device and, if ``distributed``, ``init_process_group`` with the
+    ``framework.backend`` of ``cfg.device`` (gloo on CPU). Reads torchrun's ``RANK``,
+    ``WORLD_SIZE``, ``LOCAL_RANK``."""
     import torch
     import torch.distributed as dist
 
-    job_dir = Path(job_dir)
-    distributed_phase = phase != "standalone"
-    rank = int(os.environ.get("RANK", 0)) if distributed_phase else 0
-    world = int(os.environ.get("WORLD_SIZE", 1)) if distributed_phase else 1
+    rank = int(os.environ.get("RANK", 0)) if distributed else 0
+    world = int(os.environ.get("WORLD_SIZE", 1)) if distributed else 1
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    if distributed_phase:
-        _redirect_output(job_dir, rank)
-    t0 = time.perf_counter()
-
     device_name = cfg.device
     if device_name == "npu":
         import torch_npu  # noqa: F401  (registers the npu device and hccl)
@@ -190,61 +182,98 @@ def run_rank(cfg: Any, job_dir: str, phase: str = "both") -> None:
     else:
         device = torch.device(device_name, local_rank)
         getattr(torch, device_name).set_device(device)
-    if distributed_phase:
+    if distributed:
         dist.init_process_group(backend=cfg.framework.backend[device_name])
-    try:
-        torch.manual_seed(cfg.seed)
-        np.random.seed(cfg.seed)
-        if cfg.deterministic:
-            torch.use_deterministic_algorithms(True)
-        standalone = build_mlp(cfg.model).to(device)
-        distributed = build_mlp(cfg.model).to(device)
-        ckpt = job_dir / "ranks" / f"init_{'standalone' if not distributed_phase else f'rank_{rank}'}.pt"
-        copy_weights(standalone, distributed, cfg.weights["copy"], ckpt)
-        names = phase_order(cfg.order, phase)
-        engine = None
-        if "distributed" in names:
-            engine = load_engine(cfg, "torch", device=device)
-            distributed = engine.parallelize(distributed)
-        opt_standalone = build_optimizer(cfg.optimizer, standalone.parameters())
-        opt_distributed = build_optimizer(cfg.optimizer, distributed.parameters())
-        global_np, local_np = rank_samples(cfg, rank, world)
+    return RankContext(rank=rank, world=world, device=device, distributed=distributed)
 
-        def to_device(pairs: List[Any]) -> List[Any]:
-            return [(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)) for x, y in pairs]
 
-        observed: Dict[str, str] = {}
-        losses, moved, seconds = train_phases(
-            names,
-            train={
-                "standalone": lambda: train(standalone, to_device(global_np), opt_standalone.step,
-                                            opt_standalone.zero_grad),
-                "distributed": lambda: train(distributed, to_device(local_np),
-                                             lambda: engine.optimizer_step(opt_distributed),
-                                             opt_distributed.zero_grad if cfg.zero_grad else None, observed),
-            },
-            snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
-        )
-        write_rank_result(
-            job_dir,
-            rank,
-            {
-                "rank": rank,
-                "world_size": world,
-                "framework": "torch",
-                "versions": {"torch": torch.__version__},
-                "standalone": losses.get("standalone"),
-                "distributed": losses.get("distributed"),
-                "moved": moved,
-                "dtypes_observed": observed,
-                "zero_grad_effective": bool(cfg.zero_grad),
-                "timings_s": {"setup": time.perf_counter() - t0 - sum(seconds.values()), **seconds},
-            },
-            phase,
-        )
-    finally:
-        if distributed_phase:
-            dist.destroy_process_group()
+def close_rank(ctx: RankContext) -> None:
+    """Destroy the process group and leave with ``os._exit(0)``: gloo ranks can SIGABRT at
+    interpreter shutdown otherwise (shared/notes/environment.md)."""
+    import torch.distributed as dist
+
+    if ctx.distributed:
+        dist.destroy_process_group()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both") -> None:
+    """Train this process's copies for one job and write its result file (see
+    ``sweep.train``). Everything a job's numbers depend on is (re)set here, so a job
+    gives the same losses in a fresh process and in a reused one."""
+    import torch
+
+    t0 = time.perf_counter()
+    job_dir = Path(job_dir)
+    rank, world, device = ctx.rank, ctx.world, ctx.device
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    if cfg.deterministic or torch.are_deterministic_algorithms_enabled():
+        torch.use_deterministic_algorithms(bool(cfg.deterministic))
+    standalone = build_mlp(cfg.model).to(device)
+    distributed = build_mlp(cfg.model).to(device)
+    ckpt = job_dir / "ranks" / f"init_{f'rank_{rank}' if ctx.distributed else 'standalone'}.pt"
+    copy_weights(standalone, distributed, cfg.weights["copy"], ckpt)
+    names = phase_order(cfg.order, phase, job_dir)
+    engine = None
+    if "distributed" in names:
+        engine = load_engine(cfg, "torch", device=device)
+        distributed = engine.parallelize(distributed)
+    opt_standalone = build_optimizer(cfg.optimizer, standalone.parameters())
+    opt_distributed = build_optimizer(cfg.optimizer, distributed.parameters())
+    global_np, local_np = rank_samples(cfg, rank)
+
+    def to_device(pairs: List[Any]) -> List[Any]:
+        return [(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)) for x, y in pairs]
+
+    observed: Dict[str, str] = {}
+    losses, moved, seconds = train_phases(
+        names,
+        train={
+            "standalone": lambda: train(standalone, to_device(global_np), opt_standalone.step,
+                                        opt_standalone.zero_grad),
+            "distributed": lambda: train(distributed, to_device(local_np),
+                                         lambda: engine.optimizer_step(opt_distributed),
+                                         opt_distributed.zero_grad if cfg.zero_grad else None, observed),
+        },
+        snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
+    )
+    write_rank_result(
+        job_dir,
+        rank,
+        {
+            "rank": rank,
+            "world_size": world,
+            "framework": "torch",
+            "versions": {"torch": torch.__version__},
+            "standalone": losses.get("standalone"),
+            "distributed": losses.get("distributed"),
+            "moved": moved,
+            "dtypes_observed": observed,
+            "zero_grad_effective": bool(cfg.zero_grad),
+            "timings_s": {"setup": time.perf_counter() - t0 - sum(seconds.values()), **seconds},
+        },
+        phase,
+    )
+
+
+def run_rank(cfg: Any, job_dir: str, phase: str = "both") -> None:
+    """One job in a fresh process: ``init_rank``, ``run_job``, ``close_rank``.
+
+    ``phase="standalone"``: the standalone-only process of ``order=separate`` (no
+    process group; rank 0 of 1).
+    """
+    distributed = phase != "standalone"
+    if distributed:
+        redirect_output(Path(job_dir), int(os.environ.get("RANK", 0)))
+    ctx = init_rank(cfg, distributed)
+    try:
+        run_job(cfg, job_dir, ctx, phase)
+    except BaseException:
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    close_rank(ctx)

@@ -90,3 +90,10 @@ def test_observed_dtypes_show_the_policy_that_ran(tmp_path):
     r = _run(tmp_path, "mp_policy=bf16")
     assert r["dtypes"]["configured"]["param_dtype"] == "bfloat16"
     assert r["dtypes"]["observed"] == {"param_forward": "bfloat16", "output": "bfloat16", "grad": "float32"}
+
+
+def test_separate_standalone_process_sees_the_global_batch(tmp_path):
+    """The standalone-only process has no ranks, but its global batch is the job's:
+    batch_size x world_size rows."""
+    r = _run(tmp_path, "engine=torch_fsdp2", "mesh=dp2", "data.split=sharded", "order=separate")
+    assert r["status"] == "ok" and r["comparison"]["max_abs_diff"] < 1e-6

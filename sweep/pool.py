@@ -1,0 +1,136 @@
+"""Process reuse: one distributed launch runs many jobs, one after another.
+
+Within a multirun, jobs with the same :func:`pool_key` (framework, world size,
+device, launcher environment; for MindSpore also ``deterministic``, which it sets once
+per process) share a *pool*: one ``torchrun``/``msrun`` launch whose ranks wait for
+jobs and run each with the same per-job code as a fresh launch
+(``sweep.train.*_rank.run_job``: every seed and switch is set per job), writing into
+the job's own dir. Start-up (interpreter, framework import, rendezvous, ``init()``)
+is then paid once per pool instead of once per job.
+
+Protocol, all files under the pool dir ``SWEEP_DIR/.pools/<name>/``: ``pool.yaml``
+(the first job's config: framework, device, backend), ``queue/000000``,
+``queue/000001``, ...: each holds the path of a job dir, or ``STOP``; every rank polls
+for the next number. A job is done when every rank has written
+``JOB_DIR/ranks/rank_<r>.json``. A rank that fails a job exits; the launcher then
+stops the pool, the job is recorded as an error, and the next job starts a new pool.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import time
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+import psutil
+from omegaconf import OmegaConf
+
+from sweep import launch
+from sweep.train import POOL_CONFIG, QUEUE_DIR, STOP, rank_result_path
+
+POLL_S = 0.05
+
+
+def pool_key(cfg: Any, world: int, env: Dict[str, str]) -> Tuple:
+    """Jobs with equal keys can share one launch."""
+    framework = str(getattr(cfg.framework.name, "value", cfg.framework.name))
+    deterministic = bool(cfg.deterministic) if framework == "mindspore" else None
+    device = str(getattr(cfg.device, "value", cfg.device))
+    return (framework, cfg.framework.launcher, world, device, deterministic, tuple(sorted(env.items())))
+
+
+class RankPool:
+    """A running launch of ``world`` ranks in serve mode (see the module docstring)."""
+
+    def __init__(self, pool_dir: Path, config: dict, launcher: str, world: int, env: Dict[str, str]) -> None:
+        self.dir = pool_dir
+        self.world = world
+        (pool_dir / QUEUE_DIR).mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(OmegaConf.create(config), pool_dir / POOL_CONFIG)
+        self.spec = launch.build_spec(launcher, world, pool_dir, env=env, timeout_s=float("inf"))
+        self.proc = launch.start(self.spec)
+        self.root = psutil.Process(self.proc.pid)
+        self.seq = 0
+        self.jobs = 0
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _post(self, item: str) -> None:
+        path = self.dir / QUEUE_DIR / f"{self.seq:06d}"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(item)
+        os.replace(tmp, path)
+        self.seq += 1
+
+    def run_job(self, job_dir: Path, timeout_s: float) -> launch.LaunchOutcome:
+        """Hand ``job_dir`` to the ranks and wait until each wrote its result, the pool
+        died, or ``timeout_s`` passed (then the pool is killed).
+
+        Raises:
+            KeyboardInterrupt: re-raised after the pool's processes are killed.
+        """
+        began = time.monotonic()
+        self._post(str(job_dir))
+        self.jobs += 1
+        paths = [rank_result_path(job_dir, r) for r in range(self.world)]
+        try:
+            while not all(p.exists() for p in paths):
+                if not self.alive():
+                    return launch.LaunchOutcome(
+                        returncode=self.proc.returncode, timed_out=False, wall_s=time.monotonic() - began,
+                        killed=launch.kill_job(None, self.spec.job_id),
+                    )
+                if time.monotonic() - began > timeout_s:
+                    killed = self.kill()
+                    return launch.LaunchOutcome(
+                        returncode=None, timed_out=True, wall_s=time.monotonic() - began, killed=killed
+                    )
+                time.sleep(POLL_S)
+        except BaseException:
+            self.kill()
+            raise
+        return launch.LaunchOutcome(returncode=0, timed_out=False, wall_s=time.monotonic() - began, killed=0)
+
+    def kill(self) -> int:
+        killed = launch.kill_job(self.root, self.spec.job_id)
+        self.proc.wait()
+        return killed
+
+    def close(self, grace_s: float = 30.0) -> None:
+        """Ask the ranks to stop, wait up to ``grace_s``, then kill what is left."""
+        if self.alive():
+            self._post(STOP)
+            try:
+                self.proc.wait(timeout=grace_s)
+            except Exception:
+                pass
+        self.kill()
+
+
+_POOLS: Dict[Tuple, RankPool] = {}
+
+
+def get_pool(key: Tuple, sweep_dir: Path, config: dict, launcher: str, world: int, env: Dict[str, str]) -> RankPool:
+    """The live pool for ``key``, started on first use (or after the previous one died)."""
+    pool = _POOLS.get(key)
+    if pool is not None and not pool.alive():
+        pool.kill()
+        pool = None
+    if pool is None:
+        name = f"{key[0]}_w{world}_{key[3]}_{len(list((sweep_dir / '.pools').glob('*')))}"
+        pool = RankPool(sweep_dir / ".pools" / name, config, launcher, world, env)
+        _POOLS[key] = pool
+    return pool
+
+
+def close_all() -> None:
+    """Stop every pool of this process (end of the multirun, or interpreter exit)."""
+    while _POOLS:
+        _, pool = _POOLS.popitem()
+        pool.close()
+
+
+atexit.register(close_all)
