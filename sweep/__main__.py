@@ -33,7 +33,12 @@ def main(cfg: DictConfig) -> dict:
     hc = HydraConfig.get()
     label = f"#{hc.job.num} " if hc.mode == RunMode.MULTIRUN else ""
     sweep_dir = hc.sweep.dir if hc.mode == RunMode.MULTIRUN else None
-    record = job.run(cfg, hc.runtime.output_dir, overrides=list(hc.overrides.task), sweep_dir=sweep_dir)
+    # Shared launches pay off when this process runs the jobs one after another (Hydra's
+    # basic launcher); under submitit every job is a process of its own.
+    in_process = str(hc.launcher.get("_target_", "")).endswith("BasicLauncher")
+    record = job.run(
+        cfg, hc.runtime.output_dir, overrides=list(hc.overrides.task), sweep_dir=sweep_dir, share_launches=in_process
+    )
     print(job.summary_line(record, label), flush=True)
     if hc.mode == RunMode.RUN:
         print(f"result: {Path(hc.runtime.output_dir) / job.RESULT}", flush=True)

@@ -68,13 +68,15 @@ def _read_ranks(job_dir: Path, world: int) -> List[Optional[dict]]:
 
 
 def run(
-    cfg: DictConfig, job_dir: Path | str, overrides: Optional[List[str]] = None, sweep_dir: Path | str | None = None
+    cfg: DictConfig, job_dir: Path | str, overrides: Optional[List[str]] = None, sweep_dir: Path | str | None = None,
+    share_launches: bool = True,
 ) -> Dict[str, Any]:
     """Run one job and write ``JOB_DIR/result.json``; returns the same record.
 
-    ``sweep_dir`` (a multirun's dir) enables, per ``launcher.reuse_processes`` and
-    ``launcher.reuse_baselines``, running the ranks in a shared launch (``sweep.pool``)
-    and taking the standalone sequence from the sweep's cache (``sweep.baseline``).
+    ``sweep_dir`` (a multirun's dir) enables, per ``launcher.reuse_baselines``, taking
+    the standalone sequence from the sweep's cache (``sweep.baseline``), and, with
+    ``share_launches`` (jobs run one after another in this process) and
+    ``launcher.reuse_processes``, running the ranks in a shared launch (``sweep.pool``).
 
     Record keys: ``status`` (one of ``ok``, ``fail``: comparison failed, ``error``,
     ``timeout``), ``reason`` (``None`` when ok), ``overrides``, ``config``,
@@ -114,7 +116,7 @@ def run(
         "started": started,
     }
     try:
-        _run(cfg, job_dir, record, Path(sweep_dir).resolve() if sweep_dir else None)
+        _run(cfg, job_dir, record, Path(sweep_dir).resolve() if sweep_dir else None, share_launches)
     except KeyboardInterrupt:
         record.update(status="error", reason="interrupted (Ctrl-C)")
         _finish(job_dir, record, t0)
@@ -152,7 +154,9 @@ def _finish(job_dir: Path, record: Dict[str, Any], t0: float) -> None:
     write_json(job_dir / RESULT, record)
 
 
-def _run(cfg: DictConfig, job_dir: Path, record: Dict[str, Any], sweep_dir: Optional[Path]) -> None:
+def _run(
+    cfg: DictConfig, job_dir: Path, record: Dict[str, Any], sweep_dir: Optional[Path], share_launches: bool
+) -> None:
     record["config"] = to_container(cfg)
     validate(cfg)
     world = world_size(cfg)
@@ -180,7 +184,7 @@ def _run(cfg: DictConfig, job_dir: Path, record: Dict[str, Any], sweep_dir: Opti
         record["timings_s"]["standalone_launch"] = standalone_outcome.wall_s
     # A SLURM allocation of several nodes: srun, one launcher per node (sweep.cluster).
     topology = topology_from_env(None, world)
-    if sweep_dir and cfg.launcher.reuse_processes and not topology.multi_node:
+    if sweep_dir and share_launches and cfg.launcher.reuse_processes and not topology.multi_node:
         rank_pool = pool.get_pool(
             pool.pool_key(cfg, world, env), sweep_dir, record["config"], cfg.framework.launcher, world, env
         )

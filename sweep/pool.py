@@ -111,6 +111,7 @@ class RankPool:
 
 
 _POOLS: Dict[Tuple, RankPool] = {}
+_STARTED: list = []  # names of the pools this process started (unique dirs, also across processes)
 
 
 def get_pool(key: Tuple, sweep_dir: Path, config: dict, launcher: str, world: int, env: Dict[str, str]) -> RankPool:
@@ -120,7 +121,8 @@ def get_pool(key: Tuple, sweep_dir: Path, config: dict, launcher: str, world: in
         pool.kill()
         pool = None
     if pool is None:
-        name = f"{key[0]}_w{world}_{key[3]}_{len(list((sweep_dir / '.pools').glob('*')))}"
+        name = f"{key[0]}_w{world}_{key[3]}_{os.getpid()}_{len(_STARTED)}"
+        _STARTED.append(name)
         pool = RankPool(sweep_dir / ".pools" / name, config, launcher, world, env)
         _POOLS[key] = pool
     return pool
