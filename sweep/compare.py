@@ -16,6 +16,21 @@ from typing import Optional, Sequence
 import numpy as np
 
 
+def _as_pair(standalone: Sequence[float], distributed: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Both sequences as float64 arrays of one 1-D shape.
+
+    Raises:
+        ValueError: if the shapes differ or the sequences are empty.
+    """
+    ref = np.asarray(standalone, dtype=np.float64)
+    got = np.asarray(distributed, dtype=np.float64)
+    if ref.ndim != 1 or ref.shape != got.shape:
+        raise ValueError(f"loss sequences must have the same 1-D shape, got {ref.shape} and {got.shape}")
+    if ref.size == 0:
+        raise ValueError("loss sequences are empty")
+    return ref, got
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Outcome of comparing ``distributed`` against ``standalone``, step by step.
@@ -53,12 +68,7 @@ def compare_losses(
     Raises:
         ValueError: if the shapes differ, a sequence is empty or a tolerance is negative.
     """
-    ref = np.asarray(standalone, dtype=np.float64)
-    got = np.asarray(distributed, dtype=np.float64)
-    if ref.ndim != 1 or ref.shape != got.shape:
-        raise ValueError(f"loss sequences must have the same 1-D shape, got {ref.shape} and {got.shape}")
-    if ref.size == 0:
-        raise ValueError("loss sequences are empty")
+    ref, got = _as_pair(standalone, distributed)
     if rtol < 0 or atol < 0:
         raise ValueError(f"rtol={rtol} and atol={atol} must be >= 0")
 
@@ -101,12 +111,7 @@ def drift_metrics(standalone: Sequence[float], distributed: Sequence[float]) -> 
     Raises:
         ValueError: if the shapes differ or the sequences are empty.
     """
-    ref = np.asarray(standalone, dtype=np.float64)
-    got = np.asarray(distributed, dtype=np.float64)
-    if ref.ndim != 1 or ref.shape != got.shape:
-        raise ValueError(f"loss sequences must have the same 1-D shape, got {ref.shape} and {got.shape}")
-    if ref.size == 0:
-        raise ValueError("loss sequences are empty")
+    ref, got = _as_pair(standalone, distributed)
     steps = np.flatnonzero(np.isfinite(ref) & np.isfinite(got))
     diff = got[steps] - ref[steps]
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -50,10 +50,27 @@ def rank_result_path(job_dir: Path | str, rank: int) -> Path:
     return Path(job_dir) / RANKS_DIR / f"rank_{rank}.json"
 
 
-def write_rank_result(job_dir: Path | str, rank: int, result: dict[str, Any], phase: str = "both") -> None:
-    """Write this process's result: ``rank_<rank>.json``, or ``standalone.json`` for
-    the standalone-only process of ``order=separate``."""
-    result = dict(result, python=platform.python_version())
+def write_rank_result(
+    job_dir: Path | str, rank: int, phase: str, *, world: int, framework: str, versions: Dict[str, str],
+    losses: Dict[str, List[float]], moved: Dict[str, float], observed: Dict[str, str], zero_grad_effective: bool,
+    setup_s: float, seconds: Dict[str, float],
+) -> None:
+    """Write this process's result (the record in this module's docstring):
+    ``rank_<rank>.json``, or ``standalone.json`` for the standalone-only process of
+    ``order=separate``. ``losses`` and ``seconds`` are keyed by the copies it trained."""
+    result = {
+        "rank": rank,
+        "world_size": world,
+        "framework": framework,
+        "versions": versions,
+        "standalone": losses.get("standalone"),
+        "distributed": losses.get("distributed"),
+        "moved": moved,
+        "dtypes_observed": observed,
+        "zero_grad_effective": zero_grad_effective,
+        "timings_s": {"setup": setup_s, **seconds},
+        "python": platform.python_version(),
+    }
     path = Path(job_dir) / RANKS_DIR / STANDALONE_RESULT if phase == "standalone" else rank_result_path(job_dir, rank)
     write_json(path, result)
 

@@ -235,21 +235,9 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
     write_rank_result(
-        job_dir,
-        rank,
-        {
-            "rank": rank,
-            "world_size": world,
-            "framework": "mindspore",
-            "versions": {"mindspore": ms.__version__, **_hyper_parallel_version()},
-            "standalone": losses.get("standalone"),
-            "distributed": losses.get("distributed"),
-            "moved": moved,
-            "dtypes_observed": observed,
-            "zero_grad_effective": zero_grad_effective,
-            "timings_s": {"setup": time.perf_counter() - t0 - sum(seconds.values()), **seconds},
-        },
-        phase,
+        job_dir, rank, phase, world=world, framework="mindspore", versions={"mindspore": ms.__version__, **_hyper_parallel_version()},
+        losses=losses, moved=moved, observed=observed, zero_grad_effective=zero_grad_effective,
+        setup_s=time.perf_counter() - t0 - sum(seconds.values()), seconds=seconds,
     )
 
 

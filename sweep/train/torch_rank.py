@@ -241,21 +241,9 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
     write_rank_result(
-        job_dir,
-        rank,
-        {
-            "rank": rank,
-            "world_size": world,
-            "framework": "torch",
-            "versions": {"torch": torch.__version__},
-            "standalone": losses.get("standalone"),
-            "distributed": losses.get("distributed"),
-            "moved": moved,
-            "dtypes_observed": observed,
-            "zero_grad_effective": bool(cfg.zero_grad),
-            "timings_s": {"setup": time.perf_counter() - t0 - sum(seconds.values()), **seconds},
-        },
-        phase,
+        job_dir, rank, phase, world=world, framework="torch", versions={"torch": torch.__version__},
+        losses=losses, moved=moved, observed=observed, zero_grad_effective=bool(cfg.zero_grad),
+        setup_s=time.perf_counter() - t0 - sum(seconds.values()), seconds=seconds,
     )
 
 
