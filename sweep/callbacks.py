@@ -15,18 +15,12 @@ from omegaconf import DictConfig
 
 
 def count_jobs(config: DictConfig) -> Optional[int]:
-    """Jobs in the multirun, as Hydra's basic sweeper forms them (``hydra.sweeper.params``
-    then the command-line overrides, the latter replacing a key's grid); ``None`` for
-    other sweepers."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+    """Jobs in the multirun (:func:`sweep.summary.planned_overrides`); ``None`` for
+    sweepers other than Hydra's basic one."""
+    from sweep.summary import planned_overrides
 
-    if not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
-        return None
-    params = config.hydra.sweeper.get("params") or {}
-    arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
-    overrides = OverridesParser.create().parse_overrides(arguments)
-    return sum(len(batch) for batch in BasicSweeper.split_arguments(overrides, None))
+    planned = planned_overrides(config.hydra)
+    return None if planned is None else len(planned)
 
 
 class ProgressCallback(Callback):

@@ -65,13 +65,7 @@ def _job_dirs(sweep_dir: Path) -> List[Path]:
 
 def _overrides(job_dir: Path) -> Dict[str, str]:
     path = job_dir / ".hydra" / "overrides.yaml"
-    if not path.exists():
-        return {}
-    pairs = {}
-    for item in OmegaConf.to_container(OmegaConf.load(path)):
-        key, _, value = str(item).partition("=")
-        pairs[key.lstrip("+~")] = value
-    return pairs
+    return _pairs(OmegaConf.to_container(OmegaConf.load(path))) if path.exists() else {}
 
 
 def _dtype_name(value: Optional[str], unknown: str) -> str:
@@ -120,8 +114,41 @@ def _notes(row: Dict[str, Any]) -> Optional[str]:
     return "; ".join(notes) or None
 
 
+def _pairs(overrides: Sequence[str]) -> Dict[str, str]:
+    """``["a=1", "+b=2"]`` -> ``{"a": "1", "b": "2"}``."""
+    pairs = {}
+    for item in overrides:
+        key, _, value = str(item).partition("=")
+        pairs[key.lstrip("+~")] = value
+    return pairs
+
+
+def planned_overrides(hydra_cfg: Any) -> Optional[List[List[str]]]:
+    """The override list of every job of a multirun, in job order, as Hydra's basic
+    sweeper forms them from the ``hydra`` config node (``hydra.sweeper.params`` then the
+    command-line overrides, which replace a key's grid); ``None`` for another sweeper."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if not str(hydra_cfg.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return None
+    params = hydra_cfg.sweeper.get("params") or {}
+    arguments = [f"{k}={v}" for k, v in params.items()] + list(hydra_cfg.overrides.task)
+    overrides = OverridesParser.create().parse_overrides(arguments)
+    return [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+
+
+def planned_jobs(sweep_dir: Path | str) -> Optional[List[List[str]]]:
+    """:func:`planned_overrides` of the multirun in ``sweep_dir`` (its ``multirun.yaml``,
+    which Hydra writes before the first job); ``None`` without it."""
+    path = Path(sweep_dir) / "multirun.yaml"
+    hydra_cfg = OmegaConf.load(path).get("hydra") if path.exists() else None
+    return planned_overrides(hydra_cfg) if hydra_cfg is not None else None
+
+
 def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
-    """One dict per job dir, in job order: ``job`` (its number), ``overrides`` (key ->
+    """One dict per job, in job order: every job dir, and every job the multirun planned
+    (:func:`planned_jobs`) even if it never started. ``job`` (its number), ``overrides`` (key ->
     value), the metrics of :data:`METRICS` (``None`` where not applicable: errored jobs
     have no losses, older results no ``dtypes``), ``policy_applied``, ``reason`` and
     ``result`` (the full ``result.json`` record, or ``None`` if missing or unreadable).
@@ -132,9 +159,13 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
     sweep_dir = Path(sweep_dir)
     if not sweep_dir.is_dir():
         raise FileNotFoundError(f"no sweep dir {sweep_dir}")
+    expected = planned_jobs(sweep_dir)
+    dirs = {int(p.name): p for p in _job_dirs(sweep_dir)}
     rows = []
-    for job_dir in _job_dirs(sweep_dir):
-        row: Dict[str, Any] = {"job": int(job_dir.name), "overrides": _overrides(job_dir), "policy_applied": None}
+    for num in sorted(set(dirs) | set(range(len(expected or [])))):
+        job_dir = dirs.get(num, sweep_dir / str(num))
+        overrides = _overrides(job_dir) or (_pairs(expected[num]) if expected and num < len(expected) else {})
+        row: Dict[str, Any] = {"job": num, "overrides": overrides, "policy_applied": None}
         row.update({k: None for k in METRICS})
         result_path = job_dir / "result.json"
         try:
@@ -145,11 +176,14 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
         row["result"] = result
         if result is None:
             row["status"] = "missing"
-            row.setdefault("reason", "no result.json (job not run, still running or killed)")
+            row.setdefault(
+                "reason",
+                "no result.json (still running or killed)" if job_dir.exists() else "never started (no job dir)",
+            )
         else:
             row.update(_result_metrics(result), status=result["status"], reason=result.get("reason"))
             if not row["overrides"]:
-                row["overrides"] = dict(o.partition("=")[::2] for o in result.get("overrides", []))
+                row["overrides"] = _pairs(result.get("overrides", []))
         row["drift"] = drift_class(row)
         row["notes"] = _notes(row)
         rows.append(row)

@@ -42,3 +42,23 @@ def test_one_bad_job_does_not_take_the_others_with_it(tmp_path):
     assert first["status"] == "ok"
     assert second["status"] == "error" and "needs world_size=4" in second["reason"]
     assert "2 jobs: 1 ok, 1 error" in proc.stdout
+
+
+def test_a_planted_fault_is_named_first_with_its_drift_class(tmp_path):
+    """A real sweep where one level of one factor is a faulty engine (gradients doubled
+    before the SGD step) next to a factor that does not matter: the report names the
+    faulty level first and classifies the drift as early (gradient path)."""
+    faulty = "tests.helpers.faulty_engine.GradScaleFSDP2"
+    proc = run_cli(
+        ["-m", "ablation=none", "steps=12", "optimizer=sgd", "reshard_after_forward=true,false",
+         f"engine.impl.torch=sweep.engines.torch_fsdp2.TorchFSDP2,{faulty}"], tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((tmp_path / "multirun" / "summary.json").read_text())
+    top = summary["culprits"][0]
+    assert (top["factor"], top["level"]) == ("engine.impl.torch", faulty)
+    assert top["to_fail"] == 2 and len(summary["culprits"]) == 1
+    assert summary["drift"]["early"] == [1, 3] and summary["drift"]["step0"] == []
+    assert summary["verdict"].startswith("4 jobs: 2 ok, 2 fail") and f"Culprit: engine.impl.torch={faulty}" in summary["verdict"]
+    assert "runs low" in top["evidence"]
+    assert (tmp_path / "multirun" / "plots").is_dir() and len(list((tmp_path / "multirun" / "plots").glob("*.png"))) >= 3

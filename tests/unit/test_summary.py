@@ -159,3 +159,20 @@ def test_cli_max_rows_option(sweep_dir, capsys):
 def test_an_empty_sweep_dir_renders(tmp_path):
     assert write_report(tmp_path).startswith("0 jobs: nothing to judge.")
     assert json.loads((tmp_path / "summary.json").read_text())["jobs"] == []
+
+
+def test_jobs_the_multirun_planned_but_never_started_are_listed(tmp_path):
+    """multirun.yaml (written by Hydra before any job) gives the whole grid: jobs without
+    a dir (cancelled before they started) are rows too, with their overrides."""
+    (tmp_path / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {
+        "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper",
+                    "params": {"steps": "10", "mesh": "dp2,dp4"}},
+        "overrides": {"task": ["optimizer=adam,sgd"]},
+    }}))
+    _job(tmp_path, 0, ["steps=10", "mesh=dp2", "optimizer=adam"], "ok", _cmp(True, None, 0.0))
+    rows = collect(tmp_path)
+    assert [r["job"] for r in rows] == [0, 1, 2, 3]
+    assert [r["status"] for r in rows] == ["ok", "missing", "missing", "missing"]
+    assert rows[3]["overrides"] == {"steps": "10", "mesh": "dp4", "optimizer": "sgd"}
+    assert rows[1]["reason"] == "never started (no job dir)"
+    assert factors(rows) == ["mesh", "optimizer"]
