@@ -190,8 +190,14 @@ def _flips_to_fail(oriented: Sequence[Tuple[Row, Row]]) -> List[Tuple[Row, Row]]
 
 def _signature(failing: Sequence[Row]) -> str:
     """Direction, onset and drift class of failing jobs, as a sentence fragment."""
+    failing = list({r["job"]: r for r in failing}.values())  # a job can stand in several pairs
     mean = _mean(r["mean_signed_diff"] for r in failing)
-    direction = "differs" if not mean else ("runs low" if mean < 0 else "runs high")
+    signs = _finite(r["mean_signed_diff"] for r in failing)
+    low, high = int(np.sum(signs < 0)), int(np.sum(signs > 0))
+    if low and high:  # the mean would hide it: say which way each job drifts
+        direction = f"runs low in {low} and high in {high} of {len(failing)} jobs"
+    else:
+        direction = "differs" if not mean else ("runs low" if mean < 0 else "runs high")
     detail = "mean signed diff " + ("nan" if mean is None else f"{mean:+.3g}")
     low = _mean(r.get("runs_low_pct") for r in failing)
     if low is not None:
