@@ -170,10 +170,47 @@ def _run(
     standalone_path = job_dir / RANKS_DIR / STANDALONE_RESULT
     fields = baseline.key_fields(record["config"], world) if sweep_dir and cfg.launcher.reuse_baselines else None
     cached = baseline.lookup(sweep_dir, fields) if fields else None
+    spec, outcome = _launch(cfg, job_dir, record, world, env, limit, cached, sweep_dir, share_launches)
+
+    ranks = _read_ranks(job_dir, world)
+    missing = [str(r) for r, res in enumerate(ranks) if res is None]
+    if (cfg.order == "separate" or cached) and not standalone_path.exists():
+        missing.append("standalone process")
+    if missing:
+        record["log_tails"] = log_tails(job_dir, launcher_log=spec.log_path if "pool" in record else None)
+        if outcome.timed_out:
+            record.update(status="timeout", reason=f"no result after {limit:.0f} s from {', '.join(missing)}")
+        else:
+            record.update(
+                status="error",
+                reason=f"no result from rank(s) {', '.join(missing)}: "
+                + failure_cause(outcome.returncode, record["log_tails"]),
+            )
+        return
+
+    standalone = read_json(standalone_path)["standalone"] if standalone_path.exists() else ranks[0]["standalone"]
+    if fields and not cached:
+        baseline.store(sweep_dir, fields, standalone, job_dir)
+    _judge(cfg, record, ranks, standalone)
+    if outcome.returncode not in (0, None):
+        record["teardown_note"] = (
+            f"launcher exited with code {outcome.returncode} after every rank had written its result "
+            "(e.g. gloo SIGABRT at interpreter shutdown); judged by the results"
+        )
+
+
+def _launch(
+    cfg: DictConfig, job_dir: Path, record: Dict[str, Any], world: int, env: Dict[str, str], limit: float,
+    cached: Optional[Dict[str, Any]], sweep_dir: Optional[Path], share_launches: bool,
+) -> tuple[launch.LaunchSpec, launch.LaunchOutcome]:
+    """Put the standalone baseline in place (from the cache, or from its own process with
+    ``order=separate``), then run the ranks: in the sweep's shared launch, or in a launch
+    of their own (across nodes under a multi-node SLURM allocation)."""
+    standalone_path = job_dir / RANKS_DIR / STANDALONE_RESULT
     if cached:
         # The ranks see ranks/standalone.json and train the distributed copy only.
         write_json(standalone_path, {"standalone": cached["standalone"], "from": cached["job_dir"]})
-        record["baseline"] = {"source": "cache", "job_dir": cached["job_dir"], "key": baseline.key(fields)}
+        record["baseline"] = {"source": "cache", "job_dir": cached["job_dir"]}
     elif cfg.order == "separate":
         # The standalone baseline in a process of its own, before the distributed launch.
         standalone_spec = launch.LaunchSpec(
@@ -203,27 +240,13 @@ def _run(
         "timeout_s": limit,
     }
     record["timings_s"]["launch"] = outcome.wall_s
+    return spec, outcome
 
-    ranks = _read_ranks(job_dir, world)
-    missing = [str(r) for r, res in enumerate(ranks) if res is None]
-    if (cfg.order == "separate" or cached) and not standalone_path.exists():
-        missing.append("standalone process")
-    if missing:
-        record["log_tails"] = log_tails(job_dir, launcher_log=spec.log_path if "pool" in record else None)
-        if outcome.timed_out:
-            record.update(status="timeout", reason=f"no result after {limit:.0f} s from {', '.join(missing)}")
-        else:
-            record.update(
-                status="error",
-                reason=f"no result from rank(s) {', '.join(missing)}: "
-                + failure_cause(outcome.returncode, record["log_tails"]),
-            )
-        return
 
+def _judge(cfg: DictConfig, record: Dict[str, Any], ranks: List[dict], standalone: List[Any]) -> None:
+    """Fill the record from the ranks' results: losses, agreement, weights moved, dtypes,
+    timings, the comparison and the verdict (``ok`` or ``fail``)."""
     first = ranks[0]
-    standalone = read_json(standalone_path)["standalone"] if standalone_path.exists() else first["standalone"]
-    if fields and not cached:
-        baseline.store(sweep_dir, fields, standalone, job_dir)
     if cfg.data.split == "sharded":
         # each rank's loss is over its shard; the global loss is their mean (equal shard sizes)
         per_rank = np.array([read_floats(r["distributed"]) for r in ranks], dtype=np.float64)
@@ -258,11 +281,6 @@ def _run(
             status="fail",
             reason=f"{comparison.n_fail}/{comparison.n_steps} steps outside rtol={cfg.compare.rtol}, "
             f"atol={cfg.compare.atol}; first at step {comparison.first_fail_step}",
-        )
-    if outcome.returncode not in (0, None):
-        record["teardown_note"] = (
-            f"launcher exited with code {outcome.returncode} after every rank had written its result "
-            "(e.g. gloo SIGABRT at interpreter shutdown); judged by the results"
         )
 
 

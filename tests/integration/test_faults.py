@@ -2,7 +2,6 @@
 on, and no process of the job survives."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
