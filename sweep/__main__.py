@@ -18,6 +18,7 @@ from sweep.schema import register_configs
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 register_configs()
+_SWEEP_DIR = None  # set by a multirun's first job: where `resume=true` continues
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -32,7 +33,9 @@ def main(cfg: DictConfig) -> dict:
 
     hc = HydraConfig.get()
     label = f"#{hc.job.num} " if hc.mode == RunMode.MULTIRUN else ""
+    global _SWEEP_DIR
     sweep_dir = hc.sweep.dir if hc.mode == RunMode.MULTIRUN else None
+    _SWEEP_DIR = sweep_dir
     # Shared launches pay off when this process runs the jobs one after another (Hydra's
     # basic launcher); under submitit every job is a process of its own.
     in_process = str(hc.launcher.get("_target_", "")).endswith("BasicLauncher")
@@ -49,4 +52,14 @@ def main(cfg: DictConfig) -> dict:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, _terminate)
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        # The running job already killed its processes and recorded itself as interrupted.
+        where = f" hydra.sweep.dir={_SWEEP_DIR}" if _SWEEP_DIR else ""
+        print(
+            "\ninterrupted: finished jobs keep their results"
+            + (f"; continue with the same command plus{where} resume=true" if where else ""),
+            file=sys.stderr,
+        )
+        sys.exit(130)

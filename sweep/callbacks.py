@@ -66,5 +66,8 @@ class SummaryCallback(Callback):
 
         pool.close_all()
         sweep_dir = Path(config.hydra.sweep.dir)
-        print("\n" + write_report(sweep_dir, self.tablefmt, self.max_rows), flush=True)
-        print(f"\nsummary: {sweep_dir / 'summary.md'} (re-render: python -m sweep.summary {sweep_dir})", flush=True)
+        report = write_report(sweep_dir, self.tablefmt, self.max_rows)
+        print("\n" + report, flush=True)
+        verdict = report.split("\n\n", 1)[0]  # the report's first paragraph, again where the eye is
+        print(f"\n{verdict}\nsummary: {sweep_dir / 'summary.md'} (re-render: python -m sweep.summary {sweep_dir})",
+              flush=True)

@@ -16,7 +16,9 @@ from __future__ import annotations
 import enum
 import importlib.util
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -291,13 +293,19 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"compare.{key}={cfg.compare[key]}: must be >= 0")
     if cfg.optimizer.lr <= 0:
         raise ConfigError(f"optimizer.lr={cfg.optimizer.lr}: must be > 0")
+    for key in ("timeout_s", "base_timeout_s", "per_step_s"):
+        value = cfg.launcher[key]
+        if value is not None and value <= 0:
+            raise ConfigError(f"launcher.{key}={value}: must be > 0 seconds")
 
     framework = str(_value(cfg.framework.name))
     impl = cfg.engine.impl
     if framework not in impl or not impl[framework]:
         have = ", ".join(sorted(k for k, v in impl.items() if v)) or "none"
+        options = ", ".join(f"engine={name}" for name in engines_for(framework)) or "none"
         raise ConfigError(
-            f"engine={cfg.engine.name} does not exist for framework={framework} (it exists for: {have})"
+            f"engine={cfg.engine.name} does not exist for framework={framework} (it exists for: {have}); "
+            f"framework={framework} has: {options}"
         )
     device = str(_value(cfg.device))
     table = cfg.framework.backend if framework == "torch" else cfg.framework.device_target
@@ -320,6 +328,7 @@ def validate(cfg: DictConfig) -> None:
             f"engine.skip_dtensor_dispatch={cfg.engine.skip_dtensor_dispatch} applies to engine=hyper_parallel only "
             f"(engine={cfg.engine.name}); leave it null"
         )
+    _check_device(framework, device, world_size(cfg))
     if importlib.util.find_spec(framework) is None:
         extra = "torch" if framework == "torch" else "mindspore"
         raise ConfigError(
@@ -339,6 +348,43 @@ def validate(cfg: DictConfig) -> None:
             "engine=hyper_parallel needs hyper-parallel, which is not installed and not on PyPI: "
             "install it from its source repository (mindspore/hyper-parallel) with `pip install -e .` in a checkout"
         )
+
+
+def engines_for(framework: str) -> List[str]:
+    """Names of the ``conf/engine/`` presets that have an implementation for ``framework``."""
+    engine_dir = Path(__file__).resolve().parent.parent / "conf" / "engine"
+    names = []
+    for path in sorted(engine_dir.glob("*.yaml")):
+        if (OmegaConf.load(path).get("impl") or {}).get(framework):
+            names.append(path.stem)
+    return names
+
+
+def _check_device(framework: str, device: str, ranks: int) -> None:
+    """An accelerator the job asks for must be there: torch's ``cuda`` needs
+    ``torch.cuda.device_count() >= ranks``; ``npu`` needs ``torch_npu`` (torch) or the
+    Ascend toolkit's ``ASCEND_HOME_PATH``/``ASCEND_TOOLKIT_HOME`` (MindSpore).
+
+    Raises:
+        ConfigError: the device is missing, naming what was looked for.
+    """
+    if device == "cpu":
+        return
+    if device == "npu":
+        if framework == "torch" and importlib.util.find_spec("torch_npu") is None:
+            raise ConfigError("device=npu with framework=torch needs torch_npu (not installed on this host)")
+        if framework == "mindspore" and not (os.environ.get("ASCEND_HOME_PATH") or os.environ.get("ASCEND_TOOLKIT_HOME")):
+            raise ConfigError(
+                "device=npu with framework=mindspore needs the Ascend toolkit: source its set_env.sh "
+                "(ASCEND_HOME_PATH is not set on this host)"
+            )
+    if device == "cuda" and framework == "torch" and importlib.util.find_spec("torch") is not None:
+        import torch  # only for this check
+
+        if torch.cuda.device_count() < ranks:
+            raise ConfigError(
+                f"device=cuda needs {ranks} GPUs for this mesh, this host has {torch.cuda.device_count()}"
+            )
 
 
 def _value(x: Any) -> Any:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from omegaconf import OmegaConf
-from tabulate import tabulate
+from tabulate import tabulate, tabulate_formats
 
 from sweep.attribution import DRIFT_RULE, attribute, drift_class, factors, label
 from sweep.compare import drift_metrics
@@ -160,6 +160,11 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
     if not sweep_dir.is_dir():
         raise FileNotFoundError(f"no sweep dir {sweep_dir}")
     expected = planned_jobs(sweep_dir)
+    if not (sweep_dir / "multirun.yaml").exists() and not _job_dirs(sweep_dir):
+        raise FileNotFoundError(
+            f"{sweep_dir} is not a multirun dir (no multirun.yaml, no numbered job dirs); "
+            "a single run's verdict is in its result.json"
+        )
     dirs = {int(p.name): p for p in _job_dirs(sweep_dir)}
     rows = []
     for num in sorted(set(dirs) | set(range(len(expected or [])))):
@@ -354,7 +359,8 @@ def write_report(sweep_dir: Path | str, tablefmt: str = "simple", max_rows: Opti
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sweep.summary", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path, help="a multirun dir, e.g. outputs/multirun/2026-11-30_10-00-00")
-    parser.add_argument("--format", default="simple", help="tabulate table format (simple, github, grid, ...)")
+    parser.add_argument("--format", default="simple", choices=tabulate_formats, metavar="FORMAT",
+                        help="tabulate table format: simple, github, grid, ... (any of tabulate.tabulate_formats)")
     parser.add_argument(
         "--max-rows", type=int, default=MAX_ROWS, help=f"rows per table and list on screen (default {MAX_ROWS}; 0: all)"
     )

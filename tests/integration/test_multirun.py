@@ -60,5 +60,5 @@ def test_a_planted_fault_is_named_first_with_its_drift_class(tmp_path):
     assert top["to_fail"] == 2 and len(summary["culprits"]) == 1
     assert summary["drift"]["early"] == [1, 3] and summary["drift"]["step0"] == []
     assert summary["verdict"].startswith("4 jobs: 2 ok, 2 fail") and f"Culprit: engine.impl.torch={faulty}" in summary["verdict"]
-    assert "runs low" in top["evidence"]
+    assert "from step 1, early (gradient path" in top["evidence"]
     assert (tmp_path / "multirun" / "plots").is_dir() and len(list((tmp_path / "multirun" / "plots").glob("*.png"))) >= 3

@@ -58,6 +58,10 @@ def test_mixed_precision_presets_use_fsdp_field_names(compose_cfg):
         (["framework=mindspore", "engine=torch_fsdp2"], r"engine=torch_fsdp2 does not exist for framework=mindspore"),
         (["engine=data_parallel", "mp_policy=bf16"], r"engine=data_parallel has no mixed-precision policy"),
         (["engine=hyper_parallel"], r"hyper-parallel.*not installed.*not on PyPI"),
+        (["framework=mindspore"], r"framework=mindspore has: engine=data_parallel, engine=hyper_parallel"),
+        (["launcher.timeout_s=-3"], r"launcher.timeout_s=-3.0: must be > 0 seconds"),
+        (["device=cuda"], r"device=cuda needs 2 GPUs for this mesh, this host has 0"),
+        (["device=npu"], r"device=npu with framework=torch needs torch_npu"),
     ],
 )
 def test_cross_field_errors_name_the_field(compose_cfg, overrides, match):

@@ -157,8 +157,15 @@ def test_cli_max_rows_option(sweep_dir, capsys):
 
 
 def test_an_empty_sweep_dir_renders(tmp_path):
+    (tmp_path / "multirun.yaml").write_text("{}")  # Hydra writes it before the first job
     assert write_report(tmp_path).startswith("0 jobs: nothing to judge.")
     assert json.loads((tmp_path / "summary.json").read_text())["jobs"] == []
+
+
+def test_a_dir_that_is_no_sweep_is_refused(tmp_path):
+    (tmp_path / "result.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match="not a multirun dir"):
+        write_report(tmp_path)
 
 
 def test_jobs_the_multirun_planned_but_never_started_are_listed(tmp_path):
