@@ -18,7 +18,6 @@ from sweep.schema import register_configs
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 register_configs()
-_SWEEP_DIR = None  # set by a multirun's first job: where `resume=true` continues
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -33,9 +32,7 @@ def main(cfg: DictConfig) -> dict:
 
     hc = HydraConfig.get()
     label = f"#{hc.job.num} " if hc.mode == RunMode.MULTIRUN else ""
-    global _SWEEP_DIR
     sweep_dir = hc.sweep.dir if hc.mode == RunMode.MULTIRUN else None
-    _SWEEP_DIR = sweep_dir
     # Shared launches pay off when this process runs the jobs one after another (Hydra's
     # basic launcher); under submitit every job is a process of its own.
     in_process = str(hc.launcher.get("_target_", "")).endswith("BasicLauncher")
@@ -52,11 +49,21 @@ def main(cfg: DictConfig) -> dict:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, _terminate)
+    from sweep import callbacks
+
     try:
         main()
+    except SystemExit as exc:
+        # Hydra exits non-zero when the multirun stopped early (e.g. submitit raising on a
+        # cancelled job): the report of what did finish, before leaving.
+        if exc.code not in (0, None) and callbacks.ACTIVE is not None:
+            print("\nthe multirun stopped early; the report of the jobs so far:", file=sys.stderr)
+            callbacks.ACTIVE.report(callbacks.ACTIVE.sweep_dir)
+        raise
     except KeyboardInterrupt:
         # The running job already killed its processes and recorded itself as interrupted.
-        where = f" hydra.sweep.dir={_SWEEP_DIR}" if _SWEEP_DIR else ""
+        active = callbacks.ACTIVE
+        where = f" hydra.sweep.dir={active.sweep_dir}" if active is not None else ""
         print(
             "\ninterrupted: finished jobs keep their results"
             + (f"; continue with the same command plus{where} resume=true" if where else ""),

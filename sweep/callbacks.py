@@ -51,21 +51,39 @@ def _minutes(seconds: float) -> str:
     return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
 
+ACTIVE: Optional["SummaryCallback"] = None  # the multirun of this process, for sweep.__main__
+
+
 class SummaryCallback(Callback):
     """Stop the sweep's shared launches (``sweep.pool``), then print the verdict and the
     tables (each cut after ``max_rows`` rows, ``None``: all) and write
-    ``summary.{md,csv,json}`` and ``plots/`` into ``hydra.sweep.dir``."""
+    ``summary.{md,csv,json}`` and ``plots/`` into ``hydra.sweep.dir``.
+
+    When the multirun stops early (a launcher such as submitit raises on a cancelled
+    job, so Hydra never calls ``on_multirun_end``), ``sweep.__main__`` calls
+    :meth:`report` of :data:`ACTIVE` itself: jobs without a result are listed as missing.
+    """
 
     def __init__(self, tablefmt: str = "simple", max_rows: Optional[int] = 40) -> None:
         self.tablefmt = tablefmt
         self.max_rows = max_rows
+        self.sweep_dir: Optional[Path] = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        global ACTIVE
+        self.sweep_dir = Path(config.hydra.sweep.dir)
+        ACTIVE = self
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        global ACTIVE
+        self.report(Path(config.hydra.sweep.dir))
+        ACTIVE = None
+
+    def report(self, sweep_dir: Path) -> None:
         from sweep import pool
         from sweep.summary import write_report
 
         pool.close_all()
-        sweep_dir = Path(config.hydra.sweep.dir)
         report = write_report(sweep_dir, self.tablefmt, self.max_rows)
         print("\n" + report, flush=True)
         verdict = report.split("\n\n", 1)[0]  # the report's first paragraph, again where the eye is
