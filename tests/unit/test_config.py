@@ -60,6 +60,8 @@ def test_mixed_precision_presets_use_fsdp_field_names(compose_cfg):
         (["engine=hyper_parallel"], r"hyper-parallel.*not installed.*not on PyPI"),
         (["framework=mindspore"], r"framework=mindspore has: engine=data_parallel, engine=hyper_parallel"),
         (["launcher.timeout_s=-3"], r"launcher.timeout_s=-3.0: must be > 0 seconds"),
+        (["engine.skip_dtensor_dispatch=true"], r"engine.skip_dtensor_dispatch=True applies to engine=hyper_parallel only"),
+        (["framework.grad_api=value_and_grad"], r"framework.grad_api=value_and_grad is MindSpore's"),
         (["device=cuda"], r"device=cuda needs 2 GPUs for this mesh, this host has 0"),
         (["device=npu"], r"device=npu with framework=torch needs torch_npu"),
     ],
@@ -110,3 +112,15 @@ def test_default_multirun_grid_varies_the_reports_five_factors(compose_cfg):
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
         none = compose(config_name="config", overrides=["ablation=none"], return_hydra_config=True)
     assert not none.hydra.sweeper.params
+
+
+def test_seed_issue_preset_is_the_report_as_config(compose_cfg):
+    cfg = compose_cfg(["experiment=seed_issue"])
+    assert cfg.framework.name.value == "mindspore" and cfg.engine.name == "hyper_parallel"
+    assert cfg.engine.skip_dtensor_dispatch is False  # the report's optimizer step runs outside it
+    assert list(cfg.mesh.mesh_shape) == [4] and list(cfg.mesh.mesh_dim_names) == ["dp"]
+    assert cfg.mp_policy.name == "cast_forward_inputs" and cfg.mp_policy.param_dtype is None
+    assert (cfg.steps, cfg.seed, cfg.deterministic, cfg.reshard_after_forward) == (1000, 42, True, True)
+    assert cfg.weights["copy"].value == "shared" and cfg.order.value == "standalone_first"
+    assert cfg.zero_grad is False and cfg.framework.grad_api.value == "value_and_grad"
+    assert cfg.optimizer.name.value == "adam" and cfg.optimizer.lr == 1e-4
