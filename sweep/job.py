@@ -37,7 +37,6 @@ from sweep.schema import ConfigError, to_container, validate, world_size
 from sweep.train import JOB_CONFIG, RANKS_DIR, STANDALONE_RESULT, rank_result_path
 
 RESULT = "result.json"
-STATUSES = ("ok", "fail", "error", "timeout")
 TAIL_LINES = 15
 
 
