@@ -56,6 +56,7 @@ class RankPool:
         self.jobs = 0
 
     def alive(self) -> bool:
+        """Whether the launcher process (and so the ranks) is still running."""
         return self.proc.poll() is None
 
     def _post(self, item: str) -> None:
@@ -95,6 +96,8 @@ class RankPool:
         return launch.LaunchOutcome(returncode=0, timed_out=False, wall_s=time.monotonic() - began, killed=0)
 
     def kill(self) -> int:
+        """SIGKILL the launcher and every process tagged with the pool's job id; returns
+        how many were alive (see ``sweep.launch.kill_job``)."""
         killed = launch.kill_job(self.root, self.spec.job_id)
         self.proc.wait()
         return killed
@@ -111,7 +114,7 @@ class RankPool:
 
 
 _POOLS: Dict[Tuple, RankPool] = {}
-_STARTED: list = []  # names of the pools this process started (unique dirs, also across processes)
+_STARTED: List[str] = []  # names of the pools this process started (unique dirs, also across processes)
 
 
 def get_pool(key: Tuple, sweep_dir: Path, config: dict, launcher: str, world: int, env: Dict[str, str]) -> RankPool:
