@@ -22,7 +22,7 @@ import atexit
 import os
 import time
 from pathlib import Path
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 import psutil
 from omegaconf import OmegaConf
