@@ -20,3 +20,11 @@ def test_samples_are_identical_across_calls():
     for (xa, ya), (xb, yb) in zip(a, b):
         np.testing.assert_array_equal(xa, xb)
         np.testing.assert_array_equal(ya, yb)
+
+
+def test_samples_equal_the_fresh_randomstate_definition_for_every_shape():
+    # batch > 1 and out_size > in_size: each array is its own RandomState(seed).randn draw
+    for batch, n_in, n_out in [(1, 32, 24), (3, 32, 24), (2, 8, 40)]:
+        for i, (x, y) in enumerate(make_samples(20, batch_size=batch, in_size=n_in, out_size=n_out, seed_offset=5)):
+            np.testing.assert_array_equal(x, np.random.RandomState(5 + i).randn(batch, n_in).astype(np.float32))
+            np.testing.assert_array_equal(y, np.random.RandomState(5 + i).randn(batch, n_out).astype(np.float32))
