@@ -8,8 +8,15 @@ import pytest
 
 import sweep.train
 from sweep import cluster, launch
-from sweep.cluster import Topology, hostnames, node_argv, parse_nodelist, parse_tasks_per_node, srun_argv
-from sweep.cluster import topology_from_env
+from sweep.cluster import (
+    Topology,
+    hostnames,
+    node_argv,
+    parse_nodelist,
+    parse_tasks_per_node,
+    srun_argv,
+    topology_from_env,
+)
 from sweep.schema import ConfigError
 
 PY = "/py/bin/python"

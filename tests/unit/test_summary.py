@@ -1,8 +1,8 @@
 """The summary table from a constructed sweep dir (the layout Hydra and sweep.job write)."""
 
 import csv
-import re
 import json
+import re
 
 import pytest
 import yaml
