@@ -28,16 +28,14 @@ def _terminate(signum: int, frame: object) -> None:
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> dict:
-    from sweep import job
+    from sweep import job, pool
 
     hc = HydraConfig.get()
     label = f"#{hc.job.num} " if hc.mode == RunMode.MULTIRUN else ""
     sweep_dir = hc.sweep.dir if hc.mode == RunMode.MULTIRUN else None
-    # Shared launches pay off when this process runs the jobs one after another (Hydra's
-    # basic launcher); under submitit every job is a process of its own.
-    in_process = str(hc.launcher.get("_target_", "")).endswith("BasicLauncher")
     record = job.run(
-        cfg, hc.runtime.output_dir, overrides=list(hc.overrides.task), sweep_dir=sweep_dir, share_launches=in_process
+        cfg, hc.runtime.output_dir, overrides=list(hc.overrides.task), sweep_dir=sweep_dir,
+        share_launches=pool.runs_jobs_in_process(hc.launcher),
     )
     print(job.summary_line(record, label), flush=True)
     if hc.mode == RunMode.RUN:

@@ -51,6 +51,18 @@ def _minutes(seconds: float) -> str:
     return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
 
+class PoolCallback(Callback):
+    """At the start of a multirun whose jobs run in this process, start what shared
+    launches need before the first job asks (``sweep.pool.prestart``); they are stopped
+    by :class:`SummaryCallback` before the report."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from sweep import pool
+
+        if pool.runs_jobs_in_process(config.hydra.launcher):
+            pool.prestart(config)
+
+
 ACTIVE: Optional["SummaryCallback"] = None  # the multirun of this process, for sweep.__main__
 
 

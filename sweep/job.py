@@ -163,7 +163,7 @@ def _run(
     job_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(OmegaConf.create(record["config"]), job_dir / JOB_CONFIG)
 
-    env = dict(cfg.framework.env, OMP_NUM_THREADS=str(cfg.launcher.omp_num_threads))
+    env = pool.rank_env(cfg)
     limit = timeout_s(cfg)
     shutil.rmtree(job_dir / RANKS_DIR, ignore_errors=True)  # nothing stale from an earlier attempt
     standalone_path = job_dir / RANKS_DIR / STANDALONE_RESULT
@@ -222,7 +222,7 @@ def _launch(
     topology = topology_from_env(None, world)
     if sweep_dir and share_launches and cfg.launcher.reuse_processes and not topology.multi_node:
         rank_pool = pool.get_pool(
-            pool.pool_key(cfg, world, env), sweep_dir, record["config"], cfg.framework.launcher, world, env
+            pool.pool_key(cfg, world, env), sweep_dir, record["config"], cfg.framework.pool_launcher, world, env
         )
         spec = rank_pool.spec
         outcome = rank_pool.run_job(job_dir, limit)

@@ -106,6 +106,13 @@ def msrun_argv(
     ]
 
 
+def elastic_fork_argv(nproc: int, pool_dir: Path, python: str = sys.executable) -> List[str]:
+    """``python -m sweep.train.fork_launch --nproc-per-node=N POOL_DIR``: a shared launch
+    whose ranks torch's ``elastic_launch`` forks from one process that imported torch
+    (single node only; see ``sweep.train.fork_launch``)."""
+    return [python, "-m", "sweep.train.fork_launch", f"--nproc-per-node={nproc}", str(pool_dir)]
+
+
 def free_port() -> int:
     """A TCP port that was free on localhost a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -129,23 +136,29 @@ def build_spec(
         ValueError: unknown launcher name.
         sweep.schema.ConfigError: several nodes, but this process is one of several srun tasks.
     """
-    if launcher not in ("torchrun", "msrun"):
-        raise ValueError(f"framework.launcher={launcher!r}; allowed: torchrun, msrun")
+    if launcher not in ("torchrun", "msrun", "elastic_fork"):
+        raise ValueError(f"launcher={launcher!r}; allowed: torchrun, msrun, elastic_fork")
     if topology is not None and topology.multi_node:
+        if launcher == "elastic_fork":
+            raise ValueError("launcher=elastic_fork starts ranks on one node only")
         _per_node(nproc, topology)
         argv = srun_argv(topology, launcher, nproc, job_dir)
         env = dict(env, MASTER_ADDR=str(topology.master_addr), MASTER_PORT=str(topology.master_port))
     elif launcher == "torchrun":
         argv = torchrun_argv(nproc, job_dir)
+    elif launcher == "elastic_fork":
+        argv = elastic_fork_argv(nproc, job_dir)
     else:
         argv = msrun_argv(nproc, job_dir, free_port())
     return LaunchSpec(argv=argv, env=env, log_path=job_dir / "logs" / LAUNCHER_LOG, timeout_s=timeout_s)
 
 
-def _child_env(spec: LaunchSpec) -> Dict[str, str]:
+def child_environment(extra: Dict[str, str], job_id: str) -> Dict[str, str]:
+    """The environment of a job's launcher: this process's, plus ``extra``, the
+    ``SWEEP_JOB_ID`` tag, this interpreter first on ``PATH`` and the cwd on ``PYTHONPATH``."""
     env = dict(os.environ)
-    env.update(spec.env)
-    env[TAG] = spec.job_id
+    env.update(extra)
+    env[TAG] = job_id
     # msrun runs the first `python` on PATH: make it this interpreter's.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     # Engines named in the config may live in the user's project (cwd), e.g. tests/.
@@ -165,10 +178,10 @@ def tagged_processes(job_id: str) -> List[psutil.Process]:
     return found
 
 
-def kill_job(root: Optional[psutil.Process], job_id: str) -> int:
-    """SIGKILL the launcher's process tree and every process tagged with ``job_id``;
-    returns how many were alive."""
-    procs = {p.pid: p for p in tagged_processes(job_id)}
+def kill_job(root: Optional[psutil.Process], job_id: Optional[str]) -> int:
+    """SIGKILL the launcher's process tree and every process tagged with ``job_id``
+    (``None``: the tree only); returns how many were alive."""
+    procs = {p.pid: p for p in tagged_processes(job_id)} if job_id is not None else {}
     if root is not None:
         try:
             procs.setdefault(root.pid, root)
@@ -194,7 +207,7 @@ def start(spec: LaunchSpec) -> subprocess.Popen:
         log.write(("$ " + " ".join(spec.argv) + "\n").encode())
         log.flush()
         return subprocess.Popen(
-            spec.argv, env=_child_env(spec), stdout=log, stderr=subprocess.STDOUT,
+            spec.argv, env=child_environment(spec.env, spec.job_id), stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
 

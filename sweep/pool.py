@@ -2,11 +2,15 @@
 
 Within a multirun, jobs with the same :func:`pool_key` (framework, world size,
 device, launcher environment; for MindSpore also ``deterministic``, which it sets once
-per process) share a *pool*: one ``torchrun``/``msrun`` launch whose ranks wait for
+per process) share a *pool*: one distributed launch whose ranks wait for
 jobs and run each with the same per-job code as a fresh launch
 (``sweep.train.*_rank.run_job``: every seed and switch is set per job), writing into
 the job's own dir. Start-up (interpreter, framework import, rendezvous, ``init()``)
 is then paid once per pool instead of once per job.
+
+Torch pools (``framework.pool_launcher=elastic_fork``, ``sweep.train.fork_launch``) are
+forked from ``sweep.forkserver``'s server, which imported torch once for the sweep;
+``torchrun`` and ``msrun`` pools are launched as a job's own launch is.
 
 Protocol, all files under the pool dir ``SWEEP_DIR/.pools/<name>/``: ``pool.yaml``
 (the first job's config: framework, device, backend), ``queue/000000``,
@@ -20,17 +24,39 @@ from __future__ import annotations
 
 import atexit
 import os
+import subprocess
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import psutil
 from omegaconf import OmegaConf
 
-from sweep import launch
+from sweep import forkserver, launch
 from sweep.train import POOL_CONFIG, QUEUE_DIR, STOP, rank_result_path
 
 POLL_S = 0.05
+
+
+def runs_jobs_in_process(hydra_launcher: Any) -> bool:
+    """Whether Hydra's launcher (the ``hydra.launcher`` config) runs the jobs one after
+    another in this process (Hydra's basic launcher): only then can jobs share launches.
+    Under submitit every job is a process of its own."""
+    return str(hydra_launcher.get("_target_", "")).endswith("BasicLauncher")
+
+
+def rank_env(cfg: Any) -> Dict[str, str]:
+    """What a job adds to its ranks' environment: ``framework.env`` and
+    ``OMP_NUM_THREADS=launcher.omp_num_threads``."""
+    return dict(cfg.framework.env, OMP_NUM_THREADS=str(cfg.launcher.omp_num_threads))
+
+
+def prestart(cfg: Any) -> None:
+    """At the start of a multirun whose primary config ``cfg`` shares launches of torch
+    ranks (``framework.pool_launcher=elastic_fork``), start ``sweep.forkserver``'s
+    server now, so that its imports overlap Hydra's composing of the first jobs."""
+    if cfg.launcher.reuse_processes and cfg.framework.get("pool_launcher") == "elastic_fork":
+        forkserver.start(rank_env(cfg))
 
 
 def pool_key(cfg: Any, world: int, env: Dict[str, str]) -> Tuple:
@@ -38,7 +64,7 @@ def pool_key(cfg: Any, world: int, env: Dict[str, str]) -> Tuple:
     framework = str(getattr(cfg.framework.name, "value", cfg.framework.name))
     deterministic = bool(cfg.deterministic) if framework == "mindspore" else None
     device = str(getattr(cfg.device, "value", cfg.device))
-    return (framework, cfg.framework.launcher, world, device, deterministic, tuple(sorted(env.items())))
+    return (framework, cfg.framework.pool_launcher, world, device, deterministic, tuple(sorted(env.items())))
 
 
 class RankPool:
@@ -50,10 +76,21 @@ class RankPool:
         (pool_dir / QUEUE_DIR).mkdir(parents=True, exist_ok=True)
         OmegaConf.save(OmegaConf.create(config), pool_dir / POOL_CONFIG)
         self.spec = launch.build_spec(launcher, world, pool_dir, env=env, timeout_s=float("inf"))
-        self.proc = launch.start(self.spec)
+        self.kill_tag: Optional[str] = self.spec.job_id  # what kill() looks for besides the process tree
+        if launcher == "elastic_fork":
+            forkserver.start(env)  # no-op if the multirun already started it
+        if launcher == "elastic_fork" and forkserver.serves(env):
+            # Forked from the sweep's fork server: its processes carry the server's tag,
+            # shared with the other pools, so kill() takes this launch's process tree only.
+            self.spec.job_id = str(forkserver.tag())
+            self.kill_tag = None
+            self.proc: Any = forkserver.ForkedLaunch(world, pool_dir, self.spec.log_path, self.spec.argv)
+        else:
+            self.proc = launch.start(self.spec)
         self.root = psutil.Process(self.proc.pid)
         self.seq = 0
         self.jobs = 0
+        self.stopping = False
 
     def alive(self) -> bool:
         """Whether the launcher process (and so the ranks) is still running."""
@@ -82,7 +119,7 @@ class RankPool:
                 if not self.alive():
                     return launch.LaunchOutcome(
                         returncode=self.proc.returncode, timed_out=False, wall_s=time.monotonic() - began,
-                        killed=launch.kill_job(None, self.spec.job_id),
+                        killed=launch.kill_job(None, self.kill_tag),
                     )
                 if time.monotonic() - began > timeout_s:
                     killed = self.kill()
@@ -96,20 +133,25 @@ class RankPool:
         return launch.LaunchOutcome(returncode=0, timed_out=False, wall_s=time.monotonic() - began, killed=0)
 
     def kill(self) -> int:
-        """SIGKILL the launcher and every process tagged with the pool's job id; returns
-        how many were alive (see ``sweep.launch.kill_job``)."""
-        killed = launch.kill_job(self.root, self.spec.job_id)
+        """SIGKILL the launcher's process tree and (launched pools) every process tagged
+        with the pool's job id; returns how many were alive (``sweep.launch.kill_job``)."""
+        killed = launch.kill_job(self.root, self.kill_tag)
         self.proc.wait()
         return killed
 
+    def stop(self) -> None:
+        """Ask the ranks to stop after the job they run (``STOP``); does not wait."""
+        if self.alive() and not self.stopping:
+            self._post(STOP)
+            self.stopping = True
+
     def close(self, grace_s: float = 30.0) -> None:
         """Ask the ranks to stop, wait up to ``grace_s``, then kill what is left."""
-        if self.alive():
-            self._post(STOP)
-            try:
-                self.proc.wait(timeout=grace_s)
-            except Exception:
-                pass
+        self.stop()
+        try:
+            self.proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
         self.kill()
 
 
@@ -131,11 +173,16 @@ def get_pool(key: Tuple, sweep_dir: Path, config: dict, launcher: str, world: in
     return pool
 
 
-def close_all() -> None:
-    """Stop every pool of this process (end of the multirun, or interpreter exit)."""
-    while _POOLS:
-        _, pool = _POOLS.popitem()
-        pool.close()
+def close_all(grace_s: float = 30.0) -> None:
+    """Stop every pool of this process (end of the multirun, or interpreter exit): all
+    are asked at once, so their teardowns overlap; what is left after ``grace_s`` is killed."""
+    pools = list(_POOLS.values())
+    _POOLS.clear()
+    for pool in pools:
+        pool.stop()
+    deadline = time.monotonic() + grace_s
+    for pool in pools:
+        pool.close(grace_s=max(0.0, deadline - time.monotonic()))
 
 
 atexit.register(close_all)

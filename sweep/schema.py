@@ -95,17 +95,25 @@ class DataSplit(str, enum.Enum):
     sharded = "sharded"
 
 
+# The launchers that start each framework's ranks (sweep.launch.build_spec).
+LAUNCHERS = {"torch": ("torchrun",), "mindspore": ("msrun",)}
+POOL_LAUNCHERS = {"torch": ("elastic_fork", "torchrun"), "mindspore": ("msrun",)}
+
+
 @dataclass
 class FrameworkConfig:
     """The framework the ranks run, and how it is launched.
 
     ``backend`` maps a ``device`` to the collective backend (torch: ``gloo`` on CPU);
     ``device_target`` maps it to MindSpore's ``device_target``. ``env`` is added to
-    every rank's environment (e.g. ``MS_DEV_HOST_BLOCKING_RUN=1``).
+    every rank's environment (e.g. ``MS_DEV_HOST_BLOCKING_RUN=1``). ``launcher``
+    starts a job's own ranks; ``pool_launcher`` a multirun's shared launch
+    (``sweep.pool``; ``elastic_fork``: ``sweep.train.fork_launch``).
     """
 
     name: Framework = MISSING
     launcher: str = MISSING  # torchrun | msrun
+    pool_launcher: str = MISSING  # shared launches (sweep.pool): elastic_fork | torchrun | msrun
     grad_api: GradApi = GradApi.backward
     backend: Dict[str, str] = field(default_factory=dict)
     device_target: Dict[str, str] = field(default_factory=dict)
@@ -299,6 +307,12 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"launcher.{key}={value}: must be > 0 seconds")
 
     framework = str(_value(cfg.framework.name))
+    for key, allowed in (("launcher", LAUNCHERS[framework]), ("pool_launcher", POOL_LAUNCHERS[framework])):
+        if cfg.framework[key] not in allowed:
+            raise ConfigError(
+                f"framework.{key}={cfg.framework[key]} does not start framework={framework} ranks; "
+                f"allowed: {', '.join(allowed)}"
+            )
     impl = cfg.engine.impl
     if framework not in impl or not impl[framework]:
         have = ", ".join(sorted(k for k, v in impl.items() if v)) or "none"

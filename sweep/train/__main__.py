@@ -21,19 +21,26 @@ def _framework(name: str):
     return module
 
 
-def serve(pool_dir: Path) -> None:
+def serve(pool_dir: Path, exit_process: bool = True) -> None:
     """Initialise once, then run each job posted to ``pool_dir/queue`` in order.
-    A failing job ends the process with its traceback in the job's worker log."""
+    A failing job ends the process with its traceback in the job's worker log; so does
+    losing the parent (the launcher died: nothing would ever stop this rank).
+    ``exit_process=False``: return after ``STOP`` instead of leaving the process (a rank
+    forked by ``sweep.train.fork_launch``, whose launcher waits for the return)."""
     from omegaconf import OmegaConf
 
     from sweep.train import POOL_CONFIG, QUEUE_DIR, STOP, load_job, redirect_output
 
     module = _framework(OmegaConf.load(pool_dir / POOL_CONFIG).framework.name)
     ctx = module.init_rank(OmegaConf.load(pool_dir / POOL_CONFIG))
+    launcher = os.getppid()
     seq = 0
     while True:
         item = pool_dir / QUEUE_DIR / f"{seq:06d}"
         while not item.exists():
+            if os.getppid() != launcher:
+                print(f"the launcher (pid {launcher}) is gone; leaving", file=sys.stderr, flush=True)
+                os._exit(1)
             time.sleep(0.02)
         text = item.read_text()
         if text == STOP:
@@ -48,7 +55,7 @@ def serve(pool_dir: Path) -> None:
             sys.stderr.flush()
             os._exit(1)
         seq += 1
-    module.close_rank(ctx)
+    module.close_rank(ctx, exit_process=exit_process)
 
 
 def main(argv: list[str]) -> None:

@@ -184,7 +184,7 @@ def init_rank(cfg: Any, distributed: bool = True) -> RankContext:
     return RankContext(rank=get_rank(), world=get_group_size(), distributed=True)
 
 
-def close_rank(ctx: RankContext) -> None:
+def close_rank(ctx: RankContext, exit_process: bool = True) -> None:
     """Nothing to tear down: msrun ends the workers when the script returns."""
 
 

@@ -187,13 +187,16 @@ def init_rank(cfg: Any, distributed: bool = True) -> RankContext:
     return RankContext(rank=rank, world=world, device=device, distributed=distributed)
 
 
-def close_rank(ctx: RankContext) -> None:
+def close_rank(ctx: RankContext, exit_process: bool = True) -> None:
     """Destroy the process group and leave with ``os._exit(0)``: gloo ranks can SIGABRT at
-    interpreter shutdown otherwise (shared/notes/environment.md)."""
+    interpreter shutdown otherwise (shared/notes/environment.md). ``exit_process=False``
+    returns instead (a forked rank, see ``sweep.train.fork_launch``)."""
     import torch.distributed as dist
 
     if ctx.distributed:
         dist.destroy_process_group()
+    if not exit_process:
+        return
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

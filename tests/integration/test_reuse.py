@@ -1,6 +1,7 @@
 """The fast path: jobs share launches and baselines, with the same losses bit for bit."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +45,47 @@ def test_a_crash_in_a_shared_launch_takes_only_its_job(tmp_path):
     assert healthy["status"] == "ok" and healthy["pool"]["jobs"] == 1  # a new launch after the crash
     assert killed["pool"]["dir"] != healthy["pool"]["dir"]
     assert "2 jobs: 1 ok, 1 error" in proc.stdout
+
+
+def test_pools_forked_from_the_fork_server_match_their_own_process_and_torchrun(tmp_path):
+    # elastic_fork with the multirun's environment: forked from the fork server;
+    # elastic_fork with another OMP_NUM_THREADS: its own fork_launch process; torchrun pools.
+    grid = ["-m", "ablation=none", "steps=12", "framework.pool_launcher=elastic_fork,torchrun",
+            "launcher.omp_num_threads=1,2"]
+    proc = run_cli(grid, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = _results(tmp_path / "multirun", 4)
+    assert all(r["status"] == "ok" for r in records)
+    assert all(r["losses"] == records[0]["losses"] for r in records)
+    first_lines = [(Path(r["pool"]["dir"]) / "logs" / "launcher.log").read_text().splitlines()[0] for r in records]
+    assert first_lines[0].startswith("$ (forked from the fork server)")
+    assert "-m sweep.train.fork_launch --nproc-per-node=2" in first_lines[1]
+    assert not first_lines[1].startswith("$ (forked")
+    assert all("-m torch.distributed.run" in line for line in first_lines[2:])
+    assert records[0]["launcher"]["job_id"].startswith("forkserver-")
+    for r in records:
+        assert tagged_processes(r["launcher"]["job_id"]) == []
+
+
+def test_ranks_of_a_pool_whose_launcher_died_leave(tmp_path, compose_cfg):
+    import psutil
+    from omegaconf import OmegaConf
+
+    from sweep.pool import RankPool, rank_env
+    from sweep.schema import to_container
+
+    cfg = compose_cfg(["steps=5"])
+    config = to_container(cfg)
+    rank_pool = RankPool(tmp_path / "pool", config, "torchrun", 2, rank_env(cfg))
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    OmegaConf.save(OmegaConf.create(config), job_dir / "job.yaml")
+    assert rank_pool.run_job(job_dir, timeout_s=300).returncode == 0  # the ranks are up and idle now
+    ranks = [p for p in rank_pool.root.children(recursive=True) if "sweep.train" in " ".join(p.cmdline())]
+    assert len(ranks) == 2
+    rank_pool.root.kill()  # the launcher alone, as an OOM killer or a stray `kill -9` would
+    gone, alive = psutil.wait_procs(ranks, timeout=30)
+    for proc in alive:
+        proc.kill()
+    rank_pool.kill()
+    assert alive == [], "orphaned ranks kept waiting for jobs"

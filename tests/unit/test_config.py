@@ -64,6 +64,10 @@ def test_mixed_precision_presets_use_fsdp_field_names(compose_cfg):
         (["framework.grad_api=value_and_grad"], r"framework.grad_api=value_and_grad is MindSpore's"),
         (["device=cuda"], r"device=cuda needs 2 GPUs for this mesh, this host has 0"),
         (["device=npu"], r"device=npu with framework=torch needs torch_npu"),
+        (["framework.pool_launcher=msrun"],
+         r"framework.pool_launcher=msrun does not start framework=torch .*elastic_fork"),
+        (["framework=mindspore", "engine=data_parallel", "framework.launcher=torchrun"],
+         r"framework.launcher=torchrun does not start framework=mindspore ranks; allowed: msrun"),
     ],
 )
 def test_cross_field_errors_name_the_field(compose_cfg, overrides, match):

@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 
 import sweep.train
-from sweep.launch import build_spec, msrun_argv, torchrun_argv
+from sweep.cluster import topology_from_env
+from sweep.launch import build_spec, elastic_fork_argv, msrun_argv, torchrun_argv
 
 
 def test_torchrun_argv_runs_the_rank_module_on_n_local_processes():
@@ -25,8 +26,18 @@ def test_msrun_argv_uses_the_venv_msrun_and_the_rank_script():
 
 
 def test_build_spec_rejects_unknown_launcher(tmp_path):
-    with pytest.raises(ValueError, match="torchrun, msrun"):
+    with pytest.raises(ValueError, match="torchrun, msrun, elastic_fork"):
         build_spec("mpirun", 2, tmp_path, env={}, timeout_s=1)
+
+
+def test_elastic_fork_runs_the_fork_launcher_on_one_node_only(tmp_path):
+    assert elastic_fork_argv(4, Path("/tmp/pool"), python="/py/bin/python") == [
+        "/py/bin/python", "-m", "sweep.train.fork_launch", "--nproc-per-node=4", "/tmp/pool",
+    ]
+    assert build_spec("elastic_fork", 2, tmp_path, env={}, timeout_s=1).argv == elastic_fork_argv(2, tmp_path)
+    two_nodes = {"SLURM_JOB_ID": "7", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "a[1-2]", "SLURM_NODEID": "0"}
+    with pytest.raises(ValueError, match="one node only"):
+        build_spec("elastic_fork", 4, tmp_path, env={}, timeout_s=1, topology=topology_from_env(two_nodes, 4))
 
 
 def test_build_spec_for_msrun_picks_a_port(tmp_path):

@@ -1,0 +1,111 @@
+"""Shared launches of PyTorch ranks started from one process that imported torch once.
+
+A multirun's shared launches (``sweep.pool``) with ``framework.pool_launcher=
+elastic_fork`` each run ``sweep.train.fork_launch``: torch's ``elastic_launch`` forking
+the ranks. Each such launch would import torch, FSDP2, DTensor and inductor's config
+first (3-5 s on this machine). Instead, Python's own fork server
+(``multiprocessing`` start method ``forkserver``) imports them once, and each launch is
+a process forked from it: start-up is paid once per sweep, not once per world size.
+
+The server is started (:func:`start`) at the beginning of a multirun, with the
+environment of its launches (``framework.env``, ``OMP_NUM_THREADS``: the variables a
+rank's libraries read when they load), so that its imports run while Hydra composes
+the first jobs. A launch whose environment differs is started as its own process
+instead (``sweep.pool``). The server holds no job state; it ends with the sweep's
+process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.forkserver
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import psutil
+
+from sweep import launch
+
+_CONTEXT = multiprocessing.get_context("forkserver")
+_SERVER: Dict[str, Any] = {}  # "env": the environment the server was started with, "tag": its SWEEP_JOB_ID, "pid"
+
+
+def start(env: Dict[str, str]) -> None:
+    """Start the fork server with ``env`` added to this process's environment (no-op if
+    it runs). Returns at once; the server imports ``sweep.train.fork_launch.PRELOAD`` in
+    the background. Its processes carry ``SWEEP_JOB_ID=forkserver-<hex>``."""
+    from sweep.train.fork_launch import PRELOAD
+
+    if _SERVER:
+        return
+    tag = f"forkserver-{uuid.uuid4().hex}"
+    child_env = launch.child_environment(env, tag)
+    saved = dict(os.environ)
+    _CONTEXT.set_forkserver_preload(list(PRELOAD))
+    try:
+        os.environ.clear()
+        os.environ.update(child_env)  # the server process is started with this environment
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    # multiprocessing keeps the server's pid on its (module-private) ForkServer object
+    _SERVER.update(env=dict(env), tag=tag, pid=getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None))
+
+
+def serves(env: Dict[str, str]) -> bool:
+    """Whether the server runs and its launches get exactly ``env``. (If it died,
+    ``multiprocessing`` would start a new one with this process's environment, so a
+    dead server serves nothing.)"""
+    return bool(_SERVER) and _SERVER["env"] == dict(env) and _alive(_SERVER["pid"])
+
+
+def _alive(pid: Any) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, TypeError, ValueError):
+        return False
+
+
+def tag() -> Optional[str]:
+    """The ``SWEEP_JOB_ID`` every process of the server carries (``None``: not started)."""
+    return _SERVER.get("tag")
+
+
+class ForkedLaunch:
+    """One shared launch forked from the server, with the part of ``subprocess.Popen``'s
+    interface ``sweep.pool`` uses: ``pid``, ``poll()``, ``wait(timeout)``, ``returncode``.
+
+    The launch runs ``sweep.train.fork_launch.run_pool(world, pool_dir, log_path)`` in a
+    session of its own, its output appended to ``log_path``.
+    """
+
+    def __init__(self, world: int, pool_dir: Path, log_path: Path, argv: List[str]) -> None:
+        from sweep.train.fork_launch import run_pool
+
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            log.write(("$ (forked from the fork server) " + " ".join(argv) + "\n").encode())
+        self._process = _CONTEXT.Process(
+            target=run_pool, args=(world, str(pool_dir), str(log_path)), name=f"sweep-pool-{pool_dir.name}"
+        )
+        self._process.start()
+        self.pid = self._process.pid
+
+    @property
+    def returncode(self) -> Optional[int]:
+        return self._process.exitcode
+
+    def poll(self) -> Optional[int]:
+        return self._process.exitcode
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
+        """Wait for the launch to end; ``subprocess.TimeoutExpired`` after ``timeout`` s."""
+        import subprocess
+
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired(f"pool launch {self.pid}", timeout or 0.0)
+        return self._process.exitcode
