@@ -6,12 +6,14 @@ mp_policy fp32, bf16, 200 steps each, PyTorch FSDP2 on CPU (gloo).
 
 1. per-job: ``launcher.reuse_processes=false launcher.reuse_baselines=false``
    (one torchrun per job, the standalone baseline trained in every job);
-2. fast path: the defaults (one torchrun per world size, baselines reused).
+2. fast path: the defaults (one shared launch per world size, forked from a fork
+   server that imported torch once; baselines reused).
 
 It checks that both give the same losses, bit for bit, job by job, and prints
 each run's wall time, its start-up share (wall time not spent inside the ranks'
-training loops: process start, imports, rendezvous, model set-up, teardown), and
-the ratio. Usage: ``python benchmarks/reuse.py [--steps 200] [--out DIR]``.
+training loops: process start, imports, rendezvous, model set-up, teardown, Hydra),
+the ratio, and where each run's time went. Usage:
+``python benchmarks/reuse.py [--steps 200] [--out DIR]``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
+
+from tabulate import tabulate
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID = ["mesh=dp2,dp4,hsdp2x2", "optimizer=adam,sgd", "mp_policy=fp32,bf16"]
@@ -36,16 +41,32 @@ def run_arm(name: str, overrides: list[str], steps: int, out: Path) -> dict:
     sweep_dir = out / name.replace(" ", "_")
     cmd = [sys.executable, "-m", "sweep", "-m", "ablation=none", f"steps={steps}", *GRID, *overrides,
            f"hydra.sweep.dir={sweep_dir}"]
-    began = time.monotonic()
+    began, began_epoch = time.monotonic(), time.time()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    wall = time.monotonic() - began
+    wall, ended_epoch = time.monotonic() - began, time.time()
     if proc.returncode != 0:
         raise SystemExit(f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     results = {int(p.parent.name): json.loads(p.read_text()) for p in sweep_dir.glob("*/result.json")}
-    training = sum(
-        sum(r["timings_s"].get(k, 0.0) for k in ("standalone", "distributed")) for r in results.values()
-    )
-    return {"wall": wall, "training": training, "results": results}
+    return {"wall": wall, "results": results, "parts": breakdown(results, began_epoch, ended_epoch)}
+
+
+def breakdown(results: dict, began: float, ended: float) -> dict:
+    """Where a multirun's wall time (s) went, from the jobs' ``result.json`` timestamps
+    and timings (``sweep.job.run``): the parts add up to the wall time."""
+    records = list(results.values())
+    starts = [datetime.fromisoformat(r["started"]).timestamp() for r in records]
+    ends = [datetime.fromisoformat(r["finished"]).timestamp() for r in records]
+    job_wall = sum(r["timings_s"]["wall"] for r in records)
+    training = sum(r["timings_s"].get(k, 0.0) for r in records for k in ("standalone", "distributed"))
+    setup = sum(r["timings_s"].get("setup", 0.0) for r in records)
+    return {
+        "training loops": training,
+        "rank set-up before training (lazy imports, models, mesh, data)": setup,
+        "launch: process start, imports, rendezvous, teardown": job_wall - training - setup,
+        "Hydra between jobs (compose, job dirs, judging)": (max(ends) - min(starts)) - job_wall,
+        "Hydra before the first job (start, validation)": min(starts) - began,
+        "after the last job (stopping launches, report)": ended - max(ends),
+    }
 
 
 def main() -> None:
@@ -63,10 +84,15 @@ def main() -> None:
     statuses = {j: slow["results"][j]["status"] for j in jobs}
     print(f"grid: {' '.join(GRID)}, {args.steps} steps, {len(jobs)} jobs; sweep dirs under {out}")
     for name, run in runs.items():
-        share = 1.0 - run["training"] / run["wall"]
-        print(f"{name:>10}: {run['wall']:7.1f} s wall, {run['training']:6.1f} s in training loops, "
+        training = run["parts"]["training loops"]
+        share = 1.0 - training / run["wall"]
+        print(f"{name:>10}: {run['wall']:7.1f} s wall, {training:6.1f} s in training loops, "
               f"start-up and overhead {100 * share:4.1f}%")
     print(f"     ratio: {slow['wall'] / fast['wall']:.2f}x faster with process and baseline reuse")
+    rows = [[part, f"{slow['parts'][part]:.1f}", f"{fast['parts'][part]:.1f}"] for part in slow["parts"]]
+    rows.append(["wall", f"{slow['wall']:.1f}", f"{fast['wall']:.1f}"])
+    print("\nwhere the time went (s):")
+    print(tabulate(rows, headers=["", "per-job", "fast path"], colalign=("left", "right", "right")))
     print(f"identical losses in every job: {same}; statuses: {sorted(set(statuses.values()))}")
     if not same:
         raise SystemExit(1)

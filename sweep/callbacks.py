@@ -60,7 +60,7 @@ class PoolCallback(Callback):
         from sweep import pool
 
         if pool.runs_jobs_in_process(config.hydra.launcher):
-            pool.prestart(config)
+            pool.prestart(config, config.hydra.sweep.dir)
 
 
 ACTIVE: Optional["SummaryCallback"] = None  # the multirun of this process, for sweep.__main__

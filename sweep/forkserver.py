@@ -20,6 +20,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.forkserver
 import os
+import sys
 import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -32,25 +33,38 @@ _CONTEXT = multiprocessing.get_context("forkserver")
 _SERVER: Dict[str, Any] = {}  # "env": the environment the server was started with, "tag": its SWEEP_JOB_ID, "pid"
 
 
-def start(env: Dict[str, str]) -> None:
+def start(env: Dict[str, str], log_path: Path) -> None:
     """Start the fork server with ``env`` added to this process's environment (no-op if
     it runs). Returns at once; the server imports ``sweep.train.fork_launch.PRELOAD`` in
-    the background. Its processes carry ``SWEEP_JOB_ID=forkserver-<hex>``."""
+    the background. Its processes carry ``SWEEP_JOB_ID=forkserver-<hex>``; its output
+    goes to ``log_path``, so that it holds no pipe of this process's (a caller reading
+    our stdout to its end would otherwise also wait for the server's own exit)."""
     from sweep.train.fork_launch import PRELOAD
 
     if _SERVER:
         return
     tag = f"forkserver-{uuid.uuid4().hex}"
     child_env = launch.child_environment(env, tag)
-    saved = dict(os.environ)
+    saved_env = dict(os.environ)
     _CONTEXT.set_forkserver_preload(list(PRELOAD))
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_fds = os.dup(1), os.dup(2)
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.environ.clear()
         os.environ.update(child_env)  # the server process is started with this environment
+        os.dup2(log, 1)
+        os.dup2(log, 2)
         multiprocessing.forkserver.ensure_running()
     finally:
+        os.dup2(saved_fds[0], 1)
+        os.dup2(saved_fds[1], 2)
+        for fd in (log, *saved_fds):
+            os.close(fd)
         os.environ.clear()
-        os.environ.update(saved)
+        os.environ.update(saved_env)
     # multiprocessing keeps the server's pid on its (module-private) ForkServer object
     _SERVER.update(env=dict(env), tag=tag, pid=getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None))
 

@@ -51,12 +51,15 @@ def rank_env(cfg: Any) -> Dict[str, str]:
     return dict(cfg.framework.env, OMP_NUM_THREADS=str(cfg.launcher.omp_num_threads))
 
 
-def prestart(cfg: Any) -> None:
+FORKSERVER_LOG = "forkserver.log"  # in SWEEP_DIR/.pools/
+
+
+def prestart(cfg: Any, sweep_dir: Path) -> None:
     """At the start of a multirun whose primary config ``cfg`` shares launches of torch
     ranks (``framework.pool_launcher=elastic_fork``), start ``sweep.forkserver``'s
     server now, so that its imports overlap Hydra's composing of the first jobs."""
     if cfg.launcher.reuse_processes and cfg.framework.get("pool_launcher") == "elastic_fork":
-        forkserver.start(rank_env(cfg))
+        forkserver.start(rank_env(cfg), Path(sweep_dir).resolve() / ".pools" / FORKSERVER_LOG)
 
 
 def pool_key(cfg: Any, world: int, env: Dict[str, str]) -> Tuple:
@@ -78,7 +81,7 @@ class RankPool:
         self.spec = launch.build_spec(launcher, world, pool_dir, env=env, timeout_s=float("inf"))
         self.kill_tag: Optional[str] = self.spec.job_id  # what kill() looks for besides the process tree
         if launcher == "elastic_fork":
-            forkserver.start(env)  # no-op if the multirun already started it
+            forkserver.start(env, pool_dir.parent / FORKSERVER_LOG)  # no-op if the multirun started it
         if launcher == "elastic_fork" and forkserver.serves(env):
             # Forked from the sweep's fork server: its processes carry the server's tag,
             # shared with the other pools, so kill() takes this launch's process tree only.

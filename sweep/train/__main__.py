@@ -13,6 +13,9 @@ import traceback
 from pathlib import Path
 
 
+FAILED_RANK_GRACE_S = 1.0  # 10x torch elastic's monitor interval (0.1 s)
+
+
 def _framework(name: str):
     if name == "torch":
         from sweep.train import torch_rank as module
@@ -53,6 +56,10 @@ def serve(pool_dir: Path, exit_process: bool = True) -> None:
             traceback.print_exc()
             sys.stdout.flush()
             sys.stderr.flush()
+            # Often this rank failed only because a peer vanished (gloo: connection closed).
+            # Leave after the peer, so that a launcher which reports the first exit it sees
+            # (elastic_launch with fork does) names the rank that failed first.
+            time.sleep(FAILED_RANK_GRACE_S)
             os._exit(1)
         seq += 1
     module.close_rank(ctx, exit_process=exit_process)
