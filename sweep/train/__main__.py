@@ -12,7 +12,6 @@ import time
 import traceback
 from pathlib import Path
 
-
 FAILED_RANK_GRACE_S = 1.0  # 10x torch elastic's monitor interval (0.1 s)
 
 
