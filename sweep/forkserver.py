@@ -13,6 +13,10 @@ rank's libraries read when they load), so that its imports run while Hydra compo
 the first jobs. A launch whose environment differs is started as its own process
 instead (``sweep.pool``). The server holds no job state; it ends with the sweep's
 process.
+
+As with any ``multiprocessing`` start method but ``fork``, a launch imports the
+sweep's main module first unless it is a package's ``__main__`` (``python -m sweep``
+is): a script that drives sweep needs the ``if __name__ == "__main__":`` guard.
 """
 
 from __future__ import annotations
