@@ -24,6 +24,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.forkserver
 import os
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -121,8 +122,6 @@ class ForkedLaunch:
 
     def wait(self, timeout: Optional[float] = None) -> Optional[int]:
         """Wait for the launch to end; ``subprocess.TimeoutExpired`` after ``timeout`` s."""
-        import subprocess
-
         self._process.join(timeout)
         if self._process.exitcode is None:
             raise subprocess.TimeoutExpired(f"pool launch {self.pid}", timeout or 0.0)
