@@ -36,3 +36,17 @@ def run_cli(args: List[str], tmp_path: Path, timeout: float = 900) -> subprocess
         f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/multirun",
     ]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
+
+
+def survivors(job_id: str) -> list:
+    """Live processes tagged ``SWEEP_JOB_ID=job_id``. A multirun's fork server (tag
+    ``forkserver-...``, ``sweep.forkserver``) leaves by itself once the sweep's process
+    has exited, after tearing down its imports, so it is given up to 20 s to do so."""
+    import psutil
+
+    from sweep.launch import tagged_processes
+
+    grace_s = 20 if job_id.startswith("forkserver-") else 0
+    _, alive = psutil.wait_procs(tagged_processes(job_id), timeout=grace_s)
+    return alive
+

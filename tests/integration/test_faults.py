@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from sweep.launch import tagged_processes
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, survivors
 
 pytestmark = pytest.mark.slow
 
@@ -22,8 +21,7 @@ def _result(path):
 
 
 def _assert_no_survivors(result):
-    job_id = result["launcher"]["job_id"]
-    assert tagged_processes(job_id) == []
+    assert survivors(result["launcher"]["job_id"]) == []
 
 
 def test_a_killed_rank_makes_the_job_error_with_its_cause(tmp_path):

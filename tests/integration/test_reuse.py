@@ -3,22 +3,13 @@
 import json
 from pathlib import Path
 
-import psutil
 import pytest
 
-from sweep.launch import tagged_processes
-from tests.conftest import run_cli
+from tests.conftest import run_cli, survivors
 
 pytestmark = pytest.mark.slow
 
 GRID = ["-m", "ablation=none", "steps=15", "mesh=dp2,hsdp2x2", "optimizer=adam,sgd"]
-
-
-def _left_running(job_id, grace_s=20):
-    """Processes tagged ``job_id`` still alive ``grace_s`` after the sweep's exit (the fork
-    server leaves on its own once the sweep's process is gone, after its teardown)."""
-    _, alive = psutil.wait_procs(tagged_processes(job_id), timeout=grace_s)
-    return alive
 
 
 def _results(sweep_dir, n):
@@ -40,7 +31,7 @@ def test_reused_processes_and_baselines_give_the_same_losses(tmp_path):
     assert a[2]["baseline"]["job_dir"].endswith("/0") and a[3]["baseline"]["job_dir"].endswith("/1")
     assert "baseline" not in a[0] and "baseline" not in a[1] and all("pool" not in r for r in b)
     for r in a:  # the pools were stopped at the end of the multirun
-        assert _left_running(r["launcher"]["job_id"]) == []
+        assert survivors(r["launcher"]["job_id"]) == []
     assert "[progress] 4/4 jobs, 0 not ok" in fast.stdout
 
 
@@ -72,10 +63,11 @@ def test_pools_forked_from_the_fork_server_match_their_own_process_and_torchrun(
     assert all("-m torch.distributed.run" in line for line in first_lines[2:])
     assert records[0]["launcher"]["job_id"].startswith("forkserver-")
     for r in records:
-        assert _left_running(r["launcher"]["job_id"]) == []
+        assert survivors(r["launcher"]["job_id"]) == []
 
 
 def test_ranks_of_a_pool_whose_launcher_died_leave(tmp_path, compose_cfg):
+    import psutil
     from omegaconf import OmegaConf
 
     from sweep.pool import RankPool, rank_env
