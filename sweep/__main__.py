@@ -21,8 +21,9 @@ register_configs()
 
 
 def _terminate(signum: int, frame: object) -> None:
-    """SIGTERM (``kill``, ``timeout``, a scheduler's cancel) takes the Ctrl-C path: the
-    running job kills its launcher's processes and records itself as interrupted."""
+    """SIGTERM (``kill``, ``timeout``, a scheduler's cancel) and SIGHUP (a closed terminal
+    or SSH session) take the Ctrl-C path: the running job kills its launcher's processes
+    and records itself as interrupted."""
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
@@ -47,6 +48,7 @@ def main(cfg: DictConfig) -> dict:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGHUP, _terminate)  # the terminal or SSH session went away
     from sweep import callbacks
 
     try:

@@ -11,8 +11,9 @@ The server is started (:func:`start`) at the beginning of a multirun, with the
 environment of its launches (``framework.env``, ``OMP_NUM_THREADS``: the variables a
 rank's libraries read when they load), so that its imports run while Hydra composes
 the first jobs. A launch whose environment differs is started as its own process
-instead (``sweep.pool``). The server holds no job state; it ends with the sweep's
-process.
+instead (``sweep.pool``). The server holds no job state; it leaves once the sweep's
+process and the launches forked from it are gone (their ranks leave when the sweep's
+process is gone, see ``sweep.train.__main__.serve``).
 
 As with any ``multiprocessing`` start method but ``fork``, a launch imports the
 sweep's main module first unless it is a package's ``__main__`` (``python -m sweep``
@@ -24,8 +25,10 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.forkserver
 import os
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -39,14 +42,23 @@ _SERVER: Dict[str, Any] = {}  # "env": the environment the server was started wi
 
 
 def start(env: Dict[str, str], log_path: Path) -> None:
-    """Start the fork server with ``env`` added to this process's environment (no-op if
-    it runs). Returns at once; the server imports ``sweep.train.fork_launch.PRELOAD`` in
-    the background. Its processes carry ``SWEEP_JOB_ID=forkserver-<hex>``; its output
-    goes to ``log_path``, so that it holds no pipe of this process's (a caller reading
-    our stdout to its end would otherwise also wait for the server's own exit)."""
+    """Start the fork server with ``env`` added to this process's environment; only the
+    first call does anything. Returns at once; the server imports
+    ``sweep.train.fork_launch.PRELOAD`` in the background. The server and every process
+    forked from it (its launches, their ranks; also multiprocessing's resource tracker,
+    started alongside) carry ``SWEEP_JOB_ID=forkserver-<hex>``. Their output goes to
+    ``log_path``, so that they hold no pipe of this process's (a caller reading our
+    stdout to its end would otherwise also wait for the server's own exit).
+
+    If something in this process already started multiprocessing's fork server, it has
+    another environment and no preload: it is left alone and :func:`serves` is false.
+    """
     from sweep.train.fork_launch import PRELOAD
 
     if _SERVER:
+        return
+    if getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None) is not None:
+        _SERVER.update(env=None, tag=None, pid=None)  # not ours
         return
     tag = f"forkserver-{uuid.uuid4().hex}"
     child_env = launch.child_environment(env, tag)
@@ -55,6 +67,8 @@ def start(env: Dict[str, str], log_path: Path) -> None:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
+    # No signal handler may run while this process's environment and fds 1, 2 are swapped.
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
     saved_fds = os.dup(1), os.dup(2)
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
@@ -70,6 +84,7 @@ def start(env: Dict[str, str], log_path: Path) -> None:
             os.close(fd)
         os.environ.clear()
         os.environ.update(saved_env)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     # multiprocessing keeps the server's pid on its (module-private) ForkServer object
     _SERVER.update(env=dict(env), tag=tag, pid=getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None))
 
@@ -115,14 +130,23 @@ class ForkedLaunch:
 
     @property
     def returncode(self) -> Optional[int]:
-        return self._process.exitcode
+        return self.poll()
 
     def poll(self) -> Optional[int]:
-        return self._process.exitcode
+        """The exit code, ``None`` while the launch runs. multiprocessing learns it from
+        the server and says 255 when the server itself is gone; then the launch may
+        still run, which the process table tells."""
+        code = self._process.exitcode
+        if code == 255 and _alive(self.pid):
+            return None
+        return code
 
     def wait(self, timeout: Optional[float] = None) -> Optional[int]:
         """Wait for the launch to end; ``subprocess.TimeoutExpired`` after ``timeout`` s."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         self._process.join(timeout)
-        if self._process.exitcode is None:
-            raise subprocess.TimeoutExpired(f"pool launch {self.pid}", timeout or 0.0)
-        return self._process.exitcode
+        while (code := self.poll()) is None:  # the server is gone, the launch is not
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"pool launch {self.pid}", timeout or 0.0)
+            time.sleep(0.05)
+        return code

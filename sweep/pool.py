@@ -13,7 +13,8 @@ forked from ``sweep.forkserver``'s server, which imported torch once for the swe
 ``torchrun`` and ``msrun`` pools are launched as a job's own launch is.
 
 Protocol, all files under the pool dir ``SWEEP_DIR/.pools/<name>/``: ``pool.yaml``
-(the first job's config: framework, device, backend), ``queue/000000``,
+(the first job's config: framework, device, backend), ``owner.pid`` (this process:
+idle ranks leave when it is gone), ``queue/000000``,
 ``queue/000001``, ...: each holds the path of a job dir, or ``STOP``; every rank polls
 for the next number. A job is done when every rank has written
 ``JOB_DIR/ranks/rank_<r>.json``. A rank that fails a job exits; the launcher then
@@ -33,7 +34,7 @@ import psutil
 from omegaconf import OmegaConf
 
 from sweep import forkserver, launch
-from sweep.train import POOL_CONFIG, QUEUE_DIR, STOP, rank_result_path
+from sweep.train import POOL_CONFIG, POOL_OWNER, QUEUE_DIR, STOP, rank_result_path
 
 POLL_S = 0.05
 
@@ -78,6 +79,7 @@ class RankPool:
         self.world = world
         (pool_dir / QUEUE_DIR).mkdir(parents=True, exist_ok=True)
         OmegaConf.save(OmegaConf.create(config), pool_dir / POOL_CONFIG)
+        (pool_dir / POOL_OWNER).write_text(str(os.getpid()))
         self.spec = launch.build_spec(launcher, world, pool_dir, env=env, timeout_s=float("inf"))
         self.kill_tag: Optional[str] = self.spec.job_id  # what kill() looks for besides the process tree
         if launcher == "elastic_fork":

@@ -36,6 +36,7 @@ JOB_CONFIG = "job.yaml"
 RANKS_DIR = "ranks"
 STANDALONE_RESULT = "standalone.json"
 POOL_CONFIG = "pool.yaml"  # marks a pool dir (sweep.pool): the ranks serve jobs from QUEUE_DIR
+POOL_OWNER = "owner.pid"  # in a pool dir: the pid of the sweep process that posts its jobs
 QUEUE_DIR = "queue"
 STOP = "STOP"
 PHASES = ("both", "standalone", "distributed")

@@ -23,25 +23,39 @@ def _framework(name: str):
     return module
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def serve(pool_dir: Path, exit_process: bool = True) -> None:
     """Initialise once, then run each job posted to ``pool_dir/queue`` in order.
-    A failing job ends the process with its traceback in the job's worker log; so does
-    losing the parent (the launcher died: nothing would ever stop this rank).
+    A failing job ends the process with its traceback in the job's worker log. A rank
+    also leaves when its launcher (parent) or the sweep process that posts the jobs
+    (pid in ``pool_dir/owner.pid``) is gone: nothing would ever stop it otherwise.
     ``exit_process=False``: return after ``STOP`` instead of leaving the process (a rank
     forked by ``sweep.train.fork_launch``, whose launcher waits for the return)."""
     from omegaconf import OmegaConf
 
-    from sweep.train import POOL_CONFIG, QUEUE_DIR, STOP, load_job, redirect_output
+    from sweep.train import POOL_CONFIG, POOL_OWNER, QUEUE_DIR, STOP, load_job, redirect_output
 
+    launcher = os.getppid()
+    owner_file = pool_dir / POOL_OWNER
+    owner = int(owner_file.read_text()) if owner_file.exists() else None
     module = _framework(OmegaConf.load(pool_dir / POOL_CONFIG).framework.name)
     ctx = module.init_rank(OmegaConf.load(pool_dir / POOL_CONFIG))
-    launcher = os.getppid()
     seq = 0
     while True:
         item = pool_dir / QUEUE_DIR / f"{seq:06d}"
         while not item.exists():
-            if os.getppid() != launcher:
-                print(f"the launcher (pid {launcher}) is gone; leaving", file=sys.stderr, flush=True)
+            gone = "launcher" if os.getppid() != launcher else "sweep" if owner and not _alive(owner) else None
+            if gone:
+                print(f"the {gone} process is gone; leaving", file=sys.stderr, flush=True)
                 os._exit(1)
             time.sleep(0.02)
         text = item.read_text()

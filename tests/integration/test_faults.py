@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from sweep.launch import tagged_processes
 from tests.conftest import ROOT, run_cli, survivors
 
 pytestmark = pytest.mark.slow
@@ -94,3 +95,23 @@ def test_an_interrupted_multirun_resumes_to_completion(tmp_path):
     assert [_result(sweep_dir / n)["status"] for n in "012"] == ["ok", "ok", "ok"]
     assert "3 jobs: 3 ok" in resumed.stdout
     assert "(resumed)" in resumed.stdout
+
+
+def test_a_killed_sweep_process_leaves_no_shared_launch_behind(tmp_path):
+    # SIGKILL (or an OOM kill) runs none of the sweep's clean-up: the pool's ranks see the
+    # sweep's pid (owner.pid) gone once idle and leave, and with them the launch and the fork server.
+    sweep_dir = tmp_path / "multirun"
+    args = [sys.executable, "-m", "sweep", "-m", "ablation=none", "steps=300", "optimizer=adam,sgd,adamw",
+            f"hydra.sweep.dir={sweep_dir}"]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not (sweep_dir / "0" / "result.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    job_id = _result(sweep_dir / "0")["launcher"]["job_id"]
+    assert tagged_processes(job_id) != []  # the shared launch is up, running job 1
+    proc.kill()
+    proc.wait()
+    gone_by = time.monotonic() + 60
+    while tagged_processes(job_id) and time.monotonic() < gone_by:
+        time.sleep(0.5)
+    assert tagged_processes(job_id) == []
