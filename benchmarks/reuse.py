@@ -4,7 +4,7 @@ Runs the same fixed grid twice as real multiruns, one after the other:
 12 jobs = mesh dp2, dp4, hsdp2x2 (2 and 4 ranks) x optimizer adam, sgd x
 mp_policy fp32, bf16, 200 steps each, PyTorch FSDP2 on CPU (gloo).
 
-1. per-job: ``launcher.reuse_processes=false launcher.reuse_baselines=false``
+1. per-job: ``execution.reuse_processes=false execution.reuse_baselines=false``
    (one torchrun per job, the standalone baseline trained in every job);
 2. fast path: the defaults (one shared launch per world size, forked from a fork
    server that imported torch once; baselines reused).
@@ -19,7 +19,6 @@ the ratio, and where each run's time went. Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -29,10 +28,13 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from sweep.layout import JobDir, SweepDir
+from sweep.records import JobRecord
+
 ROOT = Path(__file__).resolve().parent.parent
 GRID = ["mesh=dp2,dp4,hsdp2x2", "optimizer=adam,sgd", "mp_policy=fp32,bf16"]
 ARMS = {
-    "per-job": ["launcher.reuse_processes=false", "launcher.reuse_baselines=false"],
+    "per-job": ["execution.reuse_processes=false", "execution.reuse_baselines=false"],
     "fast path": [],
 }
 
@@ -46,7 +48,7 @@ def run_arm(name: str, overrides: list[str], steps: int, out: Path) -> dict:
     wall, ended_epoch = time.monotonic() - began, time.time()
     if proc.returncode != 0:
         raise SystemExit(f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    results = {int(p.parent.name): json.loads(p.read_text()) for p in sweep_dir.glob("*/result.json")}
+    results = {int(p.name): JobRecord.read(JobDir(p).result).to_dict() for p in SweepDir(sweep_dir).job_dirs()}
     return {"wall": wall, "results": results, "parts": breakdown(results, began_epoch, ended_epoch)}
 
 

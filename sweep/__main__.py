@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 
 from sweep.schema import register_configs
 
-CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+CONF_DIR = str(Path(__file__).resolve().parent / "conf")  # the config tree ships inside the package
 
 register_configs()
 
@@ -29,7 +29,10 @@ def _terminate(signum: int, frame: object) -> None:
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def main(cfg: DictConfig) -> dict:
+    """One job (``sweep.job.run``); returns its record as a dict (``sweep.records.JobRecord``),
+    which Hydra hands to the callbacks and to sweepers as the job's return value."""
     from sweep import job, pool
+    from sweep.layout import JobDir
 
     hc = HydraConfig.get()
     label = f"#{hc.job.num} " if hc.mode == RunMode.MULTIRUN else ""
@@ -40,10 +43,10 @@ def main(cfg: DictConfig) -> dict:
     )
     print(job.summary_line(record, label), flush=True)
     if hc.mode == RunMode.RUN:
-        print(f"result: {Path(hc.runtime.output_dir) / job.RESULT}", flush=True)
-        if record["status"] != "ok":
+        print(f"result: {JobDir(hc.runtime.output_dir).result}", flush=True)
+        if record.status != "ok":
             sys.exit(1)
-    return record
+    return record.to_dict()
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ import psutil
 from sweep import launch
 
 _CONTEXT = multiprocessing.get_context("forkserver")
-_SERVER: Dict[str, Any] = {}  # "env": the environment the server was started with, "tag": its SWEEP_JOB_ID, "pid"
+_SERVER: Dict[str, Any] = {}  # "env": the environment the server was started with, "tag": its SWEEP_KILL_TAG, "pid"
 
 
 def start(env: Dict[str, str], log_path: Path) -> None:
@@ -46,7 +46,7 @@ def start(env: Dict[str, str], log_path: Path) -> None:
     first call does anything. Returns at once; the server imports
     ``sweep.train.fork_launch.PRELOAD`` in the background. The server and every process
     forked from it (its launches, their ranks; also multiprocessing's resource tracker,
-    started alongside) carry ``SWEEP_JOB_ID=forkserver-<hex>``. Their output goes to
+    started alongside) carry ``SWEEP_KILL_TAG=forkserver-<hex>``. Their output goes to
     ``log_path``, so that they hold no pipe of this process's (a caller reading our
     stdout to its end would otherwise also wait for the server's own exit).
 
@@ -104,17 +104,21 @@ def _alive(pid: Any) -> bool:
 
 
 def tag() -> Optional[str]:
-    """The ``SWEEP_JOB_ID`` every process of the server carries (``None``: not started)."""
+    """The ``SWEEP_KILL_TAG`` every process of the server carries (``None``: not started)."""
     return _SERVER.get("tag")
 
 
 class ForkedLaunch:
-    """One shared launch forked from the server, with the part of ``subprocess.Popen``'s
-    interface ``sweep.pool`` uses: ``pid``, ``poll()``, ``wait(timeout)``, ``returncode``.
+    """One shared launch forked from the server: a launch handle (``sweep.launch.Handle``:
+    ``pid``, ``poll()``, ``wait(timeout)``, ``kill()``, ``returncode``).
 
     The launch runs ``sweep.train.fork_launch.run_pool(world, pool_dir, log_path)`` in a
-    session of its own, its output appended to ``log_path``.
+    session of its own, its output appended to ``log_path``. Its processes carry the
+    server's tag, shared with every other launch forked from it, so :meth:`kill` takes
+    this launch's process tree only (``kill_tag`` is ``None``).
     """
+
+    kill_tag = None
 
     def __init__(self, world: int, pool_dir: Path, log_path: Path, argv: List[str]) -> None:
         from sweep.train.fork_launch import run_pool
@@ -127,6 +131,8 @@ class ForkedLaunch:
         )
         self._process.start()
         self.pid = self._process.pid
+        self._root = psutil.Process(self.pid)
+        self.argv = list(argv)
 
     @property
     def returncode(self) -> Optional[int]:
@@ -140,6 +146,12 @@ class ForkedLaunch:
         if code == 255 and _alive(self.pid):
             return None
         return code
+
+    def kill(self) -> int:
+        """SIGKILL the launch's process tree; returns how many processes were alive."""
+        killed = launch.kill_processes(self._root, None)
+        self.wait()
+        return killed
 
     def wait(self, timeout: Optional[float] = None) -> Optional[int]:
         """Wait for the launch to end; ``subprocess.TimeoutExpired`` after ``timeout`` s."""

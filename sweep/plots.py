@@ -27,19 +27,20 @@ def _figure(nrows: int, ncols: int, width: float, height: float) -> tuple:
 
 
 def plot_job(row: Dict[str, Any], path: Path) -> Path:
-    """Two panels for one job (a row of :func:`sweep.summary.collect`): both loss curves
+    """Two panels for one job (a row of :func:`sweep.summary.collect`, whose ``result`` is
+    a :class:`sweep.records.JobRecord`): both loss curves
     per step, and their difference ``distributed - standalone`` with the tolerance band
     ``±(atol + rtol·|standalone|)``. Writes a PNG to ``path``; returns ``path``.
 
     Raises:
         ValueError: the job has no recorded losses or comparison (an errored job).
     """
-    result = row.get("result") or {}
-    if not result.get("losses") or not result.get("comparison"):
+    result = row.get("result")
+    if result is None or not result.losses or not result.comparison:
         raise ValueError(f"job {row['job']} has no losses to plot (status {row['status']})")
-    ref = np.asarray(read_floats(result["losses"]["standalone"]))
-    got = np.asarray(read_floats(result["losses"]["distributed"]))
-    tol = result["comparison"]["atol"] + result["comparison"]["rtol"] * np.abs(ref)
+    ref = np.asarray(read_floats(result.losses["standalone"]))
+    got = np.asarray(read_floats(result.losses["distributed"]))
+    tol = result.comparison["atol"] + result.comparison["rtol"] * np.abs(ref)
     steps = np.arange(ref.size)
     fig, axes = _figure(2, 1, 8, 6)
     curves, diff = axes[:, 0]
@@ -94,7 +95,7 @@ def write_plots(plot_dir: Path, rows: Sequence[Dict[str, Any]], levels: Sequence
     ``plot_dir/factor_effects.png`` when a factor varies (``levels`` from
     :func:`sweep.attribution.level_stats`). Creates ``plot_dir``; returns the paths written."""
     plot_dir.mkdir(parents=True, exist_ok=True)
-    failing = [r for r in rows if r["status"] == "fail" and (r["result"] or {}).get("losses")]
+    failing = [r for r in rows if r["status"] == "fail" and r["result"] is not None and r["result"].losses]
     paths = [plot_job(row, plot_dir / f"job_{row['job']}.png") for row in failing]
     if levels:
         paths.append(plot_factor_effects(levels, plot_dir / "factor_effects.png"))

@@ -1,24 +1,23 @@
 """Process reuse: one distributed launch runs many jobs, one after another.
 
-Within a multirun, jobs with the same :func:`pool_key` (framework, world size,
-device, launcher environment; for MindSpore also ``deterministic``, which it sets once
-per process) share a *pool*: one distributed launch whose ranks wait for
-jobs and run each with the same per-job code as a fresh launch
-(``sweep.train.*_rank.run_job``: every seed and switch is set per job), writing into
-the job's own dir. Start-up (interpreter, framework import, rendezvous, ``init()``)
-is then paid once per pool instead of once per job.
+Within a multirun, jobs with the same :func:`pool_key` (the config fields with the
+``launch`` role, the framework's ``launch_fields`` and the world size) share a *pool*:
+one distributed launch whose ranks wait for jobs and run each with the same per-job
+code as a fresh launch (the framework's ``run_job``: every seed and switch is set per
+job), writing into the job's own dir. Start-up (interpreter, framework import,
+rendezvous, ``init()``) is then paid once per pool instead of once per job.
 
-Torch pools (``framework.pool_launcher=elastic_fork``, ``sweep.train.fork_launch``) are
-forked from ``sweep.forkserver``'s server, which imported torch once for the sweep;
-``torchrun`` and ``msrun`` pools are launched as a job's own launch is.
+The framework starts a pool's launch (``Framework.start_shared``: torch forks it from
+``sweep.forkserver``'s server). This module owns every pool's lifetime: started on
+first use (:func:`get_pool`), replaced when it died, stopped at the end of the multirun
+or at interpreter exit (:func:`close_all`).
 
-Protocol, all files under the pool dir ``SWEEP_DIR/.pools/<name>/``: ``pool.yaml``
-(the first job's config: framework, device, backend), ``owner.pid`` (this process:
-idle ranks leave when it is gone), ``queue/000000``,
-``queue/000001``, ...: each holds the path of a job dir, or ``STOP``; every rank polls
-for the next number. A job is done when every rank has written
-``JOB_DIR/ranks/rank_<r>.json``. A rank that fails a job exits; the launcher then
-stops the pool, the job is recorded as an error, and the next job starts a new pool.
+Protocol, all files in the pool dir ``SWEEP_DIR/.pools/<name>/`` (``sweep.layout``):
+``pool.yaml`` (the first job's config), ``owner.pid`` (this process: idle ranks leave
+when it is gone), ``queue/000000``, ``queue/000001``, ...: each holds the path of a job
+dir, or ``STOP``; every rank polls for the next number. A job is done when every rank
+has written its result. A rank that fails a job exits; the launcher then stops the
+pool, the job is recorded as an error, and the next job starts a new pool.
 """
 
 from __future__ import annotations
@@ -28,13 +27,14 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple, Type
 
-import psutil
 from omegaconf import OmegaConf
 
-from sweep import forkserver, launch
-from sweep.train import POOL_CONFIG, POOL_OWNER, QUEUE_DIR, STOP, rank_result_path
+from sweep import launch
+from sweep.frameworks import Framework
+from sweep.layout import STOP, JobDir, PoolDir, SweepDir
+from sweep.schema import LAUNCH, fields_with, select
 
 POLL_S = 0.05
 
@@ -48,61 +48,66 @@ def runs_jobs_in_process(hydra_launcher: Any) -> bool:
 
 def rank_env(cfg: Any) -> Dict[str, str]:
     """What a job adds to its ranks' environment: ``framework.env`` and
-    ``OMP_NUM_THREADS=launcher.omp_num_threads``."""
-    return dict(cfg.framework.env, OMP_NUM_THREADS=str(cfg.launcher.omp_num_threads))
-
-
-FORKSERVER_LOG = "forkserver.log"  # in SWEEP_DIR/.pools/
+    ``OMP_NUM_THREADS=execution.omp_num_threads``."""
+    return dict(cfg.framework.env, OMP_NUM_THREADS=str(cfg.execution.omp_num_threads))
 
 
 def prestart(cfg: Any, sweep_dir: Path) -> None:
-    """At the start of a multirun whose primary config ``cfg`` shares launches of torch
-    ranks (``framework.pool_launcher=elastic_fork``), start ``sweep.forkserver``'s
-    server now, so that its imports overlap Hydra's composing of the first jobs."""
-    if cfg.launcher.reuse_processes and cfg.framework.get("pool_launcher") == "elastic_fork":
-        forkserver.start(rank_env(cfg), Path(sweep_dir).resolve() / ".pools" / FORKSERVER_LOG)
+    """At the start of a multirun whose primary config ``cfg`` shares launches, let the
+    framework start what they need (torch: the fork server, whose imports then overlap
+    Hydra's composing of the first jobs)."""
+    from sweep import frameworks
+
+    if cfg.execution.reuse_processes:
+        frameworks.load(cfg).prestart(cfg, Path(sweep_dir).resolve(), rank_env(cfg))
 
 
-def pool_key(cfg: Any, world: int, env: Dict[str, str]) -> Tuple:
-    """Jobs with equal keys can share one launch."""
-    framework = str(getattr(cfg.framework.name, "value", cfg.framework.name))
-    deterministic = bool(cfg.deterministic) if framework == "mindspore" else None
-    device = str(getattr(cfg.device, "value", cfg.device))
-    return (framework, cfg.framework.pool_launcher, world, device, deterministic, tuple(sorted(env.items())))
+def pool_key(config: Dict[str, Any], framework: Type[Framework], world: int) -> Tuple:
+    """Jobs with equal keys can share one launch: the values of the fields with the
+    ``launch`` role (``sweep.schema``), of the framework's ``launch_fields``, and the
+    world size. ``config`` is the resolved job config (plain dict)."""
+    fields = select(config, fields_with(LAUNCH) + list(framework.launch_fields))
+    return tuple(sorted((k, repr(v)) for k, v in fields.items())) + (("world_size", world),)
 
 
 class RankPool:
-    """A running launch of ``world`` ranks in serve mode (see the module docstring)."""
+    """A running shared launch of ``world`` ranks (see the module docstring)."""
 
-    def __init__(self, pool_dir: Path, config: dict, launcher: str, world: int, env: Dict[str, str]) -> None:
+    def __init__(
+        self, pool_dir: Path, config: dict, framework: Type[Framework], world: int, env: Dict[str, str]
+    ) -> None:
         self.dir = pool_dir
+        self.paths = PoolDir(pool_dir)
         self.world = world
-        (pool_dir / QUEUE_DIR).mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(OmegaConf.create(config), pool_dir / POOL_CONFIG)
-        (pool_dir / POOL_OWNER).write_text(str(os.getpid()))
-        self.spec = launch.build_spec(launcher, world, pool_dir, env=env, timeout_s=float("inf"))
-        self.kill_tag: Optional[str] = self.spec.job_id  # what kill() looks for besides the process tree
-        if launcher == "elastic_fork":
-            forkserver.start(env, pool_dir.parent / FORKSERVER_LOG)  # no-op if the multirun started it
-        if launcher == "elastic_fork" and forkserver.serves(env):
-            # Forked from the sweep's fork server: its processes carry the server's tag,
-            # shared with the other pools, so kill() takes this launch's process tree only.
-            self.spec.job_id = str(forkserver.tag())
-            self.kill_tag = None
-            self.proc: Any = forkserver.ForkedLaunch(world, pool_dir, self.spec.log_path, self.spec.argv)
-        else:
-            self.proc = launch.start(self.spec)
-        self.root = psutil.Process(self.proc.pid)
+        self.paths.queue.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(OmegaConf.create(config), self.paths.config)
+        self.paths.owner.write_text(str(os.getpid()))
+        self.handle: launch.Handle = framework.start_shared(
+            config["framework"]["pool_launcher"], world, pool_dir, env
+        )
+        self.log_path = self.paths.launcher_log
         self.seq = 0
         self.jobs = 0
         self.stopping = False
 
+    @property
+    def kill_tag(self) -> str:
+        """What the launch's processes carry (the fork server's tag for a forked launch)."""
+        from sweep import forkserver
+
+        return self.handle.kill_tag or str(forkserver.tag())
+
+    @property
+    def argv(self) -> List[str]:
+        spec = getattr(self.handle, "spec", None)
+        return list(spec.argv) if spec is not None else list(getattr(self.handle, "argv", []))
+
     def alive(self) -> bool:
         """Whether the launcher process (and so the ranks) is still running."""
-        return self.proc.poll() is None
+        return self.handle.poll() is None
 
     def _post(self, item: str) -> None:
-        path = self.dir / QUEUE_DIR / f"{self.seq:06d}"
+        path = self.paths.item(self.seq)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(item)
         os.replace(tmp, path)
@@ -118,31 +123,24 @@ class RankPool:
         began = time.monotonic()
         self._post(str(job_dir))
         self.jobs += 1
-        paths = [rank_result_path(job_dir, r) for r in range(self.world)]
+        paths = [JobDir(job_dir).rank_result(r) for r in range(self.world)]
         try:
             while not all(p.exists() for p in paths):
                 if not self.alive():
                     return launch.LaunchOutcome(
-                        returncode=self.proc.returncode, timed_out=False, wall_s=time.monotonic() - began,
-                        killed=launch.kill_job(None, self.kill_tag),
+                        returncode=self.handle.poll(), timed_out=False, wall_s=time.monotonic() - began,
+                        killed=launch.kill_processes(None, self.handle.kill_tag),
                     )
                 if time.monotonic() - began > timeout_s:
-                    killed = self.kill()
+                    killed = self.handle.kill()
                     return launch.LaunchOutcome(
                         returncode=None, timed_out=True, wall_s=time.monotonic() - began, killed=killed
                     )
                 time.sleep(POLL_S)
         except BaseException:
-            self.kill()
+            self.handle.kill()
             raise
         return launch.LaunchOutcome(returncode=0, timed_out=False, wall_s=time.monotonic() - began, killed=0)
-
-    def kill(self) -> int:
-        """SIGKILL the launcher's process tree and (launched pools) every process tagged
-        with the pool's job id; returns how many were alive (``sweep.launch.kill_job``)."""
-        killed = launch.kill_job(self.root, self.kill_tag)
-        self.proc.wait()
-        return killed
 
     def stop(self) -> None:
         """Ask the ranks to stop after the job they run (``STOP``); does not wait."""
@@ -154,26 +152,30 @@ class RankPool:
         """Ask the ranks to stop, wait up to ``grace_s``, then kill what is left."""
         self.stop()
         try:
-            self.proc.wait(timeout=grace_s)
+            self.handle.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             pass
-        self.kill()
+        self.handle.kill()
 
 
 _POOLS: Dict[Tuple, RankPool] = {}
 _STARTED: List[str] = []  # names of the pools this process started (unique dirs, also across processes)
 
 
-def get_pool(key: Tuple, sweep_dir: Path, config: dict, launcher: str, world: int, env: Dict[str, str]) -> RankPool:
-    """The live pool for ``key``, started on first use (or after the previous one died)."""
+def get_pool(
+    sweep_dir: Path, config: dict, framework: Type[Framework], world: int, env: Dict[str, str]
+) -> RankPool:
+    """The live pool for the job ``config`` (:func:`pool_key`), started on first use or
+    after the previous one died."""
+    key = pool_key(config, framework, world)
     pool = _POOLS.get(key)
     if pool is not None and not pool.alive():
-        pool.kill()
+        pool.handle.kill()
         pool = None
     if pool is None:
-        name = f"{key[0]}_w{world}_{key[3]}_{os.getpid()}_{len(_STARTED)}"
+        name = f"{framework.name}_w{world}_{config['device']}_{os.getpid()}_{len(_STARTED)}"
         _STARTED.append(name)
-        pool = RankPool(sweep_dir / ".pools" / name, config, launcher, world, env)
+        pool = RankPool(SweepDir(sweep_dir).pools / name, config, framework, world, env)
         _POOLS[key] = pool
     return pool
 

@@ -1,10 +1,22 @@
-"""Structured config of one sweep job, and the checks Hydra cannot express.
+"""Structured config of one sweep job: every section's schema, its own checks, and the
+role of every field.
 
-Every YAML file under ``conf/`` merges into one of these dataclasses, so OmegaConf
-rejects an unknown key, a wrong type or a value outside an ``Enum`` when the job's
-config is composed, before any process starts. Cross-field rules (the mesh must
-fit ``world_size``, the engine must exist for the framework, the framework must be
-installed) live in :func:`validate`, which the job calls before it launches ranks.
+Every YAML file under ``sweep/conf/`` merges into one of these dataclasses, so OmegaConf
+rejects an unknown key (also one added with ``+``), a wrong type or a value outside an
+``Enum`` when the job's config is composed, before any process starts. What a type
+cannot say, each section checks itself (its ``check`` classmethod: the mesh owns
+``world_size``, the tolerance owns its range); the framework and the engine check
+their own rules (``sweep.frameworks``, ``sweep.engines``); :func:`validate` runs them
+all, in the job process, before it launches ranks.
+
+**Field roles.** Every field declares what it affects (:func:`affects`, stored in the
+dataclass field's metadata): ``baseline`` (the standalone loss sequence depends on it),
+``distributed`` (the distributed sequence does), ``verdict`` (the judgement of the
+two), ``launch`` (jobs that differ in it cannot share one distributed launch). A field
+with none of them changes no number (time limits, reuse switches). Baseline reuse
+(``sweep.baseline``), shared launches (``sweep.pool``) and resume (``sweep.job``) derive
+their field lists from these roles (:func:`fields_with`); ``tests/unit/test_schema.py``
+fails when a field has no declared role.
 
 Names follow PyTorch FSDP2 (``MixedPrecisionPolicy``: ``param_dtype``,
 ``reduce_dtype``, ``output_dtype``, ``cast_forward_inputs``;
@@ -13,25 +25,35 @@ Names follow PyTorch FSDP2 (``MixedPrecisionPolicy``: ``param_dtype``,
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-import importlib.util
 import math
-import os
+import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
+
+from sweep.errors import ConfigError
+
+__all__ = ["ConfigError", "SweepConfig", "validate", "world_size", "fields_with", "to_container"]
+
+BASELINE, DISTRIBUTED, VERDICT, LAUNCH = "baseline", "distributed", "verdict", "launch"
+ROLES = (BASELINE, DISTRIBUTED, VERDICT, LAUNCH)
+NUMERIC = (BASELINE, DISTRIBUTED, VERDICT)  # what a result depends on: must match on resume
 
 
-class ConfigError(ValueError):
-    """A job config that cannot run; the message names the field and the allowed values."""
+def affects(*roles: str, **kwargs: Any) -> Any:
+    """A dataclass ``field`` whose metadata declares the roles of the field (see the
+    module docstring); ``affects()`` with no role: the field changes no number."""
+    unknown = set(roles) - set(ROLES)
+    if unknown:
+        raise ValueError(f"unknown roles {sorted(unknown)}; allowed: {', '.join(ROLES)}")
+    return field(metadata={"affects": frozenset(roles)}, **kwargs)
 
 
-class Framework(str, enum.Enum):
-    torch = "torch"
-    mindspore = "mindspore"
+ALL_NUMERIC = (BASELINE, DISTRIBUTED)
 
 
 class Device(str, enum.Enum):
@@ -62,7 +84,7 @@ class GradApi(str, enum.Enum):
     value_and_grad = "value_and_grad"
 
 
-class WeightCopy(str, enum.Enum):
+class WeightTransfer(str, enum.Enum):
     """How the standalone copy gets the distributed copy's initial weights.
 
     ``shared``: the report's ``standalone_param.set_data(distributed_param)`` (torch:
@@ -95,29 +117,40 @@ class DataSplit(str, enum.Enum):
     sharded = "sharded"
 
 
-# The launchers that start each framework's ranks (sweep.launch.build_spec).
-LAUNCHERS = {"torch": ("torchrun",), "mindspore": ("msrun",)}
-POOL_LAUNCHERS = {"torch": ("elastic_fork", "torchrun"), "mindspore": ("msrun",)}
+def _value(x: Any) -> Any:
+    return x.value if isinstance(x, enum.Enum) else x
+
+
+def _positive(section: str, cfg: Any, *keys: str, allow_none: bool = False) -> None:
+    """Each of ``keys`` is a finite number > 0 (or ``None`` with ``allow_none``)."""
+    for key in keys:
+        value = cfg[key]
+        if value is None and allow_none:
+            continue
+        if value is None or not math.isfinite(value) or value <= 0:
+            raise ConfigError(f"{section}.{key}={value}: must be a finite number > 0")
 
 
 @dataclass
 class FrameworkConfig:
-    """The framework the ranks run, and how it is launched.
+    """The framework the ranks run, and how they are started.
 
-    ``backend`` maps a ``device`` to the collective backend (torch: ``gloo`` on CPU);
-    ``device_target`` maps it to MindSpore's ``device_target``. ``env`` is added to
-    every rank's environment (e.g. ``MS_DEV_HOST_BLOCKING_RUN=1``). ``launcher``
-    starts a job's own ranks; ``pool_launcher`` a multirun's shared launch
-    (``sweep.pool``; ``elastic_fork``: ``sweep.train.fork_launch``).
+    ``impl`` is the dotted path of the framework's class (``sweep.frameworks``), which
+    owns its launchers, checks and rank entry point. ``launcher`` starts a job's own
+    ranks (torchrun, msrun); ``pool_launcher`` a multirun's shared launch
+    (``sweep.pool``; torch's ``elastic_fork``: ``sweep.train.fork_launch``).
+    ``device_map`` maps ``device`` to the framework's own name for it (torch: the
+    process-group backend, gloo on CPU; MindSpore: ``device_target``). ``env`` is added
+    to every rank's environment (e.g. ``MS_DEV_HOST_BLOCKING_RUN=1``).
     """
 
-    name: Framework = MISSING
-    launcher: str = MISSING  # torchrun | msrun
-    pool_launcher: str = MISSING  # shared launches (sweep.pool): elastic_fork | torchrun | msrun
-    grad_api: GradApi = GradApi.backward
-    backend: Dict[str, str] = field(default_factory=dict)
-    device_target: Dict[str, str] = field(default_factory=dict)
-    env: Dict[str, str] = field(default_factory=dict)
+    name: str = affects(BASELINE, DISTRIBUTED, LAUNCH, default=MISSING)
+    impl: str = affects(BASELINE, DISTRIBUTED, LAUNCH, default=MISSING)
+    launcher: str = affects(default=MISSING)
+    pool_launcher: str = affects(LAUNCH, default=MISSING)
+    grad_api: GradApi = affects(BASELINE, DISTRIBUTED, default=GradApi.backward)
+    device_map: Dict[str, str] = affects(BASELINE, DISTRIBUTED, LAUNCH, default_factory=dict)
+    env: Dict[str, str] = affects(BASELINE, DISTRIBUTED, LAUNCH, default_factory=dict)
 
 
 @dataclass
@@ -125,15 +158,14 @@ class EngineConfig:
     """How the distributed copy is parallelised.
 
     ``impl`` maps a framework name to the dotted path of an engine class
-    (see ``sweep/engines``); an engine exists for a framework iff it has an entry.
-    A test or a user can plug in another engine by overriding one entry.
+    (``sweep.engines``); an engine exists for a framework iff it has an entry. A test
+    or a user plugs in another engine by overriding one entry. ``options`` are the
+    engine's own settings, checked against the loaded class's ``Options`` dataclass.
     """
 
-    name: str = MISSING
-    impl: Dict[str, str] = field(default_factory=dict)
-    # hyper_parallel only: run the optimizer step inside SkipDTensorDispatch(), as
-    # hyper-parallel's own tests do (the report does not). None for other engines.
-    skip_dtensor_dispatch: Optional[bool] = None
+    name: str = affects(DISTRIBUTED, default=MISSING)
+    impl: Dict[str, str] = affects(DISTRIBUTED, default_factory=dict)
+    options: Dict[str, Any] = affects(DISTRIBUTED, default_factory=dict)
 
 
 @dataclass
@@ -142,11 +174,16 @@ class MixedPrecisionPolicyConfig:
     hyper-parallel's class of the same name): ``None`` keeps the parameter dtype.
     Inputs are cast only when ``param_dtype`` is set."""
 
-    name: str = MISSING
-    param_dtype: Optional[DType] = None
-    reduce_dtype: Optional[DType] = None
-    output_dtype: Optional[DType] = None
-    cast_forward_inputs: bool = True
+    name: str = affects(DISTRIBUTED, default=MISSING)
+    param_dtype: Optional[DType] = affects(DISTRIBUTED, default=None)
+    reduce_dtype: Optional[DType] = affects(DISTRIBUTED, default=None)
+    output_dtype: Optional[DType] = affects(DISTRIBUTED, default=None)
+    cast_forward_inputs: bool = affects(DISTRIBUTED, default=True)
+
+    @staticmethod
+    def sets_dtypes(policy: Any) -> bool:
+        """Whether the policy names any dtype (``param_dtype``/``reduce_dtype``/``output_dtype``)."""
+        return any(policy[k] is not None for k in ("param_dtype", "reduce_dtype", "output_dtype"))
 
 
 @dataclass
@@ -157,9 +194,31 @@ class MeshConfig:
     (``fully_shard`` semantics in PyTorch and hyper-parallel).
     """
 
-    name: str = MISSING
-    mesh_shape: List[int] = MISSING
-    mesh_dim_names: List[str] = MISSING
+    name: str = affects(DISTRIBUTED, default=MISSING)
+    mesh_shape: List[int] = affects(DISTRIBUTED, default=MISSING)
+    mesh_dim_names: List[str] = affects(DISTRIBUTED, default=MISSING)
+
+    @staticmethod
+    def check(mesh: Any, world_size: Optional[int] = None) -> int:
+        """The mesh's ``world_size``; it must equal ``world_size`` when that is set.
+
+        Raises:
+            ConfigError: a dim < 1, names and dims of different counts, or a mismatch.
+        """
+        shape, names = list(mesh.mesh_shape), list(mesh.mesh_dim_names)
+        if not shape or any(int(n) < 1 for n in shape):
+            raise ConfigError(f"mesh.mesh_shape={shape}: every dim must be a positive integer")
+        if len(names) != len(shape):
+            raise ConfigError(
+                f"mesh.mesh_dim_names={names} has {len(names)} names but mesh.mesh_shape={shape} has {len(shape)} dims"
+            )
+        product = math.prod(shape)
+        if world_size is not None and int(world_size) != product:
+            raise ConfigError(
+                f"mesh.mesh_shape={shape} needs world_size={product} ranks "
+                f"({' x '.join(map(str, shape))}), but world_size={world_size}"
+            )
+        return product
 
 
 @dataclass
@@ -167,12 +226,24 @@ class OptimizerConfig:
     """Optimizer and its hyperparameters. ``lr`` is the learning rate; ``betas`` and
     ``eps`` apply to adam/adamw, ``momentum`` to sgd."""
 
-    name: OptimizerName = MISSING
-    lr: float = 1e-4
-    betas: List[float] = field(default_factory=lambda: [0.9, 0.999])
-    eps: float = 1e-8
-    weight_decay: float = 0.0
-    momentum: float = 0.0
+    name: OptimizerName = affects(*ALL_NUMERIC, default=MISSING)
+    lr: float = affects(*ALL_NUMERIC, default=1e-4)
+    betas: List[float] = affects(*ALL_NUMERIC, default_factory=lambda: [0.9, 0.999])
+    eps: float = affects(*ALL_NUMERIC, default=1e-8)
+    weight_decay: float = affects(*ALL_NUMERIC, default=0.0)
+    momentum: float = affects(*ALL_NUMERIC, default=0.0)
+
+    @staticmethod
+    def check(opt: Any) -> None:
+        """Raises: ConfigError: ``lr`` or ``eps`` not finite and > 0, a beta outside
+        [0, 1), a negative ``weight_decay`` or ``momentum``."""
+        _positive("optimizer", opt, "lr", "eps")
+        betas = list(opt.betas)
+        if len(betas) != 2 or any(not (0.0 <= b < 1.0) for b in betas):
+            raise ConfigError(f"optimizer.betas={betas}: two values in [0, 1)")
+        for key in ("weight_decay", "momentum"):
+            if not math.isfinite(opt[key]) or opt[key] < 0:
+                raise ConfigError(f"optimizer.{key}={opt[key]}: must be a finite number >= 0")
 
 
 @dataclass
@@ -183,10 +254,18 @@ class ModelConfig:
     ``weight_init="normal"`` (``mindspore.common.initializer.Normal(sigma=0.01)``).
     """
 
-    in_size: int = 32
-    hidden_size: int = 64
-    out_size: int = 24
-    init_std: float = 0.01
+    in_size: int = affects(*ALL_NUMERIC, default=32)
+    hidden_size: int = affects(*ALL_NUMERIC, default=64)
+    out_size: int = affects(*ALL_NUMERIC, default=24)
+    init_std: float = affects(*ALL_NUMERIC, default=0.01)
+
+    @staticmethod
+    def check(model: Any) -> None:
+        """Raises: ConfigError: a size < 1 or a non-positive ``init_std``."""
+        for key in ("in_size", "hidden_size", "out_size"):
+            if model[key] < 1:
+                raise ConfigError(f"model.{key}={model[key]}: must be >= 1")
+        _positive("model", model, "init_std")
 
 
 @dataclass
@@ -195,16 +274,27 @@ class DataConfig:
     and ``y = RandomState(seed_offset + i).randn(batch_size, out_size)`` (each from a
     fresh RandomState, as in the report), float32, the same on every rank."""
 
-    batch_size: int = 1
-    seed_offset: int = 44
-    split: DataSplit = DataSplit.replicated
+    batch_size: int = affects(*ALL_NUMERIC, default=1)
+    seed_offset: int = affects(*ALL_NUMERIC, default=44)
+    split: DataSplit = affects(*ALL_NUMERIC, default=DataSplit.replicated)
+
+    @staticmethod
+    def check(data: Any) -> None:
+        """Raises: ConfigError: ``batch_size`` < 1, or ``seed_offset`` outside numpy's seeds."""
+        if data.batch_size <= 0:
+            raise ConfigError(f"data.batch_size={data.batch_size}: must be > 0")
+        if not 0 <= data.seed_offset < 2**32:
+            raise ConfigError(f"data.seed_offset={data.seed_offset}: must be in [0, 2**32) (numpy's seeds)")
 
 
 @dataclass
 class WeightsConfig:
-    """How the two copies start from the same weights (see :class:`WeightCopy`)."""
+    """How the two copies start from the same weights (see :class:`WeightTransfer`).
+    ``copy`` is the old name of ``transfer`` (deprecated: it collides with
+    ``DictConfig.copy``); :func:`normalize` moves it to ``transfer`` with a warning."""
 
-    copy: WeightCopy = WeightCopy.independent
+    transfer: WeightTransfer = affects(*ALL_NUMERIC, default=WeightTransfer.independent)
+    copy: Optional[WeightTransfer] = affects(default=None)
 
 
 @dataclass
@@ -212,25 +302,41 @@ class CompareConfig:
     """Tolerance of the per-step comparison, ``numpy.isclose`` semantics:
     ``|distributed - standalone| <= atol + rtol * |standalone|``."""
 
-    rtol: float = 1e-4
-    atol: float = 1e-4
+    rtol: float = affects(VERDICT, default=1e-4)
+    atol: float = affects(VERDICT, default=1e-4)
+
+    @staticmethod
+    def check(compare: Any) -> None:
+        """Raises: ConfigError: a tolerance that is negative or not finite (NaN would fail every step)."""
+        for key in ("rtol", "atol"):
+            if not math.isfinite(compare[key]) or compare[key] < 0:
+                raise ConfigError(f"compare.{key}={compare[key]}: must be a finite number >= 0")
 
 
 @dataclass
-class LauncherConfig:
-    """How a job's ranks are started and supervised.
+class ExecutionConfig:
+    """How a job's ranks are run and supervised (not how they compute).
 
     ``timeout_s``: wall-clock limit of the whole launch in seconds; ``None`` means
-    ``base_timeout_s + per_step_s * steps * world_size``.
+    ``base_timeout_s + per_step_s * steps * world_size``. ``reuse_processes`` and
+    ``reuse_baselines`` switch the multirun fast path (``sweep.pool``,
+    ``sweep.baseline``; the same losses, bit for bit on CPU).
     """
 
-    timeout_s: Optional[float] = None
-    base_timeout_s: float = 180.0
-    per_step_s: float = 0.1
-    omp_num_threads: int = 1
-    # Multirun fast path (sweep.pool, sweep.baseline); same losses, bit for bit on CPU.
-    reuse_processes: bool = True  # jobs of one framework and world size share one launch
-    reuse_baselines: bool = True  # the standalone sequence is computed once per distinct baseline
+    timeout_s: Optional[float] = affects(default=None)
+    base_timeout_s: float = affects(default=180.0)
+    per_step_s: float = affects(default=0.1)
+    omp_num_threads: int = affects(LAUNCH, default=1)
+    reuse_processes: bool = affects(default=True)
+    reuse_baselines: bool = affects(default=True)
+
+    @staticmethod
+    def check(execution: Any) -> None:
+        """Raises: ConfigError: a time that is not > 0, or fewer than 1 thread."""
+        _positive("execution", execution, "timeout_s", allow_none=True)
+        _positive("execution", execution, "base_timeout_s", "per_step_s")
+        if execution.omp_num_threads < 1:
+            raise ConfigError(f"execution.omp_num_threads={execution.omp_num_threads}: must be >= 1")
 
 
 @dataclass
@@ -245,24 +351,82 @@ class SweepConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     compare: CompareConfig = field(default_factory=CompareConfig)
-    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    execution: ExecutionConfig = field(default_factory=ExecutionConfig)
     weights: WeightsConfig = field(default_factory=WeightsConfig)
-    order: Order = Order.standalone_first
-    zero_grad: bool = True  # clear the distributed copy's gradients every step
-    reshard_after_forward: bool = True
-    deterministic: bool = True
-    seed: int = 42
-    steps: int = 1000
-    device: Device = Device.cpu
-    world_size: Optional[int] = None  # None: the product of mesh.mesh_shape
+    order: Order = affects(DISTRIBUTED, default=Order.standalone_first)
+    zero_grad: bool = affects(DISTRIBUTED, default=True)  # clear the distributed copy's gradients every step
+    reshard_after_forward: bool = affects(DISTRIBUTED, default=True)
+    deterministic: bool = affects(*ALL_NUMERIC, default=True)
+    seed: int = affects(*ALL_NUMERIC, default=42)
+    steps: int = affects(*ALL_NUMERIC, default=1000)
+    device: Device = affects(*ALL_NUMERIC, LAUNCH, default=Device.cpu)
+    world_size: Optional[int] = affects(DISTRIBUTED, default=None)  # None: the product of mesh.mesh_shape
     # Re-running a sweep into the same hydra.sweep.dir: skip jobs whose result.json is
     # complete (ok/fail) for the same config, run the rest.
-    resume: bool = False
+    resume: bool = affects(default=False)
+
+    @staticmethod
+    def check(cfg: Any) -> None:
+        """The top-level scalars. Raises: ConfigError: ``steps`` < 1, or a ``seed`` outside
+        [0, 2**32) (numpy's and MindSpore's seeds)."""
+        if cfg.steps <= 0:
+            raise ConfigError(f"steps={cfg.steps}: must be > 0")
+        if not 0 <= cfg.seed < 2**32:
+            raise ConfigError(f"seed={cfg.seed}: must be in [0, 2**32) (numpy's, torch's and MindSpore's seeds)")
+
+
+SECTION_CHECKS = {
+    "optimizer": OptimizerConfig.check,
+    "model": ModelConfig.check,
+    "data": DataConfig.check,
+    "compare": CompareConfig.check,
+    "execution": ExecutionConfig.check,
+}
 
 
 def register_configs() -> None:
     """Store the schema as ``base_config`` for ``conf/config.yaml``'s defaults list."""
     ConfigStore.instance().store(name="base_config", node=SweepConfig)
+
+
+def fields_with(role: str, schema: type = SweepConfig, prefix: str = "") -> List[str]:
+    """Dotted paths of the fields that declare ``role`` (see the module docstring), in
+    schema order. A section field without a declaration of its own takes its fields'.
+
+    Raises:
+        ValueError: an unknown role, or a field with no declaration at all.
+    """
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; allowed: {', '.join(ROLES)}")
+    paths = []
+    for f in dataclasses.fields(schema):
+        path = prefix + f.name
+        if "affects" in f.metadata:
+            if role in f.metadata["affects"]:
+                paths.append(path)
+        elif dataclasses.is_dataclass(f.type) or (isinstance(f.type, str) and f.type in _SECTIONS):
+            paths.extend(fields_with(role, _SECTIONS.get(f.type, f.type), path + "."))
+        else:
+            raise ValueError(f"{path} declares no role (sweep.schema.affects)")
+    return paths
+
+
+_SECTIONS = {
+    cls.__name__: cls
+    for cls in (FrameworkConfig, EngineConfig, MixedPrecisionPolicyConfig, MeshConfig, OptimizerConfig, ModelConfig,
+                DataConfig, WeightsConfig, CompareConfig, ExecutionConfig)
+}
+
+
+def select(config: Dict[str, Any], paths: List[str]) -> Dict[str, Any]:
+    """``{path: value}`` of a plain config dict (``to_container``) for dotted ``paths``."""
+    out = {}
+    for path in paths:
+        node: Any = config
+        for part in path.split("."):
+            node = node[part]
+        out[path] = node
+    return out
 
 
 def world_size(cfg: DictConfig | SweepConfig) -> int:
@@ -272,137 +436,60 @@ def world_size(cfg: DictConfig | SweepConfig) -> int:
     return math.prod(int(n) for n in cfg.mesh.mesh_shape)
 
 
+def normalize(cfg: DictConfig) -> None:
+    """Fold deprecated keys into their new names, in place: ``weights.copy`` ->
+    ``weights.transfer``, with a ``FutureWarning``."""
+    old = cfg.weights["copy"]
+    if old is not None:
+        warnings.warn("weights.copy is deprecated: use weights.transfer (same values)", FutureWarning, stacklevel=2)
+        with open_dict(cfg):
+            cfg.weights["transfer"] = old
+            cfg.weights["copy"] = None
+
+
+def unknown_keys(cfg: Any, schema: type = SweepConfig, prefix: str = "") -> List[str]:
+    """Dotted keys of ``cfg`` that no schema field defines. Hydra's ``+key=value``
+    adds a key even to a structured config, so this is checked explicitly; the values
+    of ``Dict`` fields (``framework.env``, ``engine.options``, ...) are free here and
+    checked by their owner."""
+    names = {f.name: f for f in dataclasses.fields(schema)}
+    found = []
+    for key in cfg.keys():
+        path = prefix + str(key)
+        f = names.get(str(key))
+        if f is None:
+            found.append(path)
+            continue
+        section = _SECTIONS.get(f.type) if isinstance(f.type, str) else None
+        if section is not None and isinstance(cfg[key], DictConfig):
+            found.extend(unknown_keys(cfg[key], section, path + "."))
+    return found
+
+
 def validate(cfg: DictConfig) -> None:
-    """Check the rules that span fields. Runs in the job process, before any rank.
+    """Every check a job runs before it launches ranks: each section's own
+    (``SECTION_CHECKS``, the mesh against ``world_size``), then the framework's and the
+    engine's (``sweep.frameworks``, ``sweep.engines``), which load the classes named by
+    ``framework.impl`` and ``engine.impl``.
 
     Raises:
         ConfigError: one line naming the field, the value and what is allowed.
     """
-    shape = list(cfg.mesh.mesh_shape)
-    names = list(cfg.mesh.mesh_dim_names)
-    if not shape or any(int(n) < 1 for n in shape):
-        raise ConfigError(f"mesh.mesh_shape={shape}: every dim must be a positive integer")
-    if len(names) != len(shape):
+    from sweep import engines, frameworks
+
+    unknown = unknown_keys(cfg)
+    if unknown:
         raise ConfigError(
-            f"mesh.mesh_dim_names={names} has {len(names)} names but mesh.mesh_shape={shape} has {len(shape)} dims"
+            f"{', '.join(unknown)}: no schema defines {'these keys' if len(unknown) > 1 else 'this key'} "
+            "(added with +? see sweep/schema.py for the fields)"
         )
-    product = math.prod(shape)
-    if cfg.world_size is not None and int(cfg.world_size) != product:
-        raise ConfigError(
-            f"mesh.mesh_shape={shape} needs world_size={product} ranks "
-            f"({' x '.join(map(str, shape))}), but world_size={cfg.world_size}"
-        )
-    if cfg.steps <= 0:
-        raise ConfigError(f"steps={cfg.steps}: must be > 0")
-    if cfg.data.batch_size <= 0:
-        raise ConfigError(f"data.batch_size={cfg.data.batch_size}: must be > 0")
-    for key in ("rtol", "atol"):
-        if cfg.compare[key] < 0:
-            raise ConfigError(f"compare.{key}={cfg.compare[key]}: must be >= 0")
-    if cfg.optimizer.lr <= 0:
-        raise ConfigError(f"optimizer.lr={cfg.optimizer.lr}: must be > 0")
-    for key in ("timeout_s", "base_timeout_s", "per_step_s"):
-        value = cfg.launcher[key]
-        if value is not None and value <= 0:
-            raise ConfigError(f"launcher.{key}={value}: must be > 0 seconds")
-
-    framework = str(_value(cfg.framework.name))
-    for key, allowed in (("launcher", LAUNCHERS[framework]), ("pool_launcher", POOL_LAUNCHERS[framework])):
-        if cfg.framework[key] not in allowed:
-            raise ConfigError(
-                f"framework.{key}={cfg.framework[key]} does not start framework={framework} ranks; "
-                f"allowed: {', '.join(allowed)}"
-            )
-    impl = cfg.engine.impl
-    if framework not in impl or not impl[framework]:
-        have = ", ".join(sorted(k for k, v in impl.items() if v)) or "none"
-        options = ", ".join(f"engine={name}" for name in engines_for(framework)) or "none"
-        raise ConfigError(
-            f"engine={cfg.engine.name} does not exist for framework={framework} (it exists for: {have}); "
-            f"framework={framework} has: {options}"
-        )
-    device = str(_value(cfg.device))
-    table = cfg.framework.backend if framework == "torch" else cfg.framework.device_target
-    if device not in table:
-        raise ConfigError(
-            f"device={device} is not supported by framework={framework} (supported: {', '.join(table)})"
-        )
-    if cfg.engine.name == "data_parallel":
-        policy = cfg.mp_policy
-        if any(policy[k] is not None for k in ("param_dtype", "reduce_dtype", "output_dtype")):
-            raise ConfigError(
-                f"engine=data_parallel has no mixed-precision policy; mp_policy={policy.name} sets dtypes "
-                "(use mp_policy=fp32 or cast_forward_inputs)"
-            )
-    grad_api = str(_value(cfg.framework.grad_api))
-    if framework == "torch" and grad_api != "backward":
-        raise ConfigError(f"framework.grad_api={grad_api} is MindSpore's; framework=torch allows: backward")
-    if cfg.engine.skip_dtensor_dispatch is not None and cfg.engine.name != "hyper_parallel":
-        raise ConfigError(
-            f"engine.skip_dtensor_dispatch={cfg.engine.skip_dtensor_dispatch} applies to engine=hyper_parallel only "
-            f"(engine={cfg.engine.name}); leave it null"
-        )
-    _check_device(framework, device, world_size(cfg))
-    if importlib.util.find_spec(framework) is None:
-        extra = "torch" if framework == "torch" else "mindspore"
-        raise ConfigError(
-            f"framework={framework} is not installed: pip install -e '.[{extra}]' "
-            "(on CPU machines add -c constraints/cpu.txt)"
-        )
-    if framework == "mindspore" and grad_api == "backward":
-        import mindspore  # only for this check: ~3 s
-
-        if not hasattr(mindspore.Tensor, "backward"):
-            raise ConfigError(
-                f"framework.grad_api=backward: MindSpore {mindspore.__version__} has no Tensor.backward; "
-                "allowed here: value_and_grad"
-            )
-    if cfg.engine.name == "hyper_parallel" and importlib.util.find_spec("hyper_parallel") is None:
-        raise ConfigError(
-            "engine=hyper_parallel needs hyper-parallel, which is not installed and not on PyPI: "
-            "install it from its source repository (mindspore/hyper-parallel) with `pip install -e .` in a checkout"
-        )
-
-
-def engines_for(framework: str) -> List[str]:
-    """Names of the ``conf/engine/`` presets that have an implementation for ``framework``."""
-    engine_dir = Path(__file__).resolve().parent.parent / "conf" / "engine"
-    names = []
-    for path in sorted(engine_dir.glob("*.yaml")):
-        if (OmegaConf.load(path).get("impl") or {}).get(framework):
-            names.append(path.stem)
-    return names
-
-
-def _check_device(framework: str, device: str, ranks: int) -> None:
-    """An accelerator the job asks for must be there: torch's ``cuda`` needs
-    ``torch.cuda.device_count() >= ranks``; ``npu`` needs ``torch_npu`` (torch) or the
-    Ascend toolkit's ``ASCEND_HOME_PATH``/``ASCEND_TOOLKIT_HOME`` (MindSpore).
-
-    Raises:
-        ConfigError: the device is missing, naming what was looked for.
-    """
-    if device == "cpu":
-        return
-    if device == "npu":
-        if framework == "torch" and importlib.util.find_spec("torch_npu") is None:
-            raise ConfigError("device=npu with framework=torch needs torch_npu (not installed on this host)")
-        if framework == "mindspore" and not (os.environ.get("ASCEND_HOME_PATH") or os.environ.get("ASCEND_TOOLKIT_HOME")):
-            raise ConfigError(
-                "device=npu with framework=mindspore needs the Ascend toolkit: source its set_env.sh "
-                "(ASCEND_HOME_PATH is not set on this host)"
-            )
-    if device == "cuda" and framework == "torch" and importlib.util.find_spec("torch") is not None:
-        import torch  # only for this check
-
-        if torch.cuda.device_count() < ranks:
-            raise ConfigError(
-                f"device=cuda needs {ranks} GPUs for this mesh, this host has {torch.cuda.device_count()}"
-            )
-
-
-def _value(x: Any) -> Any:
-    return x.value if isinstance(x, enum.Enum) else x
+    SweepConfig.check(cfg)
+    for name, check in SECTION_CHECKS.items():
+        check(cfg[name])
+    world = MeshConfig.check(cfg.mesh, cfg.world_size)
+    framework = frameworks.load(cfg)
+    framework.check(cfg, world)
+    engines.engine_class(cfg, framework.name).check(cfg)
 
 
 def to_container(cfg: DictConfig) -> dict:

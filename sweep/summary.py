@@ -28,8 +28,11 @@ from tabulate import tabulate, tabulate_formats
 
 from sweep.attribution import DRIFT_RULE, attribute, drift_class, factors, label
 from sweep.compare import drift_metrics
-from sweep.io import read_floats, read_json, write_json
+from sweep.errors import RecordError
+from sweep.io import read_floats, write_json
+from sweep.layout import JobDir, SweepDir
 from sweep.plots import write_plots
+from sweep.records import JobRecord
 
 COMPARISON = ("first_fail_step", "n_fail", "max_abs_diff", "max_rel_diff", "mean_signed_diff")
 METRICS = (
@@ -58,14 +61,15 @@ LEGEND = {
 }
 
 
-def _job_dirs(sweep_dir: Path) -> List[Path]:
-    dirs = [p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()]
-    return sorted(dirs, key=lambda p: int(p.name))
-
-
 def _overrides(job_dir: Path) -> Dict[str, str]:
-    path = job_dir / ".hydra" / "overrides.yaml"
-    return _pairs(OmegaConf.to_container(OmegaConf.load(path))) if path.exists() else {}
+    path = JobDir(job_dir).overrides
+    if not path.exists():
+        return {}
+    try:
+        items = OmegaConf.to_container(OmegaConf.load(path))
+    except Exception:  # an unreadable file: the plan or the record still names the job
+        return {}
+    return _pairs(items) if isinstance(items, list) else {}
 
 
 def _dtype_name(value: Optional[str], unknown: str) -> str:
@@ -90,23 +94,24 @@ def _dtypes(record: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     }
 
 
-def _result_metrics(result: Dict[str, Any]) -> Dict[str, Any]:
-    """The job's metrics from its ``result.json`` record (see :func:`collect`)."""
-    comparison = result.get("comparison") or {}
+def _result_metrics(result: JobRecord) -> Dict[str, Any]:
+    """The job's metrics from its record (see :func:`collect`)."""
+    comparison = result.comparison or {}
     metrics: Dict[str, Any] = {k: comparison.get(k) for k in COMPARISON}
     for key in ("max_abs_diff", "max_rel_diff", "mean_signed_diff"):  # non-finite floats are stored as strings
         metrics[key] = None if metrics[key] is None else float(metrics[key])
-    if result.get("comparison") and result.get("losses"):
-        losses = result["losses"]
+    if result.comparison and result.losses:
+        losses = result.losses
         metrics.update(drift_metrics(read_floats(losses["standalone"]), read_floats(losses["distributed"])))
-    metrics["ranks_agree"] = result.get("ranks_agree")
-    metrics["wall_s"] = result.get("timings_s", {}).get("wall")
-    metrics.update(_dtypes(result.get("dtypes")))
+    metrics["ranks_agree"] = result.ranks_agree
+    metrics["wall_s"] = result.timings_s.get("wall")
+    metrics.update(_dtypes(result.dtypes))
+    metrics["engine_notes"] = list(result.engine_notes)
     return metrics
 
 
 def _notes(row: Dict[str, Any]) -> Optional[str]:
-    notes = []
+    notes = list(row.get("engine_notes") or [])
     if row["ranks_agree"] is False:
         notes.append("ranks disagree")
     if row["policy_applied"] is False:
@@ -141,7 +146,7 @@ def planned_overrides(hydra_cfg: Any) -> Optional[List[List[str]]]:
 def planned_jobs(sweep_dir: Path | str) -> Optional[List[List[str]]]:
     """:func:`planned_overrides` of the multirun in ``sweep_dir`` (its ``multirun.yaml``,
     which Hydra writes before the first job); ``None`` without it."""
-    path = Path(sweep_dir) / "multirun.yaml"
+    path = SweepDir(sweep_dir).multirun_yaml
     hydra_cfg = OmegaConf.load(path).get("hydra") if path.exists() else None
     return planned_overrides(hydra_cfg) if hydra_cfg is not None else None
 
@@ -151,7 +156,8 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
     (:func:`planned_jobs`) even if it never started. ``job`` (its number), ``overrides`` (key ->
     value), the metrics of :data:`METRICS` (``None`` where not applicable: errored jobs
     have no losses, older results no ``dtypes``), ``policy_applied``, ``reason`` and
-    ``result`` (the full ``result.json`` record, or ``None`` if missing or unreadable).
+    ``result`` (the job's :class:`sweep.records.JobRecord`, or ``None`` if missing, or
+    unreadable or of the wrong shape: then the job is ``missing`` and ``reason`` says why).
 
     Raises:
         FileNotFoundError: ``sweep_dir`` does not exist.
@@ -159,23 +165,24 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
     sweep_dir = Path(sweep_dir)
     if not sweep_dir.is_dir():
         raise FileNotFoundError(f"no sweep dir {sweep_dir}")
+    layout = SweepDir(sweep_dir)
     expected = planned_jobs(sweep_dir)
-    if not (sweep_dir / "multirun.yaml").exists() and not _job_dirs(sweep_dir):
+    if not layout.multirun_yaml.exists() and not layout.job_dirs():
         raise FileNotFoundError(
             f"{sweep_dir} is not a multirun dir (no multirun.yaml, no numbered job dirs); "
             "a single run's verdict is in its result.json"
         )
-    dirs = {int(p.name): p for p in _job_dirs(sweep_dir)}
+    dirs = {int(p.name): p for p in layout.job_dirs()}
     rows = []
     for num in sorted(set(dirs) | set(range(len(expected or [])))):
         job_dir = dirs.get(num, sweep_dir / str(num))
         overrides = _overrides(job_dir) or (_pairs(expected[num]) if expected and num < len(expected) else {})
-        row: Dict[str, Any] = {"job": num, "overrides": overrides, "policy_applied": None}
+        row: Dict[str, Any] = {"job": num, "overrides": overrides, "policy_applied": None, "engine_notes": []}
         row.update({k: None for k in METRICS})
-        result_path = job_dir / "result.json"
+        result_path = JobDir(job_dir).result
         try:
-            result = read_json(result_path) if result_path.exists() else None
-        except ValueError as exc:
+            result = JobRecord.read(result_path) if result_path.exists() else None
+        except (OSError, RecordError) as exc:
             result = None
             row["reason"] = f"unreadable result.json: {exc}"
         row["result"] = result
@@ -186,9 +193,9 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
                 "no result.json (still running or killed)" if job_dir.exists() else "never started (no job dir)",
             )
         else:
-            row.update(_result_metrics(result), status=result["status"], reason=result.get("reason"))
+            row.update(_result_metrics(result), status=result.status, reason=result.reason)
             if not row["overrides"]:
-                row["overrides"] = _pairs(result.get("overrides", []))
+                row["overrides"] = _pairs(result.overrides)
         row["drift"] = drift_class(row)
         row["notes"] = _notes(row)
         rows.append(row)
@@ -339,13 +346,14 @@ def write_report(sweep_dir: Path | str, tablefmt: str = "simple", max_rows: Opti
         FileNotFoundError: ``sweep_dir`` does not exist.
     """
     sweep_dir = Path(sweep_dir)
+    layout = SweepDir(sweep_dir)
     rows = collect(sweep_dir)
     att = attribute(rows)
-    plots = write_plots(sweep_dir / "plots", rows, att["levels"])
-    (sweep_dir / "summary.md").write_text(render_markdown(sweep_dir, rows, att, plots))
-    (sweep_dir / "summary.csv").write_text(to_csv(rows))
+    plots = write_plots(layout.plots, rows, att["levels"])
+    layout.summary("md").write_text(render_markdown(sweep_dir, rows, att, plots))
+    layout.summary("csv").write_text(to_csv(rows))
     write_json(
-        sweep_dir / "summary.json",
+        layout.summary("json"),
         {
             "sweep_dir": str(sweep_dir),
             **att,

@@ -12,17 +12,35 @@ from ``hyper_parallel.platform.torch.fully_shard.utils``; later ones export
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import importlib.util
 import inspect
 import os
 from types import SimpleNamespace
 from typing import Any
 
-from sweep.engines.base import MindSporeEngine, TorchEngine, dtype_name
+from sweep.engines.base import Engine, MindSporeEngine, TorchEngine, dtype_name
+from sweep.errors import ConfigError
 
 MISSING_MESSAGE = (
     "engine=hyper_parallel needs hyper-parallel, which is not installed and not on PyPI: "
     "install it from its source repository (mindspore/hyper-parallel) with `pip install -e .` in a checkout"
 )
+
+
+@dataclasses.dataclass
+class HyperParallelOptions:
+    """``engine.options`` of the hyper_parallel engines."""
+
+    # Run the optimizer step inside SkipDTensorDispatch(), as hyper-parallel's own tests
+    # do (the report does not).
+    skip_dtensor_dispatch: bool = False
+
+
+def _check_installed(cfg: Any) -> None:
+    """Raises: ConfigError: hyper-parallel is not importable (it is not on PyPI)."""
+    if importlib.util.find_spec("hyper_parallel") is None:
+        raise ConfigError(MISSING_MESSAGE)
 
 
 def import_api(platform: str) -> SimpleNamespace:
@@ -73,13 +91,13 @@ def _fully_shard(api: SimpleNamespace, model: Any, cfg: Any, mp_policy: Any, mes
     return model if out is None else out
 
 
-def _skip_dispatch(engine: object) -> contextlib.AbstractContextManager:
+def _skip_dispatch(engine: Engine) -> contextlib.AbstractContextManager:
     """``SkipDTensorDispatch()`` when ``engine.skip_dtensor_dispatch`` is true, else a no-op.
 
     Raises:
         ImportError: asked for, but the installed hyper-parallel has no ``SkipDTensorDispatch``.
     """
-    if not engine.cfg.engine.skip_dtensor_dispatch:
+    if not engine.options.skip_dtensor_dispatch:
         return contextlib.nullcontext()
     if engine.api.SkipDTensorDispatch is None:
         raise ImportError("engine.skip_dtensor_dispatch=true but this hyper-parallel has no SkipDTensorDispatch")
@@ -89,6 +107,9 @@ def _skip_dispatch(engine: object) -> contextlib.AbstractContextManager:
 class MindSporeHyperParallel(MindSporeEngine):
     """``fully_shard`` on MindSpore, as the report uses it. Needs ReduceScatter, which
     MindSpore has on Ascend NPUs but not on CPU."""
+
+    Options = HyperParallelOptions
+    check_config = staticmethod(_check_installed)
 
     def parallelize(self, net: Any) -> Any:
         import mindspore as ms
@@ -114,7 +135,7 @@ class MindSporeHyperParallel(MindSporeEngine):
         )
         return _fully_shard(api, net, self.cfg, policy, mesh)
 
-    def optimizer_step(self, optimizer: Any, grads: Any) -> None:
+    def optimizer_step(self, optimizer: Any, grads: Any = None) -> None:
         with _skip_dispatch(self):
             optimizer(grads)
 
@@ -122,6 +143,9 @@ class MindSporeHyperParallel(MindSporeEngine):
 class TorchHyperParallel(TorchEngine):
     """``fully_shard`` on hyper-parallel's torch platform (gloo on CPU works with the
     early-2026 release: the process group is initialised by the rank before this)."""
+
+    Options = HyperParallelOptions
+    check_config = staticmethod(_check_installed)
 
     def parallelize(self, model: Any) -> Any:
         from sweep.engines.torch_fsdp2 import torch_mp_policy
@@ -141,6 +165,6 @@ class TorchHyperParallel(TorchEngine):
         )
         return _fully_shard(self.api, model, self.cfg, policy, mesh, device=self.device)
 
-    def optimizer_step(self, optimizer: Any) -> None:
+    def optimizer_step(self, optimizer: Any, grads: Any = None) -> None:
         with _skip_dispatch(self):
             optimizer.step()

@@ -3,13 +3,7 @@
 ``python -m sweep.train JOB_DIR`` (or the file ``sweep/train/__main__.py`` for msrun)
 reads ``JOB_DIR/job.yaml`` (the resolved config the job wrote), trains the copies of
 the model on this rank in the configured ``order``, and writes
-``JOB_DIR/ranks/rank_<rank>.json``::
-
-    {"rank": int, "world_size": int, "framework": str, "versions": {name: version},
-     "standalone": [loss per step] | null, "distributed": [loss per step] | null,
-     "moved": {"distributed_during_standalone": max |change|, ...},
-     "dtypes_observed": {"param_forward": str, "output": str, "grad": str},
-     "zero_grad_effective": bool, "timings_s": {"setup": s, "standalone": s, "distributed": s}}
+``JOB_DIR/ranks/rank_<rank>.json``: a ``sweep.records.RankResult``.
 
 With ``order=separate`` the ranks train only the distributed copy and
 ``python -m sweep.train JOB_DIR --phase standalone`` (one plain process, no launcher)
@@ -30,62 +24,50 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from sweep.data import make_samples
-from sweep.io import write_json
+from sweep.layout import JobDir
+from sweep.records import RankResult
 
-JOB_CONFIG = "job.yaml"
-RANKS_DIR = "ranks"
-STANDALONE_RESULT = "standalone.json"
-POOL_CONFIG = "pool.yaml"  # marks a pool dir (sweep.pool): the ranks serve jobs from QUEUE_DIR
-POOL_OWNER = "owner.pid"  # in a pool dir: the pid of the sweep process that posts its jobs
-QUEUE_DIR = "queue"
-STOP = "STOP"
 PHASES = ("both", "standalone", "distributed")
 
 
 def load_job(job_dir: Path | str) -> DictConfig:
     """The job's resolved config (plain values: enums are strings)."""
-    return OmegaConf.load(Path(job_dir) / JOB_CONFIG)
+    return OmegaConf.load(JobDir(job_dir).config)
 
 
-def rank_result_path(job_dir: Path | str, rank: int) -> Path:
-    return Path(job_dir) / RANKS_DIR / f"rank_{rank}.json"
+def rank_functions(cfg: Any) -> Any:
+    """The rank module of the job's framework (``framework.impl``'s ``rank_module``)."""
+    from sweep.frameworks import by_path
+
+    return by_path(str(cfg.framework.impl)).rank_functions()
 
 
 def write_rank_result(
-    job_dir: Path | str, rank: int, phase: str, *, world: int, framework: str, versions: Dict[str, str],
-    losses: Dict[str, List[float]], moved: Dict[str, float], observed: Dict[str, str], zero_grad_effective: bool,
-    setup_s: float, seconds: Dict[str, float],
+    job_dir: Path | str, phase: str, result: RankResult, setup_s: float, seconds: Dict[str, float]
 ) -> None:
-    """Write this process's result (the record in this module's docstring):
-    ``rank_<rank>.json``, or ``standalone.json`` for the standalone-only process of
-    ``order=separate``. ``losses`` and ``seconds`` are keyed by the copies it trained."""
-    result = {
-        "rank": rank,
-        "world_size": world,
-        "framework": framework,
-        "versions": versions,
-        "standalone": losses.get("standalone"),
-        "distributed": losses.get("distributed"),
-        "moved": moved,
-        "dtypes_observed": observed,
-        "zero_grad_effective": zero_grad_effective,
-        "timings_s": {"setup": setup_s, **seconds},
-        "python": platform.python_version(),
-    }
-    path = Path(job_dir) / RANKS_DIR / STANDALONE_RESULT if phase == "standalone" else rank_result_path(job_dir, rank)
-    write_json(path, result)
+    """Write this process's ``result`` (its ``timings_s`` completed with ``setup_s`` and
+    the per-copy ``seconds``): ``ranks/rank_<rank>.json``, or ``ranks/standalone.json``
+    for the standalone-only process of ``order=separate``."""
+    result.timings_s = {"setup": setup_s, **seconds}
+    result.python = platform.python_version()
+    job = JobDir(job_dir)
+    result.write(job.standalone_result if phase == "standalone" else job.rank_result(result.rank))
 
 
-def redirect_output(job_dir: Path, rank: int) -> None:
-    """Send this process's stdout/stderr (C level too) to ``JOB_DIR/logs/worker_<rank>.log``."""
-    log_dir = Path(job_dir) / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(log_dir / f"worker_{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+def redirect_to(path: Path) -> None:
+    """Send this process's stdout/stderr (C level too) to ``path`` (appended)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+
+
+def redirect_output(job_dir: Path, rank: int) -> None:
+    """Send this process's stdout/stderr (C level too) to ``JOB_DIR/logs/worker_<rank>.log``."""
+    redirect_to(JobDir(job_dir).worker_log(rank))
 
 
 def phase_order(order: str, phase: str, job_dir: Path | str | None = None) -> List[str]:
@@ -98,7 +80,7 @@ def phase_order(order: str, phase: str, job_dir: Path | str | None = None) -> Li
     """
     if phase == "standalone":
         return ["standalone"]
-    known = job_dir is not None and (Path(job_dir) / RANKS_DIR / STANDALONE_RESULT).exists()
+    known = job_dir is not None and JobDir(job_dir).standalone_result.exists()
     if phase == "distributed" or order == "separate" or known:
         return ["distributed"]
     if phase != "both":

@@ -15,14 +15,6 @@ from pathlib import Path
 FAILED_RANK_GRACE_S = 1.0  # 10x torch elastic's monitor interval (0.1 s)
 
 
-def _framework(name: str):
-    if name == "torch":
-        from sweep.train import torch_rank as module
-    else:
-        from sweep.train import mindspore_rank as module
-    return module
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -42,16 +34,18 @@ def serve(pool_dir: Path, exit_process: bool = True) -> None:
     forked by ``sweep.train.fork_launch``, whose launcher waits for the return)."""
     from omegaconf import OmegaConf
 
-    from sweep.train import POOL_CONFIG, POOL_OWNER, QUEUE_DIR, STOP, load_job, redirect_output
+    from sweep.layout import STOP, PoolDir
+    from sweep.train import load_job, rank_functions, redirect_output
 
     launcher = os.getppid()
-    owner_file = pool_dir / POOL_OWNER
-    owner = int(owner_file.read_text()) if owner_file.exists() else None
-    module = _framework(OmegaConf.load(pool_dir / POOL_CONFIG).framework.name)
-    ctx = module.init_rank(OmegaConf.load(pool_dir / POOL_CONFIG))
+    paths = PoolDir(pool_dir)
+    owner = int(paths.owner.read_text()) if paths.owner.exists() else None
+    pool_cfg = OmegaConf.load(paths.config)
+    module = rank_functions(pool_cfg)
+    ctx = module.init_rank(pool_cfg)
     seq = 0
     while True:
-        item = pool_dir / QUEUE_DIR / f"{seq:06d}"
+        item = paths.item(seq)
         while not item.exists():
             gone = "launcher" if os.getppid() != launcher else "sweep" if owner and not _alive(owner) else None
             if gone:
@@ -79,17 +73,18 @@ def serve(pool_dir: Path, exit_process: bool = True) -> None:
 
 
 def main(argv: list[str]) -> None:
-    from sweep.train import PHASES, POOL_CONFIG, load_job
+    from sweep.layout import is_pool_dir
+    from sweep.train import PHASES, load_job, rank_functions
 
     parser = argparse.ArgumentParser(prog="python -m sweep.train")
     parser.add_argument("dir", type=Path, help="a job dir (job.yaml) or a pool dir (pool.yaml)")
     parser.add_argument("--phase", choices=PHASES, default="both")
     args = parser.parse_args(argv)
-    if (args.dir / POOL_CONFIG).exists():
+    if is_pool_dir(args.dir):
         serve(args.dir)
         return
     cfg = load_job(args.dir)
-    _framework(cfg.framework.name).run_rank(cfg, str(args.dir), args.phase)
+    rank_functions(cfg).run_rank(cfg, str(args.dir), args.phase)
 
 
 if __name__ == "__main__":

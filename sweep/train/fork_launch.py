@@ -15,9 +15,8 @@ differs from the server's, its own process
 ``python -m sweep.train.fork_launch --nproc-per-node=N POOL_DIR`` (imports, then launches).
 
 Why: each rank of a plain ``torchrun`` imports torch, FSDP2, DTensor and inductor's
-config (the first ``use_deterministic_algorithms`` call imports it) on its own. On
-2 CPU cores, 4 ranks took about 12 s to reach ``init_process_group``; forked from a
-process that had imported them, 0.2-0.4 s (measured here, 2026-11-30). Nothing
+config (the first ``use_deterministic_algorithms`` call imports it) on its own, seconds
+per rank; forked from a process that had imported them, a rank starts at once. Nothing
 numeric happens before the fork: the parent only imports modules (no tensor op, no
 RNG draw, no device initialisation, so CUDA/NPU runtimes start in the ranks as under
 torchrun), and every job sets its own seeds and switches (``torch_rank.run_job``).
@@ -47,6 +46,7 @@ PRELOAD = (
     "torch.optim",
     "sweep.engines.data_parallel",
     "sweep.engines.torch_fsdp2",
+    "sweep.frameworks.torch",
     "sweep.train.__main__",
     "sweep.train.torch_rank",
 )
@@ -96,11 +96,10 @@ def run_pool(world: int, pool_dir: str, log_path: str) -> None:
     """Entry of a launch forked from ``sweep.forkserver``'s server (which ran
     :func:`preload`): a session of its own, output appended to ``log_path``, then
     :func:`launch`; leaves with its exit code."""
+    from sweep.train import redirect_to
+
     os.setsid()
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    redirect_to(Path(log_path))
     _leave(launch(world, Path(pool_dir)))
 
 

@@ -5,7 +5,7 @@ Started by msrun (which also runs this file in its scheduler process up to
 ``set_context(mode=PYNATIVE_MODE)``, ``set_deterministic``, ``set_seed(seed)``,
 ``np.random.seed(seed)``, ``init()``, build the standalone net, build the distributed
 net, copy the distributed net's initial weights into the standalone one
-(``weights.copy``; the report shares storage), parallelise, build the optimizers
+(``weights.transfer``; the report shares storage), parallelise, build the optimizers
 (standalone first), train in ``order`` (the report: standalone first). A step is
 ``value_and_grad(forward_fn, None, optimizer.parameters)`` then ``optimizer(grads)``.
 """
@@ -20,6 +20,8 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from sweep.engines import load_engine
+from sweep.layout import JobDir
+from sweep.records import RankResult
 from sweep.train import phase_order, rank_samples, train_phases, write_rank_result
 
 
@@ -72,7 +74,7 @@ def copy_weights(dst: Any, src: Any, how: str, path: Path) -> None:
     """Give ``dst`` the initial weights of ``src`` (same-named parameters).
 
     ``how``: ``shared`` is the report's ``dst_param.set_data(src_param)``: the two
-    parameters then share storage (shared/notes/environment.md), so training one moves
+    parameters then share storage (the same ``data_ptr``), so training one moves
     the other; ``independent`` sets a copy of the values
     (``set_data(Tensor(src_param.asnumpy().copy()))``); ``checkpoint`` saves ``src``
     with ``mindspore.save_checkpoint`` to ``path`` and loads it into ``dst`` with
@@ -96,7 +98,7 @@ def copy_weights(dst: Any, src: Any, how: str, path: Path) -> None:
         ms.save_checkpoint(src, str(path))
         ms.load_param_into_net(dst, ms.load_checkpoint(str(path)), strict_load=True)
     else:
-        raise ValueError(f"weights.copy={how!r}; allowed: shared, independent, checkpoint")
+        raise ValueError(f"weights.transfer={how!r}; allowed: shared, independent, checkpoint")
 
 
 def local_params(net: Any) -> List[np.ndarray]:
@@ -175,7 +177,7 @@ def init_rank(cfg: Any, distributed: bool = True) -> RankContext:
     import mindspore as ms
     from mindspore.communication import get_group_size, get_rank, init
 
-    ms.set_context(mode=ms.PYNATIVE_MODE, device_target=cfg.framework.device_target[cfg.device])
+    ms.set_context(mode=ms.PYNATIVE_MODE, device_target=cfg.framework.device_map[cfg.device])
     if cfg.deterministic:
         ms.set_deterministic(True)
     if not distributed:
@@ -208,10 +210,10 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     job_dir = Path(job_dir)
     standalone = build_mlp(cfg.model)
     distributed = build_mlp(cfg.model)
-    ckpt = job_dir / "ranks" / f"init_{'standalone' if not distributed_phase else f'rank_{rank}'}.ckpt"
-    copy_weights(standalone, distributed, cfg.weights["copy"], ckpt)
+    ckpt = JobDir(job_dir).checkpoint("standalone" if not distributed_phase else f"rank_{rank}", ".ckpt")
+    copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
     names = phase_order(cfg.order, phase, job_dir)
-    engine = load_engine(cfg, "mindspore", world_size=world)
+    engine = load_engine(cfg, "mindspore", device=cfg.device, world_size=world)
     if "distributed" in names:
         distributed = engine.parallelize(distributed)
     global_np, local_np = rank_samples(cfg, rank)
@@ -234,11 +236,13 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
-    write_rank_result(
-        job_dir, rank, phase, world=world, framework="mindspore", versions={"mindspore": ms.__version__, **_hyper_parallel_version()},
-        losses=losses, moved=moved, observed=observed, zero_grad_effective=zero_grad_effective,
-        setup_s=time.perf_counter() - t0 - sum(seconds.values()), seconds=seconds,
+    result = RankResult(
+        rank=rank, world_size=world, framework="mindspore",
+        versions={"mindspore": ms.__version__, **_hyper_parallel_version()},
+        standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
+        dtypes_observed=observed, zero_grad_effective=zero_grad_effective, engine_notes=list(engine.notes),
     )
+    write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
 
 
 def _hyper_parallel_version() -> dict:

@@ -3,7 +3,7 @@
 Started by torchrun (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` in the environment).
 Order of RNG use, as in the report: seed, build the standalone model, build the
 distributed model, copy the distributed model's initial weights into the standalone
-one (``weights.copy``), then parallelise the distributed one and train the copies
+one (``weights.transfer``), then parallelise the distributed one and train the copies
 in ``order``. The standalone copy always clears its gradients; the distributed
 copy does so only with ``zero_grad=true``.
 """
@@ -21,6 +21,8 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from sweep.engines import load_engine
+from sweep.layout import JobDir
+from sweep.records import RankResult
 from sweep.train import phase_order, rank_samples, redirect_output, train_phases, write_rank_result
 
 
@@ -88,7 +90,7 @@ def copy_weights(dst: Any, src: Any, how: str, path: Path) -> None:
         torch.save(src.state_dict(), path)
         dst.load_state_dict(torch.load(path, weights_only=True))
     else:
-        raise ValueError(f"weights.copy={how!r}; allowed: shared, independent, checkpoint")
+        raise ValueError(f"weights.transfer={how!r}; allowed: shared, independent, checkpoint")
 
 
 def local_params(model: Any) -> List[np.ndarray]:
@@ -166,8 +168,8 @@ class RankContext:
 
 def init_rank(cfg: Any, distributed: bool = True) -> RankContext:
     """Select the device and, if ``distributed``, ``init_process_group`` with the
-    ``framework.backend`` of ``cfg.device`` (gloo on CPU). Reads torchrun's ``RANK``,
-    ``WORLD_SIZE``, ``LOCAL_RANK``."""
+    backend ``framework.device_map`` gives ``cfg.device`` (gloo on CPU). Reads
+    torchrun's ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``."""
     import torch
     import torch.distributed as dist
 
@@ -183,13 +185,14 @@ def init_rank(cfg: Any, distributed: bool = True) -> RankContext:
         device = torch.device(device_name, local_rank)
         getattr(torch, device_name).set_device(device)
     if distributed:
-        dist.init_process_group(backend=cfg.framework.backend[device_name])
+        dist.init_process_group(backend=cfg.framework.device_map[device_name])
     return RankContext(rank=rank, world=world, device=device, distributed=distributed)
 
 
 def close_rank(ctx: RankContext, exit_process: bool = True) -> None:
     """Destroy the process group and leave with ``os._exit(0)``: gloo ranks can SIGABRT at
-    interpreter shutdown otherwise (shared/notes/environment.md). ``exit_process=False``
+    interpreter shutdown otherwise ("terminate called without an active exception").
+    ``exit_process=False``
     returns instead (a forked rank, see ``sweep.train.fork_launch``)."""
     import torch.distributed as dist
 
@@ -217,12 +220,11 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         torch.use_deterministic_algorithms(bool(cfg.deterministic))
     standalone = build_mlp(cfg.model).to(device)
     distributed = build_mlp(cfg.model).to(device)
-    ckpt = job_dir / "ranks" / f"init_{f'rank_{rank}' if ctx.distributed else 'standalone'}.pt"
-    copy_weights(standalone, distributed, cfg.weights["copy"], ckpt)
+    ckpt = JobDir(job_dir).checkpoint(f"rank_{rank}" if ctx.distributed else "standalone", ".pt")
+    copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
     names = phase_order(cfg.order, phase, job_dir)
-    engine = None
+    engine = load_engine(cfg, "torch", device=device, world_size=world)
     if "distributed" in names:
-        engine = load_engine(cfg, "torch", device=device)
         distributed = engine.parallelize(distributed)
     opt_standalone = build_optimizer(cfg.optimizer, standalone.parameters())
     opt_distributed = build_optimizer(cfg.optimizer, distributed.parameters())
@@ -243,11 +245,12 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
-    write_rank_result(
-        job_dir, rank, phase, world=world, framework="torch", versions={"torch": torch.__version__},
-        losses=losses, moved=moved, observed=observed, zero_grad_effective=bool(cfg.zero_grad),
-        setup_s=time.perf_counter() - t0 - sum(seconds.values()), seconds=seconds,
+    result = RankResult(
+        rank=rank, world_size=world, framework="torch", versions={"torch": torch.__version__},
+        standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
+        dtypes_observed=observed, zero_grad_effective=bool(cfg.zero_grad), engine_notes=list(engine.notes),
     )
+    write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
 
 
 def run_rank(cfg: Any, job_dir: str, phase: str = "both") -> None:

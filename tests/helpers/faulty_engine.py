@@ -12,7 +12,7 @@ SCALE = 2.0
 
 
 class GradScaleFSDP2(TorchFSDP2):
-    def optimizer_step(self, optimizer):
+    def optimizer_step(self, optimizer, grads=None):
         for group in optimizer.param_groups:
             for param in group["params"]:
                 if param.grad is not None:
@@ -23,11 +23,11 @@ class GradScaleFSDP2(TorchFSDP2):
 class _StepCounter(TorchFSDP2):
     """FSDP2 that calls ``fault(step)`` before each optimizer step (0-based)."""
 
-    def __init__(self, cfg, *, device):
-        super().__init__(cfg, device=device)
+    def __init__(self, cfg, **kwargs):
+        super().__init__(cfg, **kwargs)
         self.step = 0
 
-    def optimizer_step(self, optimizer):
+    def optimizer_step(self, optimizer, grads=None):
         self.fault(self.step, optimizer)
         self.step += 1
         optimizer.step()

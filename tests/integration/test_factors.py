@@ -26,7 +26,7 @@ def baseline(tmp_path_factory):
 def test_shared_storage_is_shared(tmp_path, baseline):
     """DDP trains the module's own parameters, so with shared storage the standalone
     copy (trained first) moves the distributed copy's weights: it starts trained and runs low."""
-    r = _run(tmp_path, "engine=data_parallel", "weights.copy=shared")
+    r = _run(tmp_path, "engine=data_parallel", "weights.transfer=shared")
     assert r["weights_moved"]["distributed_during_standalone"] > 0
     assert r["weights_moved"]["standalone_during_distributed"] > 0
     assert r["status"] == "fail" and r["comparison"]["first_fail_step"] == 0
@@ -41,14 +41,14 @@ def test_independent_copy_is_independent(baseline):
 
 
 def test_checkpoint_round_trip_gives_the_same_weights(tmp_path, baseline):
-    r = _run(tmp_path, "engine=data_parallel", "weights.copy=checkpoint")
+    r = _run(tmp_path, "engine=data_parallel", "weights.transfer=checkpoint")
     assert r["status"] == "ok" and r["weights_moved"]["distributed_during_standalone"] == 0.0
     assert (tmp_path / "run" / "ranks" / "init_rank_0.pt").exists()
     assert r["losses"] == baseline["losses"]
 
 
 def test_fully_shard_copies_its_shards_so_shared_storage_does_not_leak(tmp_path):
-    r = _run(tmp_path, "engine=torch_fsdp2", "weights.copy=shared")
+    r = _run(tmp_path, "engine=torch_fsdp2", "weights.transfer=shared")
     assert r["weights_moved"]["distributed_during_standalone"] == 0.0
     assert r["status"] == "ok"
 
@@ -65,7 +65,7 @@ def test_order_does_not_change_independent_copies(tmp_path, baseline, order):
 
 
 def test_shared_storage_with_distributed_first_makes_the_standalone_run_low(tmp_path):
-    r = _run(tmp_path, "engine=data_parallel", "weights.copy=shared", "order=distributed_first")
+    r = _run(tmp_path, "engine=data_parallel", "weights.transfer=shared", "order=distributed_first")
     assert r["status"] == "fail" and r["comparison"]["mean_signed_diff"] > 0  # distributed - standalone
 
 

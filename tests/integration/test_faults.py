@@ -22,7 +22,7 @@ def _result(path):
 
 
 def _assert_no_survivors(result):
-    assert survivors(result["launcher"]["job_id"]) == []
+    assert survivors(result["launch"]["kill_tag"]) == []
 
 
 def test_a_killed_rank_makes_the_job_error_with_its_cause(tmp_path):
@@ -37,11 +37,11 @@ def test_a_killed_rank_makes_the_job_error_with_its_cause(tmp_path):
 
 def test_a_hung_rank_is_stopped_at_the_time_limit(tmp_path):
     start = time.monotonic()
-    proc = run_cli(["steps=10", "launcher.timeout_s=30", ENGINE + "HangRankFSDP2"], tmp_path)
+    proc = run_cli(["steps=10", "execution.timeout_s=30", ENGINE + "HangRankFSDP2"], tmp_path)
     r = _result(tmp_path / "run")
     assert proc.returncode == 1 and r["status"] == "timeout"
     assert r["reason"].startswith("no result after 30 s")
-    assert r["launcher"]["timed_out"] is True and r["launcher"]["killed"] >= 3  # torchrun + 2 ranks
+    assert r["launch"]["timed_out"] is True and r["launch"]["killed"] >= 3  # torchrun + 2 ranks
     assert set(r["log_tails"]) >= {"launcher.log", "worker_0.log", "worker_1.log"}
     assert time.monotonic() - start < 120
     _assert_no_survivors(r)
@@ -65,7 +65,7 @@ def test_bad_inputs_never_start_a_process(tmp_path):
         run_dir = tmp_path / str(i) / "run"
         r = _result(run_dir)
         assert proc.returncode == 1 and r["status"] == "error" and r["reason"].startswith("invalid config: ")
-        assert r["launcher"] is None and not (run_dir / "logs").exists()
+        assert r["launch"] is None and not (run_dir / "logs").exists()
 
 
 def test_an_interrupted_multirun_resumes_to_completion(tmp_path):
@@ -107,7 +107,7 @@ def test_a_killed_sweep_process_leaves_no_shared_launch_behind(tmp_path):
     deadline = time.monotonic() + 300
     while not (sweep_dir / "0" / "result.json").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    job_id = _result(sweep_dir / "0")["launcher"]["job_id"]
+    job_id = _result(sweep_dir / "0")["launch"]["kill_tag"]
     assert tagged_processes(job_id) != []  # the shared launch is up, running job 1
     proc.kill()
     proc.wait()

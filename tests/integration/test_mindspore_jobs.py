@@ -46,7 +46,7 @@ def test_seed_issue_shows_the_reports_pattern_and_its_cause(seed_issue):
     c = result["comparison"]
     assert c["first_fail_step"] == 0 and c["mean_signed_diff"] < 0
     assert result["weights_moved"]["distributed_during_standalone"] == pytest.approx(0.0573, abs=5e-4)
-    assert result["config"]["weights"]["copy"] == "shared" and result["config"]["zero_grad"] is False
+    assert result["config"]["weights"]["transfer"] == "shared" and result["config"]["zero_grad"] is False
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_checkpoint_copy_and_separate_order(tmp_path, data_parallel):
     _, reference, _ = data_parallel
     proc = run_cli(
         ["framework=mindspore", "engine=data_parallel", "mesh=dp2", "steps=60",
-         "weights.copy=checkpoint", "order=separate"], tmp_path,
+         "weights.transfer=checkpoint", "order=separate"], tmp_path,
     )
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["status"] == "ok", proc.stdout + proc.stderr

@@ -18,7 +18,7 @@ def _results(sweep_dir, n):
 
 def test_reused_processes_and_baselines_give_the_same_losses(tmp_path):
     fast = run_cli(GRID, tmp_path / "fast")
-    slow = run_cli(GRID + ["launcher.reuse_processes=false", "launcher.reuse_baselines=false"], tmp_path / "slow")
+    slow = run_cli(GRID + ["execution.reuse_processes=false", "execution.reuse_baselines=false"], tmp_path / "slow")
     assert fast.returncode == 0 and slow.returncode == 0, fast.stdout + slow.stdout
     a, b = _results(tmp_path / "fast" / "multirun", 4), _results(tmp_path / "slow" / "multirun", 4)
     for x, y in zip(a, b):
@@ -31,7 +31,7 @@ def test_reused_processes_and_baselines_give_the_same_losses(tmp_path):
     assert a[2]["baseline"]["job_dir"].endswith("/0") and a[3]["baseline"]["job_dir"].endswith("/1")
     assert "baseline" not in a[0] and "baseline" not in a[1] and all("pool" not in r for r in b)
     for r in a:  # the pools were stopped at the end of the multirun
-        assert survivors(r["launcher"]["job_id"]) == []
+        assert survivors(r["launch"]["kill_tag"]) == []
     assert "[progress] 4/4 jobs, 0 not ok" in fast.stdout
 
 
@@ -50,7 +50,7 @@ def test_pools_forked_from_the_fork_server_match_their_own_process_and_torchrun(
     # elastic_fork with the multirun's environment: forked from the fork server;
     # elastic_fork with another OMP_NUM_THREADS: its own fork_launch process; torchrun pools.
     grid = ["-m", "ablation=none", "steps=12", "framework.pool_launcher=elastic_fork,torchrun",
-            "launcher.omp_num_threads=1,2"]
+            "execution.omp_num_threads=1,2"]
     proc = run_cli(grid, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = _results(tmp_path / "multirun", 4)
@@ -61,30 +61,32 @@ def test_pools_forked_from_the_fork_server_match_their_own_process_and_torchrun(
     assert "-m sweep.train.fork_launch --nproc-per-node=2" in first_lines[1]
     assert not first_lines[1].startswith("$ (forked")
     assert all("-m torch.distributed.run" in line for line in first_lines[2:])
-    assert records[0]["launcher"]["job_id"].startswith("forkserver-")
+    assert records[0]["launch"]["kill_tag"].startswith("forkserver-")
     for r in records:
-        assert survivors(r["launcher"]["job_id"]) == []
+        assert survivors(r["launch"]["kill_tag"]) == []
 
 
 def test_ranks_of_a_pool_whose_launcher_died_leave(tmp_path, compose_cfg):
     import psutil
     from omegaconf import OmegaConf
 
+    from sweep.frameworks.torch import TorchFramework
     from sweep.pool import RankPool, rank_env
     from sweep.schema import to_container
 
-    cfg = compose_cfg(["steps=5"])
+    cfg = compose_cfg(["steps=5", "framework.pool_launcher=torchrun"])
     config = to_container(cfg)
-    rank_pool = RankPool(tmp_path / "pool", config, "torchrun", 2, rank_env(cfg))
+    rank_pool = RankPool(tmp_path / "pool", config, TorchFramework, 2, rank_env(cfg))
     job_dir = tmp_path / "job"
     job_dir.mkdir()
     OmegaConf.save(OmegaConf.create(config), job_dir / "job.yaml")
     assert rank_pool.run_job(job_dir, timeout_s=300).returncode == 0  # the ranks are up and idle now
-    ranks = [p for p in rank_pool.root.children(recursive=True) if "sweep.train" in " ".join(p.cmdline())]
+    root = psutil.Process(rank_pool.handle.pid)
+    ranks = [p for p in root.children(recursive=True) if "sweep.train" in " ".join(p.cmdline())]
     assert len(ranks) == 2
-    rank_pool.root.kill()  # the launcher alone, as an OOM killer or a stray `kill -9` would
+    root.kill()  # the launcher alone, as an OOM killer or a stray `kill -9` would
     gone, alive = psutil.wait_procs(ranks, timeout=30)
     for proc in alive:
         proc.kill()
-    rank_pool.kill()
+    rank_pool.handle.kill()
     assert alive == [], "orphaned ranks kept waiting for jobs"

@@ -55,7 +55,7 @@ def test_bad_mesh_is_rejected_before_any_process_starts(tmp_path):
     r = _result(tmp_path)
     assert r["status"] == "error"
     assert r["reason"].startswith("invalid config: mesh.mesh_shape=[2, 2] needs world_size=4")
-    assert r["launcher"] is None
+    assert r["launch"] is None
     assert not (tmp_path / "run" / "logs").exists() and not (tmp_path / "run" / "ranks").exists()
 
 

@@ -29,7 +29,7 @@ def test_baseline_depends_on_what_the_standalone_copy_sees(config):
 
 
 def test_shared_storage_baselines_are_never_reused(config):
-    assert key_fields(config("weights.copy=shared"), 2) is None
+    assert key_fields(config("weights.transfer=shared"), 2) is None
 
 
 def test_store_then_lookup(tmp_path, config):

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import sweep.train
-from sweep import cluster, launch
+from sweep import cluster
 from sweep.cluster import (
     Topology,
     hostnames,
@@ -17,10 +16,14 @@ from sweep.cluster import (
     srun_argv,
     topology_from_env,
 )
+from sweep.frameworks.base import rank_script
+from sweep.frameworks.mindspore import MindSporeFramework, msrun_argv
+from sweep.frameworks.torch import TorchFramework, torchrun_argv
 from sweep.schema import ConfigError
 
 PY = "/py/bin/python"
-SCRIPT = str(Path(sweep.train.__file__).parent / "__main__.py")
+SCRIPT = rank_script()
+TORCH, MINDSPORE = {"framework": TorchFramework}, {"framework": MindSporeFramework}
 
 # What `srun --nodes=2 --ntasks-per-node=1` gives the task on the second node of job 4242.
 STEP_NODE1 = {
@@ -143,14 +146,14 @@ def test_missing_node_list_is_an_error():
 
 
 def test_torchrun_command_of_node_1_of_2():
-    assert node_argv("torchrun", 8, Path("/shared/sweep/3"), env=STEP_NODE1, python=PY) == [
+    assert node_argv("torchrun", 8, Path("/shared/sweep/3"), env=STEP_NODE1, python=PY, **TORCH) == [
         PY, "-m", "torch.distributed.run", "--nnodes=2", "--node-rank=1", "--nproc-per-node=4",
         "--rdzv-backend=static", "--rdzv-endpoint=gpu07:19242", "-m", "sweep.train", "/shared/sweep/3",
     ]
 
 
 def test_msrun_command_of_node_1_of_2():
-    assert node_argv("msrun", 8, Path("/shared/sweep/3"), env=STEP_NODE1, python=PY) == [
+    assert node_argv("msrun", 8, Path("/shared/sweep/3"), env=STEP_NODE1, python=PY, **MINDSPORE) == [
         "/py/bin/msrun", "--worker_num=8", "--local_worker_num=4", "--master_addr=gpu07", "--master_port=19242",
         "--node_rank=1", "--log_dir=/shared/sweep/3/logs", "--join=True", SCRIPT, "/shared/sweep/3",
     ]
@@ -159,30 +162,32 @@ def test_msrun_command_of_node_1_of_2():
 def test_commands_of_node_0_of_4_share_the_rendezvous():
     env = dict(BATCH_4, SLURM_STEP_NUM_NODES="4", SLURM_STEP_NODELIST=BATCH_4["SLURM_JOB_NODELIST"],
                SLURM_STEP_TASKS_PER_NODE="1(x4)", MASTER_ADDR="npu-a1", MASTER_PORT="20001")
-    torchrun = node_argv("torchrun", 16, Path("/j"), env=env, python=PY)
+    torchrun = node_argv("torchrun", 16, Path("/j"), env=env, python=PY, **TORCH)
     assert torchrun[3:8] == [
         "--nnodes=4", "--node-rank=0", "--nproc-per-node=4", "--rdzv-backend=static", "--rdzv-endpoint=npu-a1:20001",
     ]
-    msrun = node_argv("msrun", 16, Path("/j"), env=env, python=PY)
+    msrun = node_argv("msrun", 16, Path("/j"), env=env, python=PY, **MINDSPORE)
     assert msrun[1:6] == [
         "--worker_num=16", "--local_worker_num=4", "--master_addr=npu-a1", "--master_port=20001", "--node_rank=0",
     ]
 
 
 def test_node_argv_rejects_unknown_launcher():
-    with pytest.raises(ValueError, match="torchrun, msrun"):
-        node_argv("mpirun", 8, Path("/j"), env=STEP_NODE1, python=PY)
+    with pytest.raises(ValueError, match="framework=torch has: torchrun"):
+        node_argv("mpirun", 8, Path("/j"), env=STEP_NODE1, python=PY, **TORCH)
+    with pytest.raises(ValueError, match="framework=torch has: torchrun"):
+        node_argv("elastic_fork", 8, Path("/j"), env=STEP_NODE1, python=PY, **TORCH)
 
 
 def test_single_node_topology_leaves_the_argv_builders_unchanged():
     single = topology_from_env({}, 4)
-    assert launch.torchrun_argv(4, Path("/j"), PY, topology=single) == launch.torchrun_argv(4, Path("/j"), PY)
-    assert launch.msrun_argv(4, Path("/j"), 123, PY, topology=single) == launch.msrun_argv(4, Path("/j"), 123, PY)
+    assert torchrun_argv(4, Path("/j"), PY, topology=single) == torchrun_argv(4, Path("/j"), PY)
+    assert msrun_argv(4, Path("/j"), 123, PY, topology=single) == msrun_argv(4, Path("/j"), 123, PY)
 
 
 def test_argv_builders_refuse_a_topology_of_another_size():
     with pytest.raises(ValueError, match="6 ranks but topology has 2 nodes x 4 ranks"):
-        launch.torchrun_argv(6, Path("/j"), PY, topology=Topology(2, 0, 4, "h", 1))
+        torchrun_argv(6, Path("/j"), PY, topology=Topology(2, 0, 4, "h", 1))
 
 
 def test_srun_starts_one_task_per_node_running_the_node_entry():
@@ -211,7 +216,7 @@ def test_build_spec_on_several_nodes_runs_srun_with_the_rendezvous_in_the_enviro
     for key in [k for k in list(os.environ) if k.startswith("SLURM_") or k == "SWEEP_SRUN_ARGS"]:
         monkeypatch.delenv(key)
     topo = topology_from_env(BATCH_4, 8)
-    spec = launch.build_spec("torchrun", 8, tmp_path, env={"A": "1"}, timeout_s=5, topology=topo)
+    spec = TorchFramework.job_launch("torchrun", 8, tmp_path, env={"A": "1"}, timeout_s=5, topology=topo)
     assert spec.argv == [
         "srun", "--nodes=4", "--ntasks=4", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--label",
         sys.executable, "-m", "sweep.cluster", "torchrun", "8", str(tmp_path),
@@ -221,17 +226,21 @@ def test_build_spec_on_several_nodes_runs_srun_with_the_rendezvous_in_the_enviro
 
 
 def test_build_spec_with_a_single_node_topology_is_unchanged(tmp_path):
-    spec = launch.build_spec("torchrun", 2, tmp_path, env={}, timeout_s=5, topology=topology_from_env({}, 2))
-    assert spec.argv == launch.torchrun_argv(2, tmp_path)
-    with pytest.raises(ValueError, match="torchrun, msrun"):
-        launch.build_spec("mpirun", 8, tmp_path, env={}, timeout_s=5, topology=topology_from_env(BATCH_4, 8))
+    spec = TorchFramework.job_launch("torchrun", 2, tmp_path, env={}, timeout_s=5, topology=topology_from_env({}, 2))
+    assert spec.argv == torchrun_argv(2, tmp_path)
+    with pytest.raises(ValueError, match="cannot start ranks on several nodes"):
+        TorchFramework.job_launch("elastic_fork", 8, tmp_path, env={}, timeout_s=5,
+                                  topology=topology_from_env(BATCH_4, 8))
 
 
-def test_node_entry_reports_bad_usage_and_bad_environment(capsys, monkeypatch):
+def test_node_entry_reports_bad_usage_and_bad_environment(capsys, monkeypatch, tmp_path):
     assert cluster.main([]) == 2
     for key, value in dict(BATCH_4, SLURM_STEP_NUM_NODES="4", SLURM_STEP_NODELIST="a[1-4]").items():
         monkeypatch.setenv(key, value)
     assert cluster.main(["torchrun", "6", "/j"]) == 2
+    assert "/j/job.yaml does not exist: not a job dir" in capsys.readouterr().err
+    (tmp_path / "job.yaml").write_text("framework: {impl: sweep.frameworks.torch.TorchFramework}\n")
+    assert cluster.main(["torchrun", "6", str(tmp_path)]) == 2
     assert "do not split evenly over 4 nodes" in capsys.readouterr().err
 
 

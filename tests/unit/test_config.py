@@ -10,7 +10,7 @@ from sweep.schema import ConfigError, validate, world_size
 def test_defaults_compose_to_the_seed_job(compose_cfg):
     cfg = compose_cfg()
     validate(cfg)
-    assert cfg.framework.name.value == "torch" and cfg.engine.name == "torch_fsdp2"
+    assert cfg.framework.name == "torch" and cfg.engine.name == "torch_fsdp2"
     assert cfg.optimizer.name.value == "adam" and cfg.optimizer.lr == 1e-4
     assert cfg.compare.rtol == 1e-4 and cfg.compare.atol == 1e-4
     assert (cfg.model.in_size, cfg.model.hidden_size, cfg.model.out_size) == (32, 64, 24)
@@ -54,14 +54,16 @@ def test_mixed_precision_presets_use_fsdp_field_names(compose_cfg):
         (["mesh.mesh_shape=[2,2]"], r"mesh.mesh_dim_names=\['dp'\] has 1 names"),
         (["mesh.mesh_shape=[0]"], "positive integer"),
         (["steps=0"], r"steps=0: must be > 0"),
-        (["compare.rtol=-1e-4"], r"compare.rtol=-0.0001: must be >= 0"),
+        (["compare.rtol=-1e-4"], r"compare.rtol=-0.0001: must be a finite number >= 0"),
         (["framework=mindspore", "engine=torch_fsdp2"], r"engine=torch_fsdp2 does not exist for framework=mindspore"),
         (["engine=data_parallel", "mp_policy=bf16"], r"engine=data_parallel has no mixed-precision policy"),
         (["engine=hyper_parallel"], r"hyper-parallel.*not installed.*not on PyPI"),
         (["framework=mindspore"], r"framework=mindspore has: engine=data_parallel, engine=hyper_parallel"),
-        (["launcher.timeout_s=-3"], r"launcher.timeout_s=-3.0: must be > 0 seconds"),
-        (["engine.skip_dtensor_dispatch=true"], r"engine.skip_dtensor_dispatch=True applies to engine=hyper_parallel only"),
-        (["framework.grad_api=value_and_grad"], r"framework.grad_api=value_and_grad is MindSpore's"),
+        (["execution.timeout_s=-3"], r"execution.timeout_s=-3.0: must be a finite number > 0"),
+        (["+engine.options.skip_dtensor_dispatch=true"],
+         r"engine.options of engine=torch_fsdp2 \(TorchFSDP2\): Key 'skip_dtensor_dispatch' not in 'Options'.*its options: none"),
+        (["framework.grad_api=value_and_grad"], r"framework.grad_api=value_and_grad is not framework=torch's; allowed: backward"),
+        (["framework.name=jax"], r"framework.impl=sweep.frameworks.torch.TorchFramework is framework torch, not jax"),
         (["device=cuda"], r"device=cuda needs 2 GPUs for this mesh, this host has 0"),
         (["device=npu"], r"device=npu with framework=torch needs torch_npu"),
         (["framework.pool_launcher=msrun"],
@@ -82,7 +84,6 @@ def test_cross_field_errors_name_the_field(compose_cfg, overrides, match):
     [
         (["mp_policy.param_dtype=float33"], "float33", "float32"),
         (["device=tpu"], "tpu", "npu"),
-        (["framework.name=jax"], "jax", "mindspore"),
         (["steps=ten"], "ten", "Integer"),
     ],
 )
@@ -120,11 +121,11 @@ def test_default_multirun_grid_varies_the_reports_five_factors(compose_cfg):
 
 def test_seed_issue_preset_is_the_report_as_config(compose_cfg):
     cfg = compose_cfg(["experiment=seed_issue"])
-    assert cfg.framework.name.value == "mindspore" and cfg.engine.name == "hyper_parallel"
-    assert cfg.engine.skip_dtensor_dispatch is False  # the report's optimizer step runs outside it
+    assert cfg.framework.name == "mindspore" and cfg.engine.name == "hyper_parallel"
+    assert cfg.engine.options.skip_dtensor_dispatch is False  # the report's optimizer step runs outside it
     assert list(cfg.mesh.mesh_shape) == [4] and list(cfg.mesh.mesh_dim_names) == ["dp"]
     assert cfg.mp_policy.name == "cast_forward_inputs" and cfg.mp_policy.param_dtype is None
     assert (cfg.steps, cfg.seed, cfg.deterministic, cfg.reshard_after_forward) == (1000, 42, True, True)
-    assert cfg.weights["copy"].value == "shared" and cfg.order.value == "standalone_first"
+    assert cfg.weights.transfer.value == "shared" and cfg.order.value == "standalone_first"
     assert cfg.zero_grad is False and cfg.framework.grad_api.value == "value_and_grad"
     assert cfg.optimizer.name.value == "adam" and cfg.optimizer.lr == 1e-4

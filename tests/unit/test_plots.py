@@ -1,31 +1,24 @@
 """PNG plots of a tiny constructed sweep: loss curves of the failing job, factor effects."""
 
 import pytest
-import yaml
 
 from sweep.attribution import level_stats
-from sweep.io import write_json
 from sweep.plots import plot_factor_effects, plot_job, write_plots
 from sweep.summary import collect
+from tests.helpers.records import make_record, write_job
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _job(sweep_dir, num, overrides, status, distributed):
-    job_dir = sweep_dir / str(num)
-    (job_dir / ".hydra").mkdir(parents=True)
-    (job_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     standalone = [1.0, 0.9, 0.8, 0.7]
     comparison = None if distributed is None else {
-        "passed": status == "ok", "rtol": 1e-4, "atol": 1e-4, "n_steps": 4, "n_fail": 0 if status == "ok" else 3,
+        "n_steps": 4, "n_fail": 0 if status == "ok" else 3,
         "first_fail_step": None if status == "ok" else 1, "max_abs_diff": 0.03, "max_rel_diff": 0.04,
         "mean_signed_diff": -0.015, "first_nonfinite_step": None,
     }
-    write_json(job_dir / "result.json", {
-        "status": status, "reason": None, "overrides": overrides, "comparison": comparison,
-        "losses": None if distributed is None else {"standalone": standalone, "distributed": distributed},
-        "timings_s": {"wall": 1.0},
-    })
+    losses = None if distributed is None else {"standalone": standalone, "distributed": distributed}
+    write_job(sweep_dir, num, overrides, make_record(status, overrides, comparison, losses=losses))
 
 
 @pytest.fixture

@@ -7,21 +7,15 @@ import re
 import pytest
 import yaml
 
-from sweep.io import write_json
 from sweep.summary import MAX_ROWS, collect, factors, main, write_report
+from tests.helpers.records import make_record, write_job
 
 
 def _job(sweep_dir, num, overrides, status=None, comparison=None, reason=None, **extra):
-    """A job dir as Hydra and sweep.job write it; ``extra`` adds result.json keys
+    """A job dir as Hydra and sweep.job write it; ``extra`` adds record fields
     (``losses``, ``ranks_agree``, ``dtypes``)."""
-    job_dir = sweep_dir / str(num)
-    (job_dir / ".hydra").mkdir(parents=True)
-    (job_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
-    if status is not None:
-        write_json(job_dir / "result.json", {
-            "status": status, "reason": reason, "overrides": overrides,
-            "comparison": comparison, "timings_s": {"wall": 1.5}, **extra,
-        })
+    record = None if status is None else make_record(status, overrides, comparison, reason, **extra)
+    write_job(sweep_dir, num, overrides, record)
 
 
 def _cmp(passed, first, mean):
@@ -89,7 +83,7 @@ def test_report_leads_with_the_verdict_then_culprits_tables_and_errored_jobs(swe
     }
     assert summary["verdict"] == verdict and summary["culprits"][0]["level"] == "sgd"
     assert [j["job"] for j in summary["not_judged"]] == [2, 10]
-    assert summary["drift"]["early"] == [1] and summary["plots"] == ["plots/factor_effects.png"]
+    assert summary["drift"]["early"] == [1] and summary["plots"] == ["plots/job_1.png", "plots/factor_effects.png"]
 
 
 def test_job_metrics_come_from_the_losses_and_the_dtypes_that_ran(tmp_path):

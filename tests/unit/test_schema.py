@@ -1,0 +1,114 @@
+"""Field roles are declared on every schema field and drive the derived field lists;
+unknown keys are rejected; deprecated keys still work, with a warning."""
+
+import dataclasses
+
+import pytest
+from hydra.errors import ConfigCompositionException
+
+from sweep import schema
+from sweep.baseline import key_fields
+from sweep.frameworks.mindspore import MindSporeFramework
+from sweep.frameworks.torch import TorchFramework
+from sweep.pool import pool_key
+from sweep.schema import BASELINE, LAUNCH, ROLES, fields_with, to_container
+
+
+def _leaves(cls, prefix=""):
+    for f in dataclasses.fields(cls):
+        section = schema._SECTIONS.get(f.type) if isinstance(f.type, str) else None
+        if "affects" in f.metadata:
+            yield prefix + f.name, f.metadata["affects"]
+        elif section is not None:
+            yield from _leaves(section, prefix + f.name + ".")
+        else:
+            yield prefix + f.name, None
+
+
+def test_every_schema_field_declares_its_role():
+    undeclared = [path for path, roles in _leaves(schema.SweepConfig) if roles is None]
+    assert undeclared == [], f"declare what these affect (sweep.schema.affects): {undeclared}"
+    for role in ROLES:
+        fields_with(role)  # raises on an undeclared field
+
+
+def test_an_undeclared_field_is_caught():
+    @dataclasses.dataclass
+    class Extended(schema.SweepConfig):
+        new_factor: int = 3
+
+    with pytest.raises(ValueError, match="new_factor declares no role"):
+        fields_with(BASELINE, Extended)
+
+
+def test_derived_lists_follow_the_roles():
+    assert "optimizer.lr" in fields_with(BASELINE) and "mp_policy.param_dtype" not in fields_with(BASELINE)
+    assert "mesh.mesh_shape" not in fields_with(BASELINE) and "compare.rtol" not in fields_with(BASELINE)
+    assert set(fields_with(LAUNCH)) == {
+        "framework.name", "framework.impl", "framework.pool_launcher", "framework.device_map", "framework.env",
+        "execution.omp_num_threads", "device",
+    }
+    assert fields_with("verdict") == ["compare.rtol", "compare.atol"]
+
+
+def test_pool_key_and_baseline_key_follow_the_roles(compose_cfg):
+    base = to_container(compose_cfg())
+    other_mesh = to_container(compose_cfg(["mesh=hsdp2x2"]))
+    assert pool_key(base, TorchFramework, 4) == pool_key(other_mesh, TorchFramework, 4)
+    assert pool_key(base, TorchFramework, 2) != pool_key(base, TorchFramework, 4)
+    threads = to_container(compose_cfg(["execution.omp_num_threads=2"]))
+    assert pool_key(base, TorchFramework, 2) != pool_key(threads, TorchFramework, 2)
+    # MindSpore sets `deterministic` once per process: it joins that framework's key only
+    ms = [to_container(compose_cfg(["framework=mindspore", "engine=data_parallel", f"deterministic={d}"]))
+          for d in ("true", "false")]
+    assert pool_key(ms[0], MindSporeFramework, 2) != pool_key(ms[1], MindSporeFramework, 2)
+    det = [to_container(compose_cfg([f"deterministic={d}"])) for d in ("true", "false")]
+    assert pool_key(det[0], TorchFramework, 2) == pool_key(det[1], TorchFramework, 2)
+    assert key_fields(base, 2) == key_fields(other_mesh, 4)
+
+
+@pytest.mark.parametrize("override, key", [
+    ("+anything.unknown=1", "anything"), ("+model.norm=batchnorm", "model.norm"), ("+engine.flavour=x", "engine.flavour"),
+    ("+framework.backend.cpu=gloo", "framework.backend"), ("+execution.retries=3", "execution.retries"),
+])
+def test_a_key_no_schema_defines_is_rejected(compose_cfg, override, key):
+    with pytest.raises(schema.ConfigError, match=rf"^{key}: no schema defines this key"):
+        schema.validate(compose_cfg([override]))
+
+
+def test_a_key_without_plus_is_rejected_at_composition(compose_cfg):
+    with pytest.raises(ConfigCompositionException, match="Could not override 'model.norm'"):
+        compose_cfg(["model.norm=batchnorm"])
+
+
+def test_old_weights_copy_key_still_works_with_a_warning(compose_cfg):
+    cfg = compose_cfg(["weights.copy=shared"])
+    with pytest.warns(FutureWarning, match="weights.copy is deprecated: use weights.transfer"):
+        schema.normalize(cfg)
+    assert cfg.weights.transfer.value == "shared" and cfg.weights["copy"] is None
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (["compare.rtol=nan"], r"compare.rtol=nan: must be a finite number >= 0"),
+        (["seed=-1"], r"seed=-1: must be in \[0, 2\*\*32\)"),
+        (["optimizer.lr=0"], r"optimizer.lr=0.0: must be a finite number > 0"),
+        (["engine.impl.torch=nope.Mod"], r"engine.impl.torch=nope.Mod does not import"),
+        (["engine.impl.torch=sweep.engines.data_parallel.MindSporeGradReducer"],
+         r"is an engine for framework=mindspore"),
+        (["framework.impl=sweep.frameworks.nope.Nope"], r"framework.impl=sweep.frameworks.nope.Nope does not import"),
+        (["engine=hyper_parallel", "+engine.options.flavour=x"], r"Key 'flavour' not in"),
+    ],
+)
+def test_each_section_and_component_checks_itself(compose_cfg, overrides, match):
+    cfg = compose_cfg(overrides)
+    with pytest.raises(schema.ConfigError, match=match):
+        schema.validate(cfg)
+
+
+def test_a_plugged_in_engine_is_checked_by_its_own_class(compose_cfg):
+    # data parallel refuses a policy that sets dtypes; plugged in under another preset's name, it still does
+    cfg = compose_cfg(["mp_policy=bf16", "engine.impl.torch=sweep.engines.data_parallel.TorchDDP"])
+    with pytest.raises(schema.ConfigError, match="has no mixed-precision policy"):
+        schema.validate(cfg)
