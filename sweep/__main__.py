@@ -7,6 +7,7 @@ every job has a result (their verdicts are in the summary table).
 import signal
 import sys
 from pathlib import Path
+from typing import Optional
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -18,13 +19,6 @@ from sweep.schema import register_configs
 CONF_DIR = str(Path(__file__).resolve().parent / "conf")  # the config tree ships inside the package
 
 register_configs()
-
-
-def _terminate(signum: int, frame: object) -> None:
-    """SIGTERM (``kill``, ``timeout``, a scheduler's cancel) and SIGHUP (a closed terminal
-    or SSH session) take the Ctrl-C path: the running job kills its launcher's processes
-    and records itself as interrupted."""
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
@@ -49,27 +43,61 @@ def main(cfg: DictConfig) -> dict:
     return record.to_dict()
 
 
-if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _terminate)
-    signal.signal(signal.SIGHUP, _terminate)  # the terminal or SSH session went away
+_INTERRUPTED: list = []  # the signal that interrupted this process, once one did
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """Ctrl-C, SIGTERM (``kill``, ``timeout``, a scheduler's cancel) and SIGHUP (a closed
+    terminal or SSH session): remembered, then ``KeyboardInterrupt``. Whatever exception
+    the interrupt then turns into on its way out (e.g. inside Hydra's config composition),
+    the command ends as an interrupt."""
+    _INTERRUPTED.append(signal.Signals(signum).name)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _interrupted_exit(sweep_dir: Optional[Path]) -> None:
+    from sweep.callbacks import resume_command
+
+    hint = f"; to continue:\n  {resume_command(sweep_dir)}" if sweep_dir is not None else ""
+    print(f"\ninterrupted: finished jobs keep their results{hint}", file=sys.stderr, flush=True)
+    sys.exit(130)
+
+
+def entry() -> None:
+    """The command: Hydra's main with this project's exit statuses.
+
+    A single run exits 0 if its job passed, else 1. A multirun exits 0 once every job has
+    a result; 2 when no job could be judged (every job errored or timed out) or the sweep
+    dir was refused; 130 when interrupted (with the command that resumes it).
+    """
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
     from sweep import callbacks
+    from sweep.layout import SweepDir
 
     try:
         main()
     except SystemExit as exc:
+        active = callbacks.ACTIVE
+        if _INTERRUPTED:
+            _interrupted_exit(active.sweep_dir if active is not None else None)
         # Hydra exits non-zero when the multirun stopped early (e.g. submitit raising on a
-        # cancelled job): the report of what did finish, before leaving.
-        if exc.code not in (0, None) and callbacks.ACTIVE is not None:
+        # cancelled job): the report of what did finish, if any job started.
+        if exc.code not in (0, None) and active is not None and SweepDir(active.sweep_dir).job_dirs():
             print("\nthe multirun stopped early; the report of the jobs so far:", file=sys.stderr)
-            callbacks.ACTIVE.report(callbacks.ACTIVE.sweep_dir)
+            active.report(active.sweep_dir)
         raise
-    except KeyboardInterrupt:
+    except BaseException:
+        if not _INTERRUPTED:
+            raise
         # The running job already killed its processes and recorded itself as interrupted.
         active = callbacks.ACTIVE
-        where = f" hydra.sweep.dir={active.sweep_dir}" if active is not None else ""
-        print(
-            "\ninterrupted: finished jobs keep their results"
-            + (f"; continue with the same command plus{where} resume=true" if where else ""),
-            file=sys.stderr,
-        )
-        sys.exit(130)
+        _interrupted_exit(active.sweep_dir if active is not None else None)
+    outcome = callbacks.OUTCOME
+    if outcome and sum(outcome["counts"].values()) and not outcome["judged"]:
+        print("error: no job of the sweep could be judged (see the reasons above)", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    entry()

@@ -294,6 +294,11 @@ def interactions(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> List[
     return found
 
 
+def _short(reason: Optional[str], width: int = 120) -> str:
+    text = (reason or "no reason recorded").splitlines()[0]
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequence[Dict[str, Any]]) -> str:
     """One paragraph: job counts by status, then the culprit with its evidence (or why
     none is named). ``ranked`` from :func:`culprits`, ``found`` from :func:`interactions`."""
@@ -304,6 +309,10 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
     not_judged = len(rows) - len(_judged(rows))
     if not_judged:
         text += f"; {not_judged} not judged (error/timeout/missing: excluded from pass rates, listed below)"
+    if not _judged(rows):
+        reasons = Counter(_short(r.get("reason")) for r in rows)
+        listed = "; ".join(f"{n} x {reason}" for reason, n in reasons.most_common(3))
+        return text + f". Nothing could be judged: no job produced a comparison ({listed})."
     if not counts["fail"]:
         return text + ". No culprit: every judged job passes."
     if ranked:

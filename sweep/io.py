@@ -21,13 +21,21 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_json(path: Path | str, data: Any) -> None:
     """Write ``data`` as JSON to ``path`` via a temporary file in the same directory and
-    ``os.replace``; non-finite floats become strings (see :func:`read_floats`)."""
+    ``os.replace``; non-finite floats become strings (see :func:`read_floats`). The file's
+    mode follows the umask, as ``open()`` would make it (``mkstemp`` alone gives 0600)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w") as f:
             json.dump(_jsonable(data), f, indent=1, allow_nan=False)
             f.flush()

@@ -173,6 +173,9 @@ def get_pool(
         pool.handle.kill()
         pool = None
     if pool is None:
+        # (Again) at exit: atexit runs hooks last-registered-first, and this one must run
+        # before multiprocessing's, which waits for a forked launch whose ranks wait for jobs.
+        atexit.register(close_all)
         name = f"{framework.name}_w{world}_{config['device']}_{os.getpid()}_{len(_STARTED)}"
         _STARTED.append(name)
         pool = RankPool(SweepDir(sweep_dir).pools / name, config, framework, world, env)

@@ -364,6 +364,9 @@ class SweepConfig:
     # Re-running a sweep into the same hydra.sweep.dir: skip jobs whose result.json is
     # complete (ok/fail) for the same config, run the rest.
     resume: bool = affects(default=False)
+    # Running another grid into a sweep dir that holds one: move the old jobs aside
+    # (SWEEP_DIR/.replaced/<time>/) instead of refusing (sweep.sweep_dir).
+    replace_grid: bool = affects(default=False)
 
     @staticmethod
     def check(cfg: Any) -> None:

@@ -112,6 +112,14 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
 
 def _notes(row: Dict[str, Any]) -> Optional[str]:
     notes = list(row.get("engine_notes") or [])
+    result = row.get("result")
+    moved = (result.weights_moved or {}) if result is not None else {}
+    transfer = ((result.config or {}).get("weights") or {}).get("transfer") if result is not None else None
+    if transfer == "shared" and moved and all(v == 0.0 for v in moved.values()):
+        notes.append(
+            "weights.transfer=shared had no effect: the engine copied the parameters, so neither copy moved the "
+            "other (weights_moved 0.0 both ways)"
+        )
     if row["ranks_agree"] is False:
         notes.append("ranks disagree")
     if row["policy_applied"] is False:
@@ -119,12 +127,17 @@ def _notes(row: Dict[str, Any]) -> Optional[str]:
     return "; ".join(notes) or None
 
 
+RUN_SWITCHES = ("resume", "replace_grid")  # how a multirun runs, never a factor of its jobs
+
+
 def _pairs(overrides: Sequence[str]) -> Dict[str, str]:
-    """``["a=1", "+b=2"]`` -> ``{"a": "1", "b": "2"}``."""
+    """``["a=1", "+b=2"]`` -> ``{"a": "1", "b": "2"}``, without the run switches
+    (:data:`RUN_SWITCHES`)."""
     pairs = {}
     for item in overrides:
         key, _, value = str(item).partition("=")
-        pairs[key.lstrip("+~")] = value
+        if key.lstrip("+~") not in RUN_SWITCHES:
+            pairs[key.lstrip("+~")] = value
     return pairs
 
 
@@ -147,8 +160,15 @@ def planned_jobs(sweep_dir: Path | str) -> Optional[List[List[str]]]:
     """:func:`planned_overrides` of the multirun in ``sweep_dir`` (its ``multirun.yaml``,
     which Hydra writes before the first job); ``None`` without it."""
     path = SweepDir(sweep_dir).multirun_yaml
-    hydra_cfg = OmegaConf.load(path).get("hydra") if path.exists() else None
-    return planned_overrides(hydra_cfg) if hydra_cfg is not None else None
+    if not path.exists():
+        return None
+    try:
+        hydra_cfg = OmegaConf.load(path).get("hydra")
+        return planned_overrides(hydra_cfg) if hydra_cfg is not None else None
+    except Exception as exc:  # not YAML, or not a multirun's config: the job dirs alone tell
+        print(f"warning: {path} is unreadable ({str(exc).splitlines()[0]}); reporting the job dirs found",
+              file=sys.stderr)
+        return None
 
 
 def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
@@ -174,9 +194,11 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
         )
     dirs = {int(p.name): p for p in layout.job_dirs()}
     rows = []
-    for num in sorted(set(dirs) | set(range(len(expected or [])))):
+    # With a plan, the report covers the planned jobs only (a dir never mixes grids: sweep.sweep_dir).
+    nums = range(len(expected)) if expected is not None else sorted(dirs)
+    for num in nums:
         job_dir = dirs.get(num, sweep_dir / str(num))
-        overrides = _overrides(job_dir) or (_pairs(expected[num]) if expected and num < len(expected) else {})
+        overrides = _pairs(expected[num]) if expected is not None else _overrides(job_dir)
         row: Dict[str, Any] = {"job": num, "overrides": overrides, "policy_applied": None, "engine_notes": []}
         row.update({k: None for k in METRICS})
         result_path = JobDir(job_dir).result
@@ -186,6 +208,10 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
             result = None
             row["reason"] = f"unreadable result.json: {exc}"
         row["result"] = result
+        if result is not None and expected is not None and result.overrides \
+                and _pairs(result.overrides) != overrides:
+            row["reason"] = "result.json belongs to another grid's job (" + " ".join(result.overrides) + ")"
+            result = row["result"] = None
         if result is None:
             row["status"] = "missing"
             row.setdefault(
@@ -330,9 +356,13 @@ def to_csv(rows: Sequence[Dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def write_report(sweep_dir: Path | str, tablefmt: str = "simple", max_rows: Optional[int] = MAX_ROWS) -> str:
+def write_report(
+    sweep_dir: Path | str, tablefmt: str = "simple", max_rows: Optional[int] = MAX_ROWS,
+    outcome: Optional[Dict[str, Any]] = None,
+) -> str:
     """Write ``summary.md``, ``summary.csv``, ``summary.json`` and ``plots/*.png`` into
-    ``sweep_dir``; returns the terminal report (:func:`render`).
+    ``sweep_dir``; returns the terminal report (:func:`render`). ``outcome`` (a dict)
+    receives ``counts`` and ``judged`` of the report, for an exit status.
 
     ``summary.json`` keys: ``sweep_dir``, ``verdict``, ``factors``, ``counts`` (status ->
     jobs), ``judged``, ``not_judged`` (``[{job, status, reason}]``), ``culprits``,
@@ -349,6 +379,8 @@ def write_report(sweep_dir: Path | str, tablefmt: str = "simple", max_rows: Opti
     layout = SweepDir(sweep_dir)
     rows = collect(sweep_dir)
     att = attribute(rows)
+    if outcome is not None:
+        outcome.update(counts=att["counts"], judged=att["judged"])
     plots = write_plots(layout.plots, rows, att["levels"])
     layout.summary("md").write_text(render_markdown(sweep_dir, rows, att, plots))
     layout.summary("csv").write_text(to_csv(rows))
@@ -375,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         print(write_report(args.sweep_dir, args.format, args.max_rows or None))
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"\nwritten: {args.sweep_dir / 'summary.md'}, summary.csv, summary.json, plots/", file=sys.stderr)

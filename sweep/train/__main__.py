@@ -44,14 +44,22 @@ def serve(pool_dir: Path, exit_process: bool = True) -> None:
     module = rank_functions(pool_cfg)
     ctx = module.init_rank(pool_cfg)
     seq = 0
+    gone = None
     while True:
         item = paths.item(seq)
         while not item.exists():
             gone = "launcher" if os.getppid() != launcher else "sweep" if owner and not _alive(owner) else None
-            if gone:
-                print(f"the {gone} process is gone; leaving", file=sys.stderr, flush=True)
+            if gone == "launcher":
+                print("the launcher process is gone; leaving", file=sys.stderr, flush=True)
                 os._exit(1)
+            if gone:
+                # Leave as after STOP: a clean exit lets the launcher end at once (msrun
+                # waits for a node time-out, tens of seconds, after a worker fails).
+                print("the sweep process is gone; leaving", file=sys.stderr, flush=True)
+                break
             time.sleep(0.02)
+        if gone:
+            break
         text = item.read_text()
         if text == STOP:
             break

@@ -112,3 +112,18 @@ def test_a_plugged_in_engine_is_checked_by_its_own_class(compose_cfg):
     cfg = compose_cfg(["mp_policy=bf16", "engine.impl.torch=sweep.engines.data_parallel.TorchDDP"])
     with pytest.raises(schema.ConfigError, match="has no mixed-precision policy"):
         schema.validate(cfg)
+
+
+def test_a_third_framework_needs_no_change_of_the_core(compose_cfg, tmp_path):
+    from sweep import engines, frameworks, pool
+    from tests.helpers.toy_framework import OVERRIDES, ToyEngine, ToyFramework
+
+    cfg = compose_cfg(OVERRIDES + ["mesh=dp4"])
+    schema.validate(cfg)
+    assert frameworks.load(cfg) is ToyFramework and engines.engine_class(cfg, "toy") is ToyEngine
+    spec = ToyFramework.job_launch("toyrun", 4, tmp_path, env={}, timeout_s=1)
+    assert spec.argv == ["toyrun", "-n4", str(tmp_path)]
+    config = to_container(cfg)
+    assert pool.pool_key(config, ToyFramework, 4) != pool.pool_key(dict(config, seed=7), ToyFramework, 4)
+    with pytest.raises(schema.ConfigError, match="framework.launcher=torchrun does not start framework=toy ranks"):
+        schema.validate(compose_cfg(OVERRIDES + ["framework.launcher=torchrun"]))

@@ -177,3 +177,56 @@ def test_jobs_the_multirun_planned_but_never_started_are_listed(tmp_path):
     assert rows[3]["overrides"] == {"steps": "10", "mesh": "dp4", "optimizer": "sgd"}
     assert rows[1]["reason"] == "never started (no job dir)"
     assert factors(rows) == ["mesh", "optimizer"]
+
+
+@pytest.mark.parametrize("content, reason", [
+    ("[1, 2, 3]", "holds a list, not a job record"),
+    ('{"reason": "x"}', "status None"),
+    ('{"status": "splendid"}', "status 'splendid'"),
+    ('{"status": "ok"}', "status ok without a comparison"),
+    ("{", "not JSON"),
+    ("", "not JSON"),
+])
+def test_a_result_file_of_the_wrong_shape_makes_its_job_missing_with_the_reason(tmp_path, content, reason):
+    _job(tmp_path, 0, ["optimizer=adam"], "ok", _cmp(True, None, 0.0))
+    _job(tmp_path, 1, ["optimizer=sgd"])
+    (tmp_path / "1" / "result.json").write_text(content)
+    (tmp_path / "1" / ".hydra" / "overrides.yaml").write_text("{not: [a list")  # an unreadable overrides file too
+    text = write_report(tmp_path)
+    rows = collect(tmp_path)
+    assert [r["status"] for r in rows] == ["ok", "missing"]
+    assert reason in rows[1]["reason"] and "unreadable result.json" in rows[1]["reason"]
+    assert "1 missing" in text.splitlines()[0]
+
+
+def test_a_report_covers_the_planned_jobs_only_and_no_stale_result(tmp_path):
+    (tmp_path / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {
+        "sweeper": {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "params": None},
+        "overrides": {"task": ["optimizer=adam,sgd", "resume=true"]},
+    }}))
+    _job(tmp_path, 0, ["optimizer=adam", "resume=true"], "ok", _cmp(True, None, 0.0))
+    _job(tmp_path, 1, ["mesh=dp4"], "ok", _cmp(True, None, 0.0))  # another grid's job in this number
+    _job(tmp_path, 5, ["mesh=dp2"], "ok", _cmp(True, None, 0.0))  # beyond this grid
+    rows = collect(tmp_path)
+    assert [r["job"] for r in rows] == [0, 1]
+    assert rows[1]["status"] == "missing" and "another grid's job (mesh=dp4)" in rows[1]["reason"]
+    assert factors(rows) == ["optimizer"]  # resume is a switch of the run, not a factor
+
+
+def test_nothing_judged_is_said(tmp_path):
+    _job(tmp_path, 0, ["device=npu"], "error", None, "invalid config: device=npu needs torch_npu")
+    _job(tmp_path, 1, ["device=cuda"], "timeout", None, "no result after 30 s")
+    outcome = {}
+    text = write_report(tmp_path, outcome=outcome)
+    assert text.startswith("2 jobs: 1 error, 1 timeout")
+    assert "Nothing could be judged: no job produced a comparison (1 x invalid config: device=npu" in text
+    assert outcome == {"counts": {"ok": 0, "fail": 0, "error": 1, "timeout": 1, "missing": 0}, "judged": 0}
+
+
+def test_the_time_left_leaves_out_the_start_up():
+    from sweep.callbacks import ProgressCallback
+
+    progress = ProgressCallback()
+    progress.total, progress.done, progress.failed = 10, 2, 0
+    progress.durations = [30.0, 2.0]  # the first job paid for starting the shared launch
+    assert progress.line(32.0).endswith("~0m16s left")

@@ -1,0 +1,357 @@
+"""Which factor causes the drift: attribution over the rows of a sweep.
+
+Pure functions, no I/O, over the rows :func:`sweep.summary.collect` returns: dicts with
+``job`` (int), ``overrides`` (key -> value string), ``status`` and the metrics
+``first_fail_step``, ``max_abs_diff``, ``mean_signed_diff`` (floats or ``None``).
+
+Terms used throughout:
+
+- *factor*: an override key whose value is not the same in every job; its values are
+  its *levels* (a job without the key has level ``None``).
+- *judged* job: status ``ok`` or ``fail``. Jobs with ``error``, ``timeout`` or
+  ``missing`` have no verdict: they are counted and listed, but left out of pass
+  rates, pairs and culprits.
+- *one-factor pair*: two judged jobs whose levels differ in exactly one factor; it
+  *flips* when one job passes and the other fails. Its *shift* is the change of
+  ``mean_signed_diff`` (loss units) between the two jobs.
+- *culprit*: a level ``f=v`` that, in its one-factor pairs along ``f``, fails where the
+  other level passes more often than it passes where the other level fails.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from itertools import combinations
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+Row = Dict[str, Any]
+Pair = Tuple[str, Row, Row]
+
+STATUSES = ("ok", "fail", "error", "timeout", "missing")
+JUDGED = ("ok", "fail")
+EARLY_STEPS = 10
+DRIFT_CLASSES = {
+    "step0": "initial weights, initialisation or data",
+    "early": "gradient path: reduction, scaling, accumulation, optimizer",
+    "late": "precision accumulation",
+}
+DRIFT_RULE = (
+    "drift class of a failing job, by its first failing step s (0-based): "
+    f"step0 if s = 0, before any update ({DRIFT_CLASSES['step0']}); "
+    f"early if 1 <= s <= {EARLY_STEPS} ({DRIFT_CLASSES['early']}); "
+    f"late if s > {EARLY_STEPS} ({DRIFT_CLASSES['late']})"
+)
+
+
+def factors(rows: Sequence[Row]) -> List[str]:
+    """Override keys whose value differs between jobs (a key missing in a job counts
+    as a value), in first-seen order."""
+    keys: List[str] = []
+    for row in rows:
+        keys.extend(k for k in row["overrides"] if k not in keys)
+    return [k for k in keys if len({row["overrides"].get(k) for row in rows}) > 1]
+
+
+def drift_class(row: Row) -> Optional[str]:
+    """``"step0"``, ``"early"`` or ``"late"`` for a failing job by its ``first_fail_step``
+    (see :data:`DRIFT_RULE`); ``None`` for a job that did not fail."""
+    step = row.get("first_fail_step")
+    if row["status"] != "fail" or step is None:
+        return None
+    if step == 0:
+        return "step0"
+    return "early" if step <= EARLY_STEPS else "late"
+
+
+def _level(row: Row, factor: str) -> Optional[str]:
+    return row["overrides"].get(factor)
+
+
+def _levels(rows: Sequence[Row], factor: str) -> List[Optional[str]]:
+    return list(dict.fromkeys(_level(r, factor) for r in rows))
+
+
+def _judged(rows: Iterable[Row]) -> List[Row]:
+    return [r for r in rows if r["status"] in JUDGED]
+
+
+def _finite(values: Iterable[Optional[float]]) -> np.ndarray:
+    arr = np.asarray([v for v in values if v is not None], dtype=np.float64)
+    return arr[np.isfinite(arr)]
+
+
+def _mean(values: Iterable[Optional[float]]) -> Optional[float]:
+    arr = _finite(values)
+    return float(np.mean(arr)) if arr.size else None
+
+
+def _max(values: Iterable[Optional[float]]) -> Optional[float]:
+    arr = _finite(values)
+    return float(np.max(arr)) if arr.size else None
+
+
+def _shift(a: Row, b: Row) -> Optional[float]:
+    """``mean_signed_diff`` of ``a`` minus that of ``b``, or ``None`` if either is unknown."""
+    if a["mean_signed_diff"] is None or b["mean_signed_diff"] is None:
+        return None
+    return a["mean_signed_diff"] - b["mean_signed_diff"]
+
+
+def label(level: Optional[str]) -> str:
+    """A level as shown in reports: ``(unset)`` for a job without the key."""
+    return "(unset)" if level is None else str(level)
+
+
+def level_stats(rows: Sequence[Row]) -> List[Dict[str, Any]]:
+    """One dict per (factor, level), factors in :func:`factors` order, levels first-seen.
+
+    Keys: ``factor``, ``level``, ``jobs`` (all jobs at that level), ``judged``,
+    ``not_judged`` (error/timeout/missing), ``pass_rate_pct`` (share of judged jobs that
+    pass, in %; ``None`` if none judged), ``mean_signed_diff`` (mean over the judged
+    jobs, loss units), ``worst_abs_diff`` (largest ``max_abs_diff``); the last two are
+    ``None`` when no judged job has a finite value.
+    """
+    stats = []
+    for factor in factors(rows):
+        for level in _levels(rows, factor):
+            group = [r for r in rows if _level(r, factor) == level]
+            judged = _judged(group)
+            stats.append({
+                "factor": factor,
+                "level": level,
+                "jobs": len(group),
+                "judged": len(judged),
+                "not_judged": len(group) - len(judged),
+                "pass_rate_pct": float(100.0 * np.mean([r["status"] == "ok" for r in judged])) if judged else None,
+                "mean_signed_diff": _mean(r["mean_signed_diff"] for r in judged),
+                "worst_abs_diff": _max(r["max_abs_diff"] for r in judged),
+            })
+    return stats
+
+
+def one_factor_pairs(rows: Sequence[Row]) -> List[Pair]:
+    """All ``(factor, a, b)``: judged jobs ``a`` before ``b`` (row order) whose levels
+    differ in ``factor`` and agree in every other factor."""
+    keys = factors(rows)
+    pairs: List[Pair] = []
+    for factor in keys:
+        groups: Dict[tuple, List[Row]] = defaultdict(list)
+        for row in _judged(rows):
+            groups[tuple(_level(row, k) for k in keys if k != factor)].append(row)
+        pairs.extend(
+            (factor, a, b)
+            for group in groups.values()
+            for a, b in combinations(group, 2)
+            if _level(a, factor) != _level(b, factor)
+        )
+    return pairs
+
+
+def contrasts(rows: Sequence[Row]) -> List[Dict[str, Any]]:
+    """Per factor, over its one-factor pairs: ``factor``, ``pairs``, ``flips`` (pairs
+    where one job passes and the other fails), ``flip_rate_pct`` (%, ``None`` without
+    pairs), ``mean_abs_shift`` and ``max_abs_shift`` (``|Δ mean_signed_diff|`` between
+    the two jobs, loss units; ``None`` without finite values)."""
+    by_factor: Dict[str, List[Pair]] = defaultdict(list)
+    for pair in one_factor_pairs(rows):
+        by_factor[pair[0]].append(pair)
+    out = []
+    for factor in factors(rows):
+        pairs = by_factor[factor]
+        flips = sum(a["status"] != b["status"] for _, a, b in pairs)
+        shifts = np.abs(_finite(_shift(a, b) for _, a, b in pairs))
+        out.append({
+            "factor": factor,
+            "pairs": len(pairs),
+            "flips": flips,
+            "flip_rate_pct": 100.0 * flips / len(pairs) if pairs else None,
+            "mean_abs_shift": float(np.mean(shifts)) if shifts.size else None,
+            "max_abs_shift": float(np.max(shifts)) if shifts.size else None,
+        })
+    return out
+
+
+def _oriented(pairs: Sequence[Pair], factor: str, level: Optional[str]) -> List[Tuple[Row, Row]]:
+    """The pairs along ``factor`` as ``(job at level, job at another level)``."""
+    return [
+        (x, y)
+        for f, a, b in pairs
+        if f == factor
+        for x, y in ((a, b), (b, a))
+        if _level(x, factor) == level
+    ]
+
+
+def _flips_to_fail(oriented: Sequence[Tuple[Row, Row]]) -> List[Tuple[Row, Row]]:
+    return [(x, y) for x, y in oriented if x["status"] == "fail" and y["status"] == "ok"]
+
+
+def _signature(failing: Sequence[Row]) -> str:
+    """Direction, onset and drift class of failing jobs, as a sentence fragment."""
+    failing = list({r["job"]: r for r in failing}.values())  # a job can stand in several pairs
+    mean = _mean(r["mean_signed_diff"] for r in failing)
+    signs = _finite(r["mean_signed_diff"] for r in failing)
+    low, high = int(np.sum(signs < 0)), int(np.sum(signs > 0))
+    if low and high:  # the mean would hide it: say which way each job drifts
+        direction = f"runs low in {low} and high in {high} of {len(failing)} jobs"
+    else:
+        direction = "differs" if not mean else ("runs low" if mean < 0 else "runs high")
+    detail = "mean signed diff " + ("nan" if mean is None else f"{mean:+.3g}")
+    low = _mean(r.get("runs_low_pct") for r in failing)
+    if low is not None:
+        detail += f"; below standalone on {low:.0f}% of steps"
+    first = min(r["first_fail_step"] for r in failing)
+    cls, _ = Counter(drift_class(r) for r in failing).most_common(1)[0]
+    return f"distributed {direction} ({detail}) from step {first}, {cls} ({DRIFT_CLASSES[cls]})"
+
+
+def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
+    """Culprit levels, most convincing first.
+
+    Keys: ``factor``, ``level``, ``pairs`` (its one-factor pairs along the factor),
+    ``to_fail`` (pairs where it fails and the other level passes), ``to_pass`` (the
+    reverse), ``score`` (``(to_fail - to_pass) / pairs``, in (0, 1]), ``mean_shift``
+    (mean ``Δ mean_signed_diff`` towards this level, loss units, or ``None``),
+    ``evidence`` (one sentence). Ranked by score, then ``to_fail``, then ``|mean_shift|``.
+    An empty list when no one-factor change turns a pass into a fail.
+    """
+    pairs = one_factor_pairs(rows)
+    found = []
+    for factor in factors(rows):
+        for level in _levels(rows, factor):
+            oriented = _oriented(pairs, factor, level)
+            to_fail = _flips_to_fail(oriented)
+            to_pass = sum(x["status"] == "ok" and y["status"] == "fail" for x, y in oriented)
+            if len(to_fail) <= to_pass:
+                continue
+            passing = [y for _, y in oriented if y["status"] == "ok"]
+            others = "/".join(label(v) for v in _levels(passing, factor))
+            evidence = (
+                f"{factor}={label(level)}: fails in {len(to_fail)} of {len(passing)} one-factor pairs where "
+                f"{factor}={others} passes; {_signature([x for x, _ in to_fail])}"
+            )
+            if to_pass:
+                evidence += f"; passes in {to_pass} pairs where the other level fails"
+            found.append({
+                "factor": factor,
+                "level": level,
+                "pairs": len(oriented),
+                "to_fail": len(to_fail),
+                "to_pass": to_pass,
+                "score": (len(to_fail) - to_pass) / len(oriented),
+                "mean_shift": _mean(_shift(x, y) for x, y in oriented),
+                "evidence": evidence,
+            })
+    return sorted(found, key=lambda c: (-c["score"], -c["to_fail"], -abs(c["mean_shift"] or 0.0)))
+
+
+def interactions(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Culprits that flip pass/fail only under some levels of another factor.
+
+    For each culprit ``f=v`` of ``ranked`` (from :func:`culprits`) and each other factor
+    ``g``, its pairs are split by the level of ``g`` they share; reported when it turns
+    a pass into a fail under some levels of ``g`` (``with_levels``) and never under
+    others that have pairs (``without_levels``). Keys: ``factor``, ``level``,
+    ``with_factor``, ``with_levels``, ``flips``/``pairs`` (under ``with_levels``),
+    ``without_levels``, ``without_pairs``, ``evidence``. A symmetric finding
+    (``f=v`` only with ``g=w`` and ``g=w`` only with ``f=v``) is reported once.
+    """
+    pairs = one_factor_pairs(rows)
+    found, seen = [], set()
+    for culprit in ranked:
+        factor, level = culprit["factor"], culprit["level"]
+        oriented = _oriented(pairs, factor, level)
+        for other in (g for g in factors(rows) if g != factor):
+            by_level: Dict[Optional[str], List[Tuple[Row, Row]]] = defaultdict(list)
+            for x, y in oriented:
+                by_level[_level(x, other)].append((x, y))
+            flips = {w: len(_flips_to_fail(group)) for w, group in by_level.items()}
+            with_levels = [w for w, n in flips.items() if n]
+            without_levels = [w for w, n in flips.items() if not n]
+            key = frozenset({(factor, (level,)), (other, tuple(with_levels))})
+            if not with_levels or not without_levels or key in seen:
+                continue
+            seen.add(key)
+            n_flips, n_with = sum(flips.values()), sum(len(by_level[w]) for w in with_levels)
+            n_without = sum(len(by_level[w]) for w in without_levels)
+            found.append({
+                "factor": factor,
+                "level": level,
+                "with_factor": other,
+                "with_levels": with_levels,
+                "flips": n_flips,
+                "pairs": n_with,
+                "without_levels": without_levels,
+                "without_pairs": n_without,
+                "evidence": (
+                    f"{factor}={label(level)} turns a pass into a fail only when "
+                    f"{other}={'/'.join(label(w) for w in with_levels)} ({n_flips} of {n_with} pairs), "
+                    f"never when {other}={'/'.join(label(w) for w in without_levels)} (0 of {n_without} pairs)"
+                ),
+            })
+    return found
+
+
+def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequence[Dict[str, Any]]) -> str:
+    """One paragraph: job counts by status, then the culprit with its evidence (or why
+    none is named). ``ranked`` from :func:`culprits`, ``found`` from :func:`interactions`."""
+    if not rows:
+        return "0 jobs: nothing to judge."
+    counts = Counter(r["status"] for r in rows)
+    text = f"{len(rows)} jobs: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
+    not_judged = len(rows) - len(_judged(rows))
+    if not_judged:
+        text += f"; {not_judged} not judged (error/timeout/missing: excluded from pass rates, listed below)"
+    if not counts["fail"]:
+        return text + ". No culprit: every judged job passes."
+    if ranked:
+        top = ranked[0]
+        only = [i for i in found if (i["factor"], i["level"]) == (top["factor"], top["level"])]
+        context = f"; only with {only[0]['with_factor']}={'/'.join(map(label, only[0]['with_levels']))}" if only else ""
+        text += f". Culprit: {top['evidence']}{context}."
+        if len(ranked) > 1:
+            text += " Also: " + ", ".join(f"{c['factor']}={label(c['level'])}" for c in ranked[1:4]) + "."
+        return text
+    if not one_factor_pairs(rows):
+        return text + ". No culprit can be named: no two judged jobs differ in exactly one factor."
+    return text + (
+        ". No culprit among the swept factors: no one-factor change turns a pass into a fail"
+        + (" (every judged job fails: the drift is common to all of them)." if not counts["ok"] else ".")
+    )
+
+
+def attribute(rows: Sequence[Row]) -> Dict[str, Any]:
+    """Everything above for one sweep, JSON-ready.
+
+    Keys: ``verdict`` (str), ``factors``, ``counts`` (status -> jobs), ``judged``,
+    ``not_judged`` (``[{job, status, reason}]``), ``levels`` (:func:`level_stats`),
+    ``contrasts``, ``culprits``, ``interactions``, ``drift`` (class -> failing job
+    numbers), ``drift_rule`` (:data:`DRIFT_RULE`).
+    """
+    ranked = culprits(rows)
+    found = interactions(rows, ranked)
+    drift: Dict[str, List[int]] = {cls: [] for cls in DRIFT_CLASSES}
+    for row in rows:
+        cls = drift_class(row)
+        if cls:
+            drift[cls].append(row["job"])
+    counts = Counter(r["status"] for r in rows)
+    return {
+        "verdict": verdict(rows, ranked, found),
+        "factors": factors(rows),
+        "counts": {s: counts[s] for s in STATUSES},
+        "judged": len(_judged(rows)),
+        "not_judged": [
+            {"job": r["job"], "status": r["status"], "reason": r.get("reason")}
+            for r in rows
+            if r["status"] not in JUDGED
+        ],
+        "levels": level_stats(rows),
+        "contrasts": contrasts(rows),
+        "culprits": ranked,
+        "interactions": found,
+        "drift": drift,
+        "drift_rule": DRIFT_RULE,
+    }

@@ -1,0 +1,124 @@
+"""Per-step comparison of two loss sequences: the verdict and the numbers behind it.
+
+Pure numpy, no framework. The tolerance rule is ``numpy.isclose`` with the standalone
+sequence as the reference ``b``: step ``i`` passes iff
+``|distributed[i] - standalone[i]| <= atol + rtol * |standalone[i]|``
+(numpy docs, ``numpy.isclose``). NaN at the same step in both sequences counts as
+equal (``equal_nan=True``), as do infinities of the same sign; a non-finite value in
+one sequence only fails that step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+
+def _as_pair(standalone: Sequence[float], distributed: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Both sequences as float64 arrays of one 1-D shape.
+
+    Raises:
+        ValueError: if the shapes differ or the sequences are empty.
+    """
+    ref = np.asarray(standalone, dtype=np.float64)
+    got = np.asarray(distributed, dtype=np.float64)
+    if ref.ndim != 1 or ref.shape != got.shape:
+        raise ValueError(f"loss sequences must have the same 1-D shape, got {ref.shape} and {got.shape}")
+    if ref.size == 0:
+        raise ValueError("loss sequences are empty")
+    return ref, got
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Outcome of comparing ``distributed`` against ``standalone``, step by step.
+
+    Differences are ``distributed - standalone`` in loss units, over the steps where
+    both are finite. ``max_rel_diff`` divides by ``|standalone|`` (steps with a zero
+    reference are left out of it). ``first_fail_step`` is 0-based, ``None`` if all pass.
+    """
+
+    passed: bool
+    rtol: float
+    atol: float
+    n_steps: int
+    n_fail: int
+    first_fail_step: Optional[int]
+    max_abs_diff: float
+    max_rel_diff: float
+    mean_signed_diff: float
+    first_nonfinite_step: Optional[int]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def compare_losses(
+    standalone: Sequence[float], distributed: Sequence[float], *, rtol: float, atol: float
+) -> Comparison:
+    """Compare two per-step loss sequences under ``numpy.isclose(distributed, standalone)``.
+
+    Args:
+        standalone: reference losses, shape ``(steps,)``, any float dtype (compared in float64).
+        distributed: losses of the distributed copy, same shape.
+        rtol, atol: tolerances, both >= 0 (the project default is 1e-4 each).
+
+    Raises:
+        ValueError: if the shapes differ, a sequence is empty or a tolerance is negative.
+    """
+    ref, got = _as_pair(standalone, distributed)
+    if rtol < 0 or atol < 0:
+        raise ValueError(f"rtol={rtol} and atol={atol} must be >= 0")
+
+    close = np.isclose(got, ref, rtol=rtol, atol=atol, equal_nan=True)
+    failing = np.flatnonzero(~close)
+    finite = np.isfinite(ref) & np.isfinite(got)
+    diff = (got - ref)[finite]
+    nonzero = finite & (ref != 0)
+    rel = np.abs(got[nonzero] - ref[nonzero]) / np.abs(ref[nonzero])
+    nonfinite = np.flatnonzero(~finite)
+    return Comparison(
+        passed=failing.size == 0,
+        rtol=float(rtol),
+        atol=float(atol),
+        n_steps=int(ref.size),
+        n_fail=int(failing.size),
+        first_fail_step=int(failing[0]) if failing.size else None,
+        max_abs_diff=float(np.max(np.abs(diff))) if diff.size else float("nan"),
+        max_rel_diff=float(np.max(rel)) if rel.size else float("nan"),
+        mean_signed_diff=float(np.mean(diff)) if diff.size else float("nan"),
+        first_nonfinite_step=int(nonfinite[0]) if nonfinite.size else None,
+    )
+
+
+def drift_metrics(standalone: Sequence[float], distributed: Sequence[float]) -> dict:
+    """Shape of the drift ``distributed - standalone``, from the two loss sequences alone.
+
+    Args:
+        standalone: reference losses, shape ``(steps,)``.
+        distributed: losses of the distributed copy, same shape.
+
+    Returns:
+        ``step0_diff``: the difference at step 0, before any update (loss units);
+        ``runs_low_pct``: share of the finite steps where ``distributed < standalone``, in %;
+        ``trend``: least-squares slope of the difference over the finite steps
+        (``numpy.polyfit``, loss units per step; NaN with fewer than 2 finite steps);
+        ``final_ratio``: ``distributed[-1] / standalone[-1]`` (NaN or inf when the last
+        reference is 0 or a loss is not finite). All values are floats.
+
+    Raises:
+        ValueError: if the shapes differ or the sequences are empty.
+    """
+    ref, got = _as_pair(standalone, distributed)
+    steps = np.flatnonzero(np.isfinite(ref) & np.isfinite(got))
+    diff = got[steps] - ref[steps]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        final_ratio = got[-1] / ref[-1]
+    return {
+        "step0_diff": float(got[0] - ref[0]),
+        "runs_low_pct": float(100.0 * np.mean(diff < 0)) if diff.size else float("nan"),
+        "trend": float(np.polyfit(steps, diff, 1)[0]) if diff.size >= 2 else float("nan"),
+        "final_ratio": float(final_ratio),
+    }

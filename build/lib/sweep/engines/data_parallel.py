@@ -1,0 +1,56 @@
+"""Control arm without sharding: every rank holds the full model and gradients are
+averaged over all ``world_size`` ranks (the mesh only sets ``world_size``). No
+mixed-precision policy: a policy that sets dtypes is rejected before launch.
+
+torch: ``DistributedDataParallel`` (all-reduce of gradients during backward).
+MindSpore: ``nn.DistributedGradReducer(mean=True, degree=world_size)``: AllReduce
+(sum) then division, which MindSpore has on CPU too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweep.engines.base import MindSporeEngine, TorchEngine
+from sweep.errors import ConfigError
+
+
+def _no_policy(cfg: Any) -> None:
+    """Raises: ConfigError: ``mp_policy`` sets a dtype (data parallel has no policy)."""
+    policy = cfg.mp_policy
+    if any(policy[k] is not None for k in ("param_dtype", "reduce_dtype", "output_dtype")):
+        raise ConfigError(
+            f"engine={cfg.engine.name} has no mixed-precision policy; mp_policy={policy.name} sets dtypes "
+            "(use mp_policy=fp32 or cast_forward_inputs)"
+        )
+
+
+class TorchDDP(TorchEngine):
+    check_config = staticmethod(_no_policy)
+
+    def parallelize(self, model: Any) -> Any:
+        from torch.nn.parallel import DistributedDataParallel
+
+        device_ids = None if self.device.type == "cpu" else [self.device.index]
+        return DistributedDataParallel(model, device_ids=device_ids)
+
+
+class MindSporeGradReducer(MindSporeEngine):
+    check_config = staticmethod(_no_policy)
+
+    def __init__(self, cfg: Any, **kwargs: Any) -> None:
+        super().__init__(cfg, **kwargs)
+        self._reducer = None
+
+    def parallelize(self, net: Any) -> Any:
+        return net
+
+    def optimizer_step(self, optimizer: Any, grads: Any = None) -> None:
+        if self._reducer is None:
+            from mindspore import nn
+            from mindspore.communication import GlobalComm
+
+            self._reducer = nn.DistributedGradReducer(
+                optimizer.parameters, mean=True, degree=self.world_size, group=GlobalComm.WORLD_COMM_GROUP
+            )
+        optimizer(self._reducer(grads))

@@ -1,0 +1,92 @@
+"""MindSpore: ranks started by ``msrun``, in PYNATIVE mode."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+from sweep import launch
+from sweep.errors import ConfigError
+from sweep.frameworks.base import Framework, per_node, rank_script
+from sweep.topology import DEFAULT_PORT, Topology
+
+
+def msrun_argv(
+    nproc: int, run_dir: Path, port: int, python: str = sys.executable, *, topology: Optional[Topology] = None
+) -> List[str]:
+    """``msrun --worker_num=N --local_worker_num=N --master_port=P --log_dir=DIR/logs --join=True
+    .../sweep/train/__main__.py DIR``; msrun takes a script path, not a module, and is
+    the one next to ``python``.
+
+    With a ``topology`` of several nodes (``nproc`` ranks in all), this node's launcher:
+    ``--worker_num=N --local_worker_num=N/NODES --master_addr=MASTER_ADDR --master_port=P
+    --node_rank=R`` (node ``R`` holds global ranks ``R*N/NODES ...``).
+    """
+    msrun = str(Path(python).parent / "msrun")
+    if topology is not None and topology.multi_node:
+        return [
+            msrun, f"--worker_num={nproc}", f"--local_worker_num={per_node(nproc, topology)}",
+            f"--master_addr={topology.master_addr}", f"--master_port={port}", f"--node_rank={topology.node_rank}",
+            f"--log_dir={run_dir / 'logs'}", "--join=True", rank_script(), str(run_dir),
+        ]
+    return [
+        msrun, f"--worker_num={nproc}", f"--local_worker_num={nproc}", f"--master_port={port}",
+        f"--log_dir={run_dir / 'logs'}", "--join=True", rank_script(), str(run_dir),
+    ]
+
+
+class MindSporeFramework(Framework):
+    name = "mindspore"
+    module = "mindspore"
+    extra = "mindspore"
+    rank_module = "sweep.train.mindspore_rank"
+    launchers = ("msrun",)
+    pool_launchers = ("msrun",)
+    multi_node_launchers = ("msrun",)
+    grad_apis = ("value_and_grad", "backward")
+    # mindspore.set_deterministic may be called once per process: a shared launch runs
+    # jobs of one setting only.
+    launch_fields = ("deterministic",)
+
+    @classmethod
+    def check_device(cls, device: str, world: int) -> None:
+        """``npu`` needs the Ascend toolkit's environment (``ASCEND_HOME_PATH`` or
+        ``ASCEND_TOOLKIT_HOME``, set by its ``set_env.sh``).
+
+        Raises:
+            ConfigError: the toolkit's environment is missing.
+        """
+        if device == "npu" and not (os.environ.get("ASCEND_HOME_PATH") or os.environ.get("ASCEND_TOOLKIT_HOME")):
+            raise ConfigError(
+                "device=npu with framework=mindspore needs the Ascend toolkit: source its set_env.sh "
+                "(ASCEND_HOME_PATH is not set on this host)"
+            )
+
+    @classmethod
+    def check_installed(cls, cfg: Any) -> None:
+        """``framework.grad_api=backward`` needs a MindSpore whose ``Tensor`` has ``backward``.
+
+        Raises:
+            ConfigError: it has not.
+        """
+        if str(getattr(cfg.framework.grad_api, "value", cfg.framework.grad_api)) == "backward":
+            import mindspore  # only for this check: ~3 s
+
+            if not hasattr(mindspore.Tensor, "backward"):
+                raise ConfigError(
+                    f"framework.grad_api=backward: MindSpore {mindspore.__version__} has no Tensor.backward; "
+                    "allowed here: value_and_grad"
+                )
+
+    @classmethod
+    def argv(
+        cls, launcher: str, nproc: int, run_dir: Path, *, topology: Optional[Topology] = None,
+        python: str = sys.executable,
+    ) -> List[str]:
+        if launcher != "msrun":
+            raise ValueError(f"launcher={launcher!r}; framework=mindspore has: msrun")
+        if topology is not None and topology.multi_node:
+            return msrun_argv(nproc, run_dir, topology.master_port or DEFAULT_PORT, python, topology=topology)
+        return msrun_argv(nproc, run_dir, launch.free_port(), python)

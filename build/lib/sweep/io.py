@@ -1,0 +1,48 @@
+"""Atomic JSON files: a reader sees the old file or the new one, never half of one."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def _jsonable(obj: Any) -> Any:
+    """Replace non-finite floats by the strings "nan", "inf", "-inf" (strict JSON has none)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+def write_json(path: Path | str, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` via a temporary file in the same directory and
+    ``os.replace``; non-finite floats become strings (see :func:`read_floats`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(_jsonable(data), f, indent=1, allow_nan=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path | str) -> Any:
+    with open(path) as f:
+        return json.load(f)
+
+
+def read_floats(values: list) -> list[float]:
+    """Loss list from a result file back to floats ("nan"/"inf"/"-inf" included)."""
+    return [float(v) for v in values]

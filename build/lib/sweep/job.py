@@ -1,0 +1,304 @@
+"""One Hydra job: validate, launch the ranks, collect their losses, compare, record.
+
+Writes into the job's output dir (``hydra.runtime.output_dir``; layout in
+``sweep.layout``): ``job.yaml`` (the resolved config the ranks read), the ranks'
+results under ``ranks/``, the logs under ``logs/``, and last, atomically,
+``result.json``: a ``sweep.records.JobRecord``.
+
+A job never raises for a failure of its own (Hydra's basic sweeper would abort the
+whole multirun): every failure becomes ``status="error"`` or ``"timeout"`` with a reason.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import re
+import shutil
+import signal
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Type
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+import sweep
+from sweep import baseline, frameworks, launch, pool
+from sweep.compare import compare_losses
+from sweep.errors import ConfigError, RecordError
+from sweep.frameworks import Framework
+from sweep.io import read_floats, read_json, write_json
+from sweep.layout import LAUNCHER_LOG, JobDir
+from sweep.records import JobRecord, RankResult
+from sweep.schema import NUMERIC, fields_with, normalize, select, to_container, validate, world_size
+from sweep.topology import topology_from_env
+
+TAIL_LINES = 15
+
+
+def timeout_s(cfg: DictConfig) -> float:
+    """``execution.timeout_s`` or ``base_timeout_s + per_step_s * steps * world_size`` seconds."""
+    if cfg.execution.timeout_s is not None:
+        return float(cfg.execution.timeout_s)
+    return float(cfg.execution.base_timeout_s + cfg.execution.per_step_s * cfg.steps * world_size(cfg))
+
+
+def log_tails(job_dir: Path, lines: int = TAIL_LINES, launcher_log: Optional[Path] = None) -> Dict[str, str]:
+    """Last ``lines`` lines of every log of the job, by file name; ``launcher_log`` is the
+    shared launch's log when the job ran in one (``sweep.pool``)."""
+    tails = {}
+    paths = sorted(JobDir(job_dir).logs.glob("*.log")) + ([launcher_log] if launcher_log else [])
+    for path in paths:
+        text = path.read_text(errors="replace").splitlines()
+        tails[path.name] = "\n".join(text[-lines:])
+    return tails
+
+
+def _read_ranks(job_dir: Path, world: int) -> List[Optional[RankResult]]:
+    ranks: List[Optional[RankResult]] = []
+    for r in range(world):
+        path = JobDir(job_dir).rank_result(r)
+        try:
+            ranks.append(RankResult.read(path) if path.exists() else None)
+        except RecordError:
+            ranks.append(None)
+    return ranks
+
+
+def run(
+    cfg: DictConfig, job_dir: Path | str, overrides: Optional[List[str]] = None, sweep_dir: Path | str | None = None,
+    share_launches: bool = True,
+) -> JobRecord:
+    """Run one job and write ``JOB_DIR/result.json``; returns the same record.
+
+    ``sweep_dir`` (a multirun's dir) enables, per ``execution.reuse_baselines``, taking
+    the standalone sequence from the sweep's cache (``sweep.baseline``), and, with
+    ``share_launches`` (jobs run one after another in this process) and
+    ``execution.reuse_processes``, running the ranks in a shared launch (``sweep.pool``).
+    """
+    job_dir = Path(job_dir)
+    normalize(cfg)
+    if cfg.get("resume"):
+        previous = completed_result(job_dir, cfg)
+        if previous is not None:
+            previous.resumed = True
+            return previous
+    t0 = time.perf_counter()
+    record = JobRecord(
+        overrides=list(overrides or []),
+        versions={"sweep": sweep.__version__, "python": platform.python_version()},
+        started=datetime.now(timezone.utc).isoformat(),
+    )
+    try:
+        _run(cfg, job_dir, record, Path(sweep_dir).resolve() if sweep_dir else None, share_launches)
+    except KeyboardInterrupt:
+        record.status, record.reason = "error", "interrupted (Ctrl-C)"
+        _finish(job_dir, record, t0)
+        raise
+    except ConfigError as exc:
+        record.status, record.reason = "error", f"invalid config: {exc}"
+    except Exception as exc:  # a job's failure must not abort the sweep
+        record.status, record.reason = "error", f"{type(exc).__name__}: {exc}"
+        record.traceback = traceback.format_exc()
+    _finish(job_dir, record, t0)
+    return record
+
+
+def _comparable(config: Dict[str, Any]) -> Dict[str, Any]:
+    """The fields a job's result depends on (roles ``baseline``, ``distributed``,
+    ``verdict``; ``sweep.schema``)."""
+    paths = sorted({p for role in NUMERIC for p in fields_with(role)})
+    try:
+        return select(config, paths)
+    except (KeyError, TypeError):  # a config of another shape
+        return {}
+
+
+def completed_result(job_dir: Path, cfg: DictConfig) -> Optional[JobRecord]:
+    """The job's earlier record if it is complete (status ``ok`` or ``fail``) and was made
+    with the same config in every field its result depends on; else ``None`` (absent,
+    unreadable, errored, timed out, or a different config in that dir)."""
+    try:
+        previous = JobRecord.read(JobDir(job_dir).result)
+    except (OSError, RecordError):
+        return None
+    if not previous.judged or not previous.config:
+        return None
+    mine = _comparable(to_container(cfg))
+    return previous if mine and _comparable(previous.config) == mine else None
+
+
+def _finish(job_dir: Path, record: JobRecord, t0: float) -> None:
+    record.timings_s["wall"] = time.perf_counter() - t0
+    record.finished = datetime.now(timezone.utc).isoformat()
+    record.write(JobDir(job_dir).result)
+
+
+def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[Path], share_launches: bool) -> None:
+    record.config = to_container(cfg)
+    validate(cfg)
+    framework = frameworks.load(cfg)
+    world = world_size(cfg)
+    record.world_size = world
+    paths = JobDir(job_dir)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(OmegaConf.create(record.config), paths.config)
+
+    env = pool.rank_env(cfg)
+    limit = timeout_s(cfg)
+    shutil.rmtree(paths.ranks, ignore_errors=True)  # nothing stale from an earlier attempt
+    fields = baseline.key_fields(record.config, world) if sweep_dir and cfg.execution.reuse_baselines else None
+    cached = baseline.lookup(sweep_dir, fields) if fields else None
+    log, outcome = _launch(cfg, framework, job_dir, record, world, env, limit, cached, sweep_dir, share_launches)
+
+    ranks = _read_ranks(job_dir, world)
+    missing = [str(r) for r, res in enumerate(ranks) if res is None]
+    if (cfg.order == "separate" or cached) and not paths.standalone_result.exists():
+        missing.append("standalone process")
+    if missing:
+        record.log_tails = log_tails(job_dir, launcher_log=log)
+        if outcome.timed_out:
+            record.status, record.reason = "timeout", f"no result after {limit:.0f} s from {', '.join(missing)}"
+        else:
+            record.status = "error"
+            record.reason = f"no result from rank(s) {', '.join(missing)}: " + failure_cause(
+                outcome.returncode, record.log_tails
+            )
+        return
+
+    present = [r for r in ranks if r is not None]
+    if paths.standalone_result.exists():
+        standalone = read_json(paths.standalone_result)["standalone"]
+    else:
+        standalone = present[0].standalone
+    if fields and not cached:
+        baseline.store(sweep_dir, fields, standalone, job_dir)
+    _judge(cfg, record, present, standalone)
+    if outcome.returncode not in (0, None):
+        record.teardown_note = (
+            f"launcher exited with code {outcome.returncode} after every rank had written its result "
+            "(e.g. gloo SIGABRT at interpreter shutdown); judged by the results"
+        )
+
+
+def _launch(
+    cfg: DictConfig, framework: Type[Framework], job_dir: Path, record: JobRecord, world: int, env: Dict[str, str],
+    limit: float, cached: Optional[Dict[str, Any]], sweep_dir: Optional[Path], share_launches: bool,
+) -> tuple[Optional[Path], launch.LaunchOutcome]:
+    """Put the standalone baseline in place (from the cache, or from its own process with
+    ``order=separate``), then run the ranks: in the sweep's shared launch, or in a launch
+    of their own (across nodes under a multi-node SLURM allocation). Returns the shared
+    launch's log (``None`` for a launch of its own) and the outcome."""
+    paths = JobDir(job_dir)
+    if cached:
+        # The ranks see ranks/standalone.json and train the distributed copy only.
+        write_json(paths.standalone_result, {"standalone": cached["standalone"], "from": cached["job_dir"]})
+        record.baseline = {"source": "cache", "job_dir": cached["job_dir"]}
+    elif cfg.order == "separate":
+        # The standalone baseline in a process of its own, before the distributed launch.
+        standalone_spec = launch.LaunchSpec(
+            argv=[sys.executable, "-m", "sweep.train", str(job_dir), "--phase", "standalone"],
+            env=env, log_path=paths.logs / "standalone.log", timeout_s=limit,
+        )
+        record.timings_s["standalone_launch"] = launch.run(standalone_spec).wall_s
+    # A SLURM allocation of several nodes: srun, one launcher per node (sweep.cluster).
+    topology = topology_from_env(None, world)
+    if sweep_dir and share_launches and cfg.execution.reuse_processes and not topology.multi_node:
+        rank_pool = pool.get_pool(sweep_dir, record.config, framework, world, env)
+        outcome = rank_pool.run_job(job_dir, limit)
+        record.pool = {"dir": str(rank_pool.dir), "jobs": rank_pool.jobs}
+        argv, kill_tag, log = rank_pool.argv, rank_pool.kill_tag, rank_pool.log_path
+    else:
+        spec = framework.job_launch(cfg.framework.launcher, world, job_dir, env=env, timeout_s=limit, topology=topology)
+        outcome = launch.run(spec)
+        argv, kill_tag, log = spec.argv, spec.kill_tag, None
+    record.launch = {
+        "kill_tag": kill_tag,
+        "argv": argv,
+        "returncode": outcome.returncode,
+        "timed_out": outcome.timed_out,
+        "killed": outcome.killed,
+        "timeout_s": limit,
+    }
+    record.timings_s["launch"] = outcome.wall_s
+    return log, outcome
+
+
+def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalone: List[Any]) -> None:
+    """Fill the record from the ranks' results: losses, agreement, weights moved, dtypes,
+    timings, the comparison and the verdict (``ok`` or ``fail``)."""
+    first = ranks[0]
+    sharded = cfg.data.split == "sharded"
+    if sharded:
+        # each rank's loss is over its shard; the global loss is their mean (equal shard sizes)
+        per_rank = np.array([read_floats(r.distributed) for r in ranks], dtype=np.float64)
+        distributed = per_rank.mean(axis=0).tolist()
+    else:
+        distributed = first.distributed
+    record.versions.update(first.versions)
+    record.losses = {"standalone": standalone, "distributed": distributed}
+    record.ranks_agree = all(
+        r.standalone == first.standalone and (sharded or r.distributed == first.distributed) for r in ranks
+    )
+    record.weights_moved = first.moved
+    record.zero_grad_effective = first.zero_grad_effective
+    record.engine_notes = list(dict.fromkeys(note for r in ranks for note in r.engine_notes))
+    record.dtypes = {
+        "configured": {k: record.config["mp_policy"][k] for k in ("param_dtype", "reduce_dtype", "output_dtype")},
+        "observed": first.dtypes_observed,
+    }
+    for phase in ("setup", "standalone", "distributed"):
+        values = [r.timings_s[phase] for r in ranks if phase in r.timings_s]
+        if values:
+            record.timings_s[phase] = max(values)
+    comparison = compare_losses(
+        read_floats(standalone), read_floats(distributed), rtol=cfg.compare.rtol, atol=cfg.compare.atol
+    )
+    record.comparison = comparison.to_dict()
+    if comparison.passed:
+        record.status, record.reason = "ok", None
+    else:
+        record.status = "fail"
+        record.reason = (
+            f"{comparison.n_fail}/{comparison.n_steps} steps outside rtol={cfg.compare.rtol}, "
+            f"atol={cfg.compare.atol}; first at step {comparison.first_fail_step}"
+        )
+
+
+def failure_cause(returncode: Optional[int], tails: Dict[str, str]) -> str:
+    """What the logs say about a crash, in one line: the launcher's exit code or signal,
+    torchrun's per-rank ``exitcode``/signal lines, and the last exception line of each
+    worker log."""
+    if returncode is None:
+        parts = ["launcher killed"]
+    elif returncode < 0:
+        parts = [f"launcher killed by {signal.Signals(-returncode).name}"]
+    else:
+        parts = [f"launcher exited with code {returncode}"]
+    for name, text in tails.items():
+        lines = text.splitlines()
+        if name == LAUNCHER_LOG:
+            hits = [line.strip() for line in lines if re.search(r"exitcode|Signal \d+|rank\s*:", line)]
+            parts.extend(hits[:6])
+        else:
+            errors = [line.strip() for line in lines if re.search(r"Error|Exception|Traceback|error:", line)]
+            if errors:
+                parts.append(f"{name}: {errors[-1][:300]}")
+    return "; ".join(parts)
+
+
+def summary_line(record: JobRecord, label: str = "") -> str:
+    """One human line per job: status, overrides, and the key number."""
+    c = record.comparison or {}
+    head = f"[{record.status:>7}] {label}{'(resumed) ' if record.resumed else ''}"
+    head += " ".join(record.overrides) or "(defaults)"
+    if record.judged and c:
+        extra = f"max|diff|={c['max_abs_diff']:.3g} mean diff={c['mean_signed_diff']:+.3g}"
+        if c.get("first_fail_step") is not None:
+            extra += f" first fail step={c['first_fail_step']} ({c['n_fail']}/{c['n_steps']})"
+        return f"{head}  {extra}  ({record.timings_s.get('wall', math.nan):.1f}s)"
+    return f"{head}  {record.reason}"

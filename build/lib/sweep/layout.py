@@ -1,0 +1,175 @@
+"""Where every file of a job dir, a pool dir and a sweep dir lives: the one place that
+spells out the on-disk layout.
+
+A job dir (``hydra.runtime.output_dir``; ``SWEEP_DIR/<job num>/`` in a multirun)::
+
+    job.yaml                  the resolved config the ranks read (written by the job)
+    result.json               the job's record (sweep.records.JobRecord), written last
+    ranks/rank_<r>.json       rank r's result (sweep.records.RankResult)
+    ranks/standalone.json     the standalone sequence when it was computed elsewhere
+                              (order=separate, or a baseline reused from the sweep)
+    ranks/init_<who>.<ext>    weights.transfer=checkpoint's checkpoint files
+    logs/launcher.log         the framework launcher's output
+    logs/worker_<r>.log       rank r's output (msrun also writes scheduler.log)
+    .hydra/overrides.yaml     Hydra's record of the job's overrides
+
+A sweep dir (``hydra.sweep.dir``)::
+
+    multirun.yaml             Hydra's record of the multirun (its grid)
+    <num>/                    one job dir per job
+    summary.md|csv|json       the report (sweep.summary)
+    plots/                    its PNGs
+    .baselines/<key>.json     reused standalone sequences (sweep.baseline)
+    .pools/<name>/            shared launches (sweep.pool): a pool dir each
+    .pools/forkserver.log     the fork server's output
+
+A pool dir: ``pool.yaml`` (the first job's config), ``owner.pid`` (the sweep process),
+``queue/000000`` ... (job dirs to run, or ``STOP``), ``logs/``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+JOB_CONFIG = "job.yaml"
+RESULT = "result.json"
+RANKS_DIR = "ranks"
+STANDALONE_RESULT = "standalone.json"
+LOGS_DIR = "logs"
+LAUNCHER_LOG = "launcher.log"
+HYDRA_OVERRIDES = ".hydra/overrides.yaml"
+
+MULTIRUN_YAML = "multirun.yaml"
+SUMMARY_FILES = ("summary.md", "summary.csv", "summary.json")
+PLOTS_DIR = "plots"
+BASELINES_DIR = ".baselines"
+POOLS_DIR = ".pools"
+FORKSERVER_LOG = "forkserver.log"
+
+POOL_CONFIG = "pool.yaml"
+POOL_OWNER = "owner.pid"
+QUEUE_DIR = "queue"
+STOP = "STOP"
+
+
+class JobDir:
+    """Paths of one job dir (see the module docstring). Creates nothing."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    @property
+    def config(self) -> Path:
+        return self.path / JOB_CONFIG
+
+    @property
+    def result(self) -> Path:
+        return self.path / RESULT
+
+    @property
+    def ranks(self) -> Path:
+        return self.path / RANKS_DIR
+
+    def rank_result(self, rank: int) -> Path:
+        return self.ranks / f"rank_{rank}.json"
+
+    @property
+    def standalone_result(self) -> Path:
+        return self.ranks / STANDALONE_RESULT
+
+    def checkpoint(self, who: str, suffix: str) -> Path:
+        """``ranks/init_<who><suffix>``: ``who`` is ``rank_<r>`` or ``standalone``."""
+        return self.ranks / f"init_{who}{suffix}"
+
+    @property
+    def logs(self) -> Path:
+        return self.path / LOGS_DIR
+
+    @property
+    def launcher_log(self) -> Path:
+        return self.logs / LAUNCHER_LOG
+
+    def worker_log(self, rank: int) -> Path:
+        return self.logs / f"worker_{rank}.log"
+
+    @property
+    def overrides(self) -> Path:
+        return self.path / HYDRA_OVERRIDES
+
+
+class SweepDir:
+    """Paths of one sweep dir (see the module docstring). Creates nothing."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def job(self, num: int) -> JobDir:
+        return JobDir(self.path / str(num))
+
+    def job_dirs(self) -> list[Path]:
+        """The numbered job dirs that exist, in job order."""
+        if not self.path.is_dir():
+            return []
+        dirs = [p for p in self.path.iterdir() if p.is_dir() and p.name.isdigit()]
+        return sorted(dirs, key=lambda p: int(p.name))
+
+    @property
+    def multirun_yaml(self) -> Path:
+        return self.path / MULTIRUN_YAML
+
+    def summary(self, suffix: str) -> Path:
+        """``summary.<suffix>`` (``md``, ``csv``, ``json``)."""
+        return self.path / f"summary.{suffix}"
+
+    @property
+    def plots(self) -> Path:
+        return self.path / PLOTS_DIR
+
+    @property
+    def baselines(self) -> Path:
+        return self.path / BASELINES_DIR
+
+    @property
+    def pools(self) -> Path:
+        return self.path / POOLS_DIR
+
+    @property
+    def forkserver_log(self) -> Path:
+        return self.pools / FORKSERVER_LOG
+
+
+class PoolDir:
+    """Paths of one shared launch's dir (``sweep.pool``). Creates nothing."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+
+    @property
+    def config(self) -> Path:
+        return self.path / POOL_CONFIG
+
+    @property
+    def owner(self) -> Path:
+        return self.path / POOL_OWNER
+
+    @property
+    def queue(self) -> Path:
+        return self.path / QUEUE_DIR
+
+    def item(self, seq: int) -> Path:
+        return self.queue / f"{seq:06d}"
+
+    @property
+    def launcher_log(self) -> Path:
+        return self.path / LOGS_DIR / LAUNCHER_LOG
+
+
+def is_pool_dir(path: Path | str) -> bool:
+    """Whether ``path`` is a pool dir (it holds ``pool.yaml``) rather than a job dir."""
+    return (Path(path) / POOL_CONFIG).exists()

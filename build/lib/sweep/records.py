@@ -1,0 +1,199 @@
+"""The records every writer and reader shares: a rank's result and a job's record.
+
+``RankResult`` is what each rank writes to ``ranks/rank_<r>.json`` (``sweep.train``);
+``JobRecord`` is the job's ``result.json`` (``sweep.job``), read by the report, the
+plots, the benchmark and the tests. Both carry ``schema_version``; :meth:`from_dict`
+checks a file's content against the schema and raises :class:`RecordError` naming what
+is wrong, so a reader never acts on a file of the wrong shape. Loss values are floats,
+or the strings ``"nan"``, ``"inf"``, ``"-inf"`` as ``sweep.io`` stores non-finite values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Union
+
+from sweep.errors import RecordError
+from sweep.io import read_json, write_json
+
+SCHEMA_VERSION = 2  # 1: records before versioning (no "schema_version" key), still readable
+STATUSES = ("ok", "fail", "error", "timeout")  # of a job record; the report adds "missing"
+JUDGED = ("ok", "fail")
+
+Loss = Union[float, str]
+
+
+def _known(cls: type, data: Dict[str, Any]) -> Dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _check_losses(values: Any, what: str) -> None:
+    if not isinstance(values, list) or not values:
+        raise RecordError(f"{what} must be a non-empty list of losses, got {type(values).__name__}")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise RecordError(f"{what} holds {v!r}, not a loss")
+        if isinstance(v, str) and v not in ("nan", "inf", "-inf"):
+            raise RecordError(f"{what} holds the string {v!r}, not a loss")
+
+
+def _check_version(data: Dict[str, Any], what: str) -> None:
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise RecordError(f"{what}: schema_version {version!r} is newer than this sweep reads ({SCHEMA_VERSION})")
+
+
+@dataclass
+class RankResult:
+    """One rank's (or the standalone-only process's) result for one job.
+
+    ``standalone``/``distributed``: the loss of every step of the copies this process
+    trained (``None`` for a copy it did not train). ``moved``: max |change| of one copy's
+    parameters while the other trained, keyed ``"<other>_during_<trained>"`` (0.0 for
+    independent copies). ``dtypes_observed``: dtype names seen at step 0
+    (``param_forward``, ``output``, ``grad``). ``timings_s``: ``setup`` and one entry
+    per trained copy, seconds. ``engine_notes``: what the engine did besides the
+    library's own behaviour (workarounds, emulated collectives).
+    """
+
+    rank: int
+    world_size: int
+    framework: str
+    versions: Dict[str, str] = field(default_factory=dict)
+    standalone: Optional[List[Loss]] = None
+    distributed: Optional[List[Loss]] = None
+    moved: Dict[str, float] = field(default_factory=dict)
+    dtypes_observed: Dict[str, Optional[str]] = field(default_factory=dict)
+    zero_grad_effective: Optional[bool] = None
+    timings_s: Dict[str, float] = field(default_factory=dict)
+    python: Optional[str] = None
+    engine_notes: List[str] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, what: str = "rank result") -> "RankResult":
+        """Raises: RecordError: not a dict, a missing or ill-typed field."""
+        if not isinstance(data, dict):
+            raise RecordError(f"{what} is a {type(data).__name__}, not an object")
+        _check_version(data, what)
+        for key in ("rank", "world_size", "framework"):
+            if key not in data:
+                raise RecordError(f"{what} has no {key!r}")
+        for key in ("standalone", "distributed"):
+            if data.get(key) is not None:
+                _check_losses(data[key], f"{what}[{key!r}]")
+        return cls(**_known(cls, data))
+
+    def write(self, path: Path | str) -> None:
+        write_json(path, self.to_dict())
+
+    @classmethod
+    def read(cls, path: Path | str) -> "RankResult":
+        """Raises: OSError: unreadable; RecordError: not JSON, or not a rank result."""
+        try:
+            data = read_json(path)
+        except ValueError as exc:
+            raise RecordError(f"{path}: not JSON ({exc})") from None
+        return cls.from_dict(data, str(path))
+
+
+@dataclass
+class JobRecord:
+    """A job's ``result.json``.
+
+    ``status``: ``ok`` (every step within tolerance), ``fail`` (the comparison failed),
+    ``error`` (invalid config, crashed rank, interrupted), ``timeout``. ``reason``:
+    ``None`` when ok. ``overrides``: the job's Hydra overrides; ``config``: the resolved
+    config; ``comparison``: ``sweep.compare.Comparison`` as a dict; ``losses``:
+    ``{"standalone": [...], "distributed": [...]}`` (rank 0's, or the mean over ranks
+    with ``data.split=sharded``); ``ranks_agree``: every rank recorded the same losses;
+    ``dtypes``: ``{"configured": {...}, "observed": {...}}``; ``weights_moved``; ``launch``:
+    the framework launcher's ``argv``, ``returncode``, ``timed_out``, ``killed``,
+    ``timeout_s`` and ``kill_tag`` (the ``SWEEP_KILL_TAG`` its processes carry);
+    ``timings_s``: ``wall``, ``launch`` and per-phase maxima over ranks (s); ``pool``:
+    the shared launch that ran it; ``baseline``: where a reused standalone sequence came
+    from; ``engine_notes``: the engine's notes (``RankResult.engine_notes``);
+    ``started``/``finished``: UTC ISO-8601.
+    """
+
+    status: str = "error"
+    reason: Optional[str] = None
+    overrides: List[str] = field(default_factory=list)
+    config: Optional[Dict[str, Any]] = None
+    world_size: Optional[int] = None
+    comparison: Optional[Dict[str, Any]] = None
+    ranks_agree: Optional[bool] = None
+    losses: Optional[Dict[str, List[Loss]]] = None
+    dtypes: Optional[Dict[str, Any]] = None
+    weights_moved: Optional[Dict[str, float]] = None
+    zero_grad_effective: Optional[bool] = None
+    engine_notes: List[str] = field(default_factory=list)
+    launch: Optional[Dict[str, Any]] = None
+    timings_s: Dict[str, float] = field(default_factory=dict)
+    versions: Dict[str, str] = field(default_factory=dict)
+    pool: Optional[Dict[str, Any]] = None
+    baseline: Optional[Dict[str, Any]] = None
+    log_tails: Optional[Dict[str, str]] = None
+    traceback: Optional[str] = None
+    teardown_note: Optional[str] = None
+    resumed: bool = False
+    started: Optional[str] = None
+    finished: Optional[str] = None
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def judged(self) -> bool:
+        return self.status in JUDGED
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, what: str = "result.json") -> "JobRecord":
+        """Check ``data`` against the schema: a dict with a known ``status``; a judged
+        job (``ok``/``fail``) has a comparison whose ``passed`` agrees with the status and
+        two loss sequences of the comparison's length.
+
+        Raises:
+            RecordError: naming the first thing that does not match.
+        """
+        if not isinstance(data, dict):
+            raise RecordError(f"{what} holds a {type(data).__name__}, not a job record")
+        _check_version(data, what)
+        status = data.get("status")
+        if status not in STATUSES:
+            raise RecordError(f"{what} has status {status!r}; a job record has one of {', '.join(STATUSES)}")
+        if status in JUDGED:
+            comparison, losses = data.get("comparison"), data.get("losses")
+            if not isinstance(comparison, dict) or not isinstance(comparison.get("passed"), bool):
+                raise RecordError(f"{what}: status {status} without a comparison")
+            if comparison["passed"] != (status == "ok"):
+                raise RecordError(f"{what}: status {status} but comparison.passed={comparison['passed']}")
+            if not isinstance(losses, dict):
+                raise RecordError(f"{what}: status {status} without loss sequences")
+            for key in ("standalone", "distributed"):
+                _check_losses(losses.get(key), f"{what} losses[{key!r}]")
+            if len(losses["standalone"]) != len(losses["distributed"]):
+                raise RecordError(f"{what}: the two loss sequences differ in length")
+        for key, kind in (("overrides", list), ("timings_s", dict), ("versions", dict)):
+            if key in data and not isinstance(data[key], kind):
+                raise RecordError(f"{what}: {key} is a {type(data[key]).__name__}, not a {kind.__name__}")
+        return cls(**_known(cls, data))
+
+    def write(self, path: Path | str) -> None:
+        write_json(path, self.to_dict())
+
+    @classmethod
+    def read(cls, path: Path | str) -> "JobRecord":
+        """Raises: OSError: unreadable; RecordError: not JSON, or not a job record."""
+        try:
+            data = read_json(path)
+        except ValueError as exc:
+            raise RecordError(f"not JSON ({exc})") from None
+        return cls.from_dict(data)

@@ -1,0 +1,139 @@
+"""Per-rank training: what every rank of a job runs, started by torchrun or msrun.
+
+``python -m sweep.train JOB_DIR`` (or the file ``sweep/train/__main__.py`` for msrun)
+reads ``JOB_DIR/job.yaml`` (the resolved config the job wrote), trains the copies of
+the model on this rank in the configured ``order``, and writes
+``JOB_DIR/ranks/rank_<rank>.json``: a ``sweep.records.RankResult``.
+
+With ``order=separate`` the ranks train only the distributed copy and
+``python -m sweep.train JOB_DIR --phase standalone`` (one plain process, no launcher)
+writes ``ranks/standalone.json`` with the standalone sequence.
+Losses are Python floats of the framework's scalar loss (float32 values, exact).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from sweep.data import make_samples
+from sweep.layout import JobDir
+from sweep.records import RankResult
+
+PHASES = ("both", "standalone", "distributed")
+
+
+def load_job(job_dir: Path | str) -> DictConfig:
+    """The job's resolved config (plain values: enums are strings)."""
+    return OmegaConf.load(JobDir(job_dir).config)
+
+
+def rank_functions(cfg: Any) -> Any:
+    """The rank module of the job's framework (``framework.impl``'s ``rank_module``)."""
+    from sweep.frameworks import by_path
+
+    return by_path(str(cfg.framework.impl)).rank_functions()
+
+
+def write_rank_result(
+    job_dir: Path | str, phase: str, result: RankResult, setup_s: float, seconds: Dict[str, float]
+) -> None:
+    """Write this process's ``result`` (its ``timings_s`` completed with ``setup_s`` and
+    the per-copy ``seconds``): ``ranks/rank_<rank>.json``, or ``ranks/standalone.json``
+    for the standalone-only process of ``order=separate``."""
+    result.timings_s = {"setup": setup_s, **seconds}
+    result.python = platform.python_version()
+    job = JobDir(job_dir)
+    result.write(job.standalone_result if phase == "standalone" else job.rank_result(result.rank))
+
+
+def redirect_to(path: Path) -> None:
+    """Send this process's stdout/stderr (C level too) to ``path`` (appended)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def redirect_output(job_dir: Path, rank: int) -> None:
+    """Send this process's stdout/stderr (C level too) to ``JOB_DIR/logs/worker_<rank>.log``."""
+    redirect_to(JobDir(job_dir).worker_log(rank))
+
+
+def phase_order(order: str, phase: str, job_dir: Path | str | None = None) -> List[str]:
+    """The copies this process trains, in order. The standalone copy is left out when
+    its losses are already known: ``order=separate``, or a baseline the job took from
+    the sweep's cache (``JOB_DIR/ranks/standalone.json`` exists before the ranks start).
+
+    Raises:
+        ValueError: unknown ``order`` or ``phase``.
+    """
+    if phase == "standalone":
+        return ["standalone"]
+    known = job_dir is not None and JobDir(job_dir).standalone_result.exists()
+    if phase == "distributed" or order == "separate" or known:
+        return ["distributed"]
+    if phase != "both":
+        raise ValueError(f"phase={phase!r}; allowed: {', '.join(PHASES)}")
+    orders = {"standalone_first": ["standalone", "distributed"], "distributed_first": ["distributed", "standalone"]}
+    if order not in orders:
+        raise ValueError(f"order={order!r}; allowed: standalone_first, distributed_first, separate")
+    return orders[order]
+
+
+def rank_samples(cfg: Any, rank: int) -> Tuple[List[Any], List[Any]]:
+    """``(standalone_samples, rank_samples)``: numpy ``(x, y)`` pairs per step.
+
+    ``data.split=replicated``: both are the same ``batch_size``-row samples.
+    ``data.split=sharded``: the standalone copy gets ``batch_size * world_size`` rows per
+    step (the job's world size, also in the standalone-only process of
+    ``order=separate``) and rank ``rank`` rows ``[rank * batch_size, (rank + 1) * batch_size)``.
+    """
+    from sweep.schema import world_size
+
+    world = world_size(cfg)
+    sharded = cfg.data.split == "sharded"
+    rows = cfg.data.batch_size * (world if sharded else 1)
+    global_samples = make_samples(
+        cfg.steps, batch_size=rows, in_size=cfg.model.in_size, out_size=cfg.model.out_size,
+        seed_offset=cfg.data.seed_offset,
+    )
+    if not sharded:
+        return global_samples, global_samples
+    b = cfg.data.batch_size
+    return global_samples, [(x[rank * b:(rank + 1) * b], y[rank * b:(rank + 1) * b]) for x, y in global_samples]
+
+
+def train_phases(
+    names: Sequence[str],
+    train: Dict[str, Callable[[], List[float]]],
+    snapshot: Dict[str, Callable[[], List[np.ndarray]]],
+) -> Tuple[Dict[str, List[float]], Dict[str, float], Dict[str, float]]:
+    """Run ``train[name]()`` for each name in order; around each, snapshot the *other*
+    copy's parameters (if this process holds it) to measure how far training one copy
+    moved the other: the max absolute change, 0.0 for independent copies.
+
+    Returns ``(losses, moved, seconds)`` keyed by copy name (``moved`` by
+    ``"<other>_during_<name>"``).
+    """
+    losses, moved, seconds = {}, {}, {}
+    for name in names:
+        other = "distributed" if name == "standalone" else "standalone"
+        before = snapshot[other]() if other in names else None
+        t0 = time.perf_counter()
+        losses[name] = train[name]()
+        seconds[name] = time.perf_counter() - t0
+        if before is not None:
+            after = snapshot[other]()
+            moved[f"{other}_during_{name}"] = float(max(np.max(np.abs(a - b)) for a, b in zip(after, before)))
+    return losses, moved, seconds

@@ -1,0 +1,91 @@
+"""Entry of every rank: ``python -m sweep.train DIR [--phase standalone]``, or the file
+``sweep/train/__main__.py`` for msrun (which takes a script path).
+
+``DIR`` is a job dir (``job.yaml``: run that job, then exit) or a pool dir
+(``pool.yaml``: serve jobs from its queue until ``STOP``; see ``sweep.pool``).
+"""
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+FAILED_RANK_GRACE_S = 1.0  # 10x torch elastic's monitor interval (0.1 s)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def serve(pool_dir: Path, exit_process: bool = True) -> None:
+    """Initialise once, then run each job posted to ``pool_dir/queue`` in order.
+    A failing job ends the process with its traceback in the job's worker log. A rank
+    also leaves when its launcher (parent) or the sweep process that posts the jobs
+    (pid in ``pool_dir/owner.pid``) is gone: nothing would ever stop it otherwise.
+    ``exit_process=False``: return after ``STOP`` instead of leaving the process (a rank
+    forked by ``sweep.train.fork_launch``, whose launcher waits for the return)."""
+    from omegaconf import OmegaConf
+
+    from sweep.layout import STOP, PoolDir
+    from sweep.train import load_job, rank_functions, redirect_output
+
+    launcher = os.getppid()
+    paths = PoolDir(pool_dir)
+    owner = int(paths.owner.read_text()) if paths.owner.exists() else None
+    pool_cfg = OmegaConf.load(paths.config)
+    module = rank_functions(pool_cfg)
+    ctx = module.init_rank(pool_cfg)
+    seq = 0
+    while True:
+        item = paths.item(seq)
+        while not item.exists():
+            gone = "launcher" if os.getppid() != launcher else "sweep" if owner and not _alive(owner) else None
+            if gone:
+                print(f"the {gone} process is gone; leaving", file=sys.stderr, flush=True)
+                os._exit(1)
+            time.sleep(0.02)
+        text = item.read_text()
+        if text == STOP:
+            break
+        job_dir = Path(text)
+        redirect_output(job_dir, ctx.rank)
+        try:
+            module.run_job(load_job(job_dir), job_dir, ctx)
+        except BaseException:
+            traceback.print_exc()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            # Often this rank failed only because a peer vanished (gloo: connection closed).
+            # Leave after the peer, so that a launcher which reports the first exit it sees
+            # (elastic_launch with fork does) names the rank that failed first.
+            time.sleep(FAILED_RANK_GRACE_S)
+            os._exit(1)
+        seq += 1
+    module.close_rank(ctx, exit_process=exit_process)
+
+
+def main(argv: list[str]) -> None:
+    from sweep.layout import is_pool_dir
+    from sweep.train import PHASES, load_job, rank_functions
+
+    parser = argparse.ArgumentParser(prog="python -m sweep.train")
+    parser.add_argument("dir", type=Path, help="a job dir (job.yaml) or a pool dir (pool.yaml)")
+    parser.add_argument("--phase", choices=PHASES, default="both")
+    args = parser.parse_args(argv)
+    if is_pool_dir(args.dir):
+        serve(args.dir)
+        return
+    cfg = load_job(args.dir)
+    rank_functions(cfg).run_rank(cfg, str(args.dir), args.phase)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

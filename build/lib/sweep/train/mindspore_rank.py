@@ -1,0 +1,256 @@
+"""One MindSpore rank, in PYNATIVE mode, following the report's reproducer.
+
+Started by msrun (which also runs this file in its scheduler process up to
+``init()``; nothing is written before ``init()``). Order, as in the report:
+``set_context(mode=PYNATIVE_MODE)``, ``set_deterministic``, ``set_seed(seed)``,
+``np.random.seed(seed)``, ``init()``, build the standalone net, build the distributed
+net, copy the distributed net's initial weights into the standalone one
+(``weights.transfer``; the report shares storage), parallelise, build the optimizers
+(standalone first), train in ``order`` (the report: standalone first). A step is
+``value_and_grad(forward_fn, None, optimizer.parameters)`` then ``optimizer(grads)``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+
+from sweep.engines import load_engine
+from sweep.layout import JobDir
+from sweep.records import RankResult
+from sweep.train import phase_order, rank_samples, train_phases, write_rank_result
+
+
+def build_mlp(model_cfg: Any) -> Any:
+    """The report's ``SimpleMLP``: ``nn.Dense`` x2 with ``weight_init=Normal(init_std)``
+    (``"normal"`` is ``Normal(sigma=0.01)``), ``bias_init="zeros"``, ``mint.nn.ReLU``."""
+    from mindspore import mint, nn
+    from mindspore.common.initializer import Normal
+
+    class SimpleMLP(nn.Cell):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer0 = nn.Dense(
+                model_cfg.in_size, model_cfg.hidden_size, weight_init=Normal(sigma=model_cfg.init_std), bias_init="zeros"
+            )
+            self.layer1 = nn.Dense(
+                model_cfg.hidden_size, model_cfg.out_size, weight_init=Normal(sigma=model_cfg.init_std), bias_init="zeros"
+            )
+
+        def construct(self, x: Any) -> Any:
+            x = self.layer0(x)
+            x = mint.nn.ReLU()(x)
+            return self.layer1(x)
+
+    return SimpleMLP()
+
+
+def build_optimizer(opt_cfg: Any, params: Any) -> Any:
+    """``nn.Adam`` / ``nn.AdamWeightDecay`` / ``nn.SGD`` with the config's hyperparameters.
+
+    Raises:
+        ValueError: unknown optimizer name.
+    """
+    from mindspore import nn
+
+    name = opt_cfg.name
+    beta1, beta2 = (float(b) for b in opt_cfg.betas)
+    if name == "adam":
+        return nn.Adam(params, learning_rate=opt_cfg.lr, beta1=beta1, beta2=beta2, eps=opt_cfg.eps,
+                       weight_decay=opt_cfg.weight_decay)
+    if name == "adamw":
+        return nn.AdamWeightDecay(params, learning_rate=opt_cfg.lr, beta1=beta1, beta2=beta2, eps=opt_cfg.eps,
+                                  weight_decay=opt_cfg.weight_decay)
+    if name == "sgd":
+        return nn.SGD(params, learning_rate=opt_cfg.lr, momentum=opt_cfg.momentum, weight_decay=opt_cfg.weight_decay)
+    raise ValueError(f"optimizer.name={name!r}; allowed: adam, adamw, sgd")
+
+
+def copy_weights(dst: Any, src: Any, how: str, path: Path) -> None:
+    """Give ``dst`` the initial weights of ``src`` (same-named parameters).
+
+    ``how``: ``shared`` is the report's ``dst_param.set_data(src_param)``: the two
+    parameters then share storage (the same ``data_ptr``), so training one moves
+    the other; ``independent`` sets a copy of the values
+    (``set_data(Tensor(src_param.asnumpy().copy()))``); ``checkpoint`` saves ``src``
+    with ``mindspore.save_checkpoint`` to ``path`` and loads it into ``dst`` with
+    ``load_checkpoint`` + ``load_param_into_net``.
+
+    Raises:
+        ValueError: unknown ``how``.
+    """
+    import mindspore as ms
+    from mindspore import Tensor
+
+    src_params = src.parameters_dict()
+    if how == "shared":
+        for name, param in dst.parameters_dict().items():
+            param.set_data(src_params[name])
+    elif how == "independent":
+        for name, param in dst.parameters_dict().items():
+            param.set_data(Tensor(src_params[name].asnumpy().copy()))
+    elif how == "checkpoint":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ms.save_checkpoint(src, str(path))
+        ms.load_param_into_net(dst, ms.load_checkpoint(str(path)), strict_load=True)
+    else:
+        raise ValueError(f"weights.transfer={how!r}; allowed: shared, independent, checkpoint")
+
+
+def local_params(net: Any) -> List[np.ndarray]:
+    """This rank's parameter values as numpy copies (``asnumpy()`` is a live view)."""
+    return [p.asnumpy().copy() for p in net.trainable_params()]
+
+
+def train(
+    net: Any,
+    optimizer: Any,
+    samples: List[Any],
+    apply: Callable[[Any, Any], None],
+    *,
+    grad_api: str = "value_and_grad",
+    zero_grad: bool = False,
+    observed: Optional[Dict[str, str]] = None,
+) -> List[float]:
+    """The report's ``train_step`` over ``samples``: ``value_and_grad`` of the MSE loss
+    w.r.t. ``optimizer.parameters``, then ``apply(optimizer, grads)``; with
+    ``zero_grad`` also ``net.zero_grad()`` where the net has one (hyper-parallel's
+    ``fully_shard`` adds it; a plain Cell's functional gradients need no clearing).
+
+    ``observed`` (a dict) receives at step 0 the dtypes that ran: ``param_forward``
+    (``layer0.weight`` during forward), ``output``, ``grad`` (first gradient).
+
+    Raises:
+        NotImplementedError: ``grad_api="backward"`` on a MindSpore without ``Tensor.backward``.
+    """
+    import mindspore as ms
+    from mindspore import Tensor, nn
+
+    if grad_api != "value_and_grad":
+        if not hasattr(Tensor, "backward"):
+            raise NotImplementedError(
+                f"framework.grad_api={grad_api}: MindSpore {ms.__version__} has no Tensor.backward; "
+                "use framework.grad_api=value_and_grad"
+            )
+        raise NotImplementedError(f"framework.grad_api={grad_api} is not wired for MindSpore yet")
+    loss_fn = nn.MSELoss()
+
+    def forward_fn(inputs: Any, labels: Any) -> Any:
+        out = net(inputs)
+        if observed is not None and "output" not in observed:
+            observed["param_forward"] = str(net.layer0.weight.dtype).lower()
+            observed["output"] = str(out.dtype).lower()
+        return loss_fn(out, labels)
+
+    grad_fn = ms.value_and_grad(forward_fn, None, optimizer.parameters)
+    clear = getattr(net, "zero_grad", None) if zero_grad else None
+    losses = []
+    for x, y in samples:
+        loss, grads = grad_fn(x, y)
+        if observed is not None and "grad" not in observed:
+            observed["grad"] = str(grads[0].dtype).lower()
+        apply(optimizer, grads)
+        if clear is not None:
+            clear()
+        losses.append(float(loss.asnumpy()))
+    return losses
+
+
+@dataclass
+class RankContext:
+    """This process's place in the job: ``rank`` of ``world``; ``distributed`` is false
+    in the standalone-only process (no ``init()``)."""
+
+    rank: int
+    world: int
+    distributed: bool
+
+
+def init_rank(cfg: Any, distributed: bool = True) -> RankContext:
+    """``set_context(mode=PYNATIVE_MODE, device_target=...)``, ``set_deterministic`` (it
+    may be called once per process, so a reused process keeps its first setting: jobs
+    are grouped by ``deterministic``), then ``init()`` if ``distributed``."""
+    import mindspore as ms
+    from mindspore.communication import get_group_size, get_rank, init
+
+    ms.set_context(mode=ms.PYNATIVE_MODE, device_target=cfg.framework.device_map[cfg.device])
+    if cfg.deterministic:
+        ms.set_deterministic(True)
+    if not distributed:
+        return RankContext(rank=0, world=1, distributed=False)
+    init()
+    return RankContext(rank=get_rank(), world=get_group_size(), distributed=True)
+
+
+def close_rank(ctx: RankContext, exit_process: bool = True) -> None:
+    """Nothing to tear down: msrun ends the workers when the script returns."""
+
+
+def run_rank(cfg: Any, job_dir: str, phase: str = "both") -> None:
+    """One job in a fresh process (msrun worker, or the standalone-only process of
+    ``order=separate``): ``init_rank`` then ``run_job``."""
+    ctx = init_rank(cfg, phase != "standalone")
+    run_job(cfg, job_dir, ctx, phase)
+
+
+def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both") -> None:
+    """Train this process's copies for one job and write its result file (see
+    ``sweep.train``); seeds are (re)set here, so a reused process gives the same losses."""
+    t0 = time.perf_counter()
+    import mindspore as ms
+    from mindspore import Tensor
+
+    ms.set_seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    rank, world, distributed_phase = ctx.rank, ctx.world, ctx.distributed
+    job_dir = Path(job_dir)
+    standalone = build_mlp(cfg.model)
+    distributed = build_mlp(cfg.model)
+    ckpt = JobDir(job_dir).checkpoint("standalone" if not distributed_phase else f"rank_{rank}", ".ckpt")
+    copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
+    names = phase_order(cfg.order, phase, job_dir)
+    engine = load_engine(cfg, "mindspore", device=cfg.device, world_size=world)
+    if "distributed" in names:
+        distributed = engine.parallelize(distributed)
+    global_np, local_np = rank_samples(cfg, rank)
+    opt_standalone = build_optimizer(cfg.optimizer, standalone.trainable_params())
+    opt_distributed = build_optimizer(cfg.optimizer, distributed.trainable_params())
+    zero_grad_effective = bool(cfg.zero_grad) and hasattr(distributed, "zero_grad")
+
+    def tensors(pairs: List[Any]) -> List[Any]:
+        return [(Tensor(x), Tensor(y)) for x, y in pairs]
+
+    observed: Dict[str, str] = {}
+    losses, moved, seconds = train_phases(
+        names,
+        train={
+            "standalone": lambda: train(standalone, opt_standalone, tensors(global_np), lambda opt, g: opt(g),
+                                        grad_api=cfg.framework.grad_api),
+            "distributed": lambda: train(distributed, opt_distributed, tensors(local_np), engine.optimizer_step,
+                                         grad_api=cfg.framework.grad_api, zero_grad=bool(cfg.zero_grad),
+                                         observed=observed),
+        },
+        snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
+    )
+    result = RankResult(
+        rank=rank, world_size=world, framework="mindspore",
+        versions={"mindspore": ms.__version__, **_hyper_parallel_version()},
+        standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
+        dtypes_observed=observed, zero_grad_effective=zero_grad_effective, engine_notes=list(engine.notes),
+    )
+    write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
+
+
+def _hyper_parallel_version() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist_name in ("hyper-parallel", "hyper_parallel"):
+        try:
+            return {"hyper_parallel": version(dist_name)}
+        except PackageNotFoundError:
+            continue
+    return {}

@@ -1,0 +1,40 @@
+"""The package installs from a wheel (no editable install, no source tree) and runs a
+real sweep from an unrelated working directory: the config tree ships inside it."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_wheel_installed_in_a_fresh_venv_runs_a_sweep(tmp_path):
+    dist, venv, work = tmp_path / "dist", tmp_path / "venv", tmp_path / "elsewhere"
+    work.mkdir()
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+                   check=True, capture_output=True, text=True, timeout=600)
+    wheel = next(dist.glob("*.whl"))
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = str(venv / "bin" / "python")
+    install = subprocess.run(
+        [python, "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints" / "cpu.txt"), f"{wheel}[torch]"],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    proc = subprocess.run(
+        [python, "-m", "sweep", "-m", "ablation=none", "steps=3", "optimizer=adam,sgd", f"hydra.sweep.dir={work}/s"],
+        cwd=work, capture_output=True, text=True, timeout=600, env=env,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Primary config directory not found" not in proc.stderr
+    summary = json.loads((work / "s" / "summary.json").read_text())
+    assert summary["counts"]["ok"] == 2 and summary["factors"] == ["optimizer"]
+    where = subprocess.run([python, "-c", "import sweep; print(sweep.__file__)"], cwd=work, capture_output=True,
+                           text=True, env=env, check=True).stdout
+    assert str(venv) in where  # the installed copy ran, not the source tree
