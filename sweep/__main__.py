@@ -4,6 +4,7 @@ A single run exits 1 unless its job passed the comparison; a multirun exits 0 on
 every job has a result (their verdicts are in the summary table).
 """
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -72,6 +73,10 @@ def entry() -> None:
     """
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        # The `sweep` command: engines and models named in the config may live in the
+        # working directory; last on the path, it cannot shadow an installed package.
+        sys.path.append(os.getcwd())
     from sweep import callbacks
     from sweep.layout import SweepDir
 

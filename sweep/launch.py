@@ -69,17 +69,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+USER_PATH = "SWEEP_USER_PATH"
+
+
 def child_environment(extra: Dict[str, str], kill_tag: str) -> Dict[str, str]:
     """The environment of a launch: this process's, plus ``extra``, the
     ``SWEEP_KILL_TAG`` and this interpreter first on ``PATH`` (msrun runs the first
-    ``python`` on ``PATH``). The working directory goes on ``PYTHONPATH`` so that an
-    engine or model named in the config may live in the user's project, after the
-    installed packages (a directory there named like one of them cannot shadow it)."""
+    ``python`` on ``PATH``).
+
+    Nothing in the working directory may shadow an installed package in the ranks (a
+    directory or file named ``sweep`` there, say): ``PYTHONSAFEPATH=1`` keeps ``python -m``
+    from putting the working directory first on ``sys.path``, and the working directory
+    goes into ``SWEEP_USER_PATH`` instead, which the ranks append at the end of
+    ``sys.path`` (``sweep.train.__main__``), so that an engine or model named in the
+    config may still live in the user's project."""
     env = dict(os.environ)
     env.update(extra)
     env[TAG] = kill_tag
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [env.get("PYTHONPATH", ""), os.getcwd()] if p)
+    env["PYTHONSAFEPATH"] = "1"
+    env[USER_PATH] = os.getcwd()
     return env
 
 

@@ -15,6 +15,15 @@ from pathlib import Path
 FAILED_RANK_GRACE_S = 1.0  # 10x torch elastic's monitor interval (0.1 s)
 
 
+def user_path() -> None:
+    """Append the sweep's working directory (``SWEEP_USER_PATH``, ``sweep.launch``) at the
+    end of ``sys.path``: engines and models named in the config may live there, and it
+    can never shadow an installed package."""
+    path = os.environ.get("SWEEP_USER_PATH")
+    if path and path not in sys.path:
+        sys.path.append(path)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -37,6 +46,7 @@ def serve(pool_dir: Path, exit_process: bool = True) -> None:
     from sweep.layout import STOP, PoolDir
     from sweep.train import load_job, rank_functions, redirect_output
 
+    user_path()
     launcher = os.getppid()
     paths = PoolDir(pool_dir)
     owner = int(paths.owner.read_text()) if paths.owner.exists() else None
@@ -88,6 +98,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("dir", type=Path, help="a job dir (job.yaml) or a pool dir (pool.yaml)")
     parser.add_argument("--phase", choices=PHASES, default="both")
     args = parser.parse_args(argv)
+    user_path()
     if is_pool_dir(args.dir):
         serve(args.dir)
         return

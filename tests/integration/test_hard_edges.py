@@ -30,6 +30,18 @@ def test_a_directory_named_like_the_package_in_the_working_dir_changes_nothing(t
     assert json.loads((tmp_path / "sweep" / "run" / "result.json").read_text())["status"] == "ok"
 
 
+def test_the_sweep_command_ignores_a_module_named_sweep_in_the_working_dir(tmp_path):
+    (tmp_path / "sweep.py").write_text("raise SystemExit('the wrong sweep')\n")
+    (tmp_path / "my_engines.py").write_text(
+        "from sweep.engines.torch_fsdp2 import TorchFSDP2\n\nclass Mine(TorchFSDP2):\n    pass\n"
+    )
+    command = os.path.join(os.path.dirname(sys.executable), "sweep")
+    proc = subprocess.run([command, "steps=3", "engine.impl.torch=my_engines.Mine", "hydra.run.dir=run"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # the user's engine module is found, sweep.py is not
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["status"] == "ok"
+
+
 def test_a_sweep_dir_named_sweep_reports_and_resumes(tmp_path):
     args = ["-m", "ablation=none", "steps=3", "optimizer=adam,sgd", "hydra.sweep.dir=sweep"]
     assert _sweep(args, tmp_path).returncode == 0
