@@ -10,6 +10,7 @@ from typing import Any, List, Optional
 from sweep import launch
 from sweep.errors import ConfigError
 from sweep.frameworks.base import Framework, per_node, rank_script
+from sweep.layout import JobDir
 from sweep.topology import DEFAULT_PORT, Topology
 
 
@@ -29,11 +30,11 @@ def msrun_argv(
         return [
             msrun, f"--worker_num={nproc}", f"--local_worker_num={per_node(nproc, topology)}",
             f"--master_addr={topology.master_addr}", f"--master_port={port}", f"--node_rank={topology.node_rank}",
-            f"--log_dir={run_dir / 'logs'}", "--join=True", rank_script(), str(run_dir),
+            f"--log_dir={JobDir(run_dir).logs}", "--join=True", rank_script(), str(run_dir),
         ]
     return [
         msrun, f"--worker_num={nproc}", f"--local_worker_num={nproc}", f"--master_port={port}",
-        f"--log_dir={run_dir / 'logs'}", "--join=True", rank_script(), str(run_dir),
+        f"--log_dir={JobDir(run_dir).logs}", "--join=True", rank_script(), str(run_dir),
     ]
 
 
