@@ -46,8 +46,31 @@ def _check_version(data: Dict[str, Any], what: str) -> None:
         raise RecordError(f"{what}: schema_version {version!r} is newer than this sweep reads ({SCHEMA_VERSION})")
 
 
+class _Record:
+    """What both records share: plain-dict form, atomic write, checked read."""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    def write(self, path: Path | str) -> None:
+        write_json(path, self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Any, what: str) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def read(cls, path: Path | str, what: Optional[str] = None) -> Any:
+        """Raises: OSError: unreadable; RecordError: not JSON, or not this record."""
+        try:
+            data = read_json(path)
+        except ValueError as exc:
+            raise RecordError(f"not JSON ({exc})") from None
+        return cls.from_dict(data, what or Path(path).name)
+
+
 @dataclass
-class RankResult:
+class RankResult(_Record):
     """One rank's (or the standalone-only process's) result for one job.
 
     ``standalone``/``distributed``: the loss of every step of the copies this process
@@ -73,9 +96,6 @@ class RankResult:
     engine_notes: List[str] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, data: Any, what: str = "rank result") -> "RankResult":
         """Raises: RecordError: not a dict, a missing or ill-typed field."""
@@ -90,21 +110,9 @@ class RankResult:
                 _check_losses(data[key], f"{what}[{key!r}]")
         return cls(**_known(cls, data))
 
-    def write(self, path: Path | str) -> None:
-        write_json(path, self.to_dict())
-
-    @classmethod
-    def read(cls, path: Path | str) -> "RankResult":
-        """Raises: OSError: unreadable; RecordError: not JSON, or not a rank result."""
-        try:
-            data = read_json(path)
-        except ValueError as exc:
-            raise RecordError(f"{path}: not JSON ({exc})") from None
-        return cls.from_dict(data, str(path))
-
 
 @dataclass
-class JobRecord:
+class JobRecord(_Record):
     """A job's ``result.json``.
 
     ``status``: ``ok`` (every step within tolerance), ``fail`` (the comparison failed),
@@ -151,9 +159,6 @@ class JobRecord:
     def judged(self) -> bool:
         return self.status in JUDGED
 
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, data: Any, what: str = "result.json") -> "JobRecord":
         """Check ``data`` against the schema: a dict with a known ``status``; a judged
@@ -185,15 +190,3 @@ class JobRecord:
             if key in data and not isinstance(data[key], kind):
                 raise RecordError(f"{what}: {key} is a {type(data[key]).__name__}, not a {kind.__name__}")
         return cls(**_known(cls, data))
-
-    def write(self, path: Path | str) -> None:
-        write_json(path, self.to_dict())
-
-    @classmethod
-    def read(cls, path: Path | str) -> "JobRecord":
-        """Raises: OSError: unreadable; RecordError: not JSON, or not a job record."""
-        try:
-            data = read_json(path)
-        except ValueError as exc:
-            raise RecordError(f"not JSON ({exc})") from None
-        return cls.from_dict(data)
