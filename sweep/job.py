@@ -247,6 +247,7 @@ def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalo
     record.weights_moved = first.moved
     record.zero_grad_effective = first.zero_grad_effective
     record.engine_notes = list(dict.fromkeys(note for r in ranks for note in r.engine_notes))
+    record.notes = effect_notes(cfg, record)
     record.dtypes = {
         "configured": {k: record.config["mp_policy"][k] for k in ("param_dtype", "reduce_dtype", "output_dtype")},
         "observed": first.dtypes_observed,
@@ -267,6 +268,32 @@ def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalo
             f"{comparison.n_fail}/{comparison.n_steps} steps outside rtol={cfg.compare.rtol}, "
             f"atol={cfg.compare.atol}; first at step {comparison.first_fail_step}"
         )
+
+
+def effect_notes(cfg: DictConfig, record: JobRecord) -> List[str]:
+    """Settings of the job that had no effect, so that a sweep over them is not read as
+    evidence: a field the engine never reads (``Engine.unused_fields``) that the job's
+    overrides set; ``weights.transfer=shared`` when neither copy moved the other (the
+    engine copied the parameters); ``zero_grad=true`` set by the overrides when the
+    engine's gradients are functional (nothing to clear)."""
+    from sweep import engines
+
+    notes = []
+    engine = engines.engine_class(cfg, str(cfg.framework.name))
+    overridden = {str(o).partition("=")[0].lstrip("+~") for o in record.overrides}
+    for key in engine.unused_fields:
+        if key in overridden or key.split(".")[0] in overridden:
+            notes.append(f"{key} had no effect: engine={cfg.engine.name} does not use it")
+    moved = record.weights_moved or {}
+    if cfg.weights.transfer == "shared" and moved and all(v == 0.0 for v in moved.values()):
+        notes.append(
+            f"weights.transfer=shared had no effect: engine={cfg.engine.name} copied the parameters, so neither "
+            "copy moved the other (weights_moved 0.0 both ways)"
+        )
+    if cfg.zero_grad and record.zero_grad_effective is False and "zero_grad" in overridden:
+        notes.append(f"zero_grad=true had no effect: engine={cfg.engine.name}'s gradients are functional "
+                     "(nothing accumulates to clear)")
+    return notes
 
 
 def failure_cause(returncode: Optional[int], tails: Dict[str, str]) -> str:

@@ -126,7 +126,8 @@ class JobRecord(_Record):
     ``timeout_s`` and ``kill_tag`` (the ``SWEEP_KILL_TAG`` its processes carry);
     ``timings_s``: ``wall``, ``launch`` and per-phase maxima over ranks (s); ``pool``:
     the shared launch that ran it; ``baseline``: where a reused standalone sequence came
-    from; ``engine_notes``: the engine's notes (``RankResult.engine_notes``);
+    from; ``engine_notes``: the engine's notes (``RankResult.engine_notes``); ``notes``:
+    settings of the job that had no effect (``sweep.job.effect_notes``);
     ``started``/``finished``: UTC ISO-8601.
     """
 
@@ -142,6 +143,7 @@ class JobRecord(_Record):
     weights_moved: Optional[Dict[str, float]] = None
     zero_grad_effective: Optional[bool] = None
     engine_notes: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
     launch: Optional[Dict[str, Any]] = None
     timings_s: Dict[str, float] = field(default_factory=dict)
     versions: Dict[str, str] = field(default_factory=dict)

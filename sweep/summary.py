@@ -111,15 +111,8 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
 
 
 def _notes(row: Dict[str, Any]) -> Optional[str]:
-    notes = list(row.get("engine_notes") or [])
     result = row.get("result")
-    moved = (result.weights_moved or {}) if result is not None else {}
-    transfer = ((result.config or {}).get("weights") or {}).get("transfer") if result is not None else None
-    if transfer == "shared" and moved and all(v == 0.0 for v in moved.values()):
-        notes.append(
-            "weights.transfer=shared had no effect: the engine copied the parameters, so neither copy moved the "
-            "other (weights_moved 0.0 both ways)"
-        )
+    notes = list(row.get("engine_notes") or []) + (list(result.notes) if result is not None else [])
     if row["ranks_agree"] is False:
         notes.append("ranks disagree")
     if row["policy_applied"] is False:

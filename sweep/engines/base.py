@@ -41,6 +41,9 @@ class Engine:
     :meth:`parallelize`; they may declare :class:`Options` and extend :meth:`check_config`."""
 
     framework: ClassVar[str] = ""
+    # Config fields this engine never reads: a job that sets one gets a note saying it had
+    # no effect (sweep.job.effect_notes), so a sweep over it is not mistaken for evidence.
+    unused_fields: ClassVar[tuple] = ()
 
     @dataclasses.dataclass
     class Options:

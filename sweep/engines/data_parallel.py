@@ -27,6 +27,7 @@ def _no_policy(cfg: Any) -> None:
 
 class TorchDDP(TorchEngine):
     check_config = staticmethod(_no_policy)
+    unused_fields = ("reshard_after_forward", "mp_policy.cast_forward_inputs")
 
     def parallelize(self, model: Any) -> Any:
         from torch.nn.parallel import DistributedDataParallel
@@ -37,6 +38,7 @@ class TorchDDP(TorchEngine):
 
 class MindSporeGradReducer(MindSporeEngine):
     check_config = staticmethod(_no_policy)
+    unused_fields = ("reshard_after_forward", "mp_policy.cast_forward_inputs")
 
     def __init__(self, cfg: Any, **kwargs: Any) -> None:
         super().__init__(cfg, **kwargs)

@@ -127,3 +127,20 @@ def test_a_third_framework_needs_no_change_of_the_core(compose_cfg, tmp_path):
     assert pool.pool_key(config, ToyFramework, 4) != pool.pool_key(dict(config, seed=7), ToyFramework, 4)
     with pytest.raises(schema.ConfigError, match="framework.launcher=torchrun does not start framework=toy ranks"):
         schema.validate(compose_cfg(OVERRIDES + ["framework.launcher=torchrun"]))
+
+
+def test_settings_without_effect_are_noted(compose_cfg):
+    from sweep.job import effect_notes
+    from sweep.records import JobRecord
+
+    cfg = compose_cfg(["engine=data_parallel", "reshard_after_forward=false", "weights.transfer=shared"])
+    record = JobRecord(overrides=["engine=data_parallel", "reshard_after_forward=false"],
+                       weights_moved={"distributed_during_standalone": 0.0, "standalone_during_distributed": 0.0})
+    notes = effect_notes(cfg, record)
+    assert notes[0] == "reshard_after_forward had no effect: engine=data_parallel does not use it"
+    assert notes[1].startswith("weights.transfer=shared had no effect: engine=data_parallel copied the parameters")
+    cfg = compose_cfg(["framework=mindspore", "engine=data_parallel", "zero_grad=true"])
+    record = JobRecord(overrides=["zero_grad=true"], zero_grad_effective=False)
+    assert effect_notes(cfg, record) == ["zero_grad=true had no effect: engine=data_parallel's gradients are "
+                                         "functional (nothing accumulates to clear)"]
+    assert effect_notes(compose_cfg(["reshard_after_forward=false"]), JobRecord(overrides=["reshard_after_forward=false"])) == []
