@@ -1,0 +1,244 @@
+"""Delta debugging: the smallest set of config changes that turns a pass into a fail.
+
+Pure and framework-free (no Hydra, no I/O): the Hydra sweeper
+``hydra_plugins.sweep_isolate`` wraps it, and unit tests drive it with constructed
+oracles.
+
+The algorithm is Zeller's *ddmin* (A. Zeller and R. Hildebrandt, "Simplifying and
+Isolating Failure-Inducing Input", IEEE Transactions on Software Engineering 28(2),
+2002), applied to configuration changes:
+
+- a *change* is one override key going from its value in the passing config to its
+  value in the failing config (:class:`Change`);
+- a *probe* is the passing config with a subset of the changes applied (the empty
+  subset is the passing config, the full set the failing one);
+- the *oracle* judges a batch of probes: :data:`PASS`, :data:`FAIL`, or
+  :data:`UNRESOLVED` / :data:`ERROR` (repeats disagree; the job crashed or timed out).
+  Only :data:`FAIL` ever shrinks the failing set, so a probe without a verdict is
+  never taken as a pass or a fail: ddmin routes around it (paper, section 5).
+
+Starting from the full set ``c`` and granularity ``n = 2``, each round splits ``c``
+into ``n`` contiguous parts of near-equal size and tests, as one batch, every part
+(reduce to a failing part, ``n = 2``); if none fails, then every complement ``c - part``
+as a second batch (reduce to a failing complement, ``n = max(n - 1, 2)``); if neither
+fails, it doubles ``n`` until ``n = |c|``. The result is *1-minimal*: removing any one
+of its changes gives a probe that does not fail. Finding ``k`` failure-inducing changes
+out of ``N`` takes O(k log N) probes when the oracle is monotone, at most
+``N^2 + 3N`` in the worst case. A result of two or more changes is an interaction: the
+changes fail together, and (1-minimality) no set without one of them fails.
+
+Probe order, and so the order of the oracle's batches, depends only on the changes'
+order and the verdicts: a rerun that gets the same verdicts asks for the same probes
+in the same order (which is what lets an interrupted isolation resume job by job).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+
+PASS = "pass"
+FAIL = "fail"
+UNRESOLVED = "unresolved"  # repeats of the probe disagree
+ERROR = "error"  # the probe's job errored or timed out: no verdict
+VERDICTS = (PASS, FAIL, UNRESOLVED, ERROR)
+
+Subset = Tuple[int, ...]  # indices into the change list, ascending
+Oracle = Callable[[List[Subset], str], List[str]]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One override key whose value differs between the two configs.
+
+    ``passing`` / ``failing`` are the override values as strings; ``None`` means the
+    key is not overridden there (the config's default applies)."""
+
+    key: str
+    passing: Optional[str]
+    failing: Optional[str]
+
+    def __str__(self) -> str:
+        return f"{self.key}={'(default)' if self.failing is None else self.failing}"
+
+
+@dataclass
+class Probe:
+    """One tested subset: ``changes`` (indices), ``verdict`` (one of :data:`VERDICTS`),
+    ``phase`` (``"endpoints"``, ``"subsets"`` or ``"complements"``), ``granularity``
+    (``n`` of that round; 0 for endpoints) and ``round`` (0-based batch number)."""
+
+    changes: Subset
+    verdict: str
+    phase: str
+    granularity: int
+    round: int
+
+
+@dataclass
+class Isolation:
+    """The outcome of :func:`ddmin`.
+
+    - ``minimal``: indices of the smallest failing set found (the full set if nothing
+      smaller failed; empty when the endpoints do not pass and fail);
+    - ``one_minimal``: every ``minimal - {c}`` was tested and passed (proven 1-minimal);
+    - ``unproven``: elements ``c`` of ``minimal`` whose removal was tested without a
+      verdict (unresolved/error) or not at all (budget), so minimality is not proven for them;
+    - ``status``: ``"isolated"``, ``"budget"`` (stopped by the budget: best answer so
+      far), or ``"endpoints"`` (the passing config does not pass or the failing one does
+      not fail: nothing to isolate);
+    - ``reason``: one sentence on the status;
+    - ``probes``: every probe in the order tested; ``verdicts``: subset -> verdict.
+    """
+
+    minimal: Subset
+    one_minimal: bool
+    unproven: Subset
+    status: str
+    reason: str
+    probes: List[Probe] = field(default_factory=list)
+    verdicts: Dict[Subset, str] = field(default_factory=dict)
+
+    @property
+    def interaction(self) -> bool:
+        """Two or more changes that fail only together (when :attr:`one_minimal`)."""
+        return len(self.minimal) >= 2
+
+
+def combine(verdicts: Sequence[str]) -> str:
+    """One probe's verdict from its repeats: all :data:`PASS` -> PASS, all :data:`FAIL`
+    -> FAIL, any :data:`ERROR` and no disagreement -> ERROR, PASS and FAIL mixed ->
+    :data:`UNRESOLVED` (never a pass or a fail).
+
+    Raises:
+        ValueError: no verdicts, or one not in :data:`VERDICTS`.
+    """
+    if not verdicts:
+        raise ValueError("combine() needs at least one verdict")
+    unknown = [v for v in verdicts if v not in VERDICTS]
+    if unknown:
+        raise ValueError(f"unknown verdict(s) {unknown}; allowed: {', '.join(VERDICTS)}")
+    seen = set(verdicts)
+    if UNRESOLVED in seen or {PASS, FAIL} <= seen:
+        return UNRESOLVED
+    if ERROR in seen:
+        return ERROR
+    return seen.pop()
+
+
+def split(c: Sequence[int], n: int) -> List[Subset]:
+    """``c`` in ``n`` contiguous parts, the first ``len(c) % n`` one longer (Zeller's split).
+
+    Raises:
+        ValueError: ``n`` not in ``1..len(c)``.
+    """
+    if not 1 <= n <= len(c):
+        raise ValueError(f"cannot split {len(c)} changes into n={n} parts")
+    size, extra = divmod(len(c), n)
+    parts, start = [], 0
+    for i in range(n):
+        end = start + size + (i < extra)
+        parts.append(tuple(c[start:end]))
+        start = end
+    return parts
+
+
+class _Tester:
+    """Runs batches through the oracle with a cache (a subset is never probed twice)
+    and a budget in probes."""
+
+    def __init__(self, oracle: Oracle, budget: Optional[int], known: Dict[Subset, str]) -> None:
+        self.oracle = oracle
+        self.budget = budget
+        self.verdicts: Dict[Subset, str] = dict(known)
+        self.probes: List[Probe] = []
+        self.rounds = 0
+        self.exhausted = False
+
+    def test(self, subsets: Sequence[Subset], phase: str, n: int) -> List[Optional[str]]:
+        """Verdicts of ``subsets`` in order; ``None`` for one the budget left untested."""
+        new = list(dict.fromkeys(s for s in subsets if s not in self.verdicts))
+        if self.budget is not None:
+            room = max(self.budget - len(self.probes), 0)
+            if len(new) > room:
+                new, self.exhausted = new[:room], True
+        if new:
+            got = self.oracle(new, phase)
+            if len(got) != len(new):
+                raise ValueError(f"the oracle returned {len(got)} verdicts for {len(new)} probes")
+            for subset, verdict in zip(new, got):
+                if verdict not in VERDICTS:
+                    raise ValueError(f"the oracle returned {verdict!r}; allowed: {', '.join(VERDICTS)}")
+                self.verdicts[subset] = verdict
+                self.probes.append(Probe(subset, verdict, phase, n, self.rounds))
+            self.rounds += 1
+        return [self.verdicts.get(s) for s in subsets]
+
+
+def ddmin(
+    n_changes: int, oracle: Oracle, budget: Optional[int] = None, known: Optional[Dict[Subset, str]] = None
+) -> Isolation:
+    """A 1-minimal failure-inducing subset of ``range(n_changes)`` by ddmin.
+
+    Args:
+        n_changes: number of changes between the passing and the failing config (>= 1).
+        oracle: ``oracle(subsets, phase) -> verdicts``: judges a batch of subsets (tuples
+            of change indices, ascending), one verdict of :data:`VERDICTS` per subset, in
+            order. The probes of one batch are independent (they may run in parallel).
+        budget: most probes to run (``None``: no limit); when the next batch does not
+            fit, as many of its probes as fit run (in order), then it stops with the
+            smallest failing set found so far (``status="budget"``).
+        known: verdicts already measured (e.g. the endpoints from a finished sweep), by
+            subset; they are not probed again and do not count against the budget.
+
+    The endpoints (the empty set: the passing config; the full set: the failing one)
+    are probed first unless ``known``; isolation needs the first to pass and the
+    second to fail (else ``status="endpoints"``).
+
+    Raises:
+        ValueError: ``n_changes < 1``, a negative budget, or an oracle returning the wrong
+            number of verdicts or an unknown one.
+    """
+    if n_changes < 1:
+        raise ValueError(f"nothing to isolate: the two configs differ in {n_changes} changes")
+    if budget is not None and budget < 0:
+        raise ValueError(f"budget={budget} must be >= 0 probes")
+    tester = _Tester(oracle, budget, dict(known or {}))
+    everything = tuple(range(n_changes))
+    empty: Subset = ()
+
+    def outcome(minimal: Subset, status: str, reason: str) -> Isolation:
+        removals = [tuple(x for x in minimal if x != c) for c in minimal]
+        unproven = tuple(c for c, r in zip(minimal, removals) if tester.verdicts.get(r) != PASS)
+        return Isolation(minimal, bool(minimal) and not unproven, unproven, status, reason,
+                         tester.probes, tester.verdicts)
+
+    base, full = tester.test([empty, everything], "endpoints", 0)
+    if base is None or full is None:
+        return outcome(everything if full == FAIL else empty, "budget",
+                       "the budget ran out before both endpoints were judged")
+    if base != PASS or full != FAIL:
+        return outcome(empty, "endpoints",
+                       f"nothing to isolate: the passing config is {base} and the failing config is {full} "
+                       "(needs pass and fail)")
+
+    c, n = everything, 2
+    while len(c) >= 2:
+        parts = split(c, n)
+        verdicts = tester.test(parts, "subsets", n)
+        failing = [p for p, v in zip(parts, verdicts) if v == FAIL]
+        if failing:
+            c, n = failing[0], 2
+            continue
+        complements = [tuple(x for x in c if x not in p) for p in parts] if n > 2 else []
+        cverdicts = tester.test(complements, "complements", n)
+        failing = [p for p, v in zip(complements, cverdicts) if v == FAIL]
+        if failing:
+            c, n = failing[0], max(n - 1, 2)
+            continue
+        if None in verdicts or None in cverdicts:
+            return outcome(c, "budget", f"the budget of {budget} probes ran out; the smallest failing set so far")
+        if n >= len(c):
+            break
+        n = min(len(c), 2 * n)
+    return outcome(c, "isolated", "ddmin finished: no smaller failing set reachable by removing changes")
