@@ -35,7 +35,7 @@ in the same order (which is what lets an interrupted isolation resume job by job
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 PASS = "pass"
 FAIL = "fail"
@@ -242,3 +242,41 @@ def ddmin(
             break
         n = min(len(c), 2 * n)
     return outcome(c, "isolated", "ddmin finished: no smaller failing set reachable by removing changes")
+
+
+def hamming(a: Dict[str, Optional[str]], b: Dict[str, Optional[str]]) -> int:
+    """Keys whose values differ between two override maps (a missing key counts as a value)."""
+    return sum(a.get(k) != b.get(k) for k in dict.fromkeys([*a, *b]))
+
+
+def spread_order(points: Sequence[Dict[str, Optional[str]]]) -> Iterator[int]:
+    """Indices of ``points`` (override maps, e.g. a grid's jobs) in farthest-point order:
+    the first point, then each time the one farthest (:func:`hamming`) from all those
+    already given, ties to the lowest index. Lazy: each next index costs O(len(points))."""
+    if not points:
+        return
+    dist = [hamming(points[0], p) for p in points]
+    taken = {0}
+    yield 0
+    while len(taken) < len(points):
+        best = max((i for i in range(len(points)) if i not in taken), key=lambda i: (dist[i], -i))
+        taken.add(best)
+        yield best
+        dist = [min(d, hamming(points[best], p)) for d, p in zip(dist, points)]
+
+
+def changes_between(passing: Dict[str, Optional[str]], failing: Dict[str, Optional[str]]) -> List[Change]:
+    """The :class:`Change` of every key whose value differs, in the failing map's key
+    order, then keys only the passing map has."""
+    keys = dict.fromkeys([*failing, *passing])
+    return [Change(k, passing.get(k), failing.get(k)) for k in keys if passing.get(k) != failing.get(k)]
+
+
+def apply(passing: Dict[str, Optional[str]], changes: Sequence[Change], subset: Subset) -> List[str]:
+    """The override list of the probe ``subset``: the passing map with those changes
+    applied (a change to ``None`` drops the key), ``key=value`` strings in the passing
+    map's key order, then keys only the changes add."""
+    values = dict(passing)
+    for i in subset:
+        values[changes[i].key] = changes[i].failing
+    return [f"{k}={v}" for k, v in values.items() if v is not None]
