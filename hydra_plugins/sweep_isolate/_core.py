@@ -17,6 +17,7 @@ same jobs in the same dirs and the finished ones are skipped.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ from omegaconf import OmegaConf
 
 from sweep import isolate
 from sweep.isolate import ERROR, FAIL, PASS, Change, Subset
-from sweep.isolate_report import ISOLATE_JSON, write_isolation
+from sweep.isolate_report import ISOLATE_JSON, verdict, write_isolation
 
 log = logging.getLogger(__name__)
 
@@ -296,9 +297,12 @@ class Isolation:
         self.state.update(n_jobs=self.next_idx, wall_s=time.monotonic() - self.began)
         report = write_isolation(self.sweep_dir, self.state, final=True)
         print("\n" + report, flush=True)
-        print(f"\nisolation: {self.sweep_dir / 'isolate.md'} and {ISOLATE_JSON} "
-              f"(re-render: python -m sweep.isolate_report {self.sweep_dir}); the grid report that follows "
-              "(summary.md) tabulates the probe jobs", flush=True)
+        where = (f"isolation: {self.sweep_dir / 'isolate.md'} and {ISOLATE_JSON} "
+                 f"(re-render: python -m sweep.isolate_report {self.sweep_dir})")
+        print(f"\n{where}; the grid report that follows (summary.md) tabulates the probe jobs", flush=True)
+        # The multirun's end callbacks (the grid report over the probes) print after this;
+        # the answer goes last again, where the eye is, when the process exits.
+        atexit.register(print, f"\n{verdict(self.state)}\n{where}", flush=True)
 
 
 class _Stop(Exception):
