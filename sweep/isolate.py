@@ -280,3 +280,36 @@ def apply(passing: Dict[str, Optional[str]], changes: Sequence[Change], subset: 
     for i in subset:
         values[changes[i].key] = changes[i].failing
     return [f"{k}={v}" for k, v in values.items() if v is not None]
+
+
+def context_probes(
+    base: Dict[str, Optional[str]], levels: Dict[str, Sequence[str]], skip: Sequence[str]
+) -> List[Tuple[str, str]]:
+    """The one-factor neighbours of a failing config ``base`` in a grid: ``(key, level)``
+    for every factor of ``levels`` (key -> the grid's values, in grid order) not in
+    ``skip`` (the minimal set's keys) and each of its levels other than ``base``'s.
+
+    ddmin's answer holds for the context of the passing endpoint; these probes tell
+    whether the failure also needs some factor outside the minimal set at its level
+    there (an interaction that the two endpoints could not show because both had a
+    level under which the set fails)."""
+    return [(k, v) for k, values in levels.items() if k not in skip for v in values if v != base.get(k)]
+
+
+def conditions(
+    base: Dict[str, Optional[str]], verdicts: Dict[Tuple[str, str], str]
+) -> Dict[str, Dict[str, List[Optional[str]]]]:
+    """The factors the failure of ``base`` depends on, from the verdicts of its
+    :func:`context_probes`: key -> ``{"fails": levels, "passes": levels, "unknown":
+    levels}`` (``base``'s own level is among ``fails``) for each key where some level
+    passes. A level without a verdict (unresolved, error) is never a pass."""
+    found: Dict[str, Dict[str, List[Optional[str]]]] = {}
+    for key in dict.fromkeys(k for k, _ in verdicts):
+        mine = [(v, verdicts[(k, v)]) for k, v in verdicts if k == key]
+        if any(verdict == PASS for _, verdict in mine):
+            found[key] = {
+                "fails": [base.get(key)] + [v for v, verdict in mine if verdict == FAIL],
+                "passes": [v for v, verdict in mine if verdict == PASS],
+                "unknown": [v for v, verdict in mine if verdict in (UNRESOLVED, ERROR)],
+            }
+    return found

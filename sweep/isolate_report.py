@@ -74,7 +74,7 @@ def verdict(state: Dict[str, Any]) -> str:
         cost += f" ({100.0 * n / grid:.0f}% of the full grid's {grid})"
     cost += f", {len(state.get('probes', []))} probes"
     if not_judged or unresolved:
-        cost += f"; {not_judged} jobs not judged (error/timeout), {unresolved} probes unresolved: routed around"
+        cost += f"; {not_judged} job(s) not judged (error/timeout), {unresolved} probe(s) unresolved: routed around"
     status = state.get("status")
     if status == "running":
         return cost + ". Still running or interrupted: no answer yet (resume with the same command, resume=true)."
@@ -83,16 +83,29 @@ def verdict(state: Dict[str, Any]) -> str:
     minimal = state["minimal"]
     text = f"{cost}. Minimal failure-inducing change: {state['answer']}."
     removals = state.get("removals") or {}
-    if len(minimal) >= 2:
-        alone = ", ".join(f"without {k}: {v or 'not run'}" for k, v in removals.items())
-        text += f" Interaction: these {len(minimal)} changes fail only together ({alone})."
-    else:
-        text += " One change decides it, the rest of the passing config unchanged."
     proof = state.get("proof") or {}
     if proof.get("passing") and proof.get("failing"):
         good, bad = jobs.get(proof["passing"][0], {}), jobs.get(proof["failing"][0], {})
         text += (f" Proof: job {good.get('job')} passes and job {bad.get('job')} fails; they differ in exactly "
                  f"{'these overrides' if len(minimal) > 1 else 'this override'}{_drift(bad)}.")
+    conditions = state.get("conditions") or {}
+    context = state.get("context") or []
+    if len(minimal) >= 2:
+        alone = ", ".join(f"without {k}: {v or 'not run'}" for k, v in removals.items())
+        text += f" Interaction: these {len(minimal)} changes fail only together ({alone})."
+    elif not conditions:
+        text += " One change decides it, the rest of the passing config unchanged."
+    for key, c in conditions.items():
+        passing_jobs = [j for p in context if p["key"] == key and p["verdict"] == "pass" for j in p["jobs"][:1]]
+        text += (f" Interaction: it fails only with {key}={'/'.join(_value(v) for v in c['fails'])}; with "
+                 f"{key}={'/'.join(_value(v) for v in c['passes'])} it passes (job{'s' if len(passing_jobs) > 1 else ''} "
+                 f"{', '.join(map(str, passing_jobs))}).")
+    if context:
+        untouched = sorted({p["key"] for p in context} - set(conditions))
+        if untouched:
+            text += f" Under every other level of {', '.join(untouched)} it still fails or has no verdict."
+        if state.get("deciding"):
+            text += f" Deciding factors: {', '.join(state['deciding'])}."
     if status == "budget":
         text += f" Stopped by the budget (max_jobs={state.get('max_jobs')}): the smallest failing set so far."
     elif state.get("unproven"):
@@ -138,6 +151,10 @@ def sections(state: Dict[str, Any], tablefmt: str) -> List[tuple]:
         ("Probes (launch order; a probe = the passing config plus the changes listed; verdict over its repeats)",
          _table(("probe", "phase", "n", "jobs", "changes applied", "verdict", "statuses", *METRICS), probe_rows,
                 tablefmt)),
+        ("Context (the minimal failing config with one other grid factor changed; a pass makes it a condition)",
+         _table(("key", "level", "verdict", "jobs"),
+                [[c["key"], c["level"], c["verdict"], c["jobs"]] for c in state.get("context") or []], tablefmt)
+         + ("" if state.get("context_complete", True) else "\n(cut by the budget: not every level was tried)")),
         ("Not judged (routed around: never taken as a pass or a fail)",
          "\n".join(f"- {line}" for line in not_judged) or "none"),
         ("Cost", cost),
@@ -163,8 +180,11 @@ def write_isolation(sweep_dir: Path | str, state: Dict[str, Any], final: bool = 
     ``isolate.json`` keys: ``sweep_dir``, ``status`` (``running``, ``isolated``,
     ``budget``, ``endpoints``), ``reason``, ``endpoints_from``, ``passing`` / ``failing``
     (override maps), ``changes`` and ``minimal`` (``[{key, passing, failing}]``),
-    ``answer``, ``interaction``, ``one_minimal``, ``unproven`` (keys), ``removals`` (key ->
-    verdict of the minimal set without it), ``proof`` (``{passing: [jobs], failing:
+    ``answer``, ``deciding`` (keys: the minimal set's, then the conditions'),
+    ``interaction`` (two or more deciding factors), ``one_minimal``, ``unproven`` (keys), ``removals`` (key ->
+    verdict of the minimal set without it), ``context`` (``[{key, level, verdict,
+    jobs}]``: grid and from_sweep modes), ``context_complete``, ``conditions`` (key ->
+    ``{fails, passes, unknown}`` levels), ``proof`` (``{passing: [jobs], failing:
     [jobs]}``), ``probes`` (``[{probe, phase, round, granularity, changes, applied,
     verdict, jobs}]``), ``jobs`` (``[{job, overrides, status, reason, metrics...}]``),
     ``n_jobs``, ``grid_jobs``, ``repeat``, ``max_jobs``, ``wall_s``.

@@ -106,6 +106,7 @@ class Isolation:
         self.arguments = list(arguments)
         self.sweep_dir = Path(sweeper.config.hydra.sweep.dir)
         self.returns: List[Sequence[JobReturn]] = []
+        self.levels: Dict[str, List[str]] = {}  # grid factor -> its levels (grid and from_sweep modes)
         self.jobs: List[Dict[str, Any]] = []
         self.probes: List[Dict[str, Any]] = []
         self.next_idx = 0
@@ -188,6 +189,12 @@ class Isolation:
         if not fails or not passes:
             raise ValueError(f"{self.sweeper.from_sweep} needs a failing and a passing job "
                              f"({len(fails)} fail, {len(passes)} ok)")
+        for row in rows:
+            for key, value in row["overrides"].items():
+                self.levels.setdefault(key, [])
+                if value not in self.levels[key]:
+                    self.levels[key].append(value)
+        self.levels = {k: v for k, v in self.levels.items() if len(v) > 1 and k not in fixed}
         bad = fails[0]
         good, _ = self._pick_passing(bad["overrides"], [(r, r["overrides"]) for r in passes])
         failing, passing = {**bad["overrides"], **fixed}, {**good["overrides"], **fixed}
@@ -198,6 +205,7 @@ class Isolation:
     def _scout(self, fixed: Overrides, grid: Dict[str, List[str]]) -> Tuple[Overrides, Overrides, Dict[Subset, str], int, str]:
         """Run grid jobs, spread out, ``scout_batch`` at a time, until one fails and one passes."""
         keys = list(grid)
+        self.levels = {k: list(v) for k, v in grid.items() if len(v) > 1}
         points: List[Overrides] = [{}]
         for key in keys:
             points = [{**p, key: v} for p in points for v in grid[key]]
@@ -287,11 +295,40 @@ class Isolation:
             proof = {"passing": jobs_of.get((), []), "failing": jobs_of.get(result.minimal, [])}
         removals = {changes[c].key: result.verdicts.get(tuple(x for x in result.minimal if x != c))
                     for c in result.minimal}
+        answer = " + ".join(str(changes[i]) for i in minimal)
         self.save(status=result.status, reason=result.reason, minimal=[_change(changes[i]) for i in minimal],
-                  answer=" + ".join(str(changes[i]) for i in minimal), one_minimal=result.one_minimal,
-                  interaction=result.interaction, unproven=[changes[i].key for i in result.unproven],
-                  removals=removals, proof=proof)
+                  answer=answer, one_minimal=result.one_minimal, unproven=[changes[i].key for i in result.unproven],
+                  removals=removals, proof=proof, deciding=[changes[i].key for i in minimal],
+                  interaction=result.interaction)
+        if minimal and result.status != "endpoints" and self.levels and self.sweeper.context:
+            self.context(isolate.apply(passing, changes, result.minimal), answer, [changes[i].key for i in minimal])
         self.finish()
+
+    def context(self, failing_probe: List[str], answer: str, keys: List[str]) -> None:
+        """The minimal failing probe with one grid factor outside the minimal set changed
+        to each of its other levels, as one batch: a factor is a condition of the
+        failure when some level makes it pass (``sweep.isolate.conditions``)."""
+        base = _pairs(failing_probe)
+        wanted = isolate.context_probes(base, self.levels, skip=keys)
+        room = self.room()
+        probes = wanted if room is None else wanted[: room // self.sweeper.repeat]
+        verdicts: Dict[Tuple[str, str], str] = {}
+        context = []
+        if probes:
+            overrides = [[f"{k}={v}" for k, v in {**base, key: level}.items() if v is not None] for key, level in probes]
+            rows = self.launch(overrides, "context", [{"context": f"{k}={v}"} for k, v in probes])
+            for (key, level), per in zip(probes, rows):
+                verdict = self.verdict(per)
+                verdicts[(key, level)] = verdict
+                jobs = [r["job"] for r in per]
+                context.append({"key": key, "level": level, "verdict": verdict, "jobs": jobs})
+                self.probes.append({"probe": len(self.probes), "phase": "context", "round": None, "granularity": None,
+                                    "changes": None, "applied": f"{answer} + {key}={level}", "verdict": verdict,
+                                    "jobs": jobs})
+        found = isolate.conditions(base, verdicts)
+        deciding = keys + list(found)
+        self.save(context=context, context_complete=len(probes) == len(wanted), conditions=found,
+                  deciding=deciding, interaction=len(deciding) >= 2)
 
     def finish(self) -> None:
         self.state.update(n_jobs=self.next_idx, wall_s=time.monotonic() - self.began)

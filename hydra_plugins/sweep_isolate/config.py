@@ -36,6 +36,11 @@ class IsolateSweeperConf:
     params: Optional[Dict[str, str]] = None
     scout_batch: int = 2
 
+    # Grid and from_sweep modes: after ddmin, probe the minimal failing config with each
+    # other grid factor moved to each of its other levels (one batch); a factor under
+    # which the failure goes away is reported as a condition (an interaction).
+    context: bool = True
+
     # Run every probe this many times, as separate jobs; if its repeats disagree (pass and
     # fail) the probe is unresolved: never taken as a pass or a fail.
     repeat: int = 1

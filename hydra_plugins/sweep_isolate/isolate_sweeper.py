@@ -43,6 +43,7 @@ class IsolateSweeper(Sweeper):
         pick: str = "nearest",
         params: Optional[Dict[str, str]] = None,
         scout_batch: int = 2,
+        context: bool = True,
         repeat: int = 1,
         max_jobs: Optional[int] = None,
     ) -> None:
@@ -64,6 +65,7 @@ class IsolateSweeper(Sweeper):
         self.pick = pick
         self.params = dict(params or {})
         self.scout_batch = scout_batch
+        self.context = context
         self.repeat = repeat
         self.max_jobs = max_jobs
         self.hydra_context: Optional[HydraContext] = None

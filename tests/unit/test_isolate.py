@@ -150,3 +150,17 @@ def test_bad_oracle_and_inputs():
         ddmin(0, Oracle([{0}]))
     with pytest.raises(ValueError, match="returned 1 verdicts for 2"):
         ddmin(2, lambda subsets, phase: [PASS])
+
+
+def test_context_probes_and_conditions():
+    from sweep.isolate import conditions, context_probes
+
+    base = {"weights.copy": "shared", "order": "distributed_first", "optimizer": "sgd"}
+    levels = {"weights.copy": ["shared", "independent"], "order": ["standalone_first", "distributed_first", "separate"],
+              "optimizer": ["adam", "sgd"]}
+    probes = context_probes(base, levels, skip=["weights.copy"])
+    assert probes == [("order", "standalone_first"), ("order", "separate"), ("optimizer", "adam")]
+    verdicts = {("order", "standalone_first"): FAIL, ("order", "separate"): PASS, ("optimizer", "adam"): ERROR}
+    assert conditions(base, verdicts) == {
+        "order": {"fails": ["distributed_first", "standalone_first"], "passes": ["separate"], "unknown": []}
+    }

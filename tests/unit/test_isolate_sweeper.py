@@ -65,18 +65,27 @@ def test_interaction_from_endpoints(tmp_path):
 
 def test_grid_is_scouted_for_endpoints(tmp_path):
     state = isolate(["cause=[d]", "a=0,1", "b=0,1", "c=0,1", "d=0,1"], tmp_path)
-    assert state["answer"] == "d=1" and not state["interaction"]
-    assert state["grid_jobs"] == 16 and state["n_jobs"] <= 4 + 2
+    assert state["answer"] == "d=1" and not state["interaction"] and state["deciding"] == ["d"]
+    # 2 scouted endpoints, ddmin over 4 changes, 3 context probes (a, b, c moved): all still fail
     assert [p["phase"] for p in state["probes"][:2]] == ["scout", "scout"]
+    assert [(c["key"], c["verdict"]) for c in state["context"]] == [("a", "fail"), ("b", "fail"), ("c", "fail")]
+    assert state["grid_jobs"] == 16 and state["n_jobs"] <= 2 + 4 + 3
+    assert "Under every other level of a, b, c it still fails" in state["stdout"]
 
 
 def test_from_sweep_nearest_and_farthest(tmp_path):
     grid = tmp_path / "grid"
     isolate(["cause=[a,b]", "a=0,1", "b=0,1"], grid, sweeper="basic")
     near = isolate([f"hydra.sweeper.from_sweep={grid}"], tmp_path / "near")
-    assert near["answer"] in ("a=1", "b=1") and near["n_jobs"] == 2
-    far = isolate([f"hydra.sweeper.from_sweep={grid}", "hydra.sweeper.pick=farthest"], tmp_path / "far")
-    assert far["answer"] == "a=1 + b=1" and far["interaction"]
+    # the nearest passing job differs in one override; the context probe finds the other factor
+    assert near["answer"] in ("a=1", "b=1") and near["n_jobs"] == 3
+    assert sorted(near["deciding"]) == ["a", "b"] and near["interaction"]
+    other = "b" if near["answer"] == "a=1" else "a"
+    assert near["conditions"] == {other: {"fails": ["1"], "passes": ["0"], "unknown": []}}
+    assert f"it fails only with {other}=1; with {other}=0 it passes" in near["stdout"]
+    far = isolate([f"hydra.sweeper.from_sweep={grid}", "hydra.sweeper.pick=farthest",
+                   "hydra.sweeper.context=false"], tmp_path / "far")
+    assert far["answer"] == "a=1 + b=1" and far["interaction"] and far["n_jobs"] == 4
 
 
 def test_disagreeing_repeats_are_unresolved(tmp_path):
