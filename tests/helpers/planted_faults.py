@@ -40,16 +40,16 @@ class Bf16NondetGradScaleFSDP2(TorchFSDP2):
         optimizer.step()
 
 
-class CrashDp4GradScaleFSDP2(TorchFSDP2):
-    """Always scales gradients (fails with ``optimizer=sgd`` alone), and raises at
-    set-up on 4 ranks without ``reshard_after_forward``: those jobs are ``error``, which an
+class Crash4RanksGradScaleFSDP2(TorchFSDP2):
+    """Always scales gradients (fails with ``optimizer=sgd`` alone), and raises at set-up
+    on 4 ranks with ``reshard_after_forward=true``: those jobs are ``error``, which an
     isolation must report and route around."""
 
     def parallelize(self, model):
         import torch.distributed as dist
 
-        if dist.get_world_size() == 4 and not self.cfg.reshard_after_forward:
-            raise RuntimeError("planted crash: 4 ranks without reshard_after_forward")
+        if dist.get_world_size() == 4 and self.cfg.reshard_after_forward:
+            raise RuntimeError("planted crash: 4 ranks with reshard_after_forward")
         return super().parallelize(model)
 
     def optimizer_step(self, optimizer):
