@@ -97,9 +97,9 @@ def verdict(state: Dict[str, Any]) -> str:
         text += " One change decides it, the rest of the passing config unchanged."
     for key, c in conditions.items():
         passing_jobs = [j for p in context if p["key"] == key and p["verdict"] == "pass" for j in p["jobs"][:1]]
-        text += (f" Interaction: it fails only with {key}={'/'.join(_value(v) for v in c['fails'])}; with "
-                 f"{key}={'/'.join(_value(v) for v in c['passes'])} it passes (job{'s' if len(passing_jobs) > 1 else ''} "
-                 f"{', '.join(map(str, passing_jobs))}).")
+        fails, passes = "/".join(_value(v) for v in c["fails"]), "/".join(_value(v) for v in c["passes"])
+        text += (f" Interaction: it fails only with {key}={fails}; with {key}={passes} it passes "
+                 f"(job{'s' if len(passing_jobs) > 1 else ''} {', '.join(map(str, passing_jobs))}).")
     if context:
         untouched = sorted({p["key"] for p in context} - set(conditions))
         if untouched:
@@ -140,10 +140,10 @@ def sections(state: Dict[str, Any], tablefmt: str) -> List[tuple]:
     cost = (f"{n} jobs (repeat={state.get('repeat')}, max_jobs={state.get('max_jobs')}) in "
             f"{state.get('wall_s', 0.0):.0f} s; the full grid: {grid} jobs"
             + (f" ({grid / n:.1f}x as many)" if grid and n else ""))
+    ends = {end: " ".join(f"{k}={v}" for k, v in (state.get(end) or {}).items() if v is not None)
+            for end in ("passing", "failing")}
     return [
-        ("Endpoints", f"{state.get('endpoints_from', '')}\n"
-                      f"passing: {' '.join(f'{k}={v}' for k, v in (state.get('passing') or {}).items() if v is not None)}\n"
-                      f"failing: {' '.join(f'{k}={v}' for k, v in (state.get('failing') or {}).items() if v is not None)}"),
+        ("Endpoints", f"{state.get('endpoints_from', '')}\npassing: {ends['passing']}\nfailing: {ends['failing']}"),
         ("Changes (passing -> failing; * = in the minimal set)",
          _table(("key", "passing", "failing", "minimal"), changes, tablefmt)),
         ("Proof (two jobs that differ in exactly the minimal set)",

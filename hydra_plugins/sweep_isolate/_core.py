@@ -119,13 +119,16 @@ class Isolation:
         """Jobs the budget still allows (``None``: no limit)."""
         return None if self.sweeper.max_jobs is None else max(self.sweeper.max_jobs - self.next_idx, 0)
 
-    def launch(self, probe_overrides: List[List[str]], phase: str, extra: List[Dict[str, Any]]) -> List[List[Dict[str, Any]]]:
+    def launch(
+        self, probe_overrides: List[List[str]], phase: str, extra: List[Dict[str, Any]]
+    ) -> List[List[Dict[str, Any]]]:
         """Launch every probe ``repeat`` times as one batch; returns each probe's job rows."""
         repeat = self.sweeper.repeat
         batch = [list(o) for o in probe_overrides for _ in range(repeat)]
         self.sweeper.validate_batch_is_legal(batch)
         first = self.next_idx
-        log.info(f"isolate: {phase}: {len(probe_overrides)} probe(s) x {repeat} = jobs {first}..{first + len(batch) - 1}")
+        last = first + len(batch) - 1
+        log.info(f"isolate: {phase}: {len(probe_overrides)} probe(s) x {repeat} = jobs {first}..{last}")
         results = self.sweeper.launcher.launch(batch, initial_job_idx=first)
         self.next_idx += len(batch)
         self.returns.append(results)
@@ -202,7 +205,9 @@ class Isolation:
                f"{good['job']}; the endpoints are run again here")
         return passing, failing, None, len(rows), how
 
-    def _scout(self, fixed: Overrides, grid: Dict[str, List[str]]) -> Tuple[Overrides, Overrides, Dict[Subset, str], int, str]:
+    def _scout(
+        self, fixed: Overrides, grid: Dict[str, List[str]]
+    ) -> Tuple[Overrides, Overrides, Dict[Subset, str], int, str]:
         """Run grid jobs, spread out, ``scout_batch`` at a time, until one fails and one passes."""
         keys = list(grid)
         self.levels = {k: list(v) for k, v in grid.items() if len(v) > 1}
@@ -215,7 +220,9 @@ class Isolation:
         scouted = 0
         while not (passed and failed):
             room = self.room()
-            size = self.sweeper.scout_batch if room is None else min(self.sweeper.scout_batch, room // self.sweeper.repeat)
+            size = self.sweeper.scout_batch
+            if room is not None:
+                size = min(size, room // self.sweeper.repeat)
             chosen = [i for _, i in zip(range(size), order)]
             if not chosen:
                 break
@@ -315,7 +322,8 @@ class Isolation:
         verdicts: Dict[Tuple[str, str], str] = {}
         context = []
         if probes:
-            overrides = [[f"{k}={v}" for k, v in {**base, key: level}.items() if v is not None] for key, level in probes]
+            overrides = [[f"{k}={v}" for k, v in {**base, key: level}.items() if v is not None]
+                         for key, level in probes]
             rows = self.launch(overrides, "context", [{"context": f"{k}={v}"} for k, v in probes])
             for (key, level), per in zip(probes, rows):
                 verdict = self.verdict(per)

@@ -61,6 +61,20 @@ def test_interaction_from_endpoints(tmp_path):
     text = (tmp_path / "isolate.md").read_text()
     assert "Minimal failure-inducing change: a=1 + c=1" in text and "Interaction" in text
     assert "Minimal failure-inducing change: a=1 + c=1" in state["stdout"]
+    # the answer is printed again last, after whatever the multirun's callbacks print
+    assert state["stdout"].rstrip().splitlines()[-2].startswith("Isolation: 10 jobs")
+
+
+def test_report_re_renders_from_isolate_json(tmp_path, capsys):
+    from sweep.isolate_report import main
+
+    isolate(["cause=[b]", *endpoints()], tmp_path)
+    (tmp_path / "isolate.md").unlink()
+    assert main([str(tmp_path), "--format", "github"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Isolation: ") and "Minimal failure-inducing change: b=1" in out and "| probe" in out
+    assert (tmp_path / "isolate.md").exists()
+    assert main([str(tmp_path / "nowhere")]) == 2
 
 
 def test_grid_is_scouted_for_endpoints(tmp_path):
