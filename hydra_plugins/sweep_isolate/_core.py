@@ -108,6 +108,7 @@ class Isolation:
         self.returns: List[Sequence[JobReturn]] = []
         self.levels: Dict[str, List[str]] = {}  # grid factor -> its levels (grid and from_sweep modes)
         self.jobs: List[Dict[str, Any]] = []
+        self.seen: Dict[frozenset, List[Dict[str, Any]]] = {}  # a probe's overrides -> its job rows
         self.probes: List[Dict[str, Any]] = []
         self.next_idx = 0
         self.began = time.monotonic()
@@ -122,26 +123,30 @@ class Isolation:
     def launch(
         self, probe_overrides: List[List[str]], phase: str, extra: List[Dict[str, Any]]
     ) -> List[List[Dict[str, Any]]]:
-        """Launch every probe ``repeat`` times as one batch; returns each probe's job rows."""
+        """Launch every probe ``repeat`` times as one batch; returns each probe's job rows.
+        A probe whose overrides (as a set) already ran gets its earlier jobs, unlaunched."""
         repeat = self.sweeper.repeat
-        batch = [list(o) for o in probe_overrides for _ in range(repeat)]
-        self.sweeper.validate_batch_is_legal(batch)
-        first = self.next_idx
-        last = first + len(batch) - 1
-        log.info(f"isolate: {phase}: {len(probe_overrides)} probe(s) x {repeat} = jobs {first}..{last}")
-        results = self.sweeper.launcher.launch(batch, initial_job_idx=first)
-        self.next_idx += len(batch)
-        self.returns.append(results)
-        rows: List[List[Dict[str, Any]]] = []
-        for p, overrides in enumerate(probe_overrides):
-            per = []
-            for r in range(repeat):
-                k = p * repeat + r
-                row = job_row(first + k, overrides, record_of(results[k]), phase=phase, repeat=r, **extra[p])
-                self.jobs.append(row)
-                per.append(row)
-            rows.append(per)
-        return rows
+        keys = [frozenset(_pairs(o).items()) for o in probe_overrides]
+        new = [i for i, key in enumerate(keys) if key not in self.seen and key not in keys[:i]]
+        batch = [list(probe_overrides[i]) for i in new for _ in range(repeat)]
+        if batch:
+            self.sweeper.validate_batch_is_legal(batch)
+            first = self.next_idx
+            last = first + len(batch) - 1
+            log.info(f"isolate: {phase}: {len(new)} probe(s) x {repeat} = jobs {first}..{last}")
+            results = self.sweeper.launcher.launch(batch, initial_job_idx=first)
+            self.next_idx += len(batch)
+            self.returns.append(results)
+            for n, i in enumerate(new):
+                per = []
+                for r in range(repeat):
+                    k = n * repeat + r
+                    row = job_row(first + k, probe_overrides[i], record_of(results[k]), phase=phase, repeat=r,
+                                  **extra[i])
+                    self.jobs.append(row)
+                    per.append(row)
+                self.seen[keys[i]] = per
+        return [self.seen[key] for key in keys]
 
     def verdict(self, rows: List[Dict[str, Any]]) -> str:
         return isolate.combine([VERDICT_OF_STATUS[row["status"]] for row in rows])

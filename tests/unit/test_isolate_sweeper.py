@@ -141,3 +141,12 @@ def test_bad_settings_fail_fast(tmp_path):
            f"hydra.sweep.dir={tmp_path}"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "repeat=0 must be >= 1" in proc.stderr
+
+
+def test_a_probe_that_already_ran_is_not_launched_again(tmp_path):
+    # scouts: job 0 (0,0,0) passes, job 1 (1,1,1) fails; ddmin finds a=1 + b=1, i.e. (1,1,0);
+    # its context probe c=1 is (1,1,1), the failing scout: its job is reused
+    state = isolate(["cause=[a,b]", "a=0,1", "b=0,1", "c=0,1"], tmp_path)
+    assert state["answer"] == "a=1 + b=1" and state["deciding"] == ["a", "b"]
+    assert state["context"] == [{"key": "c", "level": "1", "verdict": "fail", "jobs": [1]}]
+    assert state["n_jobs"] == len(state["jobs"]) == 6
