@@ -114,8 +114,9 @@ def verdict(state: Dict[str, Any]) -> str:
     return text
 
 
-def sections(state: Dict[str, Any], tablefmt: str) -> List[tuple]:
-    """``(title, body)`` of each section after the verdict."""
+def sections(state: Dict[str, Any], tablefmt: str, full: bool = False) -> List[tuple]:
+    """``(title, body)`` of each section after the verdict; ``full`` adds each probe's
+    complete override list to the probe table (``isolate.md``)."""
     jobs = _jobs_by_num(state)
     in_minimal = {c["key"] for c in state.get("minimal") or []}
     changes = [[c["key"], _value(c["passing"]), _value(c["failing"]), "*" if c["key"] in in_minimal else ""]
@@ -131,7 +132,8 @@ def sections(state: Dict[str, Any], tablefmt: str) -> List[tuple]:
         first = jobs.get(p["jobs"][0], {}) if p["jobs"] else {}
         statuses = "/".join(jobs.get(j, {}).get("status", "?") for j in p["jobs"])
         probe_rows.append([p["probe"], p["phase"], p.get("granularity"), p["jobs"], p["applied"], p["verdict"],
-                           statuses, *(first.get(m) for m in METRICS)])
+                           statuses, *(first.get(m) for m in METRICS)]
+                          + ([" ".join(first.get("overrides", []))] if full else []))
     not_judged = [f"job {r['job']} {r['status']}: {r.get('reason') or 'no reason recorded'}"
                   for r in jobs.values() if r["status"] not in ("ok", "fail")]
     not_judged += [f"probe {p['probe']} ({p['applied']}) unresolved: its repeats disagree ({p['jobs']})"
@@ -149,8 +151,8 @@ def sections(state: Dict[str, Any], tablefmt: str) -> List[tuple]:
         ("Proof (two jobs that differ in exactly the minimal set)",
          _table(("role", "job", "status", *METRICS, "overrides"), proof_rows, tablefmt)),
         ("Probes (launch order; a probe = the passing config plus the changes listed; verdict over its repeats)",
-         _table(("probe", "phase", "n", "jobs", "changes applied", "verdict", "statuses", *METRICS), probe_rows,
-                tablefmt)),
+         _table(("probe", "phase", "n", "jobs", "changes applied", "verdict", "statuses", *METRICS)
+                + (("overrides",) if full else ()), probe_rows, tablefmt)),
         ("Context (the minimal failing config with one other grid factor changed; a pass makes it a condition)",
          _table(("key", "level", "verdict", "jobs"),
                 [[c["key"], c["level"], c["verdict"], c["jobs"]] for c in state.get("context") or []], tablefmt)
@@ -167,9 +169,9 @@ def render(state: Dict[str, Any], tablefmt: str = "simple") -> str:
 
 
 def render_markdown(state: Dict[str, Any]) -> str:
-    """``isolate.md``: the same sections with GitHub tables."""
+    """``isolate.md``: the same sections with GitHub tables, every probe's overrides included."""
     parts = [f"# Isolation {state.get('sweep_dir', '')}", verdict(state)]
-    parts += [f"## {title}\n\n{body}" for title, body in sections(state, "github")]
+    parts += [f"## {title}\n\n{body}" for title, body in sections(state, "github", full=True)]
     return "\n\n".join(parts) + "\n"
 
 

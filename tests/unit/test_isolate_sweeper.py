@@ -60,6 +60,7 @@ def test_interaction_from_endpoints(tmp_path):
         assert (tmp_path / str(job["job"]) / "job.txt").read_text().split() == job["overrides"]
     text = (tmp_path / "isolate.md").read_text()
     assert "Minimal failure-inducing change: a=1 + c=1" in text and "Interaction" in text
+    assert "| cause=[a,c] a=0 b=1 c=1 d=0 e=0 |" in text  # every probe's full overrides
     assert "Minimal failure-inducing change: a=1 + c=1" in state["stdout"]
     # the answer is printed again last, after whatever the multirun's callbacks print
     assert state["stdout"].rstrip().splitlines()[-2].startswith("Isolation: 10 jobs")
@@ -150,3 +151,11 @@ def test_a_probe_that_already_ran_is_not_launched_again(tmp_path):
     assert state["answer"] == "a=1 + b=1" and state["deciding"] == ["a", "b"]
     assert state["context"] == [{"key": "c", "level": "1", "verdict": "fail", "jobs": [1]}]
     assert state["n_jobs"] == len(state["jobs"]) == 6
+
+
+def test_runs_under_the_submitit_local_launcher(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    state = isolate(["hydra/launcher=submitit_local", "cause=[b]", *endpoints('["a=0","b=0"]', '["a=1","b=1"]')],
+                    tmp_path)
+    assert state["answer"] == "b=1" and state["n_jobs"] == 4  # endpoints, then a=1 and b=1 together
+    assert [p["phase"] for p in state["probes"]] == ["endpoints", "endpoints", "subsets", "subsets"]
