@@ -71,7 +71,7 @@ def verdict(state: Dict[str, Any]) -> str:
     unresolved = sum(p["verdict"] == "unresolved" for p in state.get("probes", []))
     cost = f"Isolation: {n} jobs"
     if grid:
-        cost += f" ({100.0 * n / grid:.0f}% of the full grid's {grid})"
+        cost += f" ({100.0 * n / grid:.0f}% of the {grid} jobs of {state.get('grid') or 'the full grid'})"
     cost += f", {len(state.get('probes', []))} probes"
     if not_judged or unresolved:
         cost += f"; {not_judged} job(s) not judged (error/timeout), {unresolved} probe(s) unresolved: routed around"
@@ -189,7 +189,7 @@ def write_isolation(sweep_dir: Path | str, state: Dict[str, Any], final: bool = 
     ``{fails, passes, unknown}`` levels), ``proof`` (``{passing: [jobs], failing:
     [jobs]}``), ``probes`` (``[{probe, phase, round, granularity, changes, applied,
     verdict, jobs}]``), ``jobs`` (``[{job, overrides, status, reason, metrics...}]``),
-    ``n_jobs``, ``grid_jobs``, ``repeat``, ``max_jobs``, ``wall_s``.
+    ``n_jobs``, ``grid_jobs`` (jobs of ``grid``, which says which grid), ``repeat``, ``max_jobs``, ``wall_s``.
     """
     sweep_dir = Path(sweep_dir)
     write_json(sweep_dir / ISOLATE_JSON, state)

@@ -268,7 +268,10 @@ class Isolation:
             self.save(status=stop.status, reason=stop.reason, grid_jobs=stop.grid_jobs, changes=[], minimal=[])
             return self.finish()
         changes = isolate.changes_between(passing, failing)
-        self.state.update(endpoints_from=how, grid_jobs=grid_jobs, passing=passing, failing=failing,
+        grid = "the full grid"
+        if self.sweeper.failing is not None:
+            grid = f"the full grid over the {len(changes)} changed keys (2 levels each)"
+        self.state.update(endpoints_from=how, grid_jobs=grid_jobs, grid=grid, passing=passing, failing=failing,
                           changes=[_change(c) for c in changes])
         if not changes:
             self.save(status="endpoints", reason="the two configs are the same: nothing to isolate", minimal=[])
