@@ -5,6 +5,7 @@ Each multiplies the gradients by ``SCALE`` before the optimizer step under some
 condition on the job's config. Adam is nearly invariant to a constant gradient scale and
 SGD is not (``tests/helpers/faulty_engine.py``), so a job fails only with
 ``optimizer=sgd`` and the condition: ``optimizer`` is always one of the deciding factors.
+(``optimizer_step`` takes ``grads=None`` too, the signature of the engines on main.)
 """
 
 from sweep.engines.torch_fsdp2 import TorchFSDP2
@@ -23,7 +24,7 @@ class NoReshardGradScaleFSDP2(TorchFSDP2):
     """Scales gradients only with ``reshard_after_forward=false``: fails only with
     ``optimizer=sgd`` + ``reshard_after_forward=false`` (an interaction)."""
 
-    def optimizer_step(self, optimizer):
+    def optimizer_step(self, optimizer, grads=None):
         if not self.cfg.reshard_after_forward:
             _scale(optimizer)
         optimizer.step()
@@ -34,7 +35,7 @@ class Bf16NondetGradScaleFSDP2(TorchFSDP2):
     with ``optimizer=sgd`` + ``mp_policy=bf16`` + ``deterministic=false`` (three factors
     that fail only together)."""
 
-    def optimizer_step(self, optimizer):
+    def optimizer_step(self, optimizer, grads=None):
         if str(self.cfg.mp_policy.param_dtype).endswith("bfloat16") and not self.cfg.deterministic:
             _scale(optimizer)
         optimizer.step()
@@ -52,6 +53,6 @@ class Crash4RanksGradScaleFSDP2(TorchFSDP2):
             raise RuntimeError("planted crash: 4 ranks with reshard_after_forward")
         return super().parallelize(model)
 
-    def optimizer_step(self, optimizer):
+    def optimizer_step(self, optimizer, grads=None):
         _scale(optimizer)
         optimizer.step()
