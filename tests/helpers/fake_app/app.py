@@ -33,10 +33,11 @@ def main(cfg: DictConfig) -> dict:
     failing = _all_one(cfg, cfg.cause)
     if _exactly(cfg, cfg.flaky):
         failing = hc.job.num % 2 == 0
-    comparison = {"first_fail_step": 0 if failing else None, "n_fail": 3 if failing else 0, "n_steps": 3,
-                  "max_abs_diff": 0.5 if failing else 0.0, "mean_signed_diff": -0.5 if failing else 0.0}
+    comparison = {"passed": not failing, "first_fail_step": 0 if failing else None, "n_fail": 3 if failing else 0,
+                  "n_steps": 3, "max_abs_diff": 0.5 if failing else 0.0, "mean_signed_diff": -0.5 if failing else 0.0}
+    losses = {"standalone": [1.0, 1.0, 1.0], "distributed": [0.5, 0.5, 0.5] if failing else [1.0, 1.0, 1.0]}
     record = {"status": "fail" if failing else "ok", "reason": "planted" if failing else None,
-              "comparison": comparison}
+              "comparison": comparison, "losses": losses}
     Path(hc.runtime.output_dir, "result.json").write_text(json.dumps(record))
     return record
 
