@@ -1,0 +1,161 @@
+"""The isolate sweeper (hydra_plugins/sweep_isolate) end to end on a stand-in app whose
+jobs judge themselves by a rule (tests/helpers/fake_app): discovery, the three ways to
+give endpoints, repeats, errors, the budget, and deterministic job numbering."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = ROOT / "tests" / "helpers" / "fake_app" / "app.py"
+ALL0 = '["a=0","b=0","c=0","d=0","e=0"]'
+ALL1 = '["a=1","b=1","c=1","d=1","e=1"]'
+
+
+def isolate(args: List[str], sweep_dir: Path, sweeper: str = "isolate") -> dict:
+    cmd = [sys.executable, str(APP), "-m", f"hydra/sweeper={sweeper}", *args, f"hydra.sweep.dir={sweep_dir}"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    if sweeper != "isolate":
+        return {}
+    state = json.loads((sweep_dir / "isolate.json").read_text())
+    state["stdout"] = proc.stdout
+    return state
+
+
+def endpoints(passing: str = ALL0, failing: str = ALL1) -> List[str]:
+    return [f"hydra.sweeper.passing={passing}", f"hydra.sweeper.failing={failing}"]
+
+
+def test_discovery():
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.sweeper import Sweeper
+
+    from hydra_plugins.sweep_isolate.isolate_sweeper import IsolateSweeper
+
+    assert IsolateSweeper.__name__ in [x.__name__ for x in Plugins.instance().discover(Sweeper)]
+    assert "isolate.yaml" in ConfigStore.instance().list("hydra/sweeper")
+
+
+def test_interaction_from_endpoints(tmp_path):
+    state = isolate(["cause=[a,c]", *endpoints()], tmp_path)
+    assert state["status"] == "isolated"
+    assert state["answer"] == "a=1 + c=1" and state["interaction"] and state["one_minimal"]
+    assert state["removals"] == {"a": "pass", "c": "pass"}
+    assert state["n_jobs"] == 10 and state["grid_jobs"] == 32
+    # the proof: the passing endpoint and the probe of exactly {a, c}
+    jobs = {j["job"]: j for j in state["jobs"]}
+    good, bad = jobs[state["proof"]["passing"][0]], jobs[state["proof"]["failing"][0]]
+    assert good["status"] == "ok" and bad["status"] == "fail"
+    assert set(bad["overrides"]) - set(good["overrides"]) == {"a=1", "c=1"}
+    # every job dir ran the overrides the report says
+    for job in state["jobs"]:
+        assert (tmp_path / str(job["job"]) / "job.txt").read_text().split() == job["overrides"]
+    text = (tmp_path / "isolate.md").read_text()
+    assert "Minimal failure-inducing change: a=1 + c=1" in text and "Interaction" in text
+    assert "| cause=[a,c] a=0 b=1 c=1 d=0 e=0 |" in text  # every probe's full overrides
+    assert "Minimal failure-inducing change: a=1 + c=1" in state["stdout"]
+    # the answer is printed again last, after whatever the multirun's callbacks print
+    assert state["stdout"].rstrip().splitlines()[-2].startswith("Isolation: 10 jobs")
+
+
+def test_report_re_renders_from_isolate_json(tmp_path, capsys):
+    from sweep.isolate_report import main
+
+    isolate(["cause=[b]", *endpoints()], tmp_path)
+    (tmp_path / "isolate.md").unlink()
+    assert main([str(tmp_path), "--format", "github"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Isolation: ") and "Minimal failure-inducing change: b=1" in out and "| probe" in out
+    assert (tmp_path / "isolate.md").exists()
+    assert main([str(tmp_path / "nowhere")]) == 2
+
+
+def test_grid_is_scouted_for_endpoints(tmp_path):
+    state = isolate(["cause=[d]", "a=0,1", "b=0,1", "c=0,1", "d=0,1"], tmp_path)
+    assert state["answer"] == "d=1" and not state["interaction"] and state["deciding"] == ["d"]
+    # 2 scouted endpoints, ddmin over 4 changes, 3 context probes (a, b, c moved): all still fail
+    assert [p["phase"] for p in state["probes"][:2]] == ["scout", "scout"]
+    assert [(c["key"], c["verdict"]) for c in state["context"]] == [("a", "fail"), ("b", "fail"), ("c", "fail")]
+    assert state["grid_jobs"] == 16 and state["n_jobs"] <= 2 + 4 + 3
+    assert "Under every other level of a, b, c it still fails" in state["stdout"]
+
+
+def test_from_sweep_nearest_and_farthest(tmp_path):
+    grid = tmp_path / "grid"
+    isolate(["cause=[a,b]", "a=0,1", "b=0,1"], grid, sweeper="basic")
+    near = isolate([f"hydra.sweeper.from_sweep={grid}"], tmp_path / "near")
+    # the nearest passing job differs in one override; the context probe finds the other factor
+    assert near["answer"] in ("a=1", "b=1") and near["n_jobs"] == 3
+    assert sorted(near["deciding"]) == ["a", "b"] and near["interaction"]
+    other = "b" if near["answer"] == "a=1" else "a"
+    assert near["conditions"] == {other: {"fails": ["1"], "passes": ["0"], "unknown": []}}
+    assert f"it fails only with {other}=1; with {other}=0 it passes" in near["stdout"]
+    far = isolate([f"hydra.sweeper.from_sweep={grid}", "hydra.sweeper.pick=farthest",
+                   "hydra.sweeper.context=false"], tmp_path / "far")
+    assert far["answer"] == "a=1 + b=1" and far["interaction"] and far["n_jobs"] == 4
+
+
+def test_disagreeing_repeats_are_unresolved(tmp_path):
+    # probes where exactly a, b, c are 1 pass on odd job numbers and fail on even ones
+    state = isolate(["cause=[a]", "flaky=[a,b,c]", "hydra.sweeper.repeat=2", *endpoints()], tmp_path)
+    assert state["answer"] == "a=1" and state["one_minimal"]
+    flaky = [p for p in state["probes"] if p["applied"] == "a=1 + b=1 + c=1"]
+    assert flaky and flaky[0]["verdict"] == "unresolved" and len(flaky[0]["jobs"]) == 2
+    assert state["n_jobs"] == 2 * len(state["probes"])
+    assert "unresolved: its repeats disagree" in (tmp_path / "isolate.md").read_text()
+
+
+def test_errored_probes_are_reported_and_routed_around(tmp_path):
+    state = isolate(["cause=[b]", "crash=[a,b,c]", *endpoints()], tmp_path)
+    assert state["answer"] == "b=1" and state["one_minimal"]
+    errored = [j for j in state["jobs"] if j["status"] == "error"]
+    assert len(errored) == 1 and "planted crash" in errored[0]["reason"]
+    assert "planted crash" in (tmp_path / "isolate.md").read_text()
+
+
+def test_budget_stops_with_best_so_far_and_numbering_is_deterministic(tmp_path):
+    cut = isolate(["cause=[a,c]", "hydra.sweeper.max_jobs=5", *endpoints()], tmp_path / "cut")
+    assert cut["status"] == "budget" and cut["n_jobs"] == 5
+    assert cut["answer"] == "a=1 + b=1 + c=1"  # the smallest failing set after 5 jobs
+    assert "Stopped by the budget" in (tmp_path / "cut" / "isolate.md").read_text()
+    full = isolate(["cause=[a,c]", *endpoints()], tmp_path / "full")
+    # the same probes get the same job numbers: what resume=true relies on
+    assert [(j["job"], j["overrides"]) for j in cut["jobs"]] == [(j["job"], j["overrides"]) for j in full["jobs"][:5]]
+
+
+def test_endpoints_that_do_not_flip(tmp_path):
+    state = isolate(["cause=[a]", *endpoints(failing='["b=1"]')], tmp_path)
+    assert state["status"] == "endpoints" and "failing config is pass" in state["reason"]
+    assert "Nothing isolated" in state["stdout"]
+
+
+def test_bad_settings_fail_fast(tmp_path):
+    cmd = [sys.executable, str(APP), "-m", "hydra/sweeper=isolate", "hydra.sweeper.repeat=0", *endpoints(),
+           f"hydra.sweep.dir={tmp_path}"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "repeat=0 must be >= 1" in proc.stderr
+
+
+def test_a_probe_that_already_ran_is_not_launched_again(tmp_path):
+    # scouts: job 0 (0,0,0) passes, job 1 (1,1,1) fails; ddmin finds a=1 + b=1, i.e. (1,1,0);
+    # its context probe c=1 is (1,1,1), the failing scout: its job is reused
+    state = isolate(["cause=[a,b]", "a=0,1", "b=0,1", "c=0,1"], tmp_path)
+    assert state["answer"] == "a=1 + b=1" and state["deciding"] == ["a", "b"]
+    assert state["context"] == [{"key": "c", "level": "1", "verdict": "fail", "jobs": [1]}]
+    assert state["n_jobs"] == len(state["jobs"]) == 6
+
+
+def test_runs_under_the_submitit_local_launcher(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    state = isolate(["hydra/launcher=submitit_local", "cause=[b]", *endpoints('["a=0","b=0"]', '["a=1","b=1"]')],
+                    tmp_path)
+    assert state["answer"] == "b=1" and state["n_jobs"] == 4  # endpoints, then a=1 and b=1 together
+    assert [p["phase"] for p in state["probes"]] == ["endpoints", "endpoints", "subsets", "subsets"]
