@@ -39,7 +39,7 @@ GRID_B = ["optimizer=adam,sgd,adamw", "mp_policy=fp32,bf16", "deterministic=true
 ENGINE = "engine.impl.torch=tests.helpers."
 CASES = {
     # name: (overrides of both arms, the factors that should decide it)
-    "seed_hypotheses": (["experiment=seed_hypotheses"], {"weights.copy", "order"}),
+    "seed_hypotheses": (["experiment=seed_hypotheses"], {"weights.transfer", "order"}),
     "one_factor": (["ablation=none", ENGINE + "faulty_engine.GradScaleFSDP2", *GRID_A], {"optimizer"}),
     "two_factors": (["ablation=none", ENGINE + "planted_faults.NoReshardGradScaleFSDP2", *GRID_A],
                     {"optimizer", "reshard_after_forward"}),

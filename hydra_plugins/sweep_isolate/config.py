@@ -3,7 +3,7 @@
 Stored in Hydra's ConfigStore as group ``hydra/sweeper``, name ``isolate``; every field
 can be set as ``hydra.sweeper.<field>=...``. The endpoints are override lists, quoted
 for the shell and for Hydra's grammar, e.g.
-``'hydra.sweeper.failing=["weights.copy=shared","order=standalone_first"]'``.
+``'hydra.sweeper.failing=["weights.transfer=shared","order=standalone_first"]'``.
 """
 
 from dataclasses import dataclass

@@ -134,7 +134,7 @@ def test_slurm_preset_runs_two_node_jobs_through_srun_and_gives_the_same_table(t
     _assert_same_sweep(sweep_dir, basic_sweep)
     assert "2 jobs: 2 ok" in proc.stdout
     for result in _results(sweep_dir):
-        argv = result["launcher"]["argv"]
+        argv = result["launch"]["argv"]
         assert argv[:6] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--label"]
         assert argv[-4:-1] == ["sweep.cluster", "torchrun", "2"]
     # submitit's own srun is not used (use_srun: false): only the jobs' srun, one per job

@@ -58,7 +58,7 @@ def test_two_interacting_factors():
 
 
 def test_interaction_in_one_half():
-    result = ddmin(5, Oracle([{0, 1}]))  # the seed hypotheses: weights.copy + order
+    result = ddmin(5, Oracle([{0, 1}]))  # the seed hypotheses: weights.transfer + order
     assert result.minimal == (0, 1) and result.one_minimal
     assert len(result.probes) == 2 + 2 + 2 + 2
 
@@ -155,10 +155,10 @@ def test_bad_oracle_and_inputs():
 def test_context_probes_and_conditions():
     from sweep.isolate import conditions, context_probes
 
-    base = {"weights.copy": "shared", "order": "distributed_first", "optimizer": "sgd"}
-    levels = {"weights.copy": ["shared", "independent"], "order": ["standalone_first", "distributed_first", "separate"],
+    base = {"weights.transfer": "shared", "order": "distributed_first", "optimizer": "sgd"}
+    levels = {"weights.transfer": ["shared", "independent"], "order": ["standalone_first", "distributed_first", "separate"],
               "optimizer": ["adam", "sgd"]}
-    probes = context_probes(base, levels, skip=["weights.copy"])
+    probes = context_probes(base, levels, skip=["weights.transfer"])
     assert probes == [("order", "standalone_first"), ("order", "separate"), ("optimizer", "adam")]
     verdicts = {("order", "standalone_first"): FAIL, ("order", "separate"): PASS, ("optimizer", "adam"): ERROR}
     assert conditions(base, verdicts) == {
