@@ -107,6 +107,7 @@ def plot_factor_effects(rows: Sequence[Dict[str, Any]], levels: Sequence[Dict[st
         top.bar(x, other, bottom=ok + fail, color=STATUS_COLOURS["not judged"], label="not judged")
         top.set_xticks(x, ticks, rotation=45, ha="right")
         top.set_ylabel("jobs")
+        top.yaxis.get_major_locator().set_params(integer=True)
         top.set_title(name)
         effects = [shifts.get((name, s["level"])) for s in stats]
         values = np.array([np.nan if e is None or e["mean_shift"] is None else e["mean_shift"] for e in effects])
