@@ -1,7 +1,6 @@
 """``python -m sweep [-m] [overrides]``: Hydra entry point; the work is in ``sweep.job``.
 
-A single run exits 1 unless its job passed the comparison; a multirun exits 0 once
-every job has a result (their verdicts are in the summary table).
+Exit statuses: see :func:`entry`.
 """
 
 import os
@@ -38,9 +37,14 @@ def main(cfg: DictConfig) -> dict:
     )
     print(job.summary_line(record, label), flush=True)
     if hc.mode == RunMode.RUN:
-        print(f"result: {JobDir(hc.runtime.output_dir).result}", flush=True)
+        paths = JobDir(hc.runtime.output_dir)
+        print(f"result: {paths.result}", flush=True)
+        if record.losses and record.comparison:
+            from sweep.plots import plot_record
+
+            print(f"plot: {plot_record(record, paths.plot)}", flush=True)
         if record.status != "ok":
-            sys.exit(1)
+            sys.exit(1 if record.status == "fail" else 2)
     return record.to_dict()
 
 
@@ -67,9 +71,11 @@ def _interrupted_exit(sweep_dir: Optional[Path]) -> None:
 def entry() -> None:
     """The command: Hydra's main with this project's exit statuses.
 
-    A single run exits 0 if its job passed, else 1. A multirun exits 0 once every job has
-    a result; 2 when no job could be judged (every job errored or timed out) or the sweep
-    dir was refused; 130 when interrupted (with the command that resumes it).
+    A single run exits 0 if its job passed, 1 if it failed the comparison, 2 if it
+    errored or timed out. A multirun exits 0 once every job has a result (with
+    ``gate=true``: 1 when any job is not ``ok`` or the verdict names a culprit); 2 when no
+    job could be judged (every job errored or timed out) or the sweep dir was refused;
+    130 when interrupted (with the command that resumes it).
     """
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
@@ -99,9 +105,16 @@ def entry() -> None:
         active = callbacks.ACTIVE
         _interrupted_exit(active.sweep_dir if active is not None else None)
     outcome = callbacks.OUTCOME
-    if outcome and sum(outcome["counts"].values()) and not outcome["judged"]:
+    if "counts" not in outcome:
+        return
+    if sum(outcome["counts"].values()) and not outcome["judged"]:
         print("error: no job of the sweep could be judged (see the reasons above)", file=sys.stderr)
         sys.exit(2)
+    not_ok = sum(n for status, n in outcome["counts"].items() if status != "ok")
+    if outcome.get("gate") and (not_ok or outcome.get("culprit")):
+        print(f"gate: {not_ok} job(s) not ok" + ("; the verdict names a culprit" if outcome.get("culprit") else ""),
+              file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

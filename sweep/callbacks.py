@@ -144,7 +144,7 @@ class PoolCallback(Callback):
 
 
 ACTIVE: Optional["SummaryCallback"] = None  # the multirun of this process, for sweep.__main__
-OUTCOME: Dict[str, Any] = {}  # the last report's counts ("counts", "judged"), for sweep.__main__'s exit status
+OUTCOME: Dict[str, Any] = {}  # "counts", "judged", "culprit" of the last report and "gate", for the exit status
 
 
 class SummaryCallback(Callback):
@@ -165,6 +165,7 @@ class SummaryCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         global ACTIVE
         self.sweep_dir = Path(config.hydra.sweep.dir)
+        OUTCOME["gate"] = bool(config.get("gate", False))
         ACTIVE = self
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

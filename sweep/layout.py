@@ -5,6 +5,7 @@ A job dir (``hydra.runtime.output_dir``; ``SWEEP_DIR/<job num>/`` in a multirun)
 
     job.yaml                  the resolved config the ranks read (written by the job)
     result.json               the job's record (sweep.records.JobRecord), written last
+    plot.png                  a single run's curves and difference (sweep.plots)
     ranks/rank_<r>.json       rank r's result (sweep.records.RankResult)
     ranks/standalone.json     the standalone sequence when it was computed elsewhere
                               (order=separate, or a baseline reused from the sweep)
@@ -17,7 +18,7 @@ A sweep dir (``hydra.sweep.dir``)::
 
     multirun.yaml             Hydra's record of the multirun (its grid)
     <num>/                    one job dir per job
-    summary.md|csv|json       the report (sweep.summary)
+    summary.md|html|csv|json  the report (sweep.summary); junit.xml: one test case per job
     plots/                    its PNGs
     .baselines/<key>.json     reused standalone sequences (sweep.baseline)
     .pools/<name>/            shared launches (sweep.pool): a pool dir each
@@ -68,6 +69,10 @@ class JobDir:
     @property
     def result(self) -> Path:
         return self.path / RESULT
+
+    @property
+    def plot(self) -> Path:
+        return self.path / "plot.png"
 
     @property
     def ranks(self) -> Path:

@@ -367,6 +367,9 @@ class SweepConfig:
     # Running another grid into a sweep dir that holds one: move the old jobs aside
     # (SWEEP_DIR/.replaced/<time>/) instead of refusing (sweep.sweep_dir).
     replace_grid: bool = affects(default=False)
+    # CI gate: a multirun exits 1 when any job fails, errors, times out or is missing, or
+    # the verdict names a culprit (default: 0 once every job has a result).
+    gate: bool = affects(default=False)
 
     @staticmethod
     def check(cfg: Any) -> None:

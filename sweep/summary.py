@@ -1,8 +1,10 @@
 """The report of a sweep dir: verdict, culprits, per-factor tables, one row per job.
 
-``python -m sweep.summary SWEEP_DIR [--format FMT] [--max-rows N]`` prints the report
-of a finished (or interrupted) multirun and writes ``summary.md``, ``summary.csv``,
-``summary.json`` and ``plots/`` into it. The end-of-multirun callback calls
+``python -m sweep.summary SWEEP_DIR [--format FMT] [--max-rows N] [--against OLD_DIR]``
+prints the report of a finished (or interrupted) multirun and writes ``summary.md``,
+``summary.html`` (self-contained), ``summary.csv``, ``summary.json``, ``junit.xml`` and
+``plots/`` into it; with ``--against``, it also compares it with another sweep
+(``sweep.against``). The end-of-multirun callback calls
 :func:`write_report`.
 
 Rows come from each job dir ``SWEEP_DIR/<num>/``: the factors from Hydra's
@@ -29,8 +31,10 @@ from tabulate import tabulate, tabulate_formats
 from sweep.attribution import DRIFT_RULE, attribute, drift_class, factors, label
 from sweep.compare import drift_metrics
 from sweep.errors import RecordError
+from sweep.html_report import render_html
 from sweep.io import read_floats, write_json
 from sweep.layout import JobDir, SweepDir
+from sweep.junit import to_junit
 from sweep.plots import write_plots
 from sweep.records import JobRecord
 
@@ -120,7 +124,7 @@ def _notes(row: Dict[str, Any]) -> Optional[str]:
     return "; ".join(notes) or None
 
 
-RUN_SWITCHES = ("resume", "replace_grid")  # how a multirun runs, never a factor of its jobs
+RUN_SWITCHES = ("resume", "replace_grid", "gate")  # how a multirun runs, never a factor of its jobs
 
 
 def _pairs(overrides: Sequence[str]) -> Dict[str, str]:
@@ -373,10 +377,14 @@ def write_report(
     rows = collect(sweep_dir)
     att = attribute(rows)
     if outcome is not None:
-        outcome.update(counts=att["counts"], judged=att["judged"])
+        outcome.update(counts=att["counts"], judged=att["judged"], culprit=bool(att["culprits"]))
     plots = write_plots(layout.plots, rows, att["levels"])
     layout.summary("md").write_text(render_markdown(sweep_dir, rows, att, plots))
     layout.summary("csv").write_text(to_csv(rows))
+    layout.summary("html").write_text(render_html(
+        f"Sweep {sweep_dir}", att["verdict"], _sections(rows, att, "html", None, METRICS), plots
+    ))
+    (sweep_dir / "junit.xml").write_text(to_junit(rows, sweep_dir.name))
     write_json(
         layout.summary("json"),
         {
@@ -395,15 +403,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--format", default="simple", choices=tabulate_formats, metavar="FORMAT",
                         help="tabulate table format: simple, github, grid, ... (any of tabulate.tabulate_formats)")
     parser.add_argument(
-        "--max-rows", type=int, default=MAX_ROWS, help=f"rows per table and list on screen (default {MAX_ROWS}; 0: all)"
+        "--max-rows", type=int, default=MAX_ROWS,
+        help=f"rows per table and list on screen (default {MAX_ROWS}; 0 or -1: all)",
     )
+    parser.add_argument("--against", type=Path, default=None, metavar="OLD_DIR",
+                        help="another sweep dir: match jobs by config and show what changed (fixed, broke, ...)")
     args = parser.parse_args(argv)
+    max_rows = args.max_rows if args.max_rows > 0 else None
     try:
-        print(write_report(args.sweep_dir, args.format, args.max_rows or None))
+        print(write_report(args.sweep_dir, args.format, max_rows))
+        if args.against is not None:
+            from sweep import against
+
+            found = against.match(collect(args.sweep_dir), collect(args.against))
+            print("\n" + against.render(found, str(args.sweep_dir), str(args.against), args.format, max_rows))
     except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"\nwritten: {args.sweep_dir / 'summary.md'}, summary.csv, summary.json, plots/", file=sys.stderr)
+    print(f"\nwritten: {args.sweep_dir / 'summary.md'}, summary.html, summary.csv, summary.json, junit.xml, plots/",
+          file=sys.stderr)
     return 0
 
 

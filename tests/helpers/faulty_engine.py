@@ -76,3 +76,20 @@ class NaNAtStepFSDP2(_StepCounter):
             for group in optimizer.param_groups:
                 for param in group["params"]:
                     param.grad.fill_(float("nan"))
+
+
+class EnvGradScaleFSDP2(TorchFSDP2):
+    """FSDP2 whose optimizer step multiplies every gradient by ``$SWEEP_TEST_GRAD_SCALE``
+    (default 1: correct). The bug lives outside the config, as a library version would:
+    the same sweep before and after the "fix" has the same configs."""
+
+    def optimizer_step(self, optimizer, grads=None):
+        import os
+
+        scale = float(os.environ.get("SWEEP_TEST_GRAD_SCALE", "1"))
+        if scale != 1.0:
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    if param.grad is not None:
+                        param.grad.mul_(scale)
+        optimizer.step()

@@ -28,7 +28,7 @@ def _assert_no_survivors(result):
 def test_a_killed_rank_makes_the_job_error_with_its_cause(tmp_path):
     proc = run_cli(["steps=10", ENGINE + "KillRankFSDP2"], tmp_path)
     r = _result(tmp_path / "run")
-    assert proc.returncode == 1 and r["status"] == "error"
+    assert proc.returncode == 2 and r["status"] == "error"
     assert "no result from rank(s) 0, 1" in r["reason"]
     assert "exitcode" in r["reason"] and "-9" in r["reason"]  # torchrun names the rank killed by SIGKILL
     assert "worker_1.log" in r["log_tails"]
@@ -39,7 +39,7 @@ def test_a_hung_rank_is_stopped_at_the_time_limit(tmp_path):
     start = time.monotonic()
     proc = run_cli(["steps=10", "execution.timeout_s=30", ENGINE + "HangRankFSDP2"], tmp_path)
     r = _result(tmp_path / "run")
-    assert proc.returncode == 1 and r["status"] == "timeout"
+    assert proc.returncode == 2 and r["status"] == "timeout"
     assert r["reason"].startswith("no result after 30 s")
     assert r["launch"]["timed_out"] is True and r["launch"]["killed"] >= 3  # torchrun + 2 ranks
     assert set(r["log_tails"]) >= {"launcher.log", "worker_0.log", "worker_1.log"}
@@ -64,7 +64,7 @@ def test_bad_inputs_never_start_a_process(tmp_path):
         proc = run_cli(overrides, tmp_path / str(i))
         run_dir = tmp_path / str(i) / "run"
         r = _result(run_dir)
-        assert proc.returncode == 1 and r["status"] == "error" and r["reason"].startswith("invalid config: ")
+        assert proc.returncode == 2 and r["status"] == "error" and r["reason"].startswith("invalid config: ")
         assert r["launch"] is None and not (run_dir / "logs").exists()
 
 

@@ -88,6 +88,6 @@ def test_backward_grad_api_is_rejected_before_launch_where_mindspore_lacks_it(tm
         pytest.skip("this MindSpore has Tensor.backward")
     proc = run_cli(["framework=mindspore", "engine=data_parallel", "framework.grad_api=backward"], tmp_path)
     result = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert proc.returncode == 1 and result["status"] == "error"
+    assert proc.returncode == 2 and result["status"] == "error"
     assert "framework.grad_api=backward" in result["reason"] and "no Tensor.backward" in result["reason"]
     assert not (tmp_path / "run" / "logs").exists()

@@ -51,7 +51,7 @@ def test_a_faulty_engine_plugged_in_by_config_fails_the_comparison(tmp_path):
 
 def test_bad_mesh_is_rejected_before_any_process_starts(tmp_path):
     proc = run_cli(["mesh=hsdp2x2", "world_size=2"], tmp_path)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     r = _result(tmp_path)
     assert r["status"] == "error"
     assert r["reason"].startswith("invalid config: mesh.mesh_shape=[2, 2] needs world_size=4")

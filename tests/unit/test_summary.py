@@ -220,7 +220,8 @@ def test_nothing_judged_is_said(tmp_path):
     text = write_report(tmp_path, outcome=outcome)
     assert text.startswith("2 jobs: 1 error, 1 timeout")
     assert "Nothing could be judged: no job produced a comparison (1 x invalid config: device=npu" in text
-    assert outcome == {"counts": {"ok": 0, "fail": 0, "error": 1, "timeout": 1, "missing": 0}, "judged": 0}
+    assert outcome == {"counts": {"ok": 0, "fail": 0, "error": 1, "timeout": 1, "missing": 0}, "judged": 0,
+                       "culprit": False}
 
 
 def test_the_time_left_leaves_out_the_start_up():
