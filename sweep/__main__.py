@@ -39,8 +39,11 @@ def main(cfg: DictConfig) -> dict:
     if hc.mode == RunMode.RUN:
         print(f"result: {JobDir(hc.runtime.output_dir).result}", flush=True)
         if record.status != "ok":
-            sys.exit(1)
+            _RUN_FAILED.append(record.status)  # exit 1 in entry(), after Hydra's on_run_end callbacks (loggers)
     return record.to_dict()
+
+
+_RUN_FAILED: list = []  # a single run whose job did not pass: entry() exits 1
 
 
 _INTERRUPTED: list = []  # the signal that interrupted this process, once one did
@@ -93,6 +96,8 @@ def entry() -> None:
         # The running job already killed its processes and recorded itself as interrupted.
         active = callbacks.ACTIVE
         _interrupted_exit(active.sweep_dir if active is not None else None)
+    if _RUN_FAILED:
+        sys.exit(1)
     outcome = callbacks.OUTCOME
     if outcome and sum(outcome["counts"].values()) and not outcome["judged"]:
         print("error: no job of the sweep could be judged (see the reasons above)", file=sys.stderr)
