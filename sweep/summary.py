@@ -127,7 +127,7 @@ def _notes(row: Dict[str, Any]) -> Optional[str]:
     return "; ".join(notes) or None
 
 
-RUN_SWITCHES = ("resume", "replace_grid")  # how a multirun runs, never a factor of its jobs
+RUN_SWITCHES = ("resume", "replace_grid", "logger")  # how a multirun runs (and is logged), never a factor of its jobs
 
 
 def _pairs(overrides: Sequence[str]) -> Dict[str, str]:

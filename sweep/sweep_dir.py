@@ -22,7 +22,7 @@ from sweep.layout import SUMMARY_FILES, SweepDir
 
 LOCK = ".lock"
 REPLACED = ".replaced"
-IGNORED_KEYS = ("resume", "replace_grid")  # switches of the run, not of the grid
+IGNORED_KEYS = ("resume", "replace_grid", "logger")  # switches of the run, not of the grid
 
 
 def grid_text(jobs: Sequence[Sequence[str]]) -> str:

@@ -133,3 +133,11 @@ def test_logger_callback_runs_after_the_report(compose_cfg):
             # Hydra calls on_multirun_end in reverse order: first in the dict = after the summary
             assert names.index("logger") < names.index("summary")
             assert "logger" not in cfg  # only hydra.callbacks: the job config is unchanged
+
+
+def test_the_logger_is_a_switch_of_the_run_not_a_factor():
+    from sweep.summary import _pairs
+    from sweep.sweep_dir import grid_text
+
+    assert _pairs(["logger=mlflow", "optimizer=adam"]) == {"optimizer": "adam"}
+    assert grid_text([["logger=mlflow", "optimizer=adam"], ["logger=mlflow", "optimizer=sgd"]]) == "2 jobs: optimizer=adam,sgd"
