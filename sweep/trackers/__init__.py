@@ -142,9 +142,14 @@ class TrackerCallback(Callback):
     MODULE = ""
     EXTRA = ""
 
+    def modules(self) -> List[str]:
+        """The modules this tracker needs as configured (checked before the first job)."""
+        return [self.MODULE]
+
     def _check(self) -> None:
         try:
-            require(self.MODULE, self.EXTRA)
+            for module in self.modules():
+                require(module, self.EXTRA)
         except ImportError as exc:
             print(f"error: {exc}", file=sys.stderr, flush=True)
             sys.exit(2)

@@ -4,7 +4,7 @@ The default store needs no server: ``sqlite:///<sweep dir>/mlflow.db`` (a single
 ``<run dir>/mlflow.db``), artifacts in ``<that dir>/mlartifacts``. Browse it with
 ``mlflow ui --backend-store-uri sqlite:///<sweep dir>/mlflow.db``, read it with
 ``mlflow.tracking.MlflowClient(tracking_uri=...)``. Any tracking URI works
-(``logger.tracking_uri=http://host:5000``, one sqlite file for all sweeps, ...).
+(``hydra.callbacks.logger.tracking_uri=http://host:5000``, one sqlite file for all sweeps, ...).
 
 Per job run (name ``job <num>``, tag ``mlflow.parentRunId`` = the sweep's run): params =
 the overrides; step metrics ``loss/standalone``, ``loss/distributed``, ``loss/difference``;
@@ -38,6 +38,11 @@ class MlflowCallback(TrackerCallback):
     def __init__(self, tracking_uri: Optional[str] = None, experiment_name: str = "sweep") -> None:
         self.tracking_uri = tracking_uri
         self.experiment_name = experiment_name
+
+    def modules(self) -> List[str]:
+        """mlflow; and SQLAlchemy and Alembic for a sqlite store (the default)."""
+        sqlite = self.tracking_uri is None or str(self.tracking_uri).startswith("sqlite:")
+        return ["mlflow", "sqlalchemy", "alembic"] if sqlite else ["mlflow"]
 
     def log_jobs(self, sweep: Optional[SweepLog], jobs: List[JobLog], where: Path) -> str:
         require("mlflow", self.EXTRA)

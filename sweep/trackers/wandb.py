@@ -3,7 +3,7 @@
 Runs go to ``<dir>/wandb/offline-run-*`` (``dir``: ``None`` = the sweep dir, a single
 run: the run dir), grouped by the sweep (``group`` = the sweep dir's name) in project
 ``project``; upload later with ``wandb sync <dir>/wandb/offline-run-*``, or set
-``logger.mode=online``. Per job run (name ``job <num>``, job_type ``job``): config = the
+``hydra.callbacks.logger.mode=online``. Per job run (name ``job <num>``, job_type ``job``): config = the
 overrides; history ``loss/standalone``, ``loss/distributed``, ``loss/difference`` (one
 row per step); summary = the report's numbers and the verdict (``status``, ``reason``,
 ``drift``, ``notes``), and the plot as an image; the sweep's run (job_type ``sweep``):

@@ -107,7 +107,8 @@ def test_wandb_offline_runs(sweep_dir):
     assert runs[f"sweep {sweep_dir.name}"]["summary"]["verdict"].startswith("3 jobs: 1 ok, 1 fail, 1 error")
 
 
-@pytest.mark.parametrize("logger, module", [("mlflow", "mlflow"), ("tensorboard", "tensorboard"), ("wandb", "wandb")])
+@pytest.mark.parametrize("logger, module", [("mlflow", "mlflow"), ("mlflow", "sqlalchemy"), ("tensorboard", "tensorboard"),
+                                           ("wandb", "wandb")])
 def test_missing_tracker_is_one_line_naming_the_extra(tmp_path, logger, module):
     code = (f"import sys; sys.modules[{module!r}] = None\n"
             "from omegaconf import OmegaConf\n"
