@@ -20,8 +20,9 @@ one stops the command before the first job with one line naming the extra, exit 
 from __future__ import annotations
 
 import importlib
-import math
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -126,10 +127,6 @@ def job_log(row: Dict[str, Any], job_dir: Path, plot_dir: Optional[Path] = None)
                   metrics=metrics, verdict=verdict, artifacts=artifacts + plots, plots=plots, job_dir=Path(job_dir))
 
 
-def finite(values: List[float]) -> bool:
-    return all(math.isfinite(v) for v in values)
-
-
 class TrackerCallback(Callback):
     """The common part of every tracker: when to log and what (subclasses say where).
 
@@ -161,12 +158,8 @@ class TrackerCallback(Callback):
         self._check()
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from sweep.summary import collect
-
-        import shutil
-        import tempfile
-
         from sweep.layout import JobDir
+        from sweep.summary import collect
 
         job_dir = Path(config.hydra.runtime.output_dir)
         if not JobDir(job_dir).result.exists():

@@ -142,3 +142,16 @@ def test_the_logger_is_a_switch_of_the_run_not_a_factor():
 
     assert _pairs(["logger=mlflow", "optimizer=adam"]) == {"optimizer": "adam"}
     assert grid_text([["logger=mlflow", "optimizer=adam"], ["logger=mlflow", "optimizer=sgd"]]) == "2 jobs: optimizer=adam,sgd"
+
+
+def test_a_single_run_is_logged_into_its_run_dir(sweep_dir):
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed: pip install -e '.[tensorboard]'")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from sweep.trackers.tensorboard import TensorBoardCallback
+
+    run_dir = sweep_dir / "1"
+    TensorBoardCallback().on_run_end(OmegaConf.create({"hydra": {"runtime": {"output_dir": str(run_dir)}}}))
+    acc = EventAccumulator(str(run_dir / "tensorboard" / "run")).Reload()
+    assert [e.value for e in acc.Scalars("loss/difference")] == pytest.approx([-0.5] * 3)
+    assert acc.Scalars("metrics/passed")[0].value == 0.0
