@@ -12,7 +12,9 @@ metrics = the report's numbers and ``passed``; tags ``sweep.status``, ``sweep.re
 ``sweep.drift``, ``sweep.notes``, ``sweep.job``; artifacts ``result.json``, ``job.yaml``
 and the plot under ``plots/``; run status FINISHED for ok, FAILED otherwise. The sweep's
 run (name = the sweep dir's name, tag ``sweep.dir``): tag ``sweep.verdict``, metrics
-``jobs_<status>``, the report files and the factor-effects plot. Extra: ``mlflow``
+``jobs_<status>``, the report files and the factor-effects plot. Logging a sweep dir again
+(a resumed sweep) deletes the runs it logged before (tag ``sweep.dir``), so the store
+holds each sweep once. Extra: ``mlflow``
 (mlflow-skinny with SQLAlchemy and Alembic for the sqlite store).
 """
 
@@ -57,7 +59,10 @@ class MlflowCallback(TrackerCallback):
             self.experiment_name, artifact_location=(where / "mlartifacts").as_uri() if not self.tracking_uri else None
         )
         parent_tags = {}
-        if sweep is not None:
+        if sweep is not None:  # a sweep logged again (resumed, re-run) replaces its earlier runs
+            earlier = client.search_runs([experiment_id], filter_string=f"tags.`sweep.dir` = '{sweep.dir}'")
+            for run in earlier:
+                client.delete_run(run.info.run_id)
             parent = client.create_run(experiment_id, run_name=sweep.name,
                                        tags={"sweep.dir": str(sweep.dir), "sweep.verdict": sweep.verdict[:TAG_LIMIT]})
             now = int(time.time() * 1000)
@@ -69,7 +74,7 @@ class MlflowCallback(TrackerCallback):
                 client.log_artifact(parent.info.run_id, str(path), "plots")
             parent_tags["mlflow.parentRunId"] = parent.info.run_id
         for job in jobs:
-            tags = {**parent_tags, "sweep.job": str(job.num),
+            tags = {**parent_tags, "sweep.job": str(job.num), "sweep.dir": str(sweep.dir if sweep else job.job_dir),
                     **{f"sweep.{k}": v[:TAG_LIMIT] for k, v in job.verdict.items()}}
             run = client.create_run(experiment_id, run_name=job.name, tags=tags)
             run_id = run.info.run_id

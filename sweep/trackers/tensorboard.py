@@ -6,13 +6,15 @@ numbers under ``metrics/<name>`` (step 0), text ``verdict`` (status, reason, dri
 overrides) and the job's plot as image ``plot``; ``<log_dir>/sweep/`` the sweep's
 verdict (text), ``jobs/<status>`` counts and the factor-effects plot (image
 ``factor_effects``). ``log_dir``: ``None`` = ``<sweep dir>/tensorboard`` (a single run:
-``<run dir>/tensorboard``). View: ``tensorboard --logdir <sweep dir>/tensorboard``.
+``<run dir>/tensorboard``); a dir of your own gets one subdir per sweep (named as the sweep
+dir). Logging a sweep again (a resumed sweep) replaces its event files. View: ``tensorboard --logdir <sweep dir>/tensorboard``.
 Written with the ``tensorboard`` package's own event writer (no torch or TensorFlow
 needed). Extra: ``tensorboard``.
 """
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -80,7 +82,10 @@ class TensorBoardCallback(TrackerCallback):
 
     def log_jobs(self, sweep: Optional[SweepLog], jobs: List[JobLog], where: Path) -> str:
         require("tensorboard", self.EXTRA)
-        root = Path(self.log_dir) if self.log_dir else Path(where) / "tensorboard"
+        # a log_dir of your own holds one subdir per sweep (or run); the default is the sweep's own
+        root = Path(self.log_dir) / Path(where).name if self.log_dir else Path(where) / "tensorboard"
+        for name in [f"job_{job.num}" if sweep is not None else "run" for job in jobs] + ["sweep"] * (sweep is not None):
+            shutil.rmtree(root / name, ignore_errors=True)  # a sweep logged again (resumed) replaces its events
         for job in jobs:
             writer = _Writer(root / (f"job_{job.num}" if sweep is not None else "run"))
             try:

@@ -47,11 +47,13 @@ def test_mlflow_runs_per_job_under_the_sweep(sweep_dir, capsys):
     from sweep.trackers.mlflow import MlflowCallback
 
     _end(MlflowCallback(), sweep_dir)
+    _end(MlflowCallback(), sweep_dir)  # logged again (a resumed sweep): replaces the first runs
     assert "3 job(s) logged to sqlite:///" in capsys.readouterr().out
     client = MlflowClient(tracking_uri=f"sqlite:///{sweep_dir.resolve() / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("sweep")
-    runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
-    assert set(runs) == {"job 0", "job 1", "job 2", sweep_dir.name}
+    found = client.search_runs([experiment.experiment_id])
+    runs = {r.info.run_name: r for r in found}
+    assert len(found) == 4 and set(runs) == {"job 0", "job 1", "job 2", sweep_dir.name}
     parent = runs[sweep_dir.name]
     assert parent.data.tags["sweep.verdict"].startswith("3 jobs: 1 ok, 1 fail, 1 error")
     assert all(runs[f"job {n}"].data.tags["mlflow.parentRunId"] == parent.info.run_id for n in range(3))
@@ -73,10 +75,12 @@ def test_tensorboard_event_files_per_job(sweep_dir):
     from sweep.trackers.tensorboard import TensorBoardCallback
 
     _end(TensorBoardCallback(), sweep_dir)
+    _end(TensorBoardCallback(), sweep_dir)  # logged again (a resumed sweep): replaces the first events
     root = sweep_dir / "tensorboard"
     assert sorted(p.name for p in root.iterdir()) == ["job_0", "job_1", "job_2", "sweep"]
     job = EventAccumulator(str(root / "job_1"), size_guidance={"images": 0, "scalars": 0, "tensors": 0}).Reload()
     assert [e.step for e in job.Scalars("loss/difference")] == [0, 1, 2]
+    assert len(list((root / "job_1").iterdir())) == 1  # one event file
     assert all(e.value == pytest.approx(-0.5) for e in job.Scalars("loss/difference"))
     assert job.Scalars("metrics/mean_signed_diff")[0].value == -0.5
     assert job.Tags()["images"] == ["plot"] and job.Images("plot")[0].width > 0
