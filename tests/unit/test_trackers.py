@@ -159,3 +159,15 @@ def test_a_single_run_is_logged_into_its_run_dir(sweep_dir):
     acc = EventAccumulator(str(run_dir / "tensorboard" / "run")).Reload()
     assert [e.value for e in acc.Scalars("loss/difference")] == pytest.approx([-0.5] * 3)
     assert acc.Scalars("metrics/passed")[0].value == 0.0
+
+
+def test_replace_grid_moves_the_tracker_logs_aside(tmp_path):
+    from sweep.sweep_dir import claim
+
+    (tmp_path / "0").mkdir()
+    (tmp_path / "mlflow.db").write_text("old grid")
+    (tmp_path / "tensorboard" / "job_0").mkdir(parents=True)
+    claim(tmp_path, [["optimizer=sgd"]], [["optimizer=adam"]], replace_grid=True).release()
+    (moved,) = (tmp_path / ".replaced").iterdir()
+    assert (moved / "mlflow.db").read_text() == "old grid" and (moved / "tensorboard" / "job_0").is_dir()
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "tensorboard").exists()
