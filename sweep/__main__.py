@@ -44,8 +44,11 @@ def main(cfg: DictConfig) -> dict:
 
             print(f"plot: {plot_record(record, paths.plot)}", flush=True)
         if record.status != "ok":
-            sys.exit(1 if record.status == "fail" else 2)
+            _RUN_FAILED.append(record.status)  # exit 1 in entry(), after Hydra's on_run_end callbacks (loggers)
     return record.to_dict()
+
+
+_RUN_FAILED: list = []  # a single run whose job did not pass: entry() exits 1 (fail) or 2 (error, timeout)
 
 
 _INTERRUPTED: list = []  # the signal that interrupted this process, once one did
@@ -104,6 +107,8 @@ def entry() -> None:
         # The running job already killed its processes and recorded itself as interrupted.
         active = callbacks.ACTIVE
         _interrupted_exit(active.sweep_dir if active is not None else None)
+    if _RUN_FAILED:
+        sys.exit(1 if _RUN_FAILED[0] == "fail" else 2)
     outcome = callbacks.OUTCOME
     if "counts" not in outcome:
         return

@@ -23,6 +23,8 @@ A sweep dir (``hydra.sweep.dir``)::
     .baselines/<key>.json     reused standalone sequences (sweep.baseline)
     .pools/<name>/            shared launches (sweep.pool): a pool dir each
     .pools/forkserver.log     the fork server's output
+    mlflow.db, mlartifacts/   logger=mlflow's default store (sweep.trackers)
+    tensorboard/, wandb/      logger=tensorboard's event files, logger=wandb's offline runs
 
 A pool dir: ``pool.yaml`` (the first job's config), ``owner.pid`` (the sweep process),
 ``queue/000000`` ... (job dirs to run, or ``STOP``), ``logs/``.
@@ -46,6 +48,7 @@ PLOTS_DIR = "plots"
 BASELINES_DIR = ".baselines"
 POOLS_DIR = ".pools"
 FORKSERVER_LOG = "forkserver.log"
+TRACKER_FILES = ("mlflow.db", "mlartifacts", "tensorboard", "wandb")  # the logger group's default places
 
 POOL_CONFIG = "pool.yaml"
 POOL_OWNER = "owner.pid"

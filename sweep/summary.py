@@ -124,7 +124,7 @@ def _notes(row: Dict[str, Any]) -> Optional[str]:
     return "; ".join(notes) or None
 
 
-RUN_SWITCHES = ("resume", "replace_grid", "gate")  # how a multirun runs, never a factor of its jobs
+RUN_SWITCHES = ("resume", "replace_grid", "gate", "logger")  # how a multirun runs (and is logged), never a factor
 
 
 def _pairs(overrides: Sequence[str]) -> Dict[str, str]:
@@ -343,9 +343,40 @@ def render_markdown(
     return "\n\n".join(parts) + "\n"
 
 
-def to_csv(rows: Sequence[Dict[str, Any]]) -> str:
-    """One row per job in job order: job, each factor, every column of :data:`METRICS`."""
+def constant_overrides(rows: Sequence[Dict[str, Any]]) -> List[str]:
+    """Override keys that every job has with one and the same value, in first-seen order
+    (the complement of :func:`sweep.attribution.factors`)."""
+    keys: List[str] = []
+    for row in rows:
+        keys.extend(k for k in row["overrides"] if k not in keys)
+    varying = set(factors(rows))
+    return [k for k in keys if k not in varying]
+
+
+def csv_rows(rows: Sequence[Dict[str, Any]]) -> Tuple[List[str], List[List[Any]]]:
+    """Header and cells of ``summary.csv``: job, each factor, each constant override,
+    every column of :data:`METRICS`, ``reason``, then ``versions.<name>`` of every
+    version any job recorded (``sweep``, ``python``, ``torch``, ...; empty for missing jobs)."""
     header, body = table_rows(rows)
+    constant = constant_overrides(rows)
+    versions: List[str] = []
+    for row in rows:
+        result = row.get("result")
+        versions.extend(k for k in ((result.versions or {}) if result is not None else {}) if k not in versions)
+    n_factors = len(factors(rows))
+    header = header[:1 + n_factors] + constant + header[1 + n_factors:] + ["reason"] + [f"versions.{v}" for v in versions]
+    cells = []
+    for row, line in zip(rows, body):
+        result = row.get("result")
+        found = (result.versions or {}) if result is not None else {}
+        cells.append(line[:1 + n_factors] + [row["overrides"].get(k, "") for k in constant] + line[1 + n_factors:]
+                     + [row.get("reason")] + [found.get(v) for v in versions])
+    return header, cells
+
+
+def to_csv(rows: Sequence[Dict[str, Any]]) -> str:
+    """One row per job in job order: the columns of :func:`csv_rows`."""
+    header, body = csv_rows(rows)
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(header)

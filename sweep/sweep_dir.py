@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from sweep.errors import ConfigError
-from sweep.layout import SUMMARY_FILES, SweepDir
+from sweep.layout import SUMMARY_FILES, TRACKER_FILES, SweepDir
 
 LOCK = ".lock"
 REPLACED = ".replaced"
-IGNORED_KEYS = ("resume", "replace_grid", "gate")  # switches of the run, not of the grid
+IGNORED_KEYS = ("resume", "replace_grid", "gate", "logger")  # switches of the run, not of the grid
 
 
 def grid_text(jobs: Sequence[Sequence[str]]) -> str:
@@ -100,10 +100,11 @@ def claim(sweep_dir: Path | str, planned: Optional[List[List[str]]], previous: O
 
 
 def _move_aside(layout: SweepDir) -> Path:
-    """Move the old grid's job dirs, report and plan to ``.replaced/<time>/``."""
+    """Move the old grid's job dirs, report, plan and tracker logs to ``.replaced/<time>/``."""
     target = layout.path / REPLACED / time.strftime("%Y-%m-%d_%H-%M-%S")
     target.mkdir(parents=True, exist_ok=True)
-    names = [p.name for p in layout.job_dirs()] + [layout.multirun_yaml.name, layout.plots.name, *SUMMARY_FILES]
+    names = [p.name for p in layout.job_dirs()] + [layout.multirun_yaml.name, layout.plots.name, *SUMMARY_FILES,
+                                                    *TRACKER_FILES]
     for name in names:
         if (layout.path / name).exists():
             shutil.move(str(layout.path / name), str(target / name))
