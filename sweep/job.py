@@ -229,21 +229,36 @@ def _launch(
 
 
 def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalone: List[Any]) -> None:
-    """Fill the record from the ranks' results: losses, agreement, weights moved, dtypes,
-    timings, the comparison and the verdict (``ok`` or ``fail``)."""
+    """Fill the record from the ranks' results: every rank judged against the standalone
+    sequence (a job fails if any rank fails, or if its ranks disagree beyond tolerance),
+    losses, weights moved, dtypes, timings, and the verdict (``ok`` or ``fail``)."""
     first = ranks[0]
     sharded = cfg.data.split == "sharded"
+    tol = dict(rtol=cfg.compare.rtol, atol=cfg.compare.atol, noise_floor=cfg.compare.noise_floor)
+    ref = read_floats(standalone)
     if sharded:
         # each rank's loss is over its shard; the global loss is their mean (equal shard sizes)
         per_rank = np.array([read_floats(r.distributed) for r in ranks], dtype=np.float64)
-        distributed = per_rank.mean(axis=0).tolist()
+        judged = {0: (per_rank.mean(axis=0).tolist(), compare_losses(ref, per_rank.mean(axis=0), **tol))}
     else:
-        distributed = first.distributed
+        judged = {r.rank: (r.distributed, compare_losses(ref, read_floats(r.distributed), **tol)) for r in ranks}
+    record.rank_comparisons = None if sharded else [
+        {"rank": rank, "passed": c.passed, "n_fail": c.n_fail, "first_fail_step": c.first_fail_step,
+         "first_diff_step": c.first_diff_step, "max_abs_diff": c.max_abs_diff}
+        for rank, (_, c) in sorted(judged.items())
+    ]
+    failing = [rank for rank, (_, c) in sorted(judged.items()) if not c.passed]
+    record.judged_rank = failing[0] if failing else min(judged)
+    distributed, comparison = judged[record.judged_rank]
     record.versions.update(first.versions)
     record.losses = {"standalone": standalone, "distributed": distributed}
     record.ranks_agree = all(
         r.standalone == first.standalone and (sharded or r.distributed == first.distributed) for r in ranks
     )
+    apart = [] if sharded else [
+        (r.rank, c) for r in ranks[1:]
+        if not (c := compare_losses(read_floats(first.distributed), read_floats(r.distributed), **tol)).passed
+    ]
     record.weights_moved = first.moved
     record.zero_grad_effective = first.zero_grad_effective
     record.engine_notes = list(dict.fromkeys(note for r in ranks for note in r.engine_notes))
@@ -256,18 +271,23 @@ def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalo
         values = [r.timings_s[phase] for r in ranks if phase in r.timings_s]
         if values:
             record.timings_s[phase] = max(values)
-    comparison = compare_losses(
-        read_floats(standalone), read_floats(distributed), rtol=cfg.compare.rtol, atol=cfg.compare.atol
-    )
     record.comparison = comparison.to_dict()
-    if comparison.passed:
-        record.status, record.reason = "ok", None
-    else:
-        record.status = "fail"
-        record.reason = (
-            f"{comparison.n_fail}/{comparison.n_steps} steps outside rtol={cfg.compare.rtol}, "
-            f"atol={cfg.compare.atol}; first at step {comparison.first_fail_step}"
+    reasons = []
+    if failing:
+        where = f"rank {failing[0]}: " if len(judged) > 1 else ""
+        others = f" (failing ranks: {', '.join(map(str, failing))} of {len(judged)})" if len(judged) > 1 else ""
+        reasons.append(
+            f"{where}{comparison.n_fail}/{comparison.n_steps} steps outside rtol={cfg.compare.rtol}, "
+            f"atol={cfg.compare.atol}; first at step {comparison.first_fail_step}{others}"
         )
+    if apart:
+        rank, c = apart[0]
+        reasons.append(f"ranks disagree: rank {rank} against rank 0 from step {c.first_fail_step} "
+                       f"(max |diff| {c.max_abs_diff:.3g})")
+    if reasons:  # (when only the ranks disagree, each is within tolerance of standalone: comparison.passed)
+        record.status, record.reason = "fail", "; ".join(reasons)
+    else:
+        record.status, record.reason = "ok", None
 
 
 def effect_notes(cfg: DictConfig, record: JobRecord) -> List[str]:

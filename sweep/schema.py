@@ -304,11 +304,14 @@ class CompareConfig:
 
     rtol: float = affects(VERDICT, default=1e-4)
     atol: float = affects(VERDICT, default=1e-4)
+    # Differences up to this size (loss units) do not count as the two runs parting
+    # (first_diff_step); 0.0: any difference counts (deterministic CPU runs are exact).
+    noise_floor: float = affects(VERDICT, default=0.0)
 
     @staticmethod
     def check(compare: Any) -> None:
         """Raises: ConfigError: a tolerance that is negative or not finite (NaN would fail every step)."""
-        for key in ("rtol", "atol"):
+        for key in ("rtol", "atol", "noise_floor"):
             if not math.isfinite(compare[key]) or compare[key] < 0:
                 raise ConfigError(f"compare.{key}={compare[key]}: must be a finite number >= 0")
 

@@ -27,7 +27,7 @@ from omegaconf import OmegaConf
 from tabulate import tabulate, tabulate_formats
 
 from sweep.attribution import DRIFT_RULE, attribute, drift_class, factors, label
-from sweep.compare import drift_metrics
+from sweep.compare import drift_metrics, onset
 from sweep.errors import RecordError
 from sweep.io import read_floats, write_json
 from sweep.layout import JobDir, SweepDir
@@ -36,11 +36,11 @@ from sweep.records import JobRecord
 
 COMPARISON = ("first_fail_step", "n_fail", "max_abs_diff", "max_rel_diff", "mean_signed_diff")
 METRICS = (
-    "status", "drift", *COMPARISON, "step0_diff", "runs_low_pct", "trend", "final_ratio",
+    "status", "drift", "first_diff_step", "onset", *COMPARISON, "step0_diff", "runs_low_pct", "trend", "final_ratio",
     "ranks_agree", "dtypes_configured", "dtypes_ran", "notes", "wall_s",
 )
 BRIEF_METRICS = (
-    "status", "drift", "first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff",
+    "status", "drift", "first_diff_step", "first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff",
     "runs_low_pct", "notes",
 )
 LEVEL_COLUMNS = (
@@ -51,6 +51,9 @@ MAX_ROWS = 40
 STATUS_ORDER = ("fail", "timeout", "error", "missing", "ok")
 LEGEND = {
     "drift": DRIFT_RULE,
+    "first_diff_step": "first step where distributed and standalone differ at all (any rank; exact unless "
+                       "compare.noise_floor is set)",
+    "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts (rule in summary.json)",
     "mean_signed_diff": "mean of distributed - standalone over the steps, loss units (negative: distributed runs low)",
     "step0_diff": "distributed - standalone at step 0, before any update",
     "runs_low_pct": "% of steps where distributed < standalone",
@@ -102,7 +105,14 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
         metrics[key] = None if metrics[key] is None else float(metrics[key])
     if result.comparison and result.losses:
         losses = result.losses
-        metrics.update(drift_metrics(read_floats(losses["standalone"]), read_floats(losses["distributed"])))
+        ref, got = read_floats(losses["standalone"]), read_floats(losses["distributed"])
+        metrics.update(drift_metrics(ref, got))
+        shape = onset(ref, got, float(result.comparison.get("noise_floor") or 0.0))
+        metrics.update(first_diff_step=shape["first_diff_step"], onset=shape["pattern"], period=shape["period"])
+        for rank in result.rank_comparisons or []:  # every rank judged: the earliest divergence of any rank
+            step = rank.get("first_diff_step")
+            if step is not None and (metrics["first_diff_step"] is None or step < metrics["first_diff_step"]):
+                metrics["first_diff_step"] = step
     metrics["ranks_agree"] = result.ranks_agree
     metrics["wall_s"] = result.timings_s.get("wall")
     metrics.update(_dtypes(result.dtypes))
@@ -192,7 +202,8 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
     for num in nums:
         job_dir = dirs.get(num, sweep_dir / str(num))
         overrides = _pairs(expected[num]) if expected is not None else _overrides(job_dir)
-        row: Dict[str, Any] = {"job": num, "overrides": overrides, "policy_applied": None, "engine_notes": []}
+        row: Dict[str, Any] = {"job": num, "overrides": overrides, "policy_applied": None, "engine_notes": [],
+                               "period": None}
         row.update({k: None for k in METRICS})
         result_path = JobDir(job_dir).result
         try:
