@@ -32,6 +32,8 @@ def launcher_missing(hydra_launcher: Any) -> Optional[str]:
     naming what to install; ``None`` when it loads."""
     import importlib
 
+    import shutil
+
     target = str(hydra_launcher.get("_target_", ""))
     module = target.rpartition(".")[0]
     try:
@@ -39,6 +41,9 @@ def launcher_missing(hydra_launcher: Any) -> Optional[str]:
     except ImportError as exc:
         extra = " pip install '.[cluster]' (hydra-submitit-launcher)" if "submitit" in target else ""
         return f"the Hydra launcher {target} cannot be loaded ({exc});{extra or ' install it'}"
+    if target.endswith("SlurmLauncher") and not shutil.which("srun"):
+        return (f"the Hydra launcher {target.rpartition('.')[2]} submits to SLURM, but this host has no srun/sbatch "
+                "on PATH: run it on a SLURM login node, or use hydra/launcher=submitit_local on one machine")
     return None
 
 

@@ -156,16 +156,25 @@ def test_a_sweep_dir_that_cannot_be_created_is_one_line(tmp_path, where):
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_a_missing_hydra_launcher_plugin_is_one_line_naming_the_install(tmp_path, monkeypatch):
-    # hydra/launcher=slurm with the plugin hidden: an empty hydra_plugins dir first on the path
-    fake = tmp_path / "plugins" / "hydra_plugins" / "hydra_submitit_launcher"
-    fake.mkdir(parents=True)
-    env = dict(os.environ, PYTHONPATH=f"{tmp_path / 'plugins'}:{ROOT}")
+@pytest.mark.parametrize("plugin", ["missing", "no_slurm"])
+def test_a_hydra_launcher_that_cannot_run_is_one_line_naming_the_fix(tmp_path, plugin):
+    # hydra/launcher=slurm without the cluster extra (the plugin's import fails: a package of
+    # that name first on the path that raises ImportError), or with it on a host without SLURM
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if plugin == "missing":
+        fake = tmp_path / "plugins" / "hydra_plugins" / "hydra_submitit_launcher"
+        fake.mkdir(parents=True)
+        (fake / "__init__.py").write_text("raise ImportError('No module named submitit')\n")
+        env["PYTHONPATH"] = f"{tmp_path / 'plugins'}:{ROOT}"
     proc = subprocess.run([sys.executable, "-m", "sweep", "-m", "ablation=none", "steps=3", "hydra/launcher=slurm",
                            f"hydra.sweep.dir={tmp_path}/s"], cwd=tmp_path, capture_output=True, text=True, env=env,
                           timeout=300)
     assert proc.returncode == 2, proc.stderr
-    assert "pip install '.[cluster]'" in proc.stderr and "Traceback" not in proc.stderr
+    assert "Traceback" not in proc.stderr
+    if plugin == "missing":
+        assert "pip install '.[cluster]'" in proc.stderr
+    else:
+        assert "this host has no srun/sbatch on PATH" in proc.stderr and "submitit_local" in proc.stderr
 
 
 def test_when_nothing_can_be_judged_the_verdict_says_so_and_the_exit_status_is_not_zero(tmp_path):
