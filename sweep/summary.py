@@ -60,7 +60,8 @@ LEGEND = {
     "trend": "least-squares slope of distributed - standalone, loss units per step",
     "final_ratio": "distributed / standalone at the last step",
     "dtypes_configured": "param/reduce/output dtype of the policy (- = default)",
-    "dtypes_ran": "param dtype in forward/gradient/output as observed (? = unknown)",
+    "dtypes_ran": "dtypes observed: param in forward/reduction/gradient/output/master weights/optimizer state "
+                  "(? = unknown)",
 }
 
 
@@ -81,19 +82,47 @@ def _dtype_name(value: Optional[str], unknown: str) -> str:
 
 
 def _dtypes(record: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-    """``dtypes_configured``, ``dtypes_ran`` (``a/b/c`` strings) and ``policy_applied``
+    """``dtypes_configured``, ``dtypes_ran`` (``a/b/c`` strings), ``policy_applied``
     (configured ``param_dtype`` == observed ``param_forward``; ``None`` if either is
-    unknown) from ``result["dtypes"]``; all ``None`` for results without it."""
+    unknown) and ``dtype_notes``: every observed dtype that differs from the one the
+    policy configures or implies (:func:`implied_dtypes`), e.g. an fp32 policy that ran
+    in lower precision; all ``None`` for results without ``dtypes``."""
     if not record:
-        return {"dtypes_configured": None, "dtypes_ran": None, "policy_applied": None}
+        return {"dtypes_configured": None, "dtypes_ran": None, "policy_applied": None, "dtype_notes": []}
     configured, observed = record.get("configured") or {}, record.get("observed") or {}
     wanted, ran = configured.get("param_dtype"), observed.get("param_forward")
+    notes = []
+    for key, expected in implied_dtypes(configured).items():
+        seen = observed.get(key)
+        if seen is not None and expected is not None and _dtype_name(seen, "") != expected:
+            notes.append(f"{key.replace('_', ' ')} dtype ran {_dtype_name(seen, '')}, "
+                         f"{'configured' if configured.get(_CONFIG_KEY.get(key, '')) else 'implied'} {expected}")
     return {
         "dtypes_configured": "/".join(
             _dtype_name(configured.get(k), "-") for k in ("param_dtype", "reduce_dtype", "output_dtype")
         ),
-        "dtypes_ran": "/".join(_dtype_name(observed.get(k), "?") for k in ("param_forward", "grad", "output")),
+        "dtypes_ran": "/".join(_dtype_name(observed.get(k), "?")
+                               for k in ("param_forward", "reduce", "grad", "output", "master", "optimizer_state")),
         "policy_applied": None if wanted is None or ran is None else _dtype_name(wanted, "") == _dtype_name(ran, ""),
+        "dtype_notes": notes,
+    }
+
+
+_CONFIG_KEY = {"param_forward": "param_dtype", "reduce": "reduce_dtype", "output": "output_dtype"}
+
+
+def implied_dtypes(configured: Dict[str, Any], master: str = "float32") -> Dict[str, Optional[str]]:
+    """What each observed dtype should be under a ``MixedPrecisionPolicy`` (FSDP2's
+    semantics, ``torch.distributed.fsdp.MixedPrecisionPolicy`` docs): the forward's
+    parameters in ``param_dtype`` (default: the stored parameter's); gradients reduced in
+    ``reduce_dtype`` (default: ``param_dtype``); the master weights and the optimizer
+    state in the dtype the parameters were created in (``master``, float32 here)."""
+    param = _dtype_name(configured.get("param_dtype"), "") or master
+    return {
+        "param_forward": param,
+        "reduce": _dtype_name(configured.get("reduce_dtype"), "") or param,
+        "master": master,
+        "optimizer_state": master,
     }
 
 
@@ -127,6 +156,8 @@ def _notes(row: Dict[str, Any]) -> Optional[str]:
         notes.append("ranks disagree")
     if row["policy_applied"] is False:
         notes.append(f"policy not applied (configured/ran {row['dtypes_configured']} vs {row['dtypes_ran']})")
+    notes.extend(n for n in row.get("dtype_notes") or [] if not (row["policy_applied"] is False
+                                                                   and n.startswith("param forward")))
     return "; ".join(notes) or None
 
 

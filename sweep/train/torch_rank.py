@@ -103,20 +103,67 @@ def local_params(model: Any) -> List[np.ndarray]:
     return out
 
 
+class _ObserveReduce:
+    """While entered, record the dtype of the first tensor torch.distributed reduces
+    (``reduce_scatter_single``/``reduce_scatter_tensor``: FSDP2's gradient reduction,
+    torch 2.13's ``_fsdp_collectives`` calls the former; ``all_reduce``: HSDP's
+    replicate dim, hyper-parallel) into ``observed["reduce"]``. It only looks: the call
+    goes through unchanged. DDP reduces in C++ (its buckets), out of sight: unknown."""
+
+    # name -> (position, keyword) of the tensor being reduced
+    WATCHED = {"reduce_scatter_tensor": (1, "input"), "reduce_scatter_single": (1, "input"),
+               "all_reduce": (0, "tensor")}
+
+    def __init__(self, observed: Dict[str, str]) -> None:
+        self.observed = observed
+        self.saved: Dict[str, Any] = {}
+
+    def _watch(self, original: Any, position: int, keyword: str) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            tensor = kwargs.get(keyword, args[position] if len(args) > position else None)
+            if tensor is not None and hasattr(tensor, "dtype"):
+                self.observed.setdefault("reduce", _dtype(tensor))
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    def __enter__(self) -> "_ObserveReduce":
+        import torch.distributed as dist
+
+        for name, (position, keyword) in self.WATCHED.items():
+            if not hasattr(dist, name):
+                continue
+            self.saved[name] = getattr(dist, name)
+            setattr(dist, name, self._watch(self.saved[name], position, keyword))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import torch.distributed as dist
+
+        for name, original in self.saved.items():
+            setattr(dist, name, original)
+
+
 def train(
     model: Any,
     samples: List[Any],
     step: Callable[[], None],
     zero_grad: Optional[Callable[[], None]],
     observed: Optional[Dict[str, str]] = None,
+    optimizer: Any = None,
 ) -> List[float]:
     """Train one pass over ``samples``: forward, MSE loss, ``backward()``, ``step()``,
     then ``zero_grad()`` unless it is ``None``. Returns the loss of every step (float).
 
     If ``observed`` is a dict, step 0 fills it with the dtypes that actually ran:
     ``param_forward`` (``layer0.weight`` seen by its forward), ``output`` (the model
-    output) and ``grad`` (the gradient the optimizer reads).
+    output), ``reduce`` (the gradients torch.distributed reduced, :class:`_ObserveReduce`),
+    ``grad`` (the gradient the optimizer reads), ``master`` (this rank's stored parameter:
+    the master weights) and, given the ``optimizer``, ``optimizer_state`` (its first state
+    tensor after the step, e.g. Adam's ``exp_avg``; none for plain SGD).
     """
+    import contextlib
+
     import torch.nn.functional as F
 
     handle = None
@@ -129,15 +176,22 @@ def train(
         handle = layer0.register_forward_pre_hook(record_param_dtype)
     losses = []
     for x, y in samples:
-        out = model(x)
-        loss = F.mse_loss(out, y)
-        loss.backward()
+        watch = _ObserveReduce(observed) if handle is not None else contextlib.nullcontext()
+        with watch:
+            out = model(x)
+            loss = F.mse_loss(out, y)
+            loss.backward()
         if handle is not None:
             handle.remove()
-            handle = None
             observed["output"] = _dtype(out)
             observed["grad"] = _dtype(next(model.parameters()).grad)
         step()
+        if handle is not None:
+            handle = None
+            observed["master"] = _dtype(next(model.parameters()).detach())
+            state = [v for s in (optimizer.state.values() if optimizer is not None else []) for v in s.values()
+                     if hasattr(v, "dtype") and getattr(v, "dim", lambda: 0)() > 0]
+            observed["optimizer_state"] = _dtype(state[0]) if state else None
         if zero_grad is not None:
             zero_grad()
         losses.append(float(loss.item()))
@@ -241,7 +295,8 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
                                         opt_standalone.zero_grad),
             "distributed": lambda: train(distributed, to_device(local_np),
                                          lambda: engine.optimizer_step(opt_distributed),
-                                         opt_distributed.zero_grad if cfg.zero_grad else None, observed),
+                                         opt_distributed.zero_grad if cfg.zero_grad else None, observed,
+                                         optimizer=opt_distributed),
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )

@@ -146,3 +146,18 @@ def test_every_rank_is_judged(compose_cfg):
     close = [1.0, 0.9, 0.8 + 1.5e-4, 0.7]  # within tolerance of standalone, 1.5e-4 off rank 0: still within
     assert run(close).status == "ok"
     assert run(good).status == "ok" and run(good).ranks_agree is True
+
+
+def test_every_observed_dtype_is_checked_against_the_policy():
+    from sweep.summary import _dtypes
+
+    fp32 = {"param_dtype": None, "reduce_dtype": None, "output_dtype": None}
+    ran_low = {"param_forward": "bfloat16", "reduce": "bfloat16", "grad": "float32", "master": "float32",
+               "optimizer_state": "float32"}
+    notes = _dtypes({"configured": fp32, "observed": ran_low})["dtype_notes"]
+    assert notes == ["param forward dtype ran bfloat16, implied float32", "reduce dtype ran bfloat16, implied float32"]
+    bf16 = {"param_dtype": "bfloat16", "reduce_dtype": "float32", "output_dtype": None}
+    wrong_reduce = dict(ran_low, reduce="bfloat16", optimizer_state="bfloat16")
+    notes = _dtypes({"configured": bf16, "observed": wrong_reduce})["dtype_notes"]
+    assert notes == ["reduce dtype ran bfloat16, configured float32", "optimizer state dtype ran bfloat16, implied float32"]
+    assert _dtypes({"configured": bf16, "observed": dict(ran_low, reduce="float32")})["dtype_notes"] == []

@@ -97,16 +97,16 @@ def test_job_metrics_come_from_the_losses_and_the_dtypes_that_ran(tmp_path):
     _job(tmp_path, 1, ["mp_policy=fp32"], "ok", _cmp(True, None, 0.0), losses=same)
     failing, older = collect(tmp_path)
     assert failing["step0_diff"] == 0.0 and failing["runs_low_pct"] == 50.0 and failing["drift"] == "first_update"
-    assert failing["dtypes_configured"] == "bfloat16/float32/-" and failing["dtypes_ran"] == "float32/float32/?"
+    assert failing["dtypes_configured"] == "bfloat16/float32/-" and failing["dtypes_ran"] == "float32/?/float32/?/?/?"
     assert failing["policy_applied"] is False
     assert failing["notes"] == (
-        "ranks disagree; policy not applied (configured/ran bfloat16/float32/- vs float32/float32/?)"
+        "ranks disagree; policy not applied (configured/ran bfloat16/float32/- vs float32/?/float32/?/?/?)"
     )
     assert older["dtypes_ran"] is None and older["policy_applied"] is None and older["notes"] is None  # no "dtypes" key
     text = write_report(tmp_path, "simple")
     assert "policy not applied" in text
     with open(tmp_path / "summary.csv") as f:
-        assert next(csv.DictReader(f))["dtypes_ran"] == "float32/float32/?"
+        assert next(csv.DictReader(f))["dtypes_ran"] == "float32/?/float32/?/?/?"
     assert (tmp_path / "plots" / "job_0.png").exists() and not (tmp_path / "plots" / "job_1.png").exists()
 
 
