@@ -232,6 +232,8 @@ def _onset_sentence(jobs: Sequence[Row]) -> str:
     if first.get("first_fail_step") is not None and first["first_fail_step"] != step:
         text += f"; first outside tolerance at step {first['first_fail_step']}"
     text += f"), {cls}{period} ({DRIFT_CLASSES[cls]})"
+    if first.get("first_tensor"):
+        text += f"; first differing tensor: {first['first_tensor']}"
     if len(jobs) > 1:
         text += f"; {same} of {len(jobs)} such jobs are {cls}"
     return text

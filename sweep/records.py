@@ -94,6 +94,7 @@ class RankResult(_Record):
     timings_s: Dict[str, float] = field(default_factory=dict)
     python: Optional[str] = None
     engine_notes: List[str] = field(default_factory=list)
+    first_tensor: Optional[Dict[str, Any]] = None
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
@@ -122,7 +123,9 @@ class JobRecord(_Record):
     (``judged_rank``: the first failing rank, else 0); ``rank_comparisons``: every rank's
     (``{rank, passed, n_fail, first_fail_step, first_diff_step, max_abs_diff}``); ``losses``:
     ``{"standalone": [...], "distributed": [...]}`` (the judged rank's, or the mean over
-    ranks with ``data.split=sharded``); ``ranks_agree``: every rank recorded the same losses;
+    ranks with ``data.split=sharded``); ``first_tensor``: where the copies' tensors first
+    differ (``sweep.trace.first_difference``, from the job's tracing rerun, with its
+    ``rank``), or why it was not traced; ``ranks_agree``: every rank recorded the same losses;
     ``dtypes``: ``{"configured": {...}, "observed": {...}}``; ``weights_moved``; ``launch``:
     the framework launcher's ``argv``, ``returncode``, ``timed_out``, ``killed``,
     ``timeout_s`` and ``kill_tag`` (the ``SWEEP_KILL_TAG`` its processes carry);
@@ -141,6 +144,7 @@ class JobRecord(_Record):
     comparison: Optional[Dict[str, Any]] = None
     rank_comparisons: Optional[List[Dict[str, Any]]] = None
     judged_rank: Optional[int] = None
+    first_tensor: Optional[Dict[str, Any]] = None
     ranks_agree: Optional[bool] = None
     losses: Optional[Dict[str, List[Loss]]] = None
     dtypes: Optional[Dict[str, Any]] = None

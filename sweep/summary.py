@@ -36,11 +36,11 @@ from sweep.records import JobRecord
 
 COMPARISON = ("first_fail_step", "n_fail", "max_abs_diff", "max_rel_diff", "mean_signed_diff")
 METRICS = (
-    "status", "drift", "first_diff_step", "onset", *COMPARISON, "step0_diff", "runs_low_pct", "trend", "final_ratio",
+    "status", "drift", "first_diff_step", "onset", "first_tensor", *COMPARISON, "step0_diff", "runs_low_pct", "trend", "final_ratio",
     "ranks_agree", "dtypes_configured", "dtypes_ran", "notes", "wall_s",
 )
 BRIEF_METRICS = (
-    "status", "drift", "first_diff_step", "first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff",
+    "status", "drift", "first_diff_step", "first_tensor", "first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff",
     "runs_low_pct", "notes",
 )
 LEVEL_COLUMNS = (
@@ -54,6 +54,8 @@ LEGEND = {
     "first_diff_step": "first step where distributed and standalone differ at all (any rank; exact unless "
                        "compare.noise_floor is set)",
     "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts (rule in summary.json)",
+    "first_tensor": "the first parameter gradient (after reduction) or weight (after the step) that differs between "
+                    "the copies, from a rerun that records them (compare.trace_after steps past the first difference)",
     "mean_signed_diff": "mean of distributed - standalone over the steps, loss units (negative: distributed runs low)",
     "step0_diff": "distributed - standalone at step 0, before any update",
     "runs_low_pct": "% of steps where distributed < standalone",
@@ -142,6 +144,10 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
             step = rank.get("first_diff_step")
             if step is not None and (metrics["first_diff_step"] is None or step < metrics["first_diff_step"]):
                 metrics["first_diff_step"] = step
+    tensor = result.first_tensor or {}
+    metrics["first_tensor"] = tensor.get("description") or tensor.get("note")
+    if tensor.get("description") and tensor.get("rank") is not None and (result.world_size or 1) > 1:
+        metrics["first_tensor"] += f" (rank {tensor['rank']})"
     metrics["ranks_agree"] = result.ranks_agree
     metrics["wall_s"] = result.timings_s.get("wall")
     metrics.update(_dtypes(result.dtypes))

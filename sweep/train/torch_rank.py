@@ -144,6 +144,22 @@ class _ObserveReduce:
             setattr(dist, name, original)
 
 
+def record_tensors(model: Any, kind: str) -> Dict[str, np.ndarray]:
+    """Every parameter's gradient (``kind="grad"``) or value (``"weight"``) as a full numpy
+    array: a sharded ``DTensor`` is gathered (``full_tensor()``, a collective every rank
+    makes at the same point), DDP's ``module.`` prefix is dropped from the names."""
+    out = {}
+    for name, param in model.named_parameters():
+        tensor = param.grad if kind == "grad" else param.detach()
+        if tensor is None:
+            continue
+        if hasattr(tensor, "full_tensor"):
+            tensor = tensor.full_tensor()
+        out[name[len("module."):] if name.startswith("module.") else name] = \
+            tensor.detach().float().cpu().numpy().copy()
+    return out
+
+
 def train(
     model: Any,
     samples: List[Any],
@@ -151,6 +167,8 @@ def train(
     zero_grad: Optional[Callable[[], None]],
     observed: Optional[Dict[str, str]] = None,
     optimizer: Any = None,
+    trace: Optional[List[Dict[str, Dict[str, np.ndarray]]]] = None,
+    trace_until: int = -1,
 ) -> List[float]:
     """Train one pass over ``samples``: forward, MSE loss, ``backward()``, ``step()``,
     then ``zero_grad()`` unless it is ``None``. Returns the loss of every step (float).
@@ -161,6 +179,10 @@ def train(
     ``grad`` (the gradient the optimizer reads), ``master`` (this rank's stored parameter:
     the master weights) and, given the ``optimizer``, ``optimizer_state`` (its first state
     tensor after the step, e.g. Adam's ``exp_avg``; none for plain SGD).
+
+    If ``trace`` is a list, each step up to ``trace_until`` appends ``{"grad": ...,
+    "weight": ...}`` (:func:`record_tensors`): the gradients after the backward (and its
+    reduction), the weights after the step (``sweep.trace``).
     """
     import contextlib
 
@@ -175,7 +197,8 @@ def train(
 
         handle = layer0.register_forward_pre_hook(record_param_dtype)
     losses = []
-    for x, y in samples:
+    for i, (x, y) in enumerate(samples):
+        traced = trace is not None and i <= trace_until
         watch = _ObserveReduce(observed) if handle is not None else contextlib.nullcontext()
         with watch:
             out = model(x)
@@ -185,7 +208,11 @@ def train(
             handle.remove()
             observed["output"] = _dtype(out)
             observed["grad"] = _dtype(next(model.parameters()).grad)
+        if traced:
+            trace.append({"grad": record_tensors(model, "grad")})
         step()
+        if traced:
+            trace[-1]["weight"] = record_tensors(model, "weight")
         if handle is not None:
             handle = None
             observed["master"] = _dtype(next(model.parameters()).detach())
@@ -288,15 +315,19 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         return [(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)) for x, y in pairs]
 
     observed: Dict[str, str] = {}
+    until = cfg.compare.get("trace_until")
+    traces: Dict[str, list] = {"standalone": [], "distributed": []} if until is not None else {}
     losses, moved, seconds = train_phases(
         names,
         train={
             "standalone": lambda: train(standalone, to_device(global_np), opt_standalone.step,
-                                        opt_standalone.zero_grad),
+                                        opt_standalone.zero_grad, trace=traces.get("standalone"),
+                                        trace_until=until if until is not None else -1),
             "distributed": lambda: train(distributed, to_device(local_np),
                                          lambda: engine.optimizer_step(opt_distributed),
                                          opt_distributed.zero_grad if cfg.zero_grad else None, observed,
-                                         optimizer=opt_distributed),
+                                         optimizer=opt_distributed, trace=traces.get("distributed"),
+                                         trace_until=until if until is not None else -1),
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
@@ -305,6 +336,11 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
         dtypes_observed=observed, zero_grad_effective=bool(cfg.zero_grad), engine_notes=list(engine.notes),
     )
+    if traces.get("standalone") and traces.get("distributed"):
+        from sweep.trace import first_difference
+
+        found = first_difference(traces["standalone"], traces["distributed"], float(cfg.compare.noise_floor))
+        result.first_tensor = found or {"description": f"no tensor differs in steps 0-{until}"}
     write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
 
 
