@@ -26,22 +26,27 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from sweep.compare import ONSET_RULE
+
 Row = Dict[str, Any]
 Pair = Tuple[str, Row, Row]
 
 STATUSES = ("ok", "fail", "error", "timeout", "missing")
 JUDGED = ("ok", "fail")
-EARLY_STEPS = 10
 DRIFT_CLASSES = {
-    "step0": "initial weights, initialisation or data",
-    "early": "gradient path: reduction, scaling, accumulation, optimizer",
-    "late": "precision accumulation",
+    "step0": "the copies differ before any update: initial weights, initialisation, data, "
+             "or the forward's precision (param_dtype)",
+    "first_update": "the first update differs: gradient reduction, scaling, accumulation, the optimizer, "
+                    "or their precision (reduce_dtype)",
+    "periodic": "an event every n steps: accumulation boundaries, a schedule, a periodic sync",
+    "noise": "random-sign differences that do not grow: nondeterminism",
+    "from_step": "a change from a later step on: a schedule, optimizer state, a step counter",
 }
 DRIFT_RULE = (
-    "drift class of a failing job, by its first failing step s (0-based): "
-    f"step0 if s = 0, before any update ({DRIFT_CLASSES['step0']}); "
-    f"early if 1 <= s <= {EARLY_STEPS} ({DRIFT_CLASSES['early']}); "
-    f"late if s > {EARLY_STEPS} ({DRIFT_CLASSES['late']})"
+    "drift class of a job whose sequences differ, by the first step k where they differ at all (not the first "
+    "failing step) and the onset of the difference: step0 if k = 0; periodic if the difference jumps at evenly "
+    "spaced steps; noise if its sign flips at random without growing; first_update if k = 1; from_step if "
+    "k >= 2 (" + "; ".join(f"{name}: {text}" for name, text in DRIFT_CLASSES.items()) + ")"
 )
 
 
@@ -55,14 +60,21 @@ def factors(rows: Sequence[Row]) -> List[str]:
 
 
 def drift_class(row: Row) -> Optional[str]:
-    """``"step0"``, ``"early"`` or ``"late"`` for a failing job by its ``first_fail_step``
-    (see :data:`DRIFT_RULE`); ``None`` for a job that did not fail."""
-    step = row.get("first_fail_step")
-    if row["status"] != "fail" or step is None:
+    """The class of a judged job whose sequences differ at all (:data:`DRIFT_RULE`), from
+    its ``first_diff_step`` and ``onset``; ``None`` for a job without a difference or
+    without a verdict. Rows without ``first_diff_step`` (older records) fall back to the
+    first failing step."""
+    if row["status"] not in JUDGED:
         return None
+    step = row.get("first_diff_step", row.get("first_fail_step"))
+    if step is None:
+        return None
+    onset = row.get("onset")
     if step == 0:
         return "step0"
-    return "early" if step <= EARLY_STEPS else "late"
+    if onset in ("periodic", "noise"):
+        return onset
+    return "first_update" if step == 1 else "from_step"
 
 
 def _level(row: Row, factor: str) -> Optional[str]:
@@ -202,9 +214,29 @@ def _signature(failing: Sequence[Row]) -> str:
     low = _mean(r.get("runs_low_pct") for r in failing)
     if low is not None:
         detail += f"; below standalone on {low:.0f}% of steps"
-    first = min(r["first_fail_step"] for r in failing)
-    cls, _ = Counter(drift_class(r) for r in failing).most_common(1)[0]
-    return f"distributed {direction} ({detail}) from step {first}, {cls} ({DRIFT_CLASSES[cls]})"
+    return f"distributed {direction} ({detail}); {_onset_sentence(failing)}"
+
+
+def _onset_sentence(jobs: Sequence[Row]) -> str:
+    """Where the earliest of ``jobs`` parts from standalone, with that same job's class
+    (so the step and the class never come from different jobs), and how many share it."""
+    jobs = [r for r in jobs if drift_class(r)]
+    if not jobs:
+        return "no step-level detail recorded"
+    first = min(jobs, key=lambda r: (r.get("first_diff_step", r.get("first_fail_step")), r["job"]))
+    cls = drift_class(first)
+    step = first.get("first_diff_step", first.get("first_fail_step"))
+    period = f", every {first['period']} steps" if cls == "periodic" and first.get("period") else ""
+    same = sum(drift_class(r) == cls for r in jobs)
+    text = f"parts from standalone at step {step} (job {first['job']}"
+    if first.get("first_fail_step") is not None and first["first_fail_step"] != step:
+        text += f"; first outside tolerance at step {first['first_fail_step']}"
+    text += f"), {cls}{period} ({DRIFT_CLASSES[cls]})"
+    if first.get("first_tensor"):
+        text += f"; first differing tensor: {first['first_tensor']}"
+    if len(jobs) > 1:
+        text += f"; {same} of {len(jobs)} such jobs are {cls}"
+    return text
 
 
 def level_shifts(rows: Sequence[Row]) -> List[Dict[str, Any]]:
@@ -261,6 +293,17 @@ def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
             )
             if to_pass:
                 evidence += f"; passes in {to_pass} pairs where the other level fails"
+            hidden = [y for _, y in to_fail if y.get("first_diff_step") is not None]
+            exposes = bool(to_fail) and len(hidden) == len(to_fail)
+            if exposes:
+                worst_fail = _max(x["max_abs_diff"] for x, _ in to_fail)
+                worst_pass = _max(y["max_abs_diff"] for y in hidden)
+                evidence += (
+                    f"; but the passing {factor}={others} jobs differ from standalone too, below tolerance "
+                    f"(max |diff| {worst_pass:.3g} against {worst_fail:.3g}): the drift is present at both levels, "
+                    f"{factor}={label(level)} exposes it and {factor}={others} hides it below tolerance; "
+                    f"{factor} changes its size, it does not cause it"
+                )
             found.append({
                 "factor": factor,
                 "level": level,
@@ -269,9 +312,106 @@ def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
                 "to_pass": to_pass,
                 "score": (len(to_fail) - to_pass) / len(oriented),
                 "mean_shift": _mean(_shift(x, y) for x, y in oriented),
+                "exposes_only": exposes,
+                "failing_jobs": sorted({x["job"] for x, _ in to_fail}),
                 "evidence": evidence,
             })
-    return sorted(found, key=lambda c: (-c["score"], -c["to_fail"], -abs(c["mean_shift"] or 0.0)))
+    # Ties are ties: the order depends on the evidence (pairs), never on sub-tolerance noise
+    # or on the order the factors were typed in; equal ones are reported together (ties()).
+    return sorted(found, key=lambda c: (-c["score"], -c["to_fail"], c["factor"], label(c["level"])))
+
+
+def ties(ranked: Sequence[Dict[str, Any]], rows: Sequence[Row]) -> List[Dict[str, Any]]:
+    """The culprits that this sweep cannot tell from the top one: equal score and flips,
+    failing in the same jobs. With each, the smallest extra job that would separate it
+    from the top one: a failing job's overrides with the tie's factor set to another
+    level (if that job fails, the top culprit is enough; if it passes, the tie matters).
+    Keys: ``factor``, ``level``, ``separate_with`` (override strings)."""
+    if not ranked:
+        return []
+    top = ranked[0]
+    found = []
+    for c in ranked[1:]:
+        if (c["score"], c["to_fail"], c["failing_jobs"]) != (top["score"], top["to_fail"], top["failing_jobs"]):
+            continue
+        job = next(r for r in rows if r["job"] == top["failing_jobs"][0])
+        other = next((v for v in _levels(rows, c["factor"]) if v != c["level"]), None)
+        overrides = dict(job["overrides"], **{c["factor"]: other}) if other is not None else job["overrides"]
+        found.append({"factor": c["factor"], "level": c["level"],
+                      "separate_with": sorted(f"{k}={v}" for k, v in overrides.items() if v is not None)})
+    return found
+
+
+def scalers(rows: Sequence[Row]) -> List[Dict[str, Any]]:
+    """Factors that scale the drift or flip its sign, from one-factor pairs in which both
+    jobs differ from standalone: ``{factor, level, other, ratio, pairs, sign_flips,
+    evidence}``. ``ratio`` is the geometric mean of ``max_abs_diff`` at ``level`` over
+    that at ``other`` (reported when >= 2); ``sign_flips`` counts pairs whose
+    ``mean_signed_diff`` have opposite signs (reported when most pairs do)."""
+    pairs = [(f, a, b) for f, a, b in one_factor_pairs(rows)
+             if (a.get("max_abs_diff") or 0) > 0 and (b.get("max_abs_diff") or 0) > 0]
+    out = []
+    for factor in factors(rows):
+        for level in _levels(rows, factor):
+            for other in _levels(rows, factor):
+                if other == level:
+                    continue
+                both = [(x, y) for f, a, b in pairs if f == factor for x, y in ((a, b), (b, a))
+                        if _level(x, factor) == level and _level(y, factor) == other]
+                if not both:
+                    continue
+                ratio = float(np.exp(np.mean([np.log(x["max_abs_diff"] / y["max_abs_diff"]) for x, y in both])))
+                flips = sum((x["mean_signed_diff"] or 0) * (y["mean_signed_diff"] or 0) < 0 for x, y in both)
+                parts = []
+                if ratio >= 2.0:
+                    parts.append(f"scales the drift {ratio:.1f}x against {factor}={label(other)}")
+                if flips * 2 > len(both) and label(level) < label(other):
+                    parts.append(f"flips its sign against {factor}={label(other)} ({flips} of {len(both)} pairs)")
+                if parts:
+                    out.append({"factor": factor, "level": level, "other": other, "ratio": ratio,
+                                "pairs": len(both), "sign_flips": flips,
+                                "evidence": f"{factor}={label(level)} " + " and ".join(parts)
+                                            + f" ({len(both)} one-factor pairs where both differ)"})
+    return out
+
+
+def confounded(rows: Sequence[Row]) -> Optional[Dict[str, Any]]:
+    """When no single factor separates a failing job from a passing one: the failing job
+    and its nearest passing job (fewest differing factors), the factors in which they
+    differ together, and for each of those factors the extra job that would test it alone
+    (the failing job's overrides with that factor at the passing job's level). ``None``
+    when some pair differs in one factor only, or nothing both fails and passes."""
+    judged = _judged(rows)
+    fails = [r for r in judged if r["status"] == "fail"]
+    passes = [r for r in judged if r["status"] == "ok"]
+    keys = factors(rows)
+    best = None
+    for f in fails:
+        for p in passes:
+            differ = [k for k in keys if _level(f, k) != _level(p, k)]
+            if best is None or len(differ) < len(best[2]):
+                best = (f, p, differ)
+    if best is None or len(best[2]) < 2:
+        return None
+    f, p, differ = best
+    separate = {k: sorted(f"{key}={value}" for key, value in dict(f["overrides"], **{k: _level(p, k)}).items()
+                          if value is not None) for k in differ}
+    return {"failing": f["job"], "passing": p["job"],
+            "factors": [{"factor": k, "failing_level": _level(f, k), "passing_level": _level(p, k)} for k in differ],
+            "separate_with": separate}
+
+
+def notes_summary(rows: Sequence[Row]) -> Optional[str]:
+    """The notes of the jobs (settings without effect, policies not applied, ranks that
+    disagree, engine workarounds, emulated collectives), counted by kind, in one sentence."""
+    kinds: Counter = Counter()
+    for row in rows:
+        for note in (row.get("notes") or "").split("; "):
+            if note:
+                kinds[note.split(":")[0].split(" (")[0]] += 1
+    if not kinds:
+        return None
+    return "Notes: " + "; ".join(f"{kind} ({n} job{'s' if n > 1 else ''})" for kind, n in kinds.most_common(6))
 
 
 def interactions(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -340,22 +480,47 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
         reasons = Counter(_short(r.get("reason")) for r in rows)
         listed = "; ".join(f"{n} x {reason}" for reason, n in reasons.most_common(3))
         return text + f". Nothing could be judged: no job produced a comparison ({listed})."
+    notes = notes_summary(rows)
+    tail = "".join(f" {s['evidence']}." for s in scalers(rows)[:3]) + (f" {notes}." if notes else "")
     if not counts["fail"]:
-        return text + ". No culprit: every judged job passes."
+        differ = [r for r in _judged(rows) if drift_class(r)]
+        if differ:
+            return text + (f". No job fails, but {len(differ)} differ from standalone below tolerance; the earliest "
+                           f"{_onset_sentence(differ)}.") + tail
+        return text + ". No culprit: every judged job passes, bit for bit where the run is deterministic." + tail
     if ranked:
         top = ranked[0]
         only = [i for i in found if (i["factor"], i["level"]) == (top["factor"], top["level"])]
         context = f"; only with {only[0]['with_factor']}={'/'.join(map(label, only[0]['with_levels']))}" if only else ""
-        text += f". Culprit: {top['evidence']}{context}."
-        if len(ranked) > 1:
-            text += " Also: " + ", ".join(f"{c['factor']}={label(c['level'])}" for c in ranked[1:4]) + "."
-        return text
+        word = "Exposed by (not caused by)" if top.get("exposes_only") else "Culprit"
+        tied = ties(ranked, rows)
+        if tied:
+            names = " or ".join([f"{top['factor']}={label(top['level'])}"]
+                                + [f"{t['factor']}={label(t['level'])}" for t in tied])
+            text += (f". Indistinguishable in this sweep: {names} (they fail in the same jobs); to separate them, "
+                     f"add the job {' '.join(tied[0]['separate_with'])}. {word}: {top['evidence']}{context}.")
+        else:
+            text += f". {word}: {top['evidence']}{context}."
+        rest = [c for c in ranked[1:] if (c["factor"], c["level"]) not in {(t["factor"], t["level"]) for t in tied}]
+        if rest:
+            text += " Also: " + ", ".join(f"{c['factor']}={label(c['level'])}" for c in rest[:3]) + "."
+        return text + tail
+    mixed = confounded(rows)
+    if mixed is not None:
+        names = " or ".join(f"{f['factor']}={label(f['failing_level'])}" for f in mixed["factors"])
+        first = mixed["factors"][0]["factor"]
+        return text + (
+            f". No single swept factor separates a failing job from a passing one: the nearest pair (job "
+            f"{mixed['failing']} fails, job {mixed['passing']} passes) differs in "
+            f"{', '.join(f['factor'] for f in mixed['factors'])} together. Indistinguishable in this sweep: {names} "
+            f"(or only together); to separate them, add the job {' '.join(mixed['separate_with'][first])}."
+        ) + tail
     if not one_factor_pairs(rows):
-        return text + ". No culprit can be named: no two judged jobs differ in exactly one factor."
+        return text + ". No culprit can be named: no two judged jobs differ in exactly one factor." + tail
     return text + (
         ". No culprit among the swept factors: no one-factor change turns a pass into a fail"
         + (" (every judged job fails: the drift is common to all of them)." if not counts["ok"] else ".")
-    )
+    ) + tail
 
 
 def attribute(rows: Sequence[Row]) -> Dict[str, Any]:
@@ -363,8 +528,9 @@ def attribute(rows: Sequence[Row]) -> Dict[str, Any]:
 
     Keys: ``verdict`` (str), ``factors``, ``counts`` (status -> jobs), ``judged``,
     ``not_judged`` (``[{job, status, reason}]``), ``levels`` (:func:`level_stats`),
-    ``contrasts``, ``culprits``, ``interactions``, ``drift`` (class -> failing job
-    numbers), ``drift_rule`` (:data:`DRIFT_RULE`).
+    ``contrasts``, ``culprits``, ``interactions``, ``ties`` (:func:`ties`), ``scalers``
+    (:func:`scalers`), ``drift`` (class -> numbers of the judged jobs that differ),
+    ``drift_rule`` (:data:`DRIFT_RULE`), ``onset_rule`` (``sweep.compare.ONSET_RULE``).
     """
     ranked = culprits(rows)
     found = interactions(rows, ranked)
@@ -388,6 +554,10 @@ def attribute(rows: Sequence[Row]) -> Dict[str, Any]:
         "contrasts": contrasts(rows),
         "culprits": ranked,
         "interactions": found,
+        "ties": ties(ranked, rows),
+        "confounded": confounded(rows) if not ranked else None,
+        "scalers": scalers(rows),
         "drift": drift,
         "drift_rule": DRIFT_RULE,
+        "onset_rule": ONSET_RULE,
     }

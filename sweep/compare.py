@@ -38,6 +38,9 @@ class Comparison:
     Differences are ``distributed - standalone`` in loss units, over the steps where
     both are finite. ``max_rel_diff`` divides by ``|standalone|`` (steps with a zero
     reference are left out of it). ``first_fail_step`` is 0-based, ``None`` if all pass.
+    ``first_diff_step``: the first step where the two differ at all (by more than
+    ``noise_floor``, loss units; 0.0 by default: exact, as deterministic CPU runs of a
+    correct engine are bit-identical), ``None`` if they never do.
     """
 
     passed: bool
@@ -50,13 +53,26 @@ class Comparison:
     max_rel_diff: float
     mean_signed_diff: float
     first_nonfinite_step: Optional[int]
+    first_diff_step: Optional[int] = None
+    noise_floor: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+def differing_steps(ref: np.ndarray, got: np.ndarray, noise_floor: float = 0.0) -> np.ndarray:
+    """Steps where ``got`` and ``ref`` differ by more than ``noise_floor``, or where one is
+    finite and the other is not, or both are non-finite but not equal (int array)."""
+    finite = np.isfinite(ref) & np.isfinite(got)
+    with np.errstate(invalid="ignore"):
+        apart = finite & (np.abs(got - ref) > noise_floor)
+    same_nonfinite = ~finite & ((ref == got) | (np.isnan(ref) & np.isnan(got)))
+    return np.flatnonzero(apart | (~finite & ~same_nonfinite))
+
+
 def compare_losses(
-    standalone: Sequence[float], distributed: Sequence[float], *, rtol: float, atol: float
+    standalone: Sequence[float], distributed: Sequence[float], *, rtol: float, atol: float,
+    noise_floor: float = 0.0,
 ) -> Comparison:
     """Compare two per-step loss sequences under ``numpy.isclose(distributed, standalone)``.
 
@@ -64,6 +80,8 @@ def compare_losses(
         standalone: reference losses, shape ``(steps,)``, any float dtype (compared in float64).
         distributed: losses of the distributed copy, same shape.
         rtol, atol: tolerances, both >= 0 (the project default is 1e-4 each).
+        noise_floor: differences up to this size (loss units) do not count for
+            ``first_diff_step``; 0.0 counts any difference.
 
     Raises:
         ValueError: if the shapes differ, a sequence is empty or a tolerance is negative.
@@ -79,6 +97,7 @@ def compare_losses(
     nonzero = finite & (ref != 0)
     rel = np.abs(got[nonzero] - ref[nonzero]) / np.abs(ref[nonzero])
     nonfinite = np.flatnonzero(~finite)
+    differ = differing_steps(ref, got, noise_floor)
     return Comparison(
         passed=failing.size == 0,
         rtol=float(rtol),
@@ -90,6 +109,8 @@ def compare_losses(
         max_rel_diff=float(np.max(rel)) if rel.size else float("nan"),
         mean_signed_diff=float(np.mean(diff)) if diff.size else float("nan"),
         first_nonfinite_step=int(nonfinite[0]) if nonfinite.size else None,
+        first_diff_step=int(differ[0]) if differ.size else None,
+        noise_floor=float(noise_floor),
     )
 
 
@@ -122,3 +143,52 @@ def drift_metrics(standalone: Sequence[float], distributed: Sequence[float]) -> 
         "trend": float(np.polyfit(steps, diff, 1)[0]) if diff.size >= 2 else float("nan"),
         "final_ratio": float(final_ratio),
     }
+
+
+ONSETS = ("none", "step0", "periodic", "noise", "abrupt", "growth")
+SPIKE_FACTOR = 10.0  # a jump of the difference this many times its median jump is an event
+ONSET_RULE = (
+    "onset of distributed - standalone from its first differing step k: step0 if k = 0; periodic if, from k, "
+    f"the difference jumps (a step-to-step change > {SPIKE_FACTOR:g}x the median change, or > 5% of the largest "
+    "when most steps do not change it) at 3 or more steps "
+    "spaced evenly (period n); noise if its sign flips between at least 40% of consecutive differing steps "
+    "without growing; abrupt if at k it is already >= 10% of its largest size; growth otherwise"
+)
+
+
+def onset(standalone: Sequence[float], distributed: Sequence[float], noise_floor: float = 0.0) -> dict:
+    """How the difference ``distributed - standalone`` starts and evolves (:data:`ONSET_RULE`).
+
+    Returns ``{"pattern": one of ONSETS, "first_diff_step": k or None, "period": n or
+    None, "spikes": [steps of jumps]}``. Steps with a non-finite value are left out of
+    the shape (they still count as differing).
+
+    Raises:
+        ValueError: if the shapes differ or the sequences are empty.
+    """
+    ref, got = _as_pair(standalone, distributed)
+    differ = differing_steps(ref, got, noise_floor)
+    if not differ.size:
+        return {"pattern": "none", "first_diff_step": None, "period": None, "spikes": []}
+    k = int(differ[0])
+    if k == 0:
+        return {"pattern": "step0", "first_diff_step": 0, "period": None, "spikes": []}
+    finite = np.isfinite(ref) & np.isfinite(got)
+    d = np.where(finite, got - ref, 0.0)[k:]
+    jumps = np.abs(np.diff(np.concatenate([[0.0], d])))
+    median = float(np.median(jumps))  # zeros count: a difference that only moves at events has median 0
+    # with a zero median, rounding (ulp-sized jumps) is no event: 5% of the largest jump is
+    threshold = SPIKE_FACTOR * median if median > 0 else 0.05 * float(np.max(jumps))
+    spikes = [k + int(i) for i in np.flatnonzero(jumps > max(threshold, noise_floor))]
+    gaps = np.diff(spikes)
+    if len(spikes) >= 3 and gaps.size and np.all(gaps == gaps[0]) and gaps[0] >= 2:
+        return {"pattern": "periodic", "first_diff_step": k, "period": int(gaps[0]), "spikes": spikes}
+    a = np.abs(d)
+    nonzero = d[a > noise_floor]
+    flips = float(np.mean(np.sign(nonzero[1:]) != np.sign(nonzero[:-1]))) if nonzero.size > 2 else 0.0
+    half = a.size // 2
+    growing = half >= 1 and float(np.mean(a[half:])) > 2.0 * float(np.mean(a[:half]))
+    if flips >= 0.4 and not growing:
+        return {"pattern": "noise", "first_diff_step": k, "period": None, "spikes": spikes}
+    pattern = "abrupt" if a[0] >= 0.1 * float(np.max(a)) else "growth"
+    return {"pattern": pattern, "first_diff_step": k, "period": None, "spikes": spikes}

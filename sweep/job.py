@@ -178,6 +178,8 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
     if fields and not cached:
         baseline.store(sweep_dir, fields, standalone, job_dir)
     _judge(cfg, record, present, standalone)
+    # (the rerun's dir holds no cached baseline: its ranks train both copies, to trace them)
+    _trace(cfg, framework, job_dir, record, world, env, limit, sweep_dir, share_launches)
     if outcome.returncode not in (0, None):
         record.teardown_note = (
             f"launcher exited with code {outcome.returncode} after every rank had written its result "
@@ -205,17 +207,8 @@ def _launch(
             env=env, log_path=paths.logs / "standalone.log", timeout_s=limit,
         )
         record.timings_s["standalone_launch"] = launch.run(standalone_spec).wall_s
-    # A SLURM allocation of several nodes: srun, one launcher per node (sweep.cluster).
-    topology = topology_from_env(None, world)
-    if sweep_dir and share_launches and cfg.execution.reuse_processes and not topology.multi_node:
-        rank_pool = pool.get_pool(sweep_dir, record.config, framework, world, env)
-        outcome = rank_pool.run_job(job_dir, limit)
-        record.pool = {"dir": str(rank_pool.dir), "jobs": rank_pool.jobs}
-        argv, kill_tag, log = rank_pool.argv, rank_pool.kill_tag, rank_pool.log_path
-    else:
-        spec = framework.job_launch(cfg.framework.launcher, world, job_dir, env=env, timeout_s=limit, topology=topology)
-        outcome = launch.run(spec)
-        argv, kill_tag, log = spec.argv, spec.kill_tag, None
+    argv, kill_tag, log, outcome = _run_ranks(cfg, framework, job_dir, record, world, env, limit, sweep_dir,
+                                              share_launches)
     record.launch = {
         "kill_tag": kill_tag,
         "argv": argv,
@@ -228,22 +221,97 @@ def _launch(
     return log, outcome
 
 
+def _run_ranks(
+    cfg: DictConfig, framework: Type[Framework], run_dir: Path, record: JobRecord, world: int, env: Dict[str, str],
+    limit: float, sweep_dir: Optional[Path], share_launches: bool,
+) -> tuple[List[str], str, Optional[Path], launch.LaunchOutcome]:
+    """Run the ranks on ``run_dir`` (a job dir holding ``job.yaml``): in the sweep's shared
+    launch, or in a launch of their own (across nodes under a multi-node SLURM allocation:
+    srun, one launcher per node, ``sweep.cluster``). Returns ``(argv, kill_tag, shared
+    launch's log or None, outcome)``."""
+    topology = topology_from_env(None, world)
+    if sweep_dir and share_launches and cfg.execution.reuse_processes and not topology.multi_node:
+        rank_pool = pool.get_pool(sweep_dir, record.config, framework, world, env)
+        outcome = rank_pool.run_job(run_dir, limit)
+        record.pool = {"dir": str(rank_pool.dir), "jobs": rank_pool.jobs}
+        return rank_pool.argv, rank_pool.kill_tag, rank_pool.log_path, outcome
+    spec = framework.job_launch(cfg.framework.launcher, world, run_dir, env=env, timeout_s=limit, topology=topology)
+    return spec.argv, spec.kill_tag, None, launch.run(spec)
+
+
+TRACE_DIR = "trace"  # in a job dir: the tracing rerun's own job dir
+
+
+def _trace(
+    cfg: DictConfig, framework: Type[Framework], job_dir: Path, record: JobRecord, world: int, env: Dict[str, str],
+    limit: float, sweep_dir: Optional[Path], share_launches: bool,
+) -> None:
+    """Name the first tensor that differs: rerun the job (``JOB_DIR/trace/``) up to
+    ``compare.trace_after`` steps past its first differing step with every gradient and
+    weight recorded (``sweep.trace``); its losses are the job's own up to there (the
+    same seeds, the same code). Sets ``record.first_tensor`` (the earliest over the
+    ranks, with its ``rank``), or a ``note`` saying why nothing was traced."""
+    first_diff = min((c["first_diff_step"] for c in record.rank_comparisons or [record.comparison]
+                      if c.get("first_diff_step") is not None), default=None)
+    if first_diff is None or not cfg.compare.trace_after:
+        return
+    if framework.name != "torch" or cfg.order == "separate":
+        why = "order=separate trains the copies apart" if cfg.order == "separate" else \
+            f"tensor tracing is not wired for framework={framework.name} yet"
+        record.first_tensor = {"note": f"not traced: {why}"}
+        return
+    until = min(int(cfg.steps) - 1, first_diff + int(cfg.compare.trace_after))
+    config = dict(record.config, steps=until + 1, compare=dict(record.config["compare"], trace_until=until))
+    trace_dir = job_dir / TRACE_DIR
+    shutil.rmtree(trace_dir, ignore_errors=True)
+    trace_dir.mkdir(parents=True)
+    OmegaConf.save(OmegaConf.create(config), JobDir(trace_dir).config)
+    began = time.perf_counter()
+    _, _, _, outcome = _run_ranks(cfg, framework, trace_dir, JobRecord(config=config), world, env, limit,
+                                  sweep_dir, share_launches)
+    record.timings_s["trace"] = time.perf_counter() - began
+    found = [(r.first_tensor, r.rank) for r in _read_ranks(trace_dir, world) if r is not None and r.first_tensor]
+    hits = [dict(t, rank=rank) for t, rank in found if "step" in t]
+    if hits:
+        record.first_tensor = min(hits, key=lambda t: (t["step"], t["kind"] != "grad", t["rank"]))
+    elif found:
+        record.first_tensor = dict(found[0][0], rank=found[0][1])
+    else:
+        record.first_tensor = {"note": "not traced: the tracing rerun gave no result "
+                                       f"({'timed out' if outcome.timed_out else f'exit {outcome.returncode}'})"}
+
+
 def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalone: List[Any]) -> None:
-    """Fill the record from the ranks' results: losses, agreement, weights moved, dtypes,
-    timings, the comparison and the verdict (``ok`` or ``fail``)."""
+    """Fill the record from the ranks' results: every rank judged against the standalone
+    sequence (a job fails if any rank fails, or if its ranks disagree beyond tolerance),
+    losses, weights moved, dtypes, timings, and the verdict (``ok`` or ``fail``)."""
     first = ranks[0]
     sharded = cfg.data.split == "sharded"
+    tol = dict(rtol=cfg.compare.rtol, atol=cfg.compare.atol, noise_floor=cfg.compare.noise_floor)
+    ref = read_floats(standalone)
     if sharded:
         # each rank's loss is over its shard; the global loss is their mean (equal shard sizes)
         per_rank = np.array([read_floats(r.distributed) for r in ranks], dtype=np.float64)
-        distributed = per_rank.mean(axis=0).tolist()
+        judged = {0: (per_rank.mean(axis=0).tolist(), compare_losses(ref, per_rank.mean(axis=0), **tol))}
     else:
-        distributed = first.distributed
+        judged = {r.rank: (r.distributed, compare_losses(ref, read_floats(r.distributed), **tol)) for r in ranks}
+    record.rank_comparisons = None if sharded else [
+        {"rank": rank, "passed": c.passed, "n_fail": c.n_fail, "first_fail_step": c.first_fail_step,
+         "first_diff_step": c.first_diff_step, "max_abs_diff": c.max_abs_diff}
+        for rank, (_, c) in sorted(judged.items())
+    ]
+    failing = [rank for rank, (_, c) in sorted(judged.items()) if not c.passed]
+    record.judged_rank = failing[0] if failing else min(judged)
+    distributed, comparison = judged[record.judged_rank]
     record.versions.update(first.versions)
     record.losses = {"standalone": standalone, "distributed": distributed}
     record.ranks_agree = all(
         r.standalone == first.standalone and (sharded or r.distributed == first.distributed) for r in ranks
     )
+    apart = [] if sharded else [
+        (r.rank, c) for r in ranks[1:]
+        if not (c := compare_losses(read_floats(first.distributed), read_floats(r.distributed), **tol)).passed
+    ]
     record.weights_moved = first.moved
     record.zero_grad_effective = first.zero_grad_effective
     record.engine_notes = list(dict.fromkeys(note for r in ranks for note in r.engine_notes))
@@ -256,18 +324,23 @@ def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalo
         values = [r.timings_s[phase] for r in ranks if phase in r.timings_s]
         if values:
             record.timings_s[phase] = max(values)
-    comparison = compare_losses(
-        read_floats(standalone), read_floats(distributed), rtol=cfg.compare.rtol, atol=cfg.compare.atol
-    )
     record.comparison = comparison.to_dict()
-    if comparison.passed:
-        record.status, record.reason = "ok", None
-    else:
-        record.status = "fail"
-        record.reason = (
-            f"{comparison.n_fail}/{comparison.n_steps} steps outside rtol={cfg.compare.rtol}, "
-            f"atol={cfg.compare.atol}; first at step {comparison.first_fail_step}"
+    reasons = []
+    if failing:
+        where = f"rank {failing[0]}: " if len(judged) > 1 else ""
+        others = f" (failing ranks: {', '.join(map(str, failing))} of {len(judged)})" if len(judged) > 1 else ""
+        reasons.append(
+            f"{where}{comparison.n_fail}/{comparison.n_steps} steps outside rtol={cfg.compare.rtol}, "
+            f"atol={cfg.compare.atol}; first at step {comparison.first_fail_step}{others}"
         )
+    if apart:
+        rank, c = apart[0]
+        reasons.append(f"ranks disagree: rank {rank} against rank 0 from step {c.first_fail_step} "
+                       f"(max |diff| {c.max_abs_diff:.3g})")
+    if reasons:  # (when only the ranks disagree, each is within tolerance of standalone: comparison.passed)
+        record.status, record.reason = "fail", "; ".join(reasons)
+    else:
+        record.status, record.reason = "ok", None
 
 
 def effect_notes(cfg: DictConfig, record: JobRecord) -> List[str]:

@@ -304,11 +304,22 @@ class CompareConfig:
 
     rtol: float = affects(VERDICT, default=1e-4)
     atol: float = affects(VERDICT, default=1e-4)
+    # Differences up to this size (loss units) do not count as the two runs parting
+    # (first_diff_step); 0.0: any difference counts (deterministic CPU runs are exact).
+    noise_floor: float = affects(VERDICT, default=0.0)
+    # A job whose copies differ is rerun up to this many steps past its first differing
+    # step with every gradient and weight recorded, to name the first tensor that differs
+    # (sweep.trace); 0: no tracing rerun.
+    trace_after: int = affects(default=3)
+    # Set by the job in its tracing rerun only: record tensors up to this step.
+    trace_until: Optional[int] = affects(default=None)
 
     @staticmethod
     def check(compare: Any) -> None:
         """Raises: ConfigError: a tolerance that is negative or not finite (NaN would fail every step)."""
-        for key in ("rtol", "atol"):
+        if compare.trace_after < 0:
+            raise ConfigError(f"compare.trace_after={compare.trace_after}: must be >= 0 steps")
+        for key in ("rtol", "atol", "noise_floor"):
             if not math.isfinite(compare[key]) or compare[key] < 0:
                 raise ConfigError(f"compare.{key}={compare[key]}: must be a finite number >= 0")
 

@@ -29,7 +29,7 @@ from omegaconf import OmegaConf
 from tabulate import tabulate, tabulate_formats
 
 from sweep.attribution import DRIFT_RULE, attribute, drift_class, factors, label
-from sweep.compare import drift_metrics
+from sweep.compare import drift_metrics, onset
 from sweep.errors import RecordError
 from sweep.html_report import render_html
 from sweep.io import read_floats, write_json
@@ -40,11 +40,11 @@ from sweep.records import JobRecord
 
 COMPARISON = ("first_fail_step", "n_fail", "max_abs_diff", "max_rel_diff", "mean_signed_diff")
 METRICS = (
-    "status", "drift", *COMPARISON, "step0_diff", "runs_low_pct", "trend", "final_ratio",
+    "status", "drift", "first_diff_step", "onset", "first_tensor", *COMPARISON, "step0_diff", "runs_low_pct", "trend", "final_ratio",
     "ranks_agree", "dtypes_configured", "dtypes_ran", "notes", "wall_s",
 )
 BRIEF_METRICS = (
-    "status", "drift", "first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff",
+    "status", "drift", "first_diff_step", "first_tensor", "first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff",
     "runs_low_pct", "notes",
 )
 LEVEL_COLUMNS = (
@@ -55,13 +55,19 @@ MAX_ROWS = 40
 STATUS_ORDER = ("fail", "timeout", "error", "missing", "ok")
 LEGEND = {
     "drift": DRIFT_RULE,
+    "first_diff_step": "first step where distributed and standalone differ at all (any rank; exact unless "
+                       "compare.noise_floor is set)",
+    "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts (rule in summary.json)",
+    "first_tensor": "the first parameter gradient (after reduction) or weight (after the step) that differs between "
+                    "the copies, from a rerun that records them (compare.trace_after steps past the first difference)",
     "mean_signed_diff": "mean of distributed - standalone over the steps, loss units (negative: distributed runs low)",
     "step0_diff": "distributed - standalone at step 0, before any update",
     "runs_low_pct": "% of steps where distributed < standalone",
     "trend": "least-squares slope of distributed - standalone, loss units per step",
     "final_ratio": "distributed / standalone at the last step",
     "dtypes_configured": "param/reduce/output dtype of the policy (- = default)",
-    "dtypes_ran": "param dtype in forward/gradient/output as observed (? = unknown)",
+    "dtypes_ran": "dtypes observed: param in forward/reduction/gradient/output/master weights/optimizer state "
+                  "(? = unknown)",
 }
 
 
@@ -82,19 +88,47 @@ def _dtype_name(value: Optional[str], unknown: str) -> str:
 
 
 def _dtypes(record: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-    """``dtypes_configured``, ``dtypes_ran`` (``a/b/c`` strings) and ``policy_applied``
+    """``dtypes_configured``, ``dtypes_ran`` (``a/b/c`` strings), ``policy_applied``
     (configured ``param_dtype`` == observed ``param_forward``; ``None`` if either is
-    unknown) from ``result["dtypes"]``; all ``None`` for results without it."""
+    unknown) and ``dtype_notes``: every observed dtype that differs from the one the
+    policy configures or implies (:func:`implied_dtypes`), e.g. an fp32 policy that ran
+    in lower precision; all ``None`` for results without ``dtypes``."""
     if not record:
-        return {"dtypes_configured": None, "dtypes_ran": None, "policy_applied": None}
+        return {"dtypes_configured": None, "dtypes_ran": None, "policy_applied": None, "dtype_notes": []}
     configured, observed = record.get("configured") or {}, record.get("observed") or {}
     wanted, ran = configured.get("param_dtype"), observed.get("param_forward")
+    notes = []
+    for key, expected in implied_dtypes(configured).items():
+        seen = observed.get(key)
+        if seen is not None and expected is not None and _dtype_name(seen, "") != expected:
+            notes.append(f"{key.replace('_', ' ')} dtype ran {_dtype_name(seen, '')}, "
+                         f"{'configured' if configured.get(_CONFIG_KEY.get(key, '')) else 'implied'} {expected}")
     return {
         "dtypes_configured": "/".join(
             _dtype_name(configured.get(k), "-") for k in ("param_dtype", "reduce_dtype", "output_dtype")
         ),
-        "dtypes_ran": "/".join(_dtype_name(observed.get(k), "?") for k in ("param_forward", "grad", "output")),
+        "dtypes_ran": "/".join(_dtype_name(observed.get(k), "?")
+                               for k in ("param_forward", "reduce", "grad", "output", "master", "optimizer_state")),
         "policy_applied": None if wanted is None or ran is None else _dtype_name(wanted, "") == _dtype_name(ran, ""),
+        "dtype_notes": notes,
+    }
+
+
+_CONFIG_KEY = {"param_forward": "param_dtype", "reduce": "reduce_dtype", "output": "output_dtype"}
+
+
+def implied_dtypes(configured: Dict[str, Any], master: str = "float32") -> Dict[str, Optional[str]]:
+    """What each observed dtype should be under a ``MixedPrecisionPolicy`` (FSDP2's
+    semantics, ``torch.distributed.fsdp.MixedPrecisionPolicy`` docs): the forward's
+    parameters in ``param_dtype`` (default: the stored parameter's); gradients reduced in
+    ``reduce_dtype`` (default: ``param_dtype``); the master weights and the optimizer
+    state in the dtype the parameters were created in (``master``, float32 here)."""
+    param = _dtype_name(configured.get("param_dtype"), "") or master
+    return {
+        "param_forward": param,
+        "reduce": _dtype_name(configured.get("reduce_dtype"), "") or param,
+        "master": master,
+        "optimizer_state": master,
     }
 
 
@@ -106,7 +140,18 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
         metrics[key] = None if metrics[key] is None else float(metrics[key])
     if result.comparison and result.losses:
         losses = result.losses
-        metrics.update(drift_metrics(read_floats(losses["standalone"]), read_floats(losses["distributed"])))
+        ref, got = read_floats(losses["standalone"]), read_floats(losses["distributed"])
+        metrics.update(drift_metrics(ref, got))
+        shape = onset(ref, got, float(result.comparison.get("noise_floor") or 0.0))
+        metrics.update(first_diff_step=shape["first_diff_step"], onset=shape["pattern"], period=shape["period"])
+        for rank in result.rank_comparisons or []:  # every rank judged: the earliest divergence of any rank
+            step = rank.get("first_diff_step")
+            if step is not None and (metrics["first_diff_step"] is None or step < metrics["first_diff_step"]):
+                metrics["first_diff_step"] = step
+    tensor = result.first_tensor or {}
+    metrics["first_tensor"] = tensor.get("description") or tensor.get("note")
+    if tensor.get("description") and tensor.get("rank") is not None and (result.world_size or 1) > 1:
+        metrics["first_tensor"] += f" (rank {tensor['rank']})"
     metrics["ranks_agree"] = result.ranks_agree
     metrics["wall_s"] = result.timings_s.get("wall")
     metrics.update(_dtypes(result.dtypes))
@@ -121,6 +166,8 @@ def _notes(row: Dict[str, Any]) -> Optional[str]:
         notes.append("ranks disagree")
     if row["policy_applied"] is False:
         notes.append(f"policy not applied (configured/ran {row['dtypes_configured']} vs {row['dtypes_ran']})")
+    notes.extend(n for n in row.get("dtype_notes") or [] if not (row["policy_applied"] is False
+                                                                   and n.startswith("param forward")))
     return "; ".join(notes) or None
 
 
@@ -196,7 +243,8 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
     for num in nums:
         job_dir = dirs.get(num, sweep_dir / str(num))
         overrides = _pairs(expected[num]) if expected is not None else _overrides(job_dir)
-        row: Dict[str, Any] = {"job": num, "overrides": overrides, "policy_applied": None, "engine_notes": []}
+        row: Dict[str, Any] = {"job": num, "overrides": overrides, "policy_applied": None, "engine_notes": [],
+                               "period": None}
         row.update({k: None for k in METRICS})
         result_path = JobDir(job_dir).result
         try:

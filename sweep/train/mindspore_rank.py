@@ -122,7 +122,9 @@ def train(
     ``fully_shard`` adds it; a plain Cell's functional gradients need no clearing).
 
     ``observed`` (a dict) receives at step 0 the dtypes that ran: ``param_forward``
-    (``layer0.weight`` during forward), ``output``, ``grad`` (first gradient).
+    (``layer0.weight`` during forward), ``output``, ``grad`` (first gradient), ``master``
+    (the stored parameter after the step) and ``optimizer_state`` (Adam's ``moment1``,
+    SGD's ``moments``; none for plain SGD).
 
     Raises:
         NotImplementedError: ``grad_api="backward"`` on a MindSpore without ``Tensor.backward``.
@@ -154,6 +156,10 @@ def train(
         if observed is not None and "grad" not in observed:
             observed["grad"] = str(grads[0].dtype).lower()
         apply(optimizer, grads)
+        if observed is not None and "master" not in observed:
+            observed["master"] = str(net.trainable_params()[0].dtype).lower()
+            moments = getattr(optimizer, "moment1", None) or getattr(optimizer, "moments", None)
+            observed["optimizer_state"] = str(moments[0].dtype).lower() if moments else None
         if clear is not None:
             clear()
         losses.append(float(loss.asnumpy()))

@@ -103,20 +103,89 @@ def local_params(model: Any) -> List[np.ndarray]:
     return out
 
 
+class _ObserveReduce:
+    """While entered, record the dtype of the first tensor torch.distributed reduces
+    (``reduce_scatter_single``/``reduce_scatter_tensor``: FSDP2's gradient reduction,
+    torch 2.13's ``_fsdp_collectives`` calls the former; ``all_reduce``: HSDP's
+    replicate dim, hyper-parallel) into ``observed["reduce"]``. It only looks: the call
+    goes through unchanged. DDP reduces in C++ (its buckets), out of sight: unknown."""
+
+    # name -> (position, keyword) of the tensor being reduced
+    WATCHED = {"reduce_scatter_tensor": (1, "input"), "reduce_scatter_single": (1, "input"),
+               "all_reduce": (0, "tensor")}
+
+    def __init__(self, observed: Dict[str, str]) -> None:
+        self.observed = observed
+        self.saved: Dict[str, Any] = {}
+
+    def _watch(self, original: Any, position: int, keyword: str) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            tensor = kwargs.get(keyword, args[position] if len(args) > position else None)
+            if tensor is not None and hasattr(tensor, "dtype"):
+                self.observed.setdefault("reduce", _dtype(tensor))
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    def __enter__(self) -> "_ObserveReduce":
+        import torch.distributed as dist
+
+        for name, (position, keyword) in self.WATCHED.items():
+            if not hasattr(dist, name):
+                continue
+            self.saved[name] = getattr(dist, name)
+            setattr(dist, name, self._watch(self.saved[name], position, keyword))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import torch.distributed as dist
+
+        for name, original in self.saved.items():
+            setattr(dist, name, original)
+
+
+def record_tensors(model: Any, kind: str) -> Dict[str, np.ndarray]:
+    """Every parameter's gradient (``kind="grad"``) or value (``"weight"``) as a full numpy
+    array: a sharded ``DTensor`` is gathered (``full_tensor()``, a collective every rank
+    makes at the same point), DDP's ``module.`` prefix is dropped from the names."""
+    out = {}
+    for name, param in model.named_parameters():
+        tensor = param.grad if kind == "grad" else param.detach()
+        if tensor is None:
+            continue
+        if hasattr(tensor, "full_tensor"):
+            tensor = tensor.full_tensor()
+        out[name[len("module."):] if name.startswith("module.") else name] = \
+            tensor.detach().float().cpu().numpy().copy()
+    return out
+
+
 def train(
     model: Any,
     samples: List[Any],
     step: Callable[[], None],
     zero_grad: Optional[Callable[[], None]],
     observed: Optional[Dict[str, str]] = None,
+    optimizer: Any = None,
+    trace: Optional[List[Dict[str, Dict[str, np.ndarray]]]] = None,
+    trace_until: int = -1,
 ) -> List[float]:
     """Train one pass over ``samples``: forward, MSE loss, ``backward()``, ``step()``,
     then ``zero_grad()`` unless it is ``None``. Returns the loss of every step (float).
 
     If ``observed`` is a dict, step 0 fills it with the dtypes that actually ran:
     ``param_forward`` (``layer0.weight`` seen by its forward), ``output`` (the model
-    output) and ``grad`` (the gradient the optimizer reads).
+    output), ``reduce`` (the gradients torch.distributed reduced, :class:`_ObserveReduce`),
+    ``grad`` (the gradient the optimizer reads), ``master`` (this rank's stored parameter:
+    the master weights) and, given the ``optimizer``, ``optimizer_state`` (its first state
+    tensor after the step, e.g. Adam's ``exp_avg``; none for plain SGD).
+
+    If ``trace`` is a list, each step up to ``trace_until`` appends ``{"grad": ...,
+    "weight": ...}`` (:func:`record_tensors`): the gradients after the backward (and its
+    reduction), the weights after the step (``sweep.trace``).
     """
+    import contextlib
+
     import torch.nn.functional as F
 
     handle = None
@@ -128,16 +197,28 @@ def train(
 
         handle = layer0.register_forward_pre_hook(record_param_dtype)
     losses = []
-    for x, y in samples:
-        out = model(x)
-        loss = F.mse_loss(out, y)
-        loss.backward()
+    for i, (x, y) in enumerate(samples):
+        traced = trace is not None and i <= trace_until
+        watch = _ObserveReduce(observed) if handle is not None else contextlib.nullcontext()
+        with watch:
+            out = model(x)
+            loss = F.mse_loss(out, y)
+            loss.backward()
         if handle is not None:
             handle.remove()
-            handle = None
             observed["output"] = _dtype(out)
             observed["grad"] = _dtype(next(model.parameters()).grad)
+        if traced:
+            trace.append({"grad": record_tensors(model, "grad")})
         step()
+        if traced:
+            trace[-1]["weight"] = record_tensors(model, "weight")
+        if handle is not None:
+            handle = None
+            observed["master"] = _dtype(next(model.parameters()).detach())
+            state = [v for s in (optimizer.state.values() if optimizer is not None else []) for v in s.values()
+                     if hasattr(v, "dtype") and getattr(v, "dim", lambda: 0)() > 0]
+            observed["optimizer_state"] = _dtype(state[0]) if state else None
         if zero_grad is not None:
             zero_grad()
         losses.append(float(loss.item()))
@@ -234,14 +315,19 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         return [(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)) for x, y in pairs]
 
     observed: Dict[str, str] = {}
+    until = cfg.compare.get("trace_until")
+    traces: Dict[str, list] = {"standalone": [], "distributed": []} if until is not None else {}
     losses, moved, seconds = train_phases(
         names,
         train={
             "standalone": lambda: train(standalone, to_device(global_np), opt_standalone.step,
-                                        opt_standalone.zero_grad),
+                                        opt_standalone.zero_grad, trace=traces.get("standalone"),
+                                        trace_until=until if until is not None else -1),
             "distributed": lambda: train(distributed, to_device(local_np),
                                          lambda: engine.optimizer_step(opt_distributed),
-                                         opt_distributed.zero_grad if cfg.zero_grad else None, observed),
+                                         opt_distributed.zero_grad if cfg.zero_grad else None, observed,
+                                         optimizer=opt_distributed, trace=traces.get("distributed"),
+                                         trace_until=until if until is not None else -1),
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
@@ -250,6 +336,11 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
         dtypes_observed=observed, zero_grad_effective=bool(cfg.zero_grad), engine_notes=list(engine.notes),
     )
+    if traces.get("standalone") and traces.get("distributed"):
+        from sweep.trace import first_difference
+
+        found = first_difference(traces["standalone"], traces["distributed"], float(cfg.compare.noise_floor))
+        result.first_tensor = found or {"description": f"no tensor differs in steps 0-{until}"}
     write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
 
 

@@ -44,11 +44,12 @@ def test_the_factor_that_fails_everywhere_is_ranked_first():
     top = att["culprits"][0]
     assert (top["factor"], top["level"], top["to_fail"], top["pairs"]) == ("optimizer", "sgd", 3, 4)
     assert top["evidence"].startswith("optimizer=sgd: fails in 3 of 3 one-factor pairs where optimizer=adam passes")
-    assert "runs low" in top["evidence"] and "from step 1" in top["evidence"] and "early" in top["evidence"]
+    assert "runs low" in top["evidence"] and "parts from standalone at step 1" in top["evidence"]
+    assert "first_update" in top["evidence"]
     assert {(c["factor"], c["level"]) for c in att["culprits"][1:]} == {("mesh", "dp4"), ("mp_policy", "bf16")}
     assert all(c["score"] < top["score"] for c in att["culprits"][1:])
     assert att["verdict"].startswith("8 jobs: 3 ok, 5 fail. Culprit: optimizer=sgd: fails in 3 of 3")
-    assert att["drift"] == {"step0": [], "early": [4, 5, 6, 7], "late": [3]}
+    assert att["drift"] == {"step0": [], "first_update": [4, 5, 6, 7], "periodic": [], "noise": [], "from_step": [3]}
 
 
 def test_a_factor_that_fails_only_with_another_level_is_reported_as_an_interaction():
@@ -66,7 +67,7 @@ def test_a_factor_that_fails_only_with_another_level_is_reported_as_an_interacti
     assert "turns a pass into a fail only when" in hit["evidence"] and "never when" in hit["evidence"]
     att = attribute(rows)
     assert "; only with mesh=dp4" in att["verdict"] or "; only with mp_policy=bf16" in att["verdict"]
-    assert "runs high" in att["culprits"][0]["evidence"] and "late" in att["culprits"][0]["evidence"]
+    assert "runs high" in att["culprits"][0]["evidence"] and "from_step" in att["culprits"][0]["evidence"]
     # the optimizer never matters: no culprit, no interaction
     assert all("optimizer" not in (c["factor"], c.get("with_factor")) for c in att["culprits"] + att["interactions"])
 
@@ -75,7 +76,7 @@ def test_a_clean_sweep_names_no_culprit():
     rows = _grid(lambda c: ("ok", None, 1e-6 if c["mp_policy"] == "bf16" else 0.0), **GRID)
     att = attribute(rows)
     assert att["culprits"] == [] and att["interactions"] == []
-    assert att["verdict"] == "8 jobs: 8 ok. No culprit: every judged job passes."
+    assert att["verdict"] == "8 jobs: 8 ok. No culprit: every judged job passes, bit for bit where the run is deterministic."
     assert all(s["pass_rate_pct"] == 100.0 for s in att["levels"])
 
 
@@ -131,8 +132,8 @@ def test_level_stats_follow_the_jobs_of_each_level():
 
 @pytest.mark.parametrize(
     "status, first, expected",
-    [("fail", 0, "step0"), ("fail", 1, "early"), ("fail", 10, "early"), ("fail", 11, "late"), ("ok", None, None),
-     ("error", None, None)],
+    [("fail", 0, "step0"), ("fail", 1, "first_update"), ("fail", 10, "from_step"), ("fail", 11, "from_step"),
+     ("ok", None, None), ("error", None, None)],
 )
 def test_drift_class_rule(status, first, expected):
     assert drift_class(_row(0, status, first, 0.0)) == expected

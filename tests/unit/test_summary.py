@@ -79,11 +79,11 @@ def test_report_leads_with_the_verdict_then_culprits_tables_and_errored_jobs(swe
     summary = json.loads((sweep_dir / "summary.json").read_text())
     assert set(summary) == {
         "sweep_dir", "verdict", "factors", "counts", "judged", "not_judged", "culprits", "interactions", "levels",
-        "contrasts", "drift", "drift_rule", "plots", "jobs",
+        "contrasts", "drift", "drift_rule", "plots", "jobs", "ties", "scalers", "onset_rule", "confounded",
     }
     assert summary["verdict"] == verdict and summary["culprits"][0]["level"] == "sgd"
     assert [j["job"] for j in summary["not_judged"]] == [2, 10]
-    assert summary["drift"]["early"] == [1] and summary["plots"] == ["plots/job_1.png", "plots/factor_effects.png"]
+    assert summary["drift"]["step0"] == [1] and summary["plots"] == ["plots/job_1.png", "plots/factor_effects.png"]
 
 
 def test_job_metrics_come_from_the_losses_and_the_dtypes_that_ran(tmp_path):
@@ -96,17 +96,17 @@ def test_job_metrics_come_from_the_losses_and_the_dtypes_that_ran(tmp_path):
     same = {"standalone": [1.0], "distributed": [1.0]}
     _job(tmp_path, 1, ["mp_policy=fp32"], "ok", _cmp(True, None, 0.0), losses=same)
     failing, older = collect(tmp_path)
-    assert failing["step0_diff"] == 0.0 and failing["runs_low_pct"] == 50.0 and failing["drift"] == "early"
-    assert failing["dtypes_configured"] == "bfloat16/float32/-" and failing["dtypes_ran"] == "float32/float32/?"
+    assert failing["step0_diff"] == 0.0 and failing["runs_low_pct"] == 50.0 and failing["drift"] == "first_update"
+    assert failing["dtypes_configured"] == "bfloat16/float32/-" and failing["dtypes_ran"] == "float32/?/float32/?/?/?"
     assert failing["policy_applied"] is False
     assert failing["notes"] == (
-        "ranks disagree; policy not applied (configured/ran bfloat16/float32/- vs float32/float32/?)"
+        "ranks disagree; policy not applied (configured/ran bfloat16/float32/- vs float32/?/float32/?/?/?)"
     )
     assert older["dtypes_ran"] is None and older["policy_applied"] is None and older["notes"] is None  # no "dtypes" key
     text = write_report(tmp_path, "simple")
     assert "policy not applied" in text
     with open(tmp_path / "summary.csv") as f:
-        assert next(csv.DictReader(f))["dtypes_ran"] == "float32/float32/?"
+        assert next(csv.DictReader(f))["dtypes_ran"] == "float32/?/float32/?/?/?"
     assert (tmp_path / "plots" / "job_0.png").exists() and not (tmp_path / "plots" / "job_1.png").exists()
 
 

@@ -1,0 +1,163 @@
+"""Where the two runs part: first divergence, onset patterns, every rank judged, and a
+verdict that never misleads, on constructed sequences and result sets."""
+
+import numpy as np
+import pytest
+
+from sweep.attribution import attribute, drift_class
+from sweep.compare import compare_losses, onset
+
+N = 120
+REF = 1.0 + 0.3 * np.sin(np.arange(N) / 7.0)
+
+
+def _with(diff):
+    return REF, REF + diff
+
+
+def test_first_difference_is_exact_and_before_the_first_failure():
+    d = np.zeros(N)
+    d[50:] = 1e-7 * np.arange(N - 50) ** 2  # starts tiny at step 51, outside tolerance much later
+    c = compare_losses(*_with(d), rtol=1e-4, atol=1e-4)
+    assert c.first_diff_step == 51 and c.first_fail_step > 60
+    assert compare_losses(*_with(d), rtol=1e-4, atol=1e-4, noise_floor=1e-5).first_diff_step > 51
+    assert compare_losses(REF, REF, rtol=1e-4, atol=1e-4).first_diff_step is None
+
+
+def _periodic():
+    d = np.zeros(N)
+    for s in range(20, N, 10):
+        d[s:] += 1e-4
+    return d
+
+
+@pytest.mark.parametrize("make, pattern", [
+    (lambda: np.zeros(N), "none"),
+    (lambda: np.full(N, 1e-3), "step0"),
+    (lambda: np.concatenate([np.zeros(40), np.full(N - 40, 5e-3) + 1e-6 * np.arange(N - 40)]), "abrupt"),
+    (lambda: np.concatenate([np.zeros(40), 1e-7 * np.arange(N - 40) ** 2]), "growth"),
+    (_periodic, "periodic"),
+    (lambda: np.concatenate([np.zeros(30), np.random.default_rng(0).normal(0, 1e-5, N - 30)]), "noise"),
+])
+def test_onset_patterns(make, pattern):
+    found = onset(*_with(make()))
+    assert found["pattern"] == pattern
+    if pattern == "periodic":
+        assert found["period"] == 10 and found["first_diff_step"] == 20
+
+
+def _row(job, status, overrides, first_diff=None, first_fail=None, max_abs=0.0, msd=0.0, notes=None, onset=None):
+    return {"job": job, "overrides": overrides, "status": status, "reason": None, "first_fail_step": first_fail,
+            "first_diff_step": first_diff, "mean_signed_diff": msd, "max_abs_diff": max_abs, "notes": notes,
+            "onset": onset}
+
+
+def test_a_late_failure_after_an_early_divergence_is_not_precision():
+    row = _row(0, "fail", {}, first_diff=50, first_fail=93, max_abs=2e-4, onset="growth")
+    assert drift_class(row) == "from_step"
+    att = attribute([row, _row(1, "ok", {"o": "b"}), dict(row, job=2, overrides={"o": "a"})])
+    assert "parts from standalone at step 50 (job 0; first outside tolerance at step 93), from_step" in att["verdict"]
+
+
+def test_a_factor_that_only_exposes_a_drift_is_not_called_its_cause():
+    rows = []
+    for job, (opt, mesh) in enumerate([("adam", "dp2"), ("sgd", "dp2"), ("adam", "dp4"), ("sgd", "dp4")]):
+        fails = opt == "sgd"
+        rows.append(_row(job, "fail" if fails else "ok", {"optimizer": opt, "mesh": mesh}, first_diff=1,
+                         first_fail=1 if fails else None, max_abs=0.3 if fails else 3e-5, msd=-0.1 if fails else -1e-5))
+    verdict = attribute(rows)["verdict"]
+    assert "Exposed by (not caused by): optimizer=sgd" in verdict and "Culprit" not in verdict
+    assert "optimizer=sgd exposes it and optimizer=adam hides it below tolerance" in verdict
+
+
+def test_ties_are_stated_whatever_order_the_factors_were_typed_in():
+    def rows(order):
+        out = []
+        for job, (a, b) in enumerate([("x", "p"), ("y", "q"), ("x", "q"), ("y", "p")]):
+            overrides = {"fa": a, "fb": b} if order else {"fb": b, "fa": a}
+            bad = a == "y" and b == "q"
+            out.append(_row(job, "fail" if bad else "ok", overrides, first_diff=3 if bad else None,
+                            first_fail=3 if bad else None, max_abs=0.1 if bad else 0.0, msd=-0.1 if bad else 0.0))
+        return out
+
+    one, other = attribute(rows(True))["verdict"], attribute(rows(False))["verdict"]
+    assert one == other
+    assert "Indistinguishable in this sweep: fa=y or fb=q" in one
+
+
+def test_confounded_culprits_get_a_separating_job():
+    rows = [_row(0, "ok", {"fa": "x", "fb": "p", "c": "1"}), _row(1, "fail", {"fa": "y", "fb": "q", "c": "1"},
+                                                                   first_diff=2, first_fail=2, max_abs=0.1, msd=-0.1),
+            _row(2, "ok", {"fa": "x", "fb": "p", "c": "2"}), _row(3, "fail", {"fa": "y", "fb": "q", "c": "2"},
+                                                                   first_diff=2, first_fail=2, max_abs=0.1, msd=-0.1)]
+    att = attribute(rows)
+    assert att["culprits"] == [] and att["confounded"]["failing"] == 1 and att["confounded"]["passing"] == 0
+    assert "differs in fa, fb together. Indistinguishable in this sweep: fa=y or fb=q (or only together); " \
+           "to separate them, add the job c=1 fa=x fb=q." in att["verdict"]
+
+
+def test_factors_that_scale_or_flip_the_drift_are_reported():
+    rows = []
+    for job, (mesh, order) in enumerate([("dp2", "a"), ("dp4", "a"), ("dp2", "b"), ("dp4", "b")]):
+        size = 1e-3 * (2.8 if mesh == "dp4" else 1.0)
+        sign = -1.0 if order == "a" else 1.0
+        rows.append(_row(job, "fail", {"mesh": mesh, "order": order}, first_diff=1, first_fail=1, max_abs=size,
+                         msd=sign * size))
+    verdict = attribute(rows)["verdict"]
+    assert "mesh=dp4 scales the drift 2.8x against mesh=dp2" in verdict
+    assert "order=a flips its sign against order=b (2 of 2 pairs)" in verdict
+
+
+def test_notes_reach_the_verdict_also_when_every_job_passes():
+    rows = [_row(0, "ok", {"m": "bf16"}, notes="policy not applied (configured/ran bfloat16/-/- vs float32/?/?)"),
+            _row(1, "ok", {"m": "fp32"})]
+    verdict = attribute(rows)["verdict"]
+    assert verdict.startswith("2 jobs: 2 ok. No culprit") and "Notes: policy not applied (1 job)" in verdict
+
+
+def test_a_clean_sweep_names_no_culprit_and_no_divergence():
+    rows = [_row(j, "ok", {"o": o}) for j, o in enumerate("ab")]
+    att = attribute(rows)
+    assert "No culprit" in att["verdict"] and "differ" not in att["verdict"].split("No culprit")[1][:40]
+    assert all(not jobs for jobs in att["drift"].values())
+
+
+def test_every_rank_is_judged(compose_cfg):
+    from sweep.job import _judge
+    from sweep.records import JobRecord, RankResult
+    from sweep.schema import to_container
+
+    cfg = compose_cfg(["steps=4"])
+    good = [1.0, 0.9, 0.8, 0.7]
+    bad = [1.0, 0.9, 0.7, 0.6]
+
+    def run(rank1):
+        record = JobRecord(config=to_container(cfg), overrides=[])
+        ranks = [RankResult(rank=0, world_size=2, framework="torch", standalone=good, distributed=good),
+                 RankResult(rank=1, world_size=2, framework="torch", standalone=good, distributed=rank1)]
+        _judge(cfg, record, ranks, good)
+        return record
+
+    record = run(bad)
+    assert record.status == "fail" and record.judged_rank == 1
+    assert record.reason.startswith("rank 1: 2/4 steps outside rtol=0.0001, atol=0.0001; first at step 2")
+    assert [r["passed"] for r in record.rank_comparisons] == [True, False]
+    assert record.rank_comparisons[1]["first_diff_step"] == 2
+    close = [1.0, 0.9, 0.8 + 1.5e-4, 0.7]  # within tolerance of standalone, 1.5e-4 off rank 0: still within
+    assert run(close).status == "ok"
+    assert run(good).status == "ok" and run(good).ranks_agree is True
+
+
+def test_every_observed_dtype_is_checked_against_the_policy():
+    from sweep.summary import _dtypes
+
+    fp32 = {"param_dtype": None, "reduce_dtype": None, "output_dtype": None}
+    ran_low = {"param_forward": "bfloat16", "reduce": "bfloat16", "grad": "float32", "master": "float32",
+               "optimizer_state": "float32"}
+    notes = _dtypes({"configured": fp32, "observed": ran_low})["dtype_notes"]
+    assert notes == ["param forward dtype ran bfloat16, implied float32", "reduce dtype ran bfloat16, implied float32"]
+    bf16 = {"param_dtype": "bfloat16", "reduce_dtype": "float32", "output_dtype": None}
+    wrong_reduce = dict(ran_low, reduce="bfloat16", optimizer_state="bfloat16")
+    notes = _dtypes({"configured": bf16, "observed": wrong_reduce})["dtype_notes"]
+    assert notes == ["reduce dtype ran bfloat16, configured float32", "optimizer state dtype ran bfloat16, implied float32"]
+    assert _dtypes({"configured": bf16, "observed": dict(ran_low, reduce="float32")})["dtype_notes"] == []
