@@ -261,6 +261,7 @@ def _judge(cfg: DictConfig, record: Dict[str, Any], ranks: List[dict], standalon
     )
     record["weights_moved"] = first.get("moved", {})
     record["zero_grad_effective"] = first.get("zero_grad_effective")
+    record["engine"] = first.get("engine") or {}  # engine.info(): API that ran, workarounds, emulated collectives
     record["dtypes"] = {
         "configured": {k: record["config"]["mp_policy"][k] for k in ("param_dtype", "reduce_dtype", "output_dtype")},
         "observed": first.get("dtypes_observed", {}),

@@ -6,7 +6,7 @@ needs (``mesh``, ``mp_policy``, ``reshard_after_forward``, ``device``).
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
 
@@ -40,6 +40,11 @@ class TorchEngine:
         """One optimizer step after ``loss.backward()``; gradients are already reduced."""
         optimizer.step()
 
+    def info(self) -> Dict[str, Any]:
+        """What the rank result records about this engine (after ``parallelize``):
+        see :meth:`MindSporeEngine.info`."""
+        return {}
+
 
 class MindSporeEngine:
     """Parallelises a ``mindspore.nn.Cell`` after ``mindspore.communication.init()``."""
@@ -54,3 +59,11 @@ class MindSporeEngine:
     def optimizer_step(self, optimizer: Any, grads: Any) -> None:
         """Apply ``grads`` (a tuple from ``mindspore.value_and_grad``) with ``optimizer(grads)``."""
         optimizer(grads)
+
+    def info(self) -> Dict[str, Any]:
+        """What the rank result records about this engine (after ``parallelize``), all keys
+        optional: ``versions`` ({package: version}, merged into the record's ``versions``),
+        ``api`` (which library entry point ran, and with which arguments), ``notes``
+        (workarounds and substitutions, one sentence each) and ``collectives_emulated``
+        (collectives computed from others). ``{}`` for an engine with nothing to say."""
+        return {}

@@ -9,7 +9,8 @@ the model on this rank in the configured ``order``, and writes
      "standalone": [loss per step] | null, "distributed": [loss per step] | null,
      "moved": {"distributed_during_standalone": max |change|, ...},
      "dtypes_observed": {"param_forward": str, "output": str, "grad": str},
-     "zero_grad_effective": bool, "timings_s": {"setup": s, "standalone": s, "distributed": s}}
+     "zero_grad_effective": bool, "timings_s": {"setup": s, "standalone": s, "distributed": s},
+     "engine": {"api": ..., "notes": [str], "collectives_emulated": [str]}}  (engine.info(), minus versions)
 
 With ``order=separate`` the ranks train only the distributed copy and
 ``python -m sweep.train JOB_DIR --phase standalone`` (one plain process, no launcher)
@@ -24,7 +25,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -54,7 +55,7 @@ def rank_result_path(job_dir: Path | str, rank: int) -> Path:
 def write_rank_result(
     job_dir: Path | str, rank: int, phase: str, *, world: int, framework: str, versions: Dict[str, str],
     losses: Dict[str, List[float]], moved: Dict[str, float], observed: Dict[str, str], zero_grad_effective: bool,
-    setup_s: float, seconds: Dict[str, float],
+    setup_s: float, seconds: Dict[str, float], engine: Optional[Dict[str, Any]] = None,
 ) -> None:
     """Write this process's result (the record in this module's docstring):
     ``rank_<rank>.json``, or ``standalone.json`` for the standalone-only process of
@@ -71,6 +72,7 @@ def write_rank_result(
         "zero_grad_effective": zero_grad_effective,
         "timings_s": {"setup": setup_s, **seconds},
         "python": platform.python_version(),
+        "engine": engine or {},
     }
     path = Path(job_dir) / RANKS_DIR / STANDALONE_RESULT if phase == "standalone" else rank_result_path(job_dir, rank)
     write_json(path, result)

@@ -234,19 +234,11 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
+    info = dict(engine.info()) if "distributed" in names else {}
     write_rank_result(
-        job_dir, rank, phase, world=world, framework="mindspore", versions={"mindspore": ms.__version__, **_hyper_parallel_version()},
+        job_dir, rank, phase, world=world, framework="mindspore",
+        versions={"mindspore": ms.__version__, **info.pop("versions", {})}, engine=info,
         losses=losses, moved=moved, observed=observed, zero_grad_effective=zero_grad_effective,
         setup_s=time.perf_counter() - t0 - sum(seconds.values()), seconds=seconds,
     )
 
-
-def _hyper_parallel_version() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    for dist_name in ("hyper-parallel", "hyper_parallel"):
-        try:
-            return {"hyper_parallel": version(dist_name)}
-        except PackageNotFoundError:
-            continue
-    return {}

@@ -243,8 +243,10 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
+    info = dict(engine.info()) if engine is not None else {}
     write_rank_result(
-        job_dir, rank, phase, world=world, framework="torch", versions={"torch": torch.__version__},
+        job_dir, rank, phase, world=world, framework="torch",
+        versions={"torch": torch.__version__, **info.pop("versions", {})}, engine=info,
         losses=losses, moved=moved, observed=observed, zero_grad_effective=bool(cfg.zero_grad),
         setup_s=time.perf_counter() - t0 - sum(seconds.values()), seconds=seconds,
     )

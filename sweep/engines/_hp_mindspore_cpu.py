@@ -1,0 +1,136 @@
+"""hyper-parallel's MindSpore platform on CPU: the two collectives MindSpore lacks there,
+computed exactly from all-reduce, substituted at hyper-parallel's platform layer.
+
+Facts (shared/notes/environment.md, MindSpore 2.10 on CPU with mccl): no kernel for
+reduce-scatter or all-gather-into-tensor in any API (``ops.ReduceScatter``,
+``comm_func.reduce_scatter_tensor``, ``comm_func.all_gather_into_tensor``,
+``mint.distributed.*_tensor``); ``mint.distributed.all_reduce`` works on the world
+group and on sub-groups; ``ops.AllGather`` on the world group only. All of
+hyper-parallel's collectives go through static methods of ``MindSporePlatform``
+(hyper_parallel/platform/mindspore/platform.py), e.g.
+``all_gather_into_tensor(data, group_info, async_op=False) -> (output, handle)``
+with ``group_info.group_name`` / ``group_info.rank_size``.
+
+Substitutes (same signature and return value; ``data`` is a Tensor of shape
+``(d0, ...)``, any dtype ``mint.distributed.all_reduce`` accepts on CPU):
+
+* all-gather: a zero buffer of shape ``(n * d0, ...)`` holding ``data`` at rows
+  ``[r * d0, (r + 1) * d0)`` (``r`` = this rank's index in the group), all-reduced
+  (sum). Every element is one rank's value plus zeros: exact.
+* reduce-scatter (sum): a copy of ``data`` (shape ``(n * c, ...)``) all-reduced, then
+  rows ``[r * c, (r + 1) * c)``. The same sum as a reduce-scatter computes, in the
+  all-reduce's summation order.
+
+They are blocking: ``async_op=True`` returns a handle whose ``wait()`` is a no-op.
+Nothing is substituted on NPUs; :func:`emulate_cpu_collectives` is entered only for
+``device=cpu``. ``mindspore`` and hyper-parallel are imported lazily.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, List, Tuple
+
+EMULATED = (
+    "all_gather_into_tensor = all_reduce(sum) of a zero buffer holding the local shard at this rank's offset",
+    "reduce_scatter_tensor = all_reduce(sum), then this rank's chunk along dim 0",
+)
+
+
+class _Done:
+    """The handle of a collective that has already completed."""
+
+    def wait(self) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+
+def _group(group_info: Any) -> Tuple[str, int, int]:
+    """``(group_name, rank_size, this rank's index in the group)`` of a hyper-parallel
+    ``GroupInfo`` (or a group name)."""
+    from mindspore.communication import get_group_size, get_rank
+
+    name = group_info if isinstance(group_info, str) else group_info.group_name
+    size = get_group_size(name) if isinstance(group_info, str) else int(group_info.rank_size)
+    return name, size, get_rank(name)
+
+
+def all_gather_into_tensor(data: Any, group_info: Any, async_op: bool = False) -> Tuple[Any, Any]:
+    """Rank-order concatenation along dim 0 of every group member's ``data``; shape
+    ``(n * d0, ...)``, dtype of ``data``. Returns ``(output, handle)``."""
+    from mindspore import mint, ops
+    from mindspore.mint import distributed as dist
+
+    name, size, index = _group(group_info)
+    zeros = mint.zeros_like(data)
+    parts: List[Any] = [data if i == index else zeros for i in range(size)]
+    buffer = ops.cat(parts, axis=0) if size > 1 else data + 0
+    dist.all_reduce(buffer, group=name)
+    return buffer, (_Done() if async_op else None)
+
+
+def reduce_scatter_tensor(data: Any, group_info: Any, async_op: bool = False) -> Tuple[Any, Any]:
+    """Sum over the group of ``data`` (shape ``(n * c, ...)``), this rank's rows
+    ``[r * c, (r + 1) * c)``; shape ``(c, ...)``. Returns ``(output, handle)``.
+
+    Raises:
+        ValueError: dim 0 of ``data`` is not a multiple of the group size.
+    """
+    from mindspore.mint import distributed as dist
+
+    name, size, index = _group(group_info)
+    rows = int(data.shape[0])
+    if rows % size:
+        raise ValueError(f"reduce_scatter_tensor: dim 0 ({rows}) is not a multiple of the group size {size}")
+    buffer = data.copy()
+    dist.all_reduce(buffer, group=name)
+    chunk = rows // size
+    return buffer[index * chunk:(index + 1) * chunk].copy(), (_Done() if async_op else None)
+
+
+@contextlib.contextmanager
+def emulate_cpu_collectives() -> Iterator[List[str]]:
+    """Replace ``MindSporePlatform.all_gather_into_tensor`` and ``reduce_scatter_tensor``
+    (static methods) with the substitutes above while the block runs; yields the
+    descriptions of what was emulated (:data:`EMULATED`) and restores the originals on
+    exit. Other collectives (``all_reduce``, ``broadcast``) stay hyper-parallel's own."""
+    from hyper_parallel.platform.mindspore.platform import MindSporePlatform
+
+    saved = {name: MindSporePlatform.__dict__[name] for name in ("all_gather_into_tensor", "reduce_scatter_tensor")}
+    MindSporePlatform.all_gather_into_tensor = staticmethod(all_gather_into_tensor)
+    MindSporePlatform.reduce_scatter_tensor = staticmethod(reduce_scatter_tensor)
+    try:
+        yield list(EMULATED)
+    finally:
+        for name, value in saved.items():
+            setattr(MindSporePlatform, name, value)
+
+
+def install_cpu_collectives() -> List[str]:
+    """:func:`emulate_cpu_collectives` for the rest of the process (a rank runs one
+    job's distributed copy at a time; a reused process installs it again, idempotently).
+    Returns the descriptions of what is emulated."""
+    manager = emulate_cpu_collectives()
+    emulated = manager.__enter__()
+    return emulated
+
+
+def mccl_backend_default() -> str:
+    """Make ``MindSporePlatform.init_process_group``'s default backend ``mccl`` instead
+    of ``hccl`` (its docstring: "Default is hccl"), for ``init_device_mesh`` on CPU.
+    Returns the note to record."""
+    from hyper_parallel.platform.mindspore.platform import MindSporePlatform
+
+    original = MindSporePlatform.__dict__["init_process_group"]
+    original_fn = getattr(original, "__func__", original)
+    if getattr(original_fn, "_sweep_mccl", False):
+        return "init_process_group default backend hccl -> mccl (CPU)"
+
+    def init_process_group(backend: Any = None, **kwargs: Any) -> None:
+        return original_fn(backend="mccl" if backend in (None, "hccl") else backend, **kwargs)
+
+    init_process_group._sweep_mccl = True  # type: ignore[attr-defined]
+    MindSporePlatform.init_process_group = staticmethod(init_process_group)
+    return "init_process_group default backend hccl -> mccl (CPU)"
