@@ -16,7 +16,7 @@ Substitutes (same signature and return value; ``data`` is a Tensor of shape
 
 * all-gather: a zero buffer of shape ``(n * d0, ...)`` holding ``data`` at rows
   ``[r * d0, (r + 1) * d0)`` (``r`` = this rank's index in the group), all-reduced
-  (sum). Every element is one rank's value plus zeros: exact.
+  (sum, ``ops.AllReduce``, out of place). Every element is one rank's value plus zeros: exact.
 * reduce-scatter (sum): a copy of ``data`` (shape ``(n * c, ...)``) all-reduced, then
   rows ``[r * c, (r + 1) * c)``. The same sum as a reduce-scatter computes, in the
   all-reduce's summation order.
@@ -57,18 +57,29 @@ def _group(group_info: Any) -> Tuple[str, int, int]:
     return name, size, get_rank(name)
 
 
+_ALL_REDUCE: dict = {}
+
+
+def _all_reduce(data: Any, name: str) -> Any:
+    """Out-of-place sum over group ``name`` (``ops.AllReduce``, which has CPU kernels on the
+    world group and on sub-groups); a new Tensor, ``data`` unchanged."""
+    from mindspore import ops
+
+    if name not in _ALL_REDUCE:
+        _ALL_REDUCE[name] = ops.AllReduce(ops.ReduceOp.SUM, group=name)
+    return _ALL_REDUCE[name](data)
+
+
 def all_gather_into_tensor(data: Any, group_info: Any, async_op: bool = False) -> Tuple[Any, Any]:
     """Rank-order concatenation along dim 0 of every group member's ``data``; shape
     ``(n * d0, ...)``, dtype of ``data``. Returns ``(output, handle)``."""
-    from mindspore import mint, ops
-    from mindspore.mint import distributed as dist
+    from mindspore import ops
 
     name, size, index = _group(group_info)
-    zeros = mint.zeros_like(data)
+    zeros = ops.zeros_like(data)  # mint.zeros_like has no CPU kernel (ZerosLikeExt)
     parts: List[Any] = [data if i == index else zeros for i in range(size)]
-    buffer = ops.cat(parts, axis=0) if size > 1 else data + 0
-    dist.all_reduce(buffer, group=name)
-    return buffer, (_Done() if async_op else None)
+    buffer = ops.concat(parts, axis=0) if size > 1 else data
+    return _all_reduce(buffer, name), (_Done() if async_op else None)
 
 
 def reduce_scatter_tensor(data: Any, group_info: Any, async_op: bool = False) -> Tuple[Any, Any]:
@@ -78,43 +89,42 @@ def reduce_scatter_tensor(data: Any, group_info: Any, async_op: bool = False) ->
     Raises:
         ValueError: dim 0 of ``data`` is not a multiple of the group size.
     """
-    from mindspore.mint import distributed as dist
-
     name, size, index = _group(group_info)
     rows = int(data.shape[0])
     if rows % size:
         raise ValueError(f"reduce_scatter_tensor: dim 0 ({rows}) is not a multiple of the group size {size}")
-    buffer = data.copy()
-    dist.all_reduce(buffer, group=name)
+    buffer = _all_reduce(data, name)
     chunk = rows // size
     return buffer[index * chunk:(index + 1) * chunk].copy(), (_Done() if async_op else None)
 
 
+def install_cpu_collectives() -> List[str]:
+    """Replace ``MindSporePlatform.all_gather_into_tensor`` and ``reduce_scatter_tensor``
+    (static methods) with the substitutes above for the rest of the process (a rank
+    parallelises one job's copy at a time; installing again is a no-op). Other
+    collectives (``all_reduce``, ``broadcast``) stay hyper-parallel's own.
+
+    Returns:
+        The descriptions of what is emulated (:data:`EMULATED`), for the rank result.
+    """
+    from hyper_parallel.platform.mindspore.platform import MindSporePlatform
+
+    MindSporePlatform.all_gather_into_tensor = staticmethod(all_gather_into_tensor)
+    MindSporePlatform.reduce_scatter_tensor = staticmethod(reduce_scatter_tensor)
+    return list(EMULATED)
+
+
 @contextlib.contextmanager
 def emulate_cpu_collectives() -> Iterator[List[str]]:
-    """Replace ``MindSporePlatform.all_gather_into_tensor`` and ``reduce_scatter_tensor``
-    (static methods) with the substitutes above while the block runs; yields the
-    descriptions of what was emulated (:data:`EMULATED`) and restores the originals on
-    exit. Other collectives (``all_reduce``, ``broadcast``) stay hyper-parallel's own."""
+    """:func:`install_cpu_collectives` for the duration of the block, then the originals back."""
     from hyper_parallel.platform.mindspore.platform import MindSporePlatform
 
     saved = {name: MindSporePlatform.__dict__[name] for name in ("all_gather_into_tensor", "reduce_scatter_tensor")}
-    MindSporePlatform.all_gather_into_tensor = staticmethod(all_gather_into_tensor)
-    MindSporePlatform.reduce_scatter_tensor = staticmethod(reduce_scatter_tensor)
     try:
-        yield list(EMULATED)
+        yield install_cpu_collectives()
     finally:
         for name, value in saved.items():
             setattr(MindSporePlatform, name, value)
-
-
-def install_cpu_collectives() -> List[str]:
-    """:func:`emulate_cpu_collectives` for the rest of the process (a rank runs one
-    job's distributed copy at a time; a reused process installs it again, idempotently).
-    Returns the descriptions of what is emulated."""
-    manager = emulate_cpu_collectives()
-    emulated = manager.__enter__()
-    return emulated
 
 
 def mccl_backend_default() -> str:
