@@ -140,6 +140,13 @@ def hsdp_arguments(cfg: Any, world: int) -> Dict[str, Any]:
     )
 
 
+def _hp_missing_lerp() -> List[str]:
+    """:data:`ADAM_OPS` the installed release has no layout infer for (see ``_hp_torch``)."""
+    from sweep.engines._hp_torch import missing_layout_infer_ops
+
+    return missing_layout_infer_ops(list(ADAM_OPS))
+
+
 def check_config(cfg: Any, framework: str, world: int) -> None:
     """Reject, before launch, what the installed hyper-parallel cannot run or express.
 
@@ -155,11 +162,9 @@ def check_config(cfg: Any, framework: str, world: int) -> None:
     if pkg is None:
         raise ConfigError(MISSING_MESSAGE)
     if framework == "torch":
-        from sweep.engines._hp_torch import missing_layout_infer_ops
-
         optimizer = str(getattr(cfg.optimizer.name, "value", cfg.optimizer.name))
         if optimizer in ("adam", "adamw") and not cfg.engine.skip_dtensor_dispatch:
-            missing = missing_layout_infer_ops(list(ADAM_OPS))
+            missing = _hp_missing_lerp()
             if missing:
                 raise ConfigError(
                     f"engine.skip_dtensor_dispatch=false with optimizer={optimizer}: {describe_version()} has no "
