@@ -12,18 +12,26 @@ hyper-parallel's collectives go through static methods of ``MindSporePlatform``
 with ``group_info.group_name`` / ``group_info.rank_size``.
 
 Substitutes (same signature and return value; ``data`` is a Tensor of shape
-``(d0, ...)``, any dtype ``mint.distributed.all_reduce`` accepts on CPU):
+``(d0, ...)``, any dtype ``ops.AllReduce`` accepts on CPU; ``ops.AllReduce`` and
+``mint.distributed.all_reduce`` work on the world group and on sub-groups there):
 
 * all-gather: a zero buffer of shape ``(n * d0, ...)`` holding ``data`` at rows
   ``[r * d0, (r + 1) * d0)`` (``r`` = this rank's index in the group), all-reduced
   (sum, ``ops.AllReduce``, out of place). Every element is one rank's value plus zeros: exact.
-* reduce-scatter (sum): a copy of ``data`` (shape ``(n * c, ...)``) all-reduced, then
+* reduce-scatter (sum): ``data`` (shape ``(n * c, ...)``) all-reduced, then
   rows ``[r * c, (r + 1) * c)``. The same sum as a reduce-scatter computes, in the
   all-reduce's summation order.
 
+The zero buffer is ``ops.zeros(shape, dtype)``, never ``ops.zeros_like(param)``:
+measured on MindSpore 2.10 CPU (one process, no hyper-parallel), after
+``ops.zeros_like(p)`` on a Parameter ``p`` and ``p._update_data(t)`` to another shape
+(hyper-parallel swaps shard and gathered tensor that way), ``ops.BiasAdd`` still infers
+with the old shape ("bias[0] shape should be equal to input_x[1] shape") while
+``ops.shape``/``asnumpy`` see the new one; ``ops.concat``, ``copy``, ``*`` do not pin it.
+
 They are blocking: ``async_op=True`` returns a handle whose ``wait()`` is a no-op.
-Nothing is substituted on NPUs; :func:`emulate_cpu_collectives` is entered only for
-``device=cpu``. ``mindspore`` and hyper-parallel are imported lazily.
+Nothing is substituted on NPUs: the engine calls :func:`install_cpu_collectives` only
+for ``device=cpu``. ``mindspore`` and hyper-parallel are imported lazily.
 """
 
 from __future__ import annotations
@@ -76,7 +84,9 @@ def all_gather_into_tensor(data: Any, group_info: Any, async_op: bool = False) -
     from mindspore import ops
 
     name, size, index = _group(group_info)
-    zeros = ops.zeros_like(data)  # mint.zeros_like has no CPU kernel (ZerosLikeExt)
+    # ops.zeros(shape, dtype), not zeros_like(data): mint.zeros_like has no CPU kernel, and ops.zeros_like on a
+    # Parameter pins the shard's shape in MindSpore's PyNative abstract cache (module docstring)
+    zeros = ops.zeros(tuple(data.shape), data.dtype)
     parts: List[Any] = [data if i == index else zeros for i in range(size)]
     buffer = ops.concat(parts, axis=0) if size > 1 else data
     return _all_reduce(buffer, name), (_Done() if async_op else None)
@@ -144,3 +154,5 @@ def mccl_backend_default() -> str:
     init_process_group._sweep_mccl = True  # type: ignore[attr-defined]
     MindSporePlatform.init_process_group = staticmethod(init_process_group)
     return "init_process_group default backend hccl -> mccl (CPU)"
+
+
