@@ -111,6 +111,11 @@ def _notes(row: Dict[str, Any]) -> Optional[str]:
         notes.append("ranks disagree")
     if row["policy_applied"] is False:
         notes.append(f"policy not applied (configured/ran {row['dtypes_configured']} vs {row['dtypes_ran']})")
+    engine = (row.get("result") or {}).get("engine")
+    if engine:  # the engine's own record: API that ran, workarounds, emulated collectives
+        from sweep.engines.hyper_parallel import short_notes
+
+        notes.extend(short_notes(engine))
     return "; ".join(notes) or None
 
 

@@ -66,6 +66,7 @@ def _group(group_info: Any) -> Tuple[str, int, int]:
 
 
 _ALL_REDUCE: dict = {}
+CALLS = {"all_gather_into_tensor": 0, "reduce_scatter_tensor": 0}  # substitute calls in this process
 
 
 def _all_reduce(data: Any, name: str) -> Any:
@@ -83,6 +84,7 @@ def all_gather_into_tensor(data: Any, group_info: Any, async_op: bool = False) -
     ``(n * d0, ...)``, dtype of ``data``. Returns ``(output, handle)``."""
     from mindspore import ops
 
+    CALLS["all_gather_into_tensor"] += 1
     name, size, index = _group(group_info)
     # ops.zeros(shape, dtype), not zeros_like(data): mint.zeros_like has no CPU kernel, and ops.zeros_like on a
     # Parameter pins the shard's shape in MindSpore's PyNative abstract cache (module docstring)
@@ -99,6 +101,7 @@ def reduce_scatter_tensor(data: Any, group_info: Any, async_op: bool = False) ->
     Raises:
         ValueError: dim 0 of ``data`` is not a multiple of the group size.
     """
+    CALLS["reduce_scatter_tensor"] += 1
     name, size, index = _group(group_info)
     rows = int(data.shape[0])
     if rows % size:

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any, List
 
 VERSION_COUNTER_WORKAROUND = (
-    "workaround: hyper-parallel's re-gather of a resharded parameter "
-    "(TorchHSDPParamV2._get_unsharded_param_data, all_gather_into_tensor into the buffer the "
-    "unsharded parameter views) runs inside torch.autograd._unsafe_preserve_version_counter, "
-    "as PyTorch FSDP2 does; without it backward fails on gloo with 'modified by an inplace operation' "
-    "(library fault, not the library's behaviour)"
+    "workaround: autograd version counter preserved around hyper-parallel's re-gather -- "
+    "TorchHSDPParamV2._get_unsharded_param_data (all_gather_into_tensor into the buffer the unsharded "
+    "parameter views) runs inside torch.autograd._unsafe_preserve_version_counter, as PyTorch FSDP2 does; "
+    "without it backward fails on gloo with 'modified by an inplace operation' (a library fault in this "
+    "release, not hyper-parallel's behaviour)"
 )
 
 

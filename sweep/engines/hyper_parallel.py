@@ -254,6 +254,8 @@ class MindSporeHyperParallel(MindSporeEngine):
     def __init__(self, cfg: Any, *, world_size: int) -> None:
         super().__init__(cfg, world_size=world_size)
         self._info: Dict[str, Any] = {"versions": installed_version(), "notes": []}
+        self._calls: Optional[Dict[str, int]] = None
+        self._calls_before: Dict[str, int] = {}
 
     def parallelize(self, net: Any) -> Any:
         import mindspore as ms
@@ -264,9 +266,11 @@ class MindSporeHyperParallel(MindSporeEngine):
             from sweep.engines import _hp_mindspore_cpu
 
             self._info["collectives_emulated"] = _hp_mindspore_cpu.install_cpu_collectives()
+            self._calls = _hp_mindspore_cpu.CALLS
+            self._calls_before = dict(self._calls)
             self._info["notes"].append(
-                "collectives emulated: MindSpore has no reduce-scatter/all-gather-into-tensor kernels on CPU; "
-                "hyper-parallel's MindSporePlatform.reduce_scatter_tensor/all_gather_into_tensor computed from all_reduce"
+                "collectives emulated: reduce_scatter_tensor, all_gather_into_tensor from all_reduce -- MindSpore has "
+                "no kernels for them on CPU; hyper-parallel's MindSporePlatform static methods substituted"
             )
 
         def to_dtype(value: Any) -> Any:
@@ -279,7 +283,7 @@ class MindSporeHyperParallel(MindSporeEngine):
             args["reduce_dtype"] = to_dtype(args["reduce_dtype"])
             if self.cfg.mp_policy.cast_forward_inputs:
                 self._info["notes"].append(
-                    "mp_policy.cast_forward_inputs=true has no hsdp argument; with param_dtype unset it casts nothing "
+                    "cast_forward_inputs not passed (no hsdp argument) -- with param_dtype unset it casts nothing "
                     "(FSDP semantics), so it is a no-op here"
                 )
             out = api.hsdp(net, **args)
@@ -314,6 +318,10 @@ class MindSporeHyperParallel(MindSporeEngine):
             optimizer(grads)
 
     def info(self) -> Dict[str, Any]:
+        """Also, on CPU, ``emulated_calls``: how often hyper-parallel called each substituted
+        collective for this job (its hooks, in forward and backward)."""
+        if self._calls is not None:
+            self._info["emulated_calls"] = {k: v - self._calls_before.get(k, 0) for k, v in self._calls.items()}
         return self._info
 
 
@@ -361,7 +369,14 @@ class TorchHyperParallel(TorchEngine):
         return self._info
 
 
-def notes_of(record: Dict[str, Any]) -> List[str]:
-    """The engine notes of a job record (``result.json``): workarounds and emulated collectives."""
-    engine = record.get("engine") or {}
-    return list(engine.get("notes") or [])
+def short_notes(engine: Optional[Dict[str, Any]]) -> List[str]:
+    """One short line per engine note of a job record's ``engine`` section (the text before
+    `` -- ``), led by the API that ran, e.g. ``["hsdp(level3, shard_size=4)",
+    "collectives emulated: ..."]``; ``[]`` for engines with nothing to say."""
+    engine = engine or {}
+    out = []
+    api = engine.get("api") or {}
+    if api.get("name") == "hsdp":
+        out.append(f"hsdp({api.get('optimizer_level')}, shard_size={api.get('shard_size')})")
+    out.extend(str(note).split(" -- ")[0] for note in engine.get("notes") or [])
+    return out
