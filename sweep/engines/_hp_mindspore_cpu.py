@@ -36,8 +36,7 @@ for ``device=cpu``. ``mindspore`` and hyper-parallel are imported lazily.
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator, List, Tuple
+from typing import Any, List, Tuple
 
 EMULATED = (
     "all_gather_into_tensor = all_reduce(sum) of a zero buffer holding the local shard at this rank's offset",
@@ -125,19 +124,6 @@ def install_cpu_collectives() -> List[str]:
     MindSporePlatform.all_gather_into_tensor = staticmethod(all_gather_into_tensor)
     MindSporePlatform.reduce_scatter_tensor = staticmethod(reduce_scatter_tensor)
     return list(EMULATED)
-
-
-@contextlib.contextmanager
-def emulate_cpu_collectives() -> Iterator[List[str]]:
-    """:func:`install_cpu_collectives` for the duration of the block, then the originals back."""
-    from hyper_parallel.platform.mindspore.platform import MindSporePlatform
-
-    saved = {name: MindSporePlatform.__dict__[name] for name in ("all_gather_into_tensor", "reduce_scatter_tensor")}
-    try:
-        yield install_cpu_collectives()
-    finally:
-        for name, value in saved.items():
-            setattr(MindSporePlatform, name, value)
 
 
 def mccl_backend_default() -> str:
