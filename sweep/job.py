@@ -315,6 +315,7 @@ def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalo
     record.weights_moved = first.moved
     record.zero_grad_effective = first.zero_grad_effective
     record.engine_notes = list(dict.fromkeys(note for r in ranks for note in r.engine_notes))
+    record.engine = first.engine  # engine.info(): the API that ran, workarounds, emulated collectives
     record.notes = effect_notes(cfg, record)
     record.dtypes = {
         "configured": {k: record.config["mp_policy"][k] for k in ("param_dtype", "reduce_dtype", "output_dtype")},

@@ -79,7 +79,8 @@ class RankResult(_Record):
     independent copies). ``dtypes_observed``: dtype names seen at step 0
     (``param_forward``, ``output``, ``grad``). ``timings_s``: ``setup`` and one entry
     per trained copy, seconds. ``engine_notes``: what the engine did besides the
-    library's own behaviour (workarounds, emulated collectives).
+    library's own behaviour (workarounds, emulated collectives); ``engine``: the engine's
+    own record (``Engine.info()``: the API that ran, emulated collectives, call counts).
     """
 
     rank: int
@@ -94,6 +95,7 @@ class RankResult(_Record):
     timings_s: Dict[str, float] = field(default_factory=dict)
     python: Optional[str] = None
     engine_notes: List[str] = field(default_factory=list)
+    engine: Dict[str, Any] = field(default_factory=dict)
     first_tensor: Optional[Dict[str, Any]] = None
     schema_version: int = SCHEMA_VERSION
 
@@ -131,7 +133,8 @@ class JobRecord(_Record):
     ``timeout_s`` and ``kill_tag`` (the ``SWEEP_KILL_TAG`` its processes carry);
     ``timings_s``: ``wall``, ``launch`` and per-phase maxima over ranks (s); ``pool``:
     the shared launch that ran it; ``baseline``: where a reused standalone sequence came
-    from; ``engine_notes``: the engine's notes (``RankResult.engine_notes``); ``notes``:
+    from; ``engine_notes``: the engine's notes (``RankResult.engine_notes``); ``engine``:
+    rank 0's ``RankResult.engine``; ``notes``:
     settings of the job that had no effect (``sweep.job.effect_notes``);
     ``started``/``finished``: UTC ISO-8601.
     """
@@ -151,6 +154,7 @@ class JobRecord(_Record):
     weights_moved: Optional[Dict[str, float]] = None
     zero_grad_effective: Optional[bool] = None
     engine_notes: List[str] = field(default_factory=list)
+    engine: Dict[str, Any] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
     launch: Optional[Dict[str, Any]] = None
     timings_s: Dict[str, float] = field(default_factory=dict)

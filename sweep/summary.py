@@ -155,7 +155,10 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
     metrics["ranks_agree"] = result.ranks_agree
     metrics["wall_s"] = result.timings_s.get("wall")
     metrics.update(_dtypes(result.dtypes))
-    metrics["engine_notes"] = list(result.engine_notes)
+    engine = result.engine or {}
+    metrics["engine_notes"] = ([engine["summary"]] if engine.get("summary") else []) + [
+        str(note).split(" -- ")[0] for note in result.engine_notes
+    ]
     return metrics
 
 

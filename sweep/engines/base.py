@@ -12,7 +12,7 @@ validation calls on the class actually loaded, so an engine plugged in with
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, List, Optional
+from typing import Any, ClassVar, Dict, List, Optional
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -94,6 +94,15 @@ class Engine:
     def optimizer_step(self, optimizer: Any, grads: Any = None) -> None:
         """One optimizer step after the gradients are computed (and reduced)."""
         raise NotImplementedError
+
+    def info(self) -> Dict[str, Any]:
+        """What the rank result records about this engine (``RankResult.engine``, after
+        ``parallelize``), all keys optional: ``versions`` ({package: version}, merged into
+        the record's ``versions``), ``api`` (which library entry point ran, and with which
+        arguments), ``summary`` (that in a few words, for the report's notes), ``notes``
+        (workarounds and substitutions, one sentence each; the report shows the part
+        before `` -- ``) and ``collectives_emulated``."""
+        return {"notes": list(self.notes)} if self.notes else {}
 
 
 class TorchEngine(Engine):

@@ -1,12 +1,28 @@
-"""hyper-parallel's ``fully_shard`` on either platform (MindSpore or torch).
+"""hyper-parallel's sharding on either platform (torch or MindSpore).
 
 hyper-parallel is not on PyPI; it is imported only here, lazily, after
-``HYPER_PARALLEL_PLATFORM`` is set (it picks its platform at first import). Two API
-generations exist (shared/notes/environment.md): early 2026 releases export
-``fully_shard`` from ``hyper_parallel.core.fully_shard`` and ``MixedPrecisionPolicy``
-from ``hyper_parallel.platform.torch.fully_shard.utils``; later ones export
-``fully_shard`` at the top level and ``MixedPrecisionPolicy`` from
-``hyper_parallel.core.fully_shard.utils``. :func:`import_api` accepts both.
+``HYPER_PARALLEL_PLATFORM`` is set (it picks its platform at first import).
+The engines' ``check_config`` (:func:`check_release`) runs before launch (from
+``sweep.schema.validate``) and reads the
+installed release without importing it.
+
+API generations (checked against commit fdd0a80 of its public repository):
+
+* torch: early-2026 releases export ``fully_shard`` from ``hyper_parallel.core.fully_shard``
+  and ``MixedPrecisionPolicy`` from ``hyper_parallel.platform.torch.fully_shard.utils``;
+  later ones export ``fully_shard`` at the top level and ``MixedPrecisionPolicy`` from
+  ``hyper_parallel.core.fully_shard.utils``. :func:`import_api` accepts both.
+* MindSpore: early-2026 releases (fdd0a80) have no working MindSpore ``fully_shard``
+  (it calls an older scheduler signature: TypeError); their entry point is
+  ``hsdp(cell, shard_size, threshold, optimizer_level, ...)`` (ZeRO levels). Later
+  releases export ``fully_shard`` (with ``MixedPrecisionPolicy``) at the top level: the
+  report's API. :func:`mindspore_api` tells which is installed; the config is mapped onto
+  it (:func:`hsdp_arguments`), and values it cannot express are rejected before launch.
+
+On CPU, MindSpore has no reduce-scatter or all-gather-into-tensor kernels: they are
+computed from all-reduce at hyper-parallel's platform layer (``_hp_mindspore_cpu``) and
+the rank result says so (``engine.collectives_emulated``). On torch with gloo, one
+library fault is worked around narrowly (``_hp_torch``), named in ``engine.notes``.
 """
 
 from __future__ import annotations
@@ -16,38 +32,181 @@ import dataclasses
 import importlib.util
 import inspect
 import os
+import subprocess
+from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Dict, List, Optional
 
-from sweep.engines.base import Engine, MindSporeEngine, TorchEngine, dtype_name
-from sweep.errors import ConfigError
+from sweep.engines.base import MindSporeEngine, TorchEngine, dtype_name
 
-MISSING_MESSAGE = (
-    "engine=hyper_parallel needs hyper-parallel, which is not installed and not on PyPI: "
-    "install it from its source repository (mindspore/hyper-parallel) with `pip install -e .` in a checkout"
+INSTALL_HINT = (
+    "pip install --no-deps -e <checkout of mindspore-ai/hyper-parallel> (needs numpy<2, pyyaml)"
 )
+MISSING_MESSAGE = (
+    "engine=hyper_parallel needs hyper-parallel, which is not installed and not on PyPI: " + INSTALL_HINT
+)
+ADAM_OPS = ("lerp_",)  # the op torch.optim.Adam/AdamW's step dispatches first on a DTensor (fdd0a80: no layout infer)
+
+
+def package_dir() -> Optional[Path]:
+    """Directory of the installed ``hyper_parallel`` package, without importing it; ``None`` if absent."""
+    spec = importlib.util.find_spec("hyper_parallel")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def installed_version() -> Dict[str, Any]:
+    """``{"hyper_parallel": version, "hyper_parallel_commit": sha or None,
+    "hyper_parallel_source": dir}`` of the installed release (``{}`` if not installed).
+    The commit is that of the git checkout the package lives in (an editable install of a
+    clone); ``None`` for a copy without ``.git`` (e.g. ``git archive``) or a wheel."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    pkg = package_dir()
+    if pkg is None:
+        return {}
+    out: Dict[str, Any] = {"hyper_parallel": None, "hyper_parallel_commit": None, "hyper_parallel_source": str(pkg.parent)}
+    for dist_name in ("hyper_parallel", "hyper-parallel"):
+        try:
+            out["hyper_parallel"] = version(dist_name)
+            break
+        except PackageNotFoundError:
+            continue
+    try:
+        top = subprocess.run(["git", "-C", str(pkg), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        lines = top.stdout.split()
+        if top.returncode == 0 and len(lines) == 2 and Path(lines[0]).resolve() == pkg.parent.resolve():
+            out["hyper_parallel_commit"] = lines[1]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return out
+
+
+def describe_version(info: Optional[Dict[str, Any]] = None) -> str:
+    """``hyper-parallel 0.1.0 (commit fdd0a80)`` or ``hyper-parallel 0.1.0 (<dir>, not a git checkout)``."""
+    info = installed_version() if info is None else info
+    where = (f"commit {info['hyper_parallel_commit'][:7]}" if info.get("hyper_parallel_commit")
+             else f"{info.get('hyper_parallel_source')}, not a git checkout")
+    return f"hyper-parallel {info.get('hyper_parallel')} ({where})"
+
+
+def mindspore_api() -> Optional[str]:
+    """Which MindSpore sharding API the installed hyper-parallel offers, read from its
+    top-level ``__init__.py`` without importing it: ``"fully_shard"`` (exported at the
+    top level: later releases) or ``"hsdp"`` (early-2026 releases); ``None`` if absent."""
+    pkg = package_dir()
+    if pkg is None:
+        return None
+    text = (pkg / "__init__.py").read_text(encoding="utf-8", errors="replace")
+    return "fully_shard" if "fully_shard" in text else "hsdp"
+
+
+def hsdp_arguments(cfg: Any, world: int) -> Dict[str, Any]:
+    """The config mapped onto ``hsdp(cell, **arguments)`` (early-2026 MindSpore API):
+
+    * ``shard_size``: ``mesh.mesh_shape[-1]`` (1-D mesh: all ranks; ``hsdp2x2``: shard
+      within 2 consecutive ranks, replicate across the 2 groups, as FSDP2's HSDP does);
+    * ``optimizer_level``: ``level3`` (parameters resharded after forward and gathered
+      again for backward) for ``reshard_after_forward=true``, ``level2`` (parameters
+      kept gathered from forward to backward; gradients and optimizer state sharded)
+      for ``false``;
+    * ``threshold=0``: shard every parameter (its default, 64 KB, would shard none of the
+      seed MLP's: the largest is 8 KB);
+    * ``grad_scale=1/world``: hsdp sums gradients over all ranks; FSDP and the
+      standalone baseline average (``1/world`` is exact for 2 and 4);
+    * ``reduce_dtype``: ``mp_policy.reduce_dtype`` (a dtype name, mapped by the caller);
+    * ``enable_grad_accumulation=False``, ``comm_async=False``, ``comm_fusion=False``,
+      ``use_eager_hook=True`` (PyNative).
+
+    Raises:
+        ValueError: the mesh has more than 2 dims, or its last dim does not divide ``world``.
+    """
+    shape = [int(n) for n in cfg.mesh.mesh_shape]
+    if len(shape) > 2:
+        raise ValueError(f"mesh.mesh_shape={shape}: hsdp expresses 1-D (shard) and 2-D (replicate x shard) meshes only")
+    shard = shape[-1]
+    if world % shard:
+        raise ValueError(f"mesh.mesh_shape={shape}: shard size {shard} does not divide world_size={world}")
+    return dict(
+        shard_size=shard,
+        threshold=0,
+        optimizer_level="level3" if cfg.reshard_after_forward else "level2",
+        enable_grad_accumulation=False,
+        use_eager_hook=True,
+        grad_scale=1.0 / world,
+        reduce_dtype=dtype_name(cfg.mp_policy.reduce_dtype),
+        comm_async=False,
+        comm_fusion=False,
+    )
+
+
+def _hp_missing_lerp() -> List[str]:
+    """:data:`ADAM_OPS` the installed release has no layout infer for (see ``_hp_torch``)."""
+    from sweep.engines._hp_torch import missing_layout_infer_ops
+
+    return missing_layout_infer_ops(list(ADAM_OPS))
 
 
 @dataclasses.dataclass
 class HyperParallelOptions:
     """``engine.options`` of the hyper_parallel engines."""
 
-    # Run the optimizer step inside SkipDTensorDispatch(), as hyper-parallel's own tests
-    # do (the report does not).
-    skip_dtensor_dispatch: bool = False
+    # Run the optimizer step inside SkipDTensorDispatch(), as hyper-parallel's own tests do
+    # on both platforms. false (the report's reproducer) makes torch Adam fail on releases
+    # without a layout infer for lerp_ (fdd0a80): rejected before launch there.
+    skip_dtensor_dispatch: bool = True
 
 
-def _check_installed(cfg: Any) -> None:
-    """Raises: ConfigError: hyper-parallel is not importable (it is not on PyPI)."""
-    if importlib.util.find_spec("hyper_parallel") is None:
+def check_release(cfg: Any, framework: str, world: int) -> None:
+    """Reject, before launch, what the installed hyper-parallel cannot run or express.
+
+    Raises:
+        sweep.schema.ConfigError: hyper-parallel missing (says how to install it); torch
+            with Adam/AdamW and ``engine.options.skip_dtensor_dispatch=false`` on a release with no
+            layout infer for ``lerp_``; MindSpore ``hsdp`` API with ``mp_policy.param_dtype``
+            or ``output_dtype`` set, or a mesh it cannot express.
+    """
+    from sweep.errors import ConfigError
+
+    pkg = package_dir()
+    if pkg is None:
         raise ConfigError(MISSING_MESSAGE)
+    if framework == "torch":
+        optimizer = str(getattr(cfg.optimizer.name, "value", cfg.optimizer.name))
+        skip = (cfg.engine.get("options") or {}).get("skip_dtensor_dispatch", HyperParallelOptions.skip_dtensor_dispatch)
+        if optimizer in ("adam", "adamw") and not skip:
+            missing = _hp_missing_lerp()
+            if missing:
+                raise ConfigError(
+                    f"engine.options.skip_dtensor_dispatch=false with optimizer={optimizer}: {describe_version()} has no "
+                    f"parallel layout-infer function for {', '.join(missing)} (the step fails with 'Operator "
+                    f"{missing[0]} dose not contain parallel layout infer func.'); use engine.options.skip_dtensor_dispatch=true "
+                    "(as hyper-parallel's own tests do) or optimizer=sgd"
+                )
+        return
+    if mindspore_api() == "hsdp":
+        policy = cfg.mp_policy
+        for key in ("param_dtype", "output_dtype"):
+            if policy[key] is not None:
+                raise ConfigError(
+                    f"mp_policy.{key}={dtype_name(policy[key])}: {describe_version()} offers MindSpore sharding only "
+                    "through hsdp(), which has no parameter or output dtype (only reduce_dtype); "
+                    "use mp_policy=fp32 or cast_forward_inputs"
+                )
+        try:
+            hsdp_arguments(cfg, world)
+        except ValueError as exc:
+            raise ConfigError(f"{exc} ({describe_version()}, hsdp API)") from None
 
 
 def import_api(platform: str) -> SimpleNamespace:
     """Import hyper-parallel for ``platform`` ("mindspore" or "torch").
 
-    Returns a namespace with ``init_device_mesh``, ``fully_shard``,
-    ``MixedPrecisionPolicy`` and ``SkipDTensorDispatch`` (``None`` if absent).
+    Returns a namespace with ``init_device_mesh``, ``fully_shard`` (``None`` where the
+    platform's entry point is ``hsdp``), ``hsdp``, ``MixedPrecisionPolicy`` (``None``
+    with ``hsdp``) and ``SkipDTensorDispatch`` (``None`` if absent).
 
     Raises:
         ImportError: hyper-parallel is missing (message says what to install), or it was
@@ -60,26 +219,22 @@ def import_api(platform: str) -> SimpleNamespace:
         import hyper_parallel
     except ImportError as exc:
         raise ImportError(MISSING_MESSAGE) from exc
-    try:
-        from hyper_parallel import fully_shard
-    except ImportError:
-        from hyper_parallel.core.fully_shard import fully_shard
-    try:
-        from hyper_parallel.core.fully_shard.utils import MixedPrecisionPolicy
-    except ImportError:
-        from hyper_parallel.platform.torch.fully_shard.utils import MixedPrecisionPolicy
-    skip = None
-    for where in ("hyper_parallel", "hyper_parallel.core.dtensor", "hyper_parallel.core.dtensor.dtensor"):
+    fully_shard = policy = None
+    if platform == "torch" or mindspore_api() == "fully_shard":
         try:
-            skip = getattr(__import__(where, fromlist=["SkipDTensorDispatch"]), "SkipDTensorDispatch")
-            break
-        except (ImportError, AttributeError):
-            continue
+            from hyper_parallel import fully_shard
+        except ImportError:
+            from hyper_parallel.core.fully_shard import fully_shard
+        try:
+            from hyper_parallel.core.fully_shard.utils import MixedPrecisionPolicy as policy
+        except ImportError:
+            from hyper_parallel.platform.torch.fully_shard.utils import MixedPrecisionPolicy as policy
     return SimpleNamespace(
         init_device_mesh=hyper_parallel.init_device_mesh,
         fully_shard=fully_shard,
-        MixedPrecisionPolicy=MixedPrecisionPolicy,
-        SkipDTensorDispatch=skip,
+        hsdp=getattr(hyper_parallel, "hsdp", None),
+        MixedPrecisionPolicy=policy,
+        SkipDTensorDispatch=getattr(hyper_parallel, "SkipDTensorDispatch", None),
     )
 
 
@@ -91,8 +246,8 @@ def _fully_shard(api: SimpleNamespace, model: Any, cfg: Any, mp_policy: Any, mes
     return model if out is None else out
 
 
-def _skip_dispatch(engine: Engine) -> contextlib.AbstractContextManager:
-    """``SkipDTensorDispatch()`` when ``engine.skip_dtensor_dispatch`` is true, else a no-op.
+def _skip_dispatch(engine: Any) -> contextlib.AbstractContextManager:
+    """``SkipDTensorDispatch()`` when ``engine.options.skip_dtensor_dispatch`` is true, else a no-op.
 
     Raises:
         ImportError: asked for, but the installed hyper-parallel has no ``SkipDTensorDispatch``.
@@ -100,54 +255,122 @@ def _skip_dispatch(engine: Engine) -> contextlib.AbstractContextManager:
     if not engine.options.skip_dtensor_dispatch:
         return contextlib.nullcontext()
     if engine.api.SkipDTensorDispatch is None:
-        raise ImportError("engine.skip_dtensor_dispatch=true but this hyper-parallel has no SkipDTensorDispatch")
+        raise ImportError("engine.options.skip_dtensor_dispatch=true but this hyper-parallel has no SkipDTensorDispatch")
     return engine.api.SkipDTensorDispatch()
 
 
 class MindSporeHyperParallel(MindSporeEngine):
-    """``fully_shard`` on MindSpore, as the report uses it. Needs ReduceScatter, which
-    MindSpore has on Ascend NPUs but not on CPU."""
+    """hyper-parallel's MindSpore sharding: ``hsdp`` (early-2026 releases) or
+    ``fully_shard`` (later releases, the report's), whichever is installed. On CPU its
+    all-gather and reduce-scatter are emulated from all-reduce (module docstring)."""
 
     Options = HyperParallelOptions
-    check_config = staticmethod(_check_installed)
+
+    @classmethod
+    def check_config(cls, cfg: Any) -> None:
+        from sweep.schema import world_size
+
+        check_release(cfg, cls.framework, world_size(cfg))
+
+    def __init__(self, cfg: Any, **kwargs: Any) -> None:
+        super().__init__(cfg, **kwargs)
+        self._info: Dict[str, Any] = {"versions": installed_version(), "notes": self.notes}
+        self._calls: Optional[Dict[str, int]] = None
+        self._calls_before: Dict[str, int] = {}
 
     def parallelize(self, net: Any) -> Any:
         import mindspore as ms
 
         self.api = api = import_api("mindspore")
-        device_type = {"npu": "npu", "cpu": "cpu", "cuda": "gpu"}[str(getattr(self.cfg.device, "value", self.cfg.device))]
+        device = str(getattr(self.cfg.device, "value", self.cfg.device))
+        if device == "cpu":
+            from sweep.engines import _hp_mindspore_cpu
+
+            self._info["collectives_emulated"] = _hp_mindspore_cpu.install_cpu_collectives()
+            self._calls = _hp_mindspore_cpu.CALLS
+            self._calls_before = dict(self._calls)
+            self._info["notes"].append(
+                "collectives emulated: reduce_scatter_tensor, all_gather_into_tensor from all_reduce -- MindSpore has "
+                "no kernels for them on CPU; hyper-parallel's MindSporePlatform static methods substituted"
+            )
+
+        def to_dtype(value: Any) -> Any:
+            name = dtype_name(value)
+            return None if name is None else getattr(ms, name)
+
+        if api.fully_shard is None:
+            args = hsdp_arguments(self.cfg, self.world_size)
+            self._info["api"] = {"name": "hsdp", **args}
+            args["reduce_dtype"] = to_dtype(args["reduce_dtype"])
+            if self.cfg.mp_policy.cast_forward_inputs:
+                self._info["notes"].append(
+                    "cast_forward_inputs not passed (no hsdp argument) -- with param_dtype unset it casts nothing "
+                    "(FSDP semantics), so it is a no-op here"
+                )
+            out = api.hsdp(net, **args)
+            net = net if out is None else out
+            self._info["api"]["effective_shard_size"] = {
+                p.name: getattr(p, "hsdp_effective_shard_size", 1) for p in net.trainable_params()
+            }
+            return net
+
+        device_type = {"npu": "npu", "cpu": "cpu", "cuda": "gpu"}[device]
+        if device == "cpu":
+            from sweep.engines._hp_mindspore_cpu import mccl_backend_default
+
+            self._info["notes"].append(mccl_backend_default())
         mesh = api.init_device_mesh(
             device_type=device_type,
             mesh_shape=tuple(int(n) for n in self.cfg.mesh.mesh_shape),
             mesh_dim_names=tuple(self.cfg.mesh.mesh_dim_names),
         )
         p = self.cfg.mp_policy
-
-        def to_dtype(value: Any) -> Any:
-            name = dtype_name(value)
-            return None if name is None else getattr(ms, name)
-
         policy = api.MixedPrecisionPolicy(
             param_dtype=to_dtype(p.param_dtype),
             reduce_dtype=to_dtype(p.reduce_dtype),
             output_dtype=to_dtype(p.output_dtype),
             cast_forward_inputs=bool(p.cast_forward_inputs),
         )
+        self._info["api"] = {"name": "fully_shard", "reshard_after_forward": bool(self.cfg.reshard_after_forward)}
         return _fully_shard(api, net, self.cfg, policy, mesh)
 
     def optimizer_step(self, optimizer: Any, grads: Any = None) -> None:
         with _skip_dispatch(self):
             optimizer(grads)
 
+    def info(self) -> Dict[str, Any]:
+        """Also, on CPU, ``emulated_calls``: how often hyper-parallel called each substituted
+        collective for this job (its hooks, in forward and backward)."""
+        if self._calls is not None:
+            self._info["emulated_calls"] = {k: v - self._calls_before.get(k, 0) for k, v in self._calls.items()}
+        api = self._info.get("api") or {}
+        if api.get("name") == "hsdp":
+            self._info["summary"] = f"hsdp({api.get('optimizer_level')}, shard_size={api.get('shard_size')})"
+        return self._info
+
 
 class TorchHyperParallel(TorchEngine):
     """``fully_shard`` on hyper-parallel's torch platform (gloo on CPU works with the
-    early-2026 release: the process group is initialised by the rank before this)."""
+    early-2026 release: the process group is initialised by the rank before this).
+
+    With ``reshard_after_forward=true``, on a release whose re-gather does not preserve the
+    autograd version counter, that re-gather is wrapped (``_hp_torch``) and ``info()``
+    names the workaround."""
 
     Options = HyperParallelOptions
-    check_config = staticmethod(_check_installed)
+
+    @classmethod
+    def check_config(cls, cfg: Any) -> None:
+        from sweep.schema import world_size
+
+        check_release(cfg, cls.framework, world_size(cfg))
+
+    def __init__(self, cfg: Any, **kwargs: Any) -> None:
+        super().__init__(cfg, **kwargs)
+        self._info: Dict[str, Any] = {"versions": installed_version(), "notes": self.notes}
 
     def parallelize(self, model: Any) -> Any:
+        from sweep.engines import _hp_torch
         from sweep.engines.torch_fsdp2 import torch_mp_policy
 
         self.api = import_api("torch")
@@ -163,8 +386,16 @@ class TorchHyperParallel(TorchEngine):
             output_dtype=fsdp.output_dtype,
             cast_forward_inputs=fsdp.cast_forward_inputs,
         )
-        return _fully_shard(self.api, model, self.cfg, policy, mesh, device=self.device)
+        model = _fully_shard(self.api, model, self.cfg, policy, mesh, device=self.device)
+        self._info["api"] = {"name": "fully_shard", "reshard_after_forward": bool(self.cfg.reshard_after_forward)}
+        if self.cfg.reshard_after_forward and _hp_torch.needs_version_counter_workaround(model):
+            if _hp_torch.preserve_all_gather_version_counter(model):
+                self._info["notes"].append(_hp_torch.VERSION_COUNTER_WORKAROUND)
+        return model
 
     def optimizer_step(self, optimizer: Any, grads: Any = None) -> None:
         with _skip_dispatch(self):
             optimizer.step()
+
+    def info(self) -> Dict[str, Any]:
+        return self._info

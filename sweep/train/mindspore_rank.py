@@ -242,21 +242,13 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
+    info = dict(engine.info()) if "distributed" in names else {}
     result = RankResult(
         rank=rank, world_size=world, framework="mindspore",
-        versions={"mindspore": ms.__version__, **_hyper_parallel_version()},
+        versions={"mindspore": ms.__version__, **info.pop("versions", {})},
         standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
-        dtypes_observed=observed, zero_grad_effective=zero_grad_effective, engine_notes=list(engine.notes),
+        dtypes_observed=observed, zero_grad_effective=zero_grad_effective,
+        engine_notes=list(info.get("notes") or engine.notes), engine=info,
     )
     write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
 
-
-def _hyper_parallel_version() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    for dist_name in ("hyper-parallel", "hyper_parallel"):
-        try:
-            return {"hyper_parallel": version(dist_name)}
-        except PackageNotFoundError:
-            continue
-    return {}

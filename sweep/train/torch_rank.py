@@ -331,10 +331,12 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
+    info = dict(engine.info()) if "distributed" in names else {}
     result = RankResult(
-        rank=rank, world_size=world, framework="torch", versions={"torch": torch.__version__},
+        rank=rank, world_size=world, framework="torch", versions={"torch": torch.__version__, **info.pop("versions", {})},
         standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
-        dtypes_observed=observed, zero_grad_effective=bool(cfg.zero_grad), engine_notes=list(engine.notes),
+        dtypes_observed=observed, zero_grad_effective=bool(cfg.zero_grad),
+        engine_notes=list(info.get("notes") or engine.notes), engine=info,
     )
     if traces.get("standalone") and traces.get("distributed"):
         from sweep.trace import first_difference

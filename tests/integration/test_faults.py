@@ -11,6 +11,7 @@ import pytest
 
 from sweep.launch import tagged_processes
 from tests.conftest import ROOT, run_cli, survivors
+from tests.helpers.hyper_parallel import INSTALLED as HP_INSTALLED
 
 pytestmark = pytest.mark.slow
 
@@ -59,8 +60,12 @@ def test_a_nan_from_a_given_step_is_reported(tmp_path):
 
 
 def test_bad_inputs_never_start_a_process(tmp_path):
+    # engine=hyper_parallel is rejected while hyper-parallel is missing; once installed (fdd0a80),
+    # Adam without SkipDTensorDispatch is rejected before launch instead
+    hyper = (["engine=hyper_parallel", "engine.skip_dtensor_dispatch=false"] if HP_INSTALLED
+             else ["engine=hyper_parallel"])
     for i, overrides in enumerate([["steps=0"], ["compare.atol=-1"], ["framework=mindspore", "engine=torch_fsdp2"],
-                                   ["engine=hyper_parallel"], ["mesh=dp4", "world_size=3"]]):
+                                   hyper, ["mesh=dp4", "world_size=3"]]):
         proc = run_cli(overrides, tmp_path / str(i))
         run_dir = tmp_path / str(i) / "run"
         r = _result(run_dir)

@@ -5,6 +5,7 @@ from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf.errors import ValidationError
 
 from sweep.schema import ConfigError, validate, world_size
+from tests.helpers.hyper_parallel import needs_no_hyper_parallel
 
 
 def test_defaults_compose_to_the_seed_job(compose_cfg):
@@ -57,7 +58,7 @@ def test_mixed_precision_presets_use_fsdp_field_names(compose_cfg):
         (["compare.rtol=-1e-4"], r"compare.rtol=-0.0001: must be a finite number >= 0"),
         (["framework=mindspore", "engine=torch_fsdp2"], r"engine=torch_fsdp2 does not exist for framework=mindspore"),
         (["engine=data_parallel", "mp_policy=bf16"], r"engine=data_parallel has no mixed-precision policy"),
-        (["engine=hyper_parallel"], r"hyper-parallel.*not installed.*not on PyPI"),
+        pytest.param(["engine=hyper_parallel"], r"hyper-parallel.*not installed.*not on PyPI", marks=needs_no_hyper_parallel),
         (["framework=mindspore"], r"framework=mindspore has: engine=data_parallel, engine=hyper_parallel"),
         (["execution.timeout_s=-3"], r"execution.timeout_s=-3.0: must be a finite number > 0"),
         (["+engine.options.skip_dtensor_dispatch=true"],

@@ -1,0 +1,41 @@
+"""The record's hyper-parallel version and commit, read without importing it."""
+
+import subprocess
+
+from sweep.engines import hyper_parallel as hp
+
+
+def _git(cwd, *args):
+    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_commit_of_a_checkout_is_recorded(tmp_path, monkeypatch):
+    (tmp_path / "hyper_parallel").mkdir()
+    (tmp_path / "hyper_parallel" / "__init__.py").write_text('"""hyper parallel interface"""\n')
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    monkeypatch.setattr(hp, "package_dir", lambda: tmp_path / "hyper_parallel")
+    info = hp.installed_version()
+    assert info["hyper_parallel_commit"] == _git(tmp_path, "rev-parse", "HEAD")
+    assert info["hyper_parallel_source"] == str(tmp_path)
+    assert hp.describe_version(info).endswith(f"(commit {info['hyper_parallel_commit'][:7]})")
+
+
+def test_a_copy_without_git_has_no_commit(tmp_path, monkeypatch):
+    (tmp_path / "src" / "hyper_parallel").mkdir(parents=True)
+    monkeypatch.setattr(hp, "package_dir", lambda: tmp_path / "src" / "hyper_parallel")
+    info = hp.installed_version()
+    assert info["hyper_parallel_commit"] is None and "not a git checkout" in hp.describe_version(info)
+
+
+def test_mindspore_api_is_read_from_the_package(tmp_path, monkeypatch):
+    pkg = tmp_path / "hyper_parallel"
+    pkg.mkdir()
+    monkeypatch.setattr(hp, "package_dir", lambda: pkg)
+    (pkg / "__init__.py").write_text("from hyper_parallel.core.hsdp.api import hsdp\n")
+    assert hp.mindspore_api() == "hsdp"
+    (pkg / "__init__.py").write_text("from hyper_parallel.core.fully_shard.api import fully_shard\n")
+    assert hp.mindspore_api() == "fully_shard"
+    monkeypatch.setattr(hp, "package_dir", lambda: None)
+    assert hp.mindspore_api() is None and hp.installed_version() == {}
