@@ -1,7 +1,7 @@
 """hyper-parallel's MindSpore platform on CPU: the two collectives MindSpore lacks there,
 computed exactly from all-reduce, substituted at hyper-parallel's platform layer.
 
-Facts (shared/notes/environment.md, MindSpore 2.10 on CPU with mccl): no kernel for
+Facts (MindSpore 2.10 on CPU with mccl): no kernel for
 reduce-scatter or all-gather-into-tensor in any API (``ops.ReduceScatter``,
 ``comm_func.reduce_scatter_tensor``, ``comm_func.all_gather_into_tensor``,
 ``mint.distributed.*_tensor``); ``mint.distributed.all_reduce`` works on the world

@@ -1,7 +1,7 @@
 """hyper-parallel on torch: the one narrow workaround the adapter applies, and the
 pre-launch check of what the installed release cannot run.
 
-Facts (shared/notes/environment.md, measured with hyper-parallel fdd0a80, torch 2.13,
+Facts (measured with hyper-parallel fdd0a80, torch 2.13,
 gloo): ``TorchHSDPParamV2._get_unsharded_param_data``
 (hyper_parallel/platform/torch/fully_shard/param.py) all-gathers into
 ``all_gather_outputs[0]``, the buffer the unsharded parameter views through
