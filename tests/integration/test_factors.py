@@ -89,7 +89,8 @@ def test_sharded_data_matches_the_global_batch_within_tolerance(tmp_path):
 def test_observed_dtypes_show_the_policy_that_ran(tmp_path):
     r = _run(tmp_path, "mp_policy=bf16")
     assert r["dtypes"]["configured"]["param_dtype"] == "bfloat16"
-    assert r["dtypes"]["observed"] == {"param_forward": "bfloat16", "output": "bfloat16", "grad": "float32"}
+    assert r["dtypes"]["observed"] == {"param_forward": "bfloat16", "output": "bfloat16", "grad": "float32",
+                                       "reduce": "float32", "master": "float32", "optimizer_state": "float32"}
 
 
 def test_separate_standalone_process_sees_the_global_batch(tmp_path):

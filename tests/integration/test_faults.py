@@ -62,7 +62,7 @@ def test_a_nan_from_a_given_step_is_reported(tmp_path):
 def test_bad_inputs_never_start_a_process(tmp_path):
     # engine=hyper_parallel is rejected while hyper-parallel is missing; once installed (fdd0a80),
     # Adam without SkipDTensorDispatch is rejected before launch instead
-    hyper = (["engine=hyper_parallel", "engine.skip_dtensor_dispatch=false"] if HP_INSTALLED
+    hyper = (["engine=hyper_parallel", "engine.options.skip_dtensor_dispatch=false"] if HP_INSTALLED
              else ["engine=hyper_parallel"])
     for i, overrides in enumerate([["steps=0"], ["compare.atol=-1"], ["framework=mindspore", "engine=torch_fsdp2"],
                                    hyper, ["mesh=dp4", "world_size=3"]]):

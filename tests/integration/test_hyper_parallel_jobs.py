@@ -45,7 +45,7 @@ def test_torch_defaults_run_and_fp32_matches_fsdp2_bit_for_bit(tmp_path):
 def test_torch_adam_without_skip_dispatch_is_rejected_before_launch(tmp_path):
     proc = run_cli(["engine=hyper_parallel", "engine.options.skip_dtensor_dispatch=false", "steps=5"], tmp_path)
     r = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert proc.returncode == 1 and r["status"] == "error" and r["launcher"] is None
+    assert proc.returncode == 2 and r["status"] == "error" and r["launch"] is None
     assert "hyper-parallel" in r["reason"] and "lerp_" in r["reason"] and "Traceback" not in r["reason"]
 
 
@@ -83,5 +83,5 @@ def test_mindspore_policy_hsdp_cannot_express_is_rejected_before_launch(tmp_path
         pytest.skip("the installed hyper-parallel has MindSpore fully_shard")
     proc = run_cli(["framework=mindspore", "engine=hyper_parallel", "device=cpu", "mp_policy=bf16", "steps=5"], tmp_path)
     r = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert proc.returncode == 1 and r["status"] == "error" and r["launcher"] is None
+    assert proc.returncode == 2 and r["status"] == "error" and r["launch"] is None
     assert "mp_policy.param_dtype=bfloat16" in r["reason"] and "hsdp" in r["reason"]
