@@ -47,7 +47,7 @@ def test_one_bad_job_does_not_take_the_others_with_it(tmp_path):
 def test_a_planted_fault_is_named_first_with_its_drift_class(tmp_path):
     """A real sweep where one level of one factor is a faulty engine (gradients doubled
     before the SGD step) next to a factor that does not matter: the report names the
-    faulty level first and classifies the drift as early (gradient path)."""
+    faulty level first, classifies the drift as first_update and names the first tensor that differs."""
     faulty = "tests.helpers.faulty_engine.GradScaleFSDP2"
     proc = run_cli(
         ["-m", "ablation=none", "steps=12", "optimizer=sgd", "reshard_after_forward=true,false",
@@ -58,7 +58,10 @@ def test_a_planted_fault_is_named_first_with_its_drift_class(tmp_path):
     top = summary["culprits"][0]
     assert (top["factor"], top["level"]) == ("engine.impl.torch", faulty)
     assert top["to_fail"] == 2 and len(summary["culprits"]) == 1
-    assert summary["drift"]["early"] == [1, 3] and summary["drift"]["step0"] == []
+    assert summary["drift"]["first_update"] == [1, 3] and summary["drift"]["step0"] == []
     assert summary["verdict"].startswith("4 jobs: 2 ok, 2 fail") and f"Culprit: engine.impl.torch={faulty}" in summary["verdict"]
-    assert "from step 1, early (gradient path" in top["evidence"]
+    assert "parts from standalone at step 1 (job 1), first_update (the first update differs" in top["evidence"]
+    # the tracing rerun names the first tensor: the gradients are equal, the step doubles them
+    assert "first differing tensor: layer0.bias weight at step 0" in top["evidence"]
+    assert "gradients of that step identical" in top["evidence"]
     assert (tmp_path / "multirun" / "plots").is_dir() and len(list((tmp_path / "multirun" / "plots").glob("*.png"))) >= 3

@@ -122,7 +122,7 @@ def test_default_multirun_grid_varies_the_reports_five_factors(compose_cfg):
 
 def test_seed_issue_preset_is_the_report_as_config(compose_cfg):
     cfg = compose_cfg(["experiment=seed_issue"])
-    assert cfg.framework.name == "mindspore" and cfg.engine.name == "hyper_parallel"
+    assert cfg.framework.name == "mindspore" and cfg.engine.name == "hyper_parallel_report"
     assert cfg.engine.options.skip_dtensor_dispatch is False  # the report's optimizer step runs outside it
     assert list(cfg.mesh.mesh_shape) == [4] and list(cfg.mesh.mesh_dim_names) == ["dp"]
     assert cfg.mp_policy.name == "cast_forward_inputs" and cfg.mp_policy.param_dtype is None
