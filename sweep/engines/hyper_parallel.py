@@ -259,12 +259,13 @@ def _skip_dispatch(engine: Any) -> contextlib.AbstractContextManager:
     return engine.api.SkipDTensorDispatch()
 
 
-class MindSporeHyperParallel(MindSporeEngine):
-    """hyper-parallel's MindSpore sharding: ``hsdp`` (early-2026 releases) or
-    ``fully_shard`` (later releases, the report's), whichever is installed. On CPU its
-    all-gather and reduce-scatter are emulated from all-reduce (module docstring)."""
+class _HyperParallel:
+    """What both platforms' engines share: their options, their pre-launch check of the
+    installed release (:func:`check_release`), and the record they keep (``info()``)."""
 
     Options = HyperParallelOptions
+    framework: str
+    notes: List[str]
 
     @classmethod
     def check_config(cls, cfg: Any) -> None:
@@ -273,8 +274,17 @@ class MindSporeHyperParallel(MindSporeEngine):
         check_release(cfg, cls.framework, world_size(cfg))
 
     def __init__(self, cfg: Any, **kwargs: Any) -> None:
-        super().__init__(cfg, **kwargs)
+        super().__init__(cfg, **kwargs)  # type: ignore[call-arg]
         self._info: Dict[str, Any] = {"versions": installed_version(), "notes": self.notes}
+
+
+class MindSporeHyperParallel(_HyperParallel, MindSporeEngine):
+    """hyper-parallel's MindSpore sharding: ``hsdp`` (early-2026 releases) or
+    ``fully_shard`` (later releases, the report's), whichever is installed. On CPU its
+    all-gather and reduce-scatter are emulated from all-reduce (module docstring)."""
+
+    def __init__(self, cfg: Any, **kwargs: Any) -> None:
+        super().__init__(cfg, **kwargs)
         self._calls: Optional[Dict[str, int]] = None
         self._calls_before: Dict[str, int] = {}
 
@@ -349,25 +359,13 @@ class MindSporeHyperParallel(MindSporeEngine):
         return self._info
 
 
-class TorchHyperParallel(TorchEngine):
+class TorchHyperParallel(_HyperParallel, TorchEngine):
     """``fully_shard`` on hyper-parallel's torch platform (gloo on CPU works with the
     early-2026 release: the process group is initialised by the rank before this).
 
     With ``reshard_after_forward=true``, on a release whose re-gather does not preserve the
     autograd version counter, that re-gather is wrapped (``_hp_torch``) and ``info()``
     names the workaround."""
-
-    Options = HyperParallelOptions
-
-    @classmethod
-    def check_config(cls, cfg: Any) -> None:
-        from sweep.schema import world_size
-
-        check_release(cfg, cls.framework, world_size(cfg))
-
-    def __init__(self, cfg: Any, **kwargs: Any) -> None:
-        super().__init__(cfg, **kwargs)
-        self._info: Dict[str, Any] = {"versions": installed_version(), "notes": self.notes}
 
     def parallelize(self, model: Any) -> Any:
         from sweep.engines import _hp_torch

@@ -38,8 +38,13 @@ def test_hsdp_arguments(compose_cfg, overrides, expected):
 
 
 def test_torch_defaults_are_accepted(compose_cfg):
-    for overrides in (["optimizer=adam"], ["optimizer=sgd", "engine.options.skip_dtensor_dispatch=false"]):
-        validate(compose_cfg(["engine=hyper_parallel", *overrides]))
+    from sweep.engines import engine_class
+
+    for overrides, skip in ((["optimizer=adam"], True), (["optimizer=sgd", "engine.options.skip_dtensor_dispatch=false"],
+                                                        False)):
+        cfg = compose_cfg(["engine=hyper_parallel", *overrides])
+        validate(cfg)  # raises ConfigError if rejected
+        assert engine_class(cfg, "torch").options_of(cfg).skip_dtensor_dispatch is skip
 
 
 def test_torch_adam_without_skip_dispatch_is_rejected_naming_the_version(compose_cfg):
