@@ -8,7 +8,7 @@ fresh ``RandomState`` as the report's reproducer does (so ``y`` equals the first
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Any, List, Tuple
 
 import numpy as np
 
@@ -35,4 +35,68 @@ def make_samples(
         x = values[: batch_size * in_size].reshape(batch_size, in_size).astype(np.float32)
         y = values[: batch_size * out_size].reshape(batch_size, out_size).astype(np.float32)
         samples.append((x, y))
+    return samples
+
+
+def regression(steps: int, *, batch_size: int, seed_offset: int, in_size: int, out_size: int
+               ) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """``data._target_=sweep.data.regression`` (the default): :func:`make_samples`."""
+    return make_samples(steps, batch_size=batch_size, in_size=in_size, out_size=out_size, seed_offset=seed_offset)
+
+
+def tokens(steps: int, *, batch_size: int, seed_offset: int, vocab_size: int, seq_len: int
+           ) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """``data._target_=sweep.data.tokens``: per step, ``batch_size`` rows of ``seq_len``
+    int64 token ids ``x`` and their next tokens ``y`` (``x`` shifted by one), both of
+    shape ``(batch_size, seq_len)``. Row ``r`` of step ``i`` is an arithmetic sequence
+    modulo ``vocab_size`` with a start in ``[0, vocab_size)`` and a stride in ``[1, 4]``
+    drawn from ``RandomState(seed_offset + i)``: learnable from its context, so the loss
+    of a causal LM falls."""
+    state = np.random.RandomState()
+    positions = np.arange(seq_len + 1)
+    samples = []
+    for i in range(steps):
+        state.seed(seed_offset + i)
+        start = state.randint(0, vocab_size, size=(batch_size, 1))
+        stride = state.randint(1, 5, size=(batch_size, 1))
+        seq = ((start + stride * positions) % vocab_size).astype(np.int64)
+        samples.append((seq[:, :-1].copy(), seq[:, 1:].copy()))
+    return samples
+
+
+def build(cfg: Any, rows: int) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """The job's samples: ``data._target_`` called through ``hydra.utils.instantiate``
+    with ``steps``, ``batch_size=rows`` (rows of one step across the copies that share
+    it), ``seed_offset``, those of ``model.in_size``/``model.out_size`` and of
+    ``model.args`` it names, and every entry of ``data.args``.
+
+    The factory returns ``steps`` pairs ``(inputs, targets)`` of numpy arrays whose first
+    dim is ``rows``; the job slices rows for ranks and micro-batches.
+
+    Raises:
+        ConfigError: the factory does not import, or returns something else.
+    """
+    import inspect
+
+    from hydra.utils import get_method, instantiate
+    from omegaconf import OmegaConf
+
+    from sweep.errors import ConfigError
+
+    target = str(cfg.data._target_)
+    try:
+        factory = get_method(target)
+    except Exception as exc:
+        raise ConfigError(f"data._target_={target} does not import: {str(exc).splitlines()[0]}") from None
+    params = inspect.signature(factory).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    offered = {"in_size": cfg.model.in_size, "out_size": cfg.model.out_size,
+               **(OmegaConf.to_container(cfg.model.args, resolve=True) if cfg.model.args else {})}
+    kwargs = {k: v for k, v in offered.items() if takes_any or k in params}
+    kwargs.update(OmegaConf.to_container(cfg.data.args, resolve=True) if cfg.data.args else {})
+    samples = instantiate({"_target_": target, **kwargs}, cfg.steps, batch_size=rows,
+                          seed_offset=cfg.data.seed_offset, _convert_="all")
+    if len(samples) != cfg.steps or any(len(s) != 2 or len(s[0]) != rows or len(s[1]) != rows for s in samples):
+        raise ConfigError(f"data._target_={target} must return {cfg.steps} (inputs, targets) pairs of "
+                          f"{rows} rows each")
     return samples

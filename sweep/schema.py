@@ -179,6 +179,29 @@ class MixedPrecisionPolicyConfig:
     reduce_dtype: Optional[DType] = affects(DISTRIBUTED, default=None)
     output_dtype: Optional[DType] = affects(DISTRIBUTED, default=None)
     cast_forward_inputs: bool = affects(DISTRIBUTED, default=True)
+    # Per-module policies: {module name: {param_dtype: ..., reduce_dtype: ..., ...}}, each
+    # merged over this policy for that module, which becomes a fully_shard unit of its
+    # own, e.g. +mp_policy.overrides.layer1.param_dtype=float32 under mp_policy=bf16.
+    overrides: Dict[str, Any] = affects(DISTRIBUTED, default_factory=dict)
+
+    @staticmethod
+    def check(policy: Any) -> None:
+        """Raises: ConfigError: an override that is not a mapping of policy keys to
+        allowed values."""
+        allowed = {"param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs"}
+        for module, override in (policy.get("overrides") or {}).items():
+            if not isinstance(override, (dict, DictConfig)):
+                raise ConfigError(f"mp_policy.overrides.{module}={override}: a mapping of {', '.join(sorted(allowed))}")
+            for key, value in override.items():
+                if key not in allowed:
+                    raise ConfigError(f"mp_policy.overrides.{module}.{key}: unknown; allowed: "
+                                      f"{', '.join(sorted(allowed))}")
+                if key == "cast_forward_inputs":
+                    if not isinstance(value, bool):
+                        raise ConfigError(f"mp_policy.overrides.{module}.{key}={value}: true or false")
+                elif value is not None and str(value) not in {d.value for d in DType}:
+                    raise ConfigError(f"mp_policy.overrides.{module}.{key}={value}: allowed: "
+                                      f"{', '.join(d.value for d in DType)} or null")
 
     @staticmethod
     def sets_dtypes(policy: Any) -> bool:
@@ -248,16 +271,31 @@ class OptimizerConfig:
 
 @dataclass
 class ModelConfig:
-    """The seed's MLP: Dense(in, hidden) -> ReLU -> Dense(hidden, out).
+    """The model both copies train: a factory named by ``_target_`` (``sweep.models``).
+
+    The presets (``conf/model/``): ``mlp``, the report's Dense(in, hidden) -> ReLU ->
+    Dense(hidden, out) (the default); ``mlp_norm`` (Linear, LayerNorm, ReLU, Linear,
+    BatchNorm1d); ``transformer`` (a tiny causal decoder; torch only). A user's model:
+    ``model._target_=my_pkg.build_model`` (see README "Bring your own model": the factory
+    is called through ``hydra.utils.instantiate`` with ``framework=`` and those of the
+    sizes, ``init_std`` and ``args`` entries it names).
 
     Weights ~ N(0, ``init_std``^2), biases zero. ``init_std`` = 0.01 is MindSpore's
     ``weight_init="normal"`` (``mindspore.common.initializer.Normal(sigma=0.01)``).
+    ``init_dtype``: the dtype the parameters are created in (``module.to(dtype)`` after
+    the factory), in both copies: it sets the master-weight and optimizer-state dtype,
+    unlike ``mp_policy.param_dtype``, which only casts the distributed copy's compute.
     """
 
+    name: str = affects(*ALL_NUMERIC, default="mlp")
+    _target_: str = affects(*ALL_NUMERIC, default="sweep.models.mlp")
     in_size: int = affects(*ALL_NUMERIC, default=32)
     hidden_size: int = affects(*ALL_NUMERIC, default=64)
     out_size: int = affects(*ALL_NUMERIC, default=24)
     init_std: float = affects(*ALL_NUMERIC, default=0.01)
+    init_dtype: DType = affects(*ALL_NUMERIC, default=DType.float32)
+    # More keyword arguments of the factory (e.g. the transformer's num_layers).
+    args: Dict[str, Any] = affects(*ALL_NUMERIC, default_factory=dict)
 
     @staticmethod
     def check(model: Any) -> None:
@@ -270,21 +308,103 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    """Sample ``i`` is ``x = RandomState(seed_offset + i).randn(batch_size, in_size)``
-    and ``y = RandomState(seed_offset + i).randn(batch_size, out_size)`` (each from a
-    fresh RandomState, as in the report), float32, the same on every rank."""
+    """The samples, from a factory named by ``_target_`` (``sweep.data``), the same on
+    every rank. ``sweep.data.regression`` (the default, the report's): sample ``i`` is
+    ``x = RandomState(seed_offset + i).randn(rows, in_size)`` and
+    ``y = RandomState(seed_offset + i).randn(rows, out_size)``, float32.
+    ``sweep.data.tokens``: random token ids and their next tokens (the transformer's).
+    ``split`` says how a step's rows reach the ranks (:class:`DataSplit`).
+    ``batch_size`` is the old name of ``train.batch_size`` (deprecated; :func:`normalize`).
+    """
 
-    batch_size: int = affects(*ALL_NUMERIC, default=1)
+    _target_: str = affects(*ALL_NUMERIC, default="sweep.data.regression")
     seed_offset: int = affects(*ALL_NUMERIC, default=44)
     split: DataSplit = affects(*ALL_NUMERIC, default=DataSplit.replicated)
+    args: Dict[str, Any] = affects(*ALL_NUMERIC, default_factory=dict)
+    batch_size: Optional[int] = affects(default=None)
 
     @staticmethod
     def check(data: Any) -> None:
-        """Raises: ConfigError: ``batch_size`` < 1, or ``seed_offset`` outside numpy's seeds."""
-        if data.batch_size <= 0:
-            raise ConfigError(f"data.batch_size={data.batch_size}: must be > 0")
+        """Raises: ConfigError: ``seed_offset`` outside numpy's seeds."""
         if not 0 <= data.seed_offset < 2**32:
             raise ConfigError(f"data.seed_offset={data.seed_offset}: must be in [0, 2**32) (numpy's seeds)")
+
+
+class Loss(str, enum.Enum):
+    """``mse``: mean squared error (``torch.nn.functional.mse_loss``, ``mindspore.nn.MSELoss``).
+    ``cross_entropy``: mean over all targets of the logits' cross-entropy (``F.cross_entropy``
+    on ``(rows * positions, vocab)`` logits)."""
+
+    mse = "mse"
+    cross_entropy = "cross_entropy"
+
+
+class Wrap(str, enum.Enum):
+    """Which modules become ``fully_shard`` units. ``root``: the whole model, one unit
+    (the report). ``per_layer``: each layer first (the model's ``layers`` if it has them,
+    torchtitan's convention, else each direct child with parameters), then the root:
+    FSDP2's usual pattern."""
+
+    root = "root"
+    per_layer = "per_layer"
+
+
+@dataclass
+class GradScalerConfig:
+    """Loss scaling for fp16 (``torch.amp.GradScaler``'s arguments; FSDP2 uses
+    ``ShardedGradScaler``, whose inf check is all-reduced over the ranks)."""
+
+    enabled: bool = affects(*ALL_NUMERIC, default=False)
+    init_scale: float = affects(*ALL_NUMERIC, default=65536.0)
+    growth_factor: float = affects(*ALL_NUMERIC, default=2.0)
+    backoff_factor: float = affects(*ALL_NUMERIC, default=0.5)
+    growth_interval: int = affects(*ALL_NUMERIC, default=2000)
+
+
+@dataclass
+class TrainConfig:
+    """The training step, the same in both copies (``sweep.train``): per optimizer step,
+    ``grad_accum_steps`` micro-batches of ``batch_size / grad_accum_steps`` rows each, the
+    loss of each divided by ``grad_accum_steps``; gradient sync is off on all but the last
+    (FSDP2's ``set_requires_gradient_sync(False)``, DDP's ``no_sync``). Then, if set,
+    gradient-norm clipping to ``clip_grad_norm`` (the global 2-norm; over sharded
+    gradients the norm of the full tensors, ``torch.nn.utils.get_total_norm`` and
+    ``DTensor.full_tensor``), the optimizer step (through ``grad_scaler`` if enabled).
+
+    ``batch_size``: rows per step on each rank (``data.split=replicated``) or per rank
+    of a global batch of ``batch_size * world_size`` (``sharded``)."""
+
+    batch_size: int = affects(*ALL_NUMERIC, default=1)
+    grad_accum_steps: int = affects(*ALL_NUMERIC, default=1)
+    clip_grad_norm: Optional[float] = affects(*ALL_NUMERIC, default=None)
+    loss: str = affects(*ALL_NUMERIC, default="mse")
+    grad_scaler: GradScalerConfig = field(default_factory=GradScalerConfig)
+
+    @staticmethod
+    def check(train: Any) -> None:
+        """Raises: ConfigError: a batch size < 1, a ``batch_size`` that ``grad_accum_steps``
+        does not divide, a non-positive ``clip_grad_norm``, an unknown ``loss``, or a
+        scaler setting out of range."""
+        if train.batch_size < 1:
+            raise ConfigError(f"train.batch_size={train.batch_size}: must be >= 1")
+        if train.grad_accum_steps < 1:
+            raise ConfigError(f"train.grad_accum_steps={train.grad_accum_steps}: must be >= 1")
+        if train.batch_size % train.grad_accum_steps:
+            raise ConfigError(
+                f"train.batch_size={train.batch_size} is not a multiple of train.grad_accum_steps="
+                f"{train.grad_accum_steps}: every micro-batch must have the same number of rows"
+            )
+        _positive("train", train, "clip_grad_norm", allow_none=True)
+        loss = str(train.loss)
+        if loss not in {m.value for m in Loss} and "." not in loss:
+            raise ConfigError(
+                f"train.loss={loss}: allowed: {', '.join(m.value for m in Loss)}, or a dotted path to "
+                "a function loss(output, target) -> scalar tensor"
+            )
+        scaler = train.grad_scaler
+        _positive("train.grad_scaler", scaler, "init_scale", "growth_factor", "backoff_factor")
+        if scaler.growth_interval < 1:
+            raise ConfigError(f"train.grad_scaler.growth_interval={scaler.growth_interval}: must be >= 1")
 
 
 @dataclass
@@ -361,12 +481,14 @@ class SweepConfig:
     optimizer: OptimizerConfig = MISSING
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
     compare: CompareConfig = field(default_factory=CompareConfig)
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
     weights: WeightsConfig = field(default_factory=WeightsConfig)
     order: Order = affects(DISTRIBUTED, default=Order.standalone_first)
     zero_grad: bool = affects(DISTRIBUTED, default=True)  # clear the distributed copy's gradients every step
     reshard_after_forward: bool = affects(DISTRIBUTED, default=True)
+    wrap: Wrap = affects(DISTRIBUTED, default=Wrap.root)
     deterministic: bool = affects(*ALL_NUMERIC, default=True)
     seed: int = affects(*ALL_NUMERIC, default=42)
     steps: int = affects(*ALL_NUMERIC, default=1000)
@@ -393,9 +515,11 @@ class SweepConfig:
 
 
 SECTION_CHECKS = {
+    "mp_policy": MixedPrecisionPolicyConfig.check,
     "optimizer": OptimizerConfig.check,
     "model": ModelConfig.check,
     "data": DataConfig.check,
+    "train": TrainConfig.check,
     "compare": CompareConfig.check,
     "execution": ExecutionConfig.check,
 }
@@ -431,7 +555,7 @@ def fields_with(role: str, schema: type = SweepConfig, prefix: str = "") -> List
 _SECTIONS = {
     cls.__name__: cls
     for cls in (FrameworkConfig, EngineConfig, MixedPrecisionPolicyConfig, MeshConfig, OptimizerConfig, ModelConfig,
-                DataConfig, WeightsConfig, CompareConfig, ExecutionConfig)
+                DataConfig, TrainConfig, GradScalerConfig, WeightsConfig, CompareConfig, ExecutionConfig)
 }
 
 
@@ -454,14 +578,18 @@ def world_size(cfg: DictConfig | SweepConfig) -> int:
 
 
 def normalize(cfg: DictConfig) -> None:
-    """Fold deprecated keys into their new names, in place: ``weights.copy`` ->
-    ``weights.transfer``, with a ``FutureWarning``."""
-    old = cfg.weights["copy"]
-    if old is not None:
-        warnings.warn("weights.copy is deprecated: use weights.transfer (same values)", FutureWarning, stacklevel=2)
+    """Fold deprecated keys into their new names, in place, each with a ``FutureWarning``:
+    ``weights.copy`` -> ``weights.transfer``, ``data.batch_size`` -> ``train.batch_size``."""
+    for section, old_key, new_section, new_key in (("weights", "copy", "weights", "transfer"),
+                                                   ("data", "batch_size", "train", "batch_size")):
+        old = cfg[section][old_key]
+        if old is None:
+            continue
+        warnings.warn(f"{section}.{old_key} is deprecated: use {new_section}.{new_key} (same values)",
+                      FutureWarning, stacklevel=2)
         with open_dict(cfg):
-            cfg.weights["transfer"] = old
-            cfg.weights["copy"] = None
+            cfg[new_section][new_key] = old
+            cfg[section][old_key] = None
 
 
 def unknown_keys(cfg: Any, schema: type = SweepConfig, prefix: str = "") -> List[str]:
@@ -492,7 +620,7 @@ def validate(cfg: DictConfig) -> None:
     Raises:
         ConfigError: one line naming the field, the value and what is allowed.
     """
-    from sweep import engines, frameworks
+    from sweep import engines, frameworks, models
 
     unknown = unknown_keys(cfg)
     if unknown:
@@ -506,6 +634,7 @@ def validate(cfg: DictConfig) -> None:
     world = MeshConfig.check(cfg.mesh, cfg.world_size)
     framework = frameworks.load(cfg)
     framework.check(cfg, world)
+    models.check(cfg, framework.name)
     engines.engine_class(cfg, framework.name).check(cfg)
 
 

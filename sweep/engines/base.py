@@ -11,8 +11,9 @@ validation calls on the class actually loaded, so an engine plugged in with
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from typing import Any, ClassVar, Dict, List, Optional
+from typing import Any, ClassVar, ContextManager, Dict, Iterator, List, Optional
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -107,20 +108,104 @@ class Engine:
 
 class TorchEngine(Engine):
     """Parallelises a ``torch.nn.Module`` on an initialised process group; ``device`` is
-    this rank's ``torch.device``."""
+    this rank's ``torch.device``. Besides :meth:`parallelize`, it owns the parts of the
+    training step (``sweep.train.torch_step``) that depend on how the model is
+    distributed: gradient sync during accumulation, the global gradient norm, the
+    gradient scaler, and the optimizer step."""
 
     framework = "torch"
 
-    def optimizer_step(self, optimizer: Any, grads: Any = None) -> None:
-        """``optimizer.step()`` after ``loss.backward()`` (``grads`` is unused)."""
-        optimizer.step()
+    def no_sync(self, model: Any) -> ContextManager[None]:
+        """Gradient sync off while entered: the inner micro-steps of gradient accumulation.
+
+        FSDP2 (and hyper-parallel's ``fully_shard``): ``set_requires_gradient_sync(False)``,
+        restored on exit; DDP: ``model.no_sync()``; a plain module (the standalone copy)
+        has nothing to sync."""
+        if hasattr(model, "set_requires_gradient_sync"):
+            return _gradient_sync_off(model)
+        if hasattr(model, "no_sync"):
+            return model.no_sync()
+        return contextlib.nullcontext()
+
+    def clip_grad_norm(self, model: Any, max_norm: float) -> float:
+        """Scale the gradients so that their global 2-norm is at most ``max_norm``; return
+        the norm before clipping. Over sharded gradients (DTensor) the norm is that of the
+        full tensors: ``torch.nn.utils.get_total_norm`` then ``DTensor.full_tensor()``,
+        then ``clip_grads_with_norm_``, as the PyTorch docs of ``clip_grad_norm_`` and
+        torchtitan's ``dist_utils.clip_grad_norm_`` do for FSDP2."""
+        import torch
+
+        params = [p for p in model.parameters() if p.grad is not None]
+        total = torch.nn.utils.get_total_norm([p.grad for p in params], norm_type=2.0)
+        if hasattr(total, "full_tensor"):
+            total = total.full_tensor()
+        torch.nn.utils.clip_grads_with_norm_(params, max_norm, total)
+        return float(total)
+
+    def grad_scaler(self, scaler_cfg: Any) -> Any:
+        """``torch.amp.GradScaler`` for this device with ``train.grad_scaler``'s arguments
+        (a plain or DDP model: every rank sees the full gradients, so they agree on infs)."""
+        import torch
+
+        return torch.amp.GradScaler(self.device.type, **_scaler_kwargs(scaler_cfg))
+
+    def optimizer_step(self, optimizer: Any, grads: Any = None, *, scaler: Any = None) -> None:
+        """``optimizer.step()`` after ``loss.backward()`` (``grads`` is unused), or
+        ``scaler.step(optimizer)`` (skipped on inf/NaN gradients) with a gradient scaler."""
+        if scaler is not None:
+            scaler.step(optimizer)
+        else:
+            optimizer.step()
+
+
+class StandaloneTorch(TorchEngine):
+    """The standalone copy's engine: one process, no parallelism. It runs the same
+    training step as the distributed copy; only the engine differs."""
+
+    def parallelize(self, model: Any) -> Any:
+        return model
+
+
+@contextlib.contextmanager
+def _gradient_sync_off(model: Any) -> Iterator[None]:
+    model.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)
+
+
+def _scaler_kwargs(scaler_cfg: Any) -> Dict[str, Any]:
+    return {k: scaler_cfg[k] for k in ("init_scale", "growth_factor", "backoff_factor", "growth_interval")}
 
 
 class MindSporeEngine(Engine):
-    """Parallelises a ``mindspore.nn.Cell`` after ``mindspore.communication.init()``."""
+    """Parallelises a ``mindspore.nn.Cell`` after ``mindspore.communication.init()``.
+    Gradients are functional (``value_and_grad``): :meth:`reduce_grads` gives the ones the
+    optimizer applies (reduced over the ranks where the engine reduces them itself),
+    :meth:`clip_grad_norm` clips them, :meth:`optimizer_step` applies them."""
 
     framework = "mindspore"
+
+    def reduce_grads(self, optimizer: Any, grads: Any) -> Any:
+        """The gradients after this engine's reduction (none here: a sharding engine
+        reduces them in its backward hooks)."""
+        return grads
+
+    def clip_grad_norm(self, grads: Any, max_norm: float) -> Any:
+        """``mindspore.ops.clip_by_global_norm(grads, max_norm)``: every gradient is
+        the full tensor here (one process, or after the data-parallel all-reduce)."""
+        from mindspore import ops
+
+        return ops.clip_by_global_norm(grads, max_norm)
 
     def optimizer_step(self, optimizer: Any, grads: Any = None) -> None:
         """Apply ``grads`` (a tuple from ``mindspore.value_and_grad``) with ``optimizer(grads)``."""
         optimizer(grads)
+
+
+class StandaloneMindSpore(MindSporeEngine):
+    """The standalone copy's engine (see :class:`StandaloneTorch`)."""
+
+    def parallelize(self, net: Any) -> Any:
+        return net

@@ -16,13 +16,20 @@ from sweep.errors import ConfigError
 
 
 def _no_policy(cfg: Any) -> None:
-    """Raises: ConfigError: ``mp_policy`` sets a dtype (data parallel has no policy)."""
+    """Raises: ConfigError: ``mp_policy`` sets a dtype or per-module overrides, or
+    ``wrap`` is not ``root`` (data parallel has no policy and no sharding units)."""
     policy = cfg.mp_policy
     if any(policy[k] is not None for k in ("param_dtype", "reduce_dtype", "output_dtype")):
         raise ConfigError(
             f"engine={cfg.engine.name} has no mixed-precision policy; mp_policy={policy.name} sets dtypes "
             "(use mp_policy=fp32 or cast_forward_inputs)"
         )
+    if policy.get("overrides"):
+        raise ConfigError(f"engine={cfg.engine.name} has no mixed-precision policy, so no per-module one: "
+                          f"mp_policy.overrides={dict(policy.overrides)}")
+    if str(getattr(cfg.wrap, "value", cfg.wrap)) != "root":
+        raise ConfigError(f"engine={cfg.engine.name} replicates the whole model: wrap={cfg.wrap.value if hasattr(cfg.wrap, 'value') else cfg.wrap} "
+                          "has no meaning without sharding units (use wrap=root)")
 
 
 class TorchDDP(TorchEngine):
@@ -47,7 +54,9 @@ class MindSporeGradReducer(MindSporeEngine):
     def parallelize(self, net: Any) -> Any:
         return net
 
-    def optimizer_step(self, optimizer: Any, grads: Any = None) -> None:
+    def reduce_grads(self, optimizer: Any, grads: Any) -> Any:
+        """The mean of ``grads`` over the ranks (one AllReduce per gradient): applied once
+        per optimizer step, after any accumulation, so the inner micro-steps never sync."""
         if self._reducer is None:
             from mindspore import nn
             from mindspore.communication import GlobalComm
@@ -55,4 +64,4 @@ class MindSporeGradReducer(MindSporeEngine):
             self._reducer = nn.DistributedGradReducer(
                 optimizer.parameters, mean=True, degree=self.world_size, group=GlobalComm.WORLD_COMM_GROUP
             )
-        optimizer(self._reducer(grads))
+        return self._reducer(grads)

@@ -377,23 +377,30 @@ class TorchHyperParallel(_HyperParallel, TorchEngine):
             mesh_shape=tuple(int(n) for n in self.cfg.mesh.mesh_shape),
             mesh_dim_names=tuple(self.cfg.mesh.mesh_dim_names),
         )
-        fsdp = torch_mp_policy(self.cfg.mp_policy)
-        policy = self.api.MixedPrecisionPolicy(
-            param_dtype=fsdp.param_dtype,
-            reduce_dtype=fsdp.reduce_dtype,
-            output_dtype=fsdp.output_dtype,
-            cast_forward_inputs=fsdp.cast_forward_inputs,
-        )
-        model = _fully_shard(self.api, model, self.cfg, policy, mesh, device=self.device)
+        from sweep.engines import wrapping
+
+        def shard(module: Any, policy_cfg: Any) -> Any:
+            fsdp = torch_mp_policy(policy_cfg)
+            policy = self.api.MixedPrecisionPolicy(
+                param_dtype=fsdp.param_dtype,
+                reduce_dtype=fsdp.reduce_dtype,
+                output_dtype=fsdp.output_dtype,
+                cast_forward_inputs=fsdp.cast_forward_inputs,
+            )
+            return _fully_shard(self.api, module, self.cfg, policy, mesh, device=self.device)
+
+        model, units = wrapping.shard(model, self.cfg, shard, self.cfg.mp_policy)
+        if units:
+            self._info["units"] = units
         self._info["api"] = {"name": "fully_shard", "reshard_after_forward": bool(self.cfg.reshard_after_forward)}
         if self.cfg.reshard_after_forward and _hp_torch.needs_version_counter_workaround(model):
             if _hp_torch.preserve_all_gather_version_counter(model):
                 self._info["notes"].append(_hp_torch.VERSION_COUNTER_WORKAROUND)
         return model
 
-    def optimizer_step(self, optimizer: Any, grads: Any = None) -> None:
+    def optimizer_step(self, optimizer: Any, grads: Any = None, *, scaler: Any = None) -> None:
         with _skip_dispatch(self):
-            optimizer.step()
+            super().optimizer_step(optimizer, grads, scaler=scaler)
 
     def info(self) -> Dict[str, Any]:
         return self._info

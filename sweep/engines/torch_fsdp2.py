@@ -4,7 +4,7 @@ HSDP (replicate over dim 0, shard over dim 1), per the ``fully_shard`` docs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Dict
 
 from sweep.engines.base import TorchEngine, dtype_name
 
@@ -31,15 +31,34 @@ class TorchFSDP2(TorchEngine):
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
+        from sweep.engines import wrapping
+
         mesh = init_device_mesh(
             self.device.type,
             tuple(int(n) for n in self.cfg.mesh.mesh_shape),
             mesh_dim_names=tuple(self.cfg.mesh.mesh_dim_names),
         )
-        fully_shard(
-            model,
-            mesh=mesh,
-            reshard_after_forward=bool(self.cfg.reshard_after_forward),
-            mp_policy=torch_mp_policy(self.cfg.mp_policy),
-        )
+
+        def shard(module: Any, policy: Any) -> Any:
+            return fully_shard(module, mesh=mesh, reshard_after_forward=bool(self.cfg.reshard_after_forward),
+                               mp_policy=torch_mp_policy(policy))
+
+        model, units = wrapping.shard(model, self.cfg, shard, self.cfg.mp_policy)
+        self.units = units
         return model
+
+    def grad_scaler(self, scaler_cfg: Any) -> Any:
+        """``ShardedGradScaler`` (torch.distributed.fsdp.sharded_grad_scaler): each rank
+        holds a shard of the gradients, so the inf/NaN check is all-reduced over the ranks
+        and they all skip the same steps."""
+        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+        from sweep.engines.base import _scaler_kwargs
+
+        return ShardedGradScaler(device=self.device.type, **_scaler_kwargs(scaler_cfg))
+
+    def info(self) -> Dict[str, Any]:
+        out = super().info()
+        if getattr(self, "units", None):
+            out["units"] = self.units
+        return out

@@ -73,12 +73,22 @@ class Framework:
                 f"(it has: {', '.join(cfg.framework.device_map)})"
             )
         cls.check_device(device, world)
+        cls.check_train(cfg)
         if importlib.util.find_spec(cls.module) is None:
             raise ConfigError(
                 f"framework={cls.name} is not installed: pip install '.[{cls.extra}]' "
                 "(on CPU machines add -c constraints/cpu.txt)"
             )
         cls.check_installed(cfg)
+
+    @classmethod
+    def check_train(cls, cfg: Any) -> None:
+        """Parts of the ``train``/``model`` sections this framework's step does not run
+        (none here).
+
+        Raises:
+            ConfigError: naming the field and why.
+        """
 
     @classmethod
     def check_device(cls, device: str, world: int) -> None:

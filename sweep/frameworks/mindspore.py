@@ -66,6 +66,26 @@ class MindSporeFramework(Framework):
             )
 
     @classmethod
+    def check_train(cls, cfg: Any) -> None:
+        """sweep's MindSpore step (``sweep.train.mindspore_rank``) runs float32 parameters,
+        the MSE loss, gradient accumulation and clipping; not a gradient scaler.
+
+        Raises:
+            ConfigError: ``model.init_dtype`` other than float32, ``train.loss`` other than
+                mse, or ``train.grad_scaler.enabled``.
+        """
+        dtype = str(getattr(cfg.model.init_dtype, "value", cfg.model.init_dtype))
+        if dtype != "float32":
+            raise ConfigError(f"model.init_dtype={dtype}: sweep's MindSpore step creates float32 parameters only; "
+                              "run it with framework=torch")
+        if str(cfg.train.loss) != "mse":
+            raise ConfigError(f"train.loss={cfg.train.loss}: sweep's MindSpore step has the mse loss only; "
+                              "run it with framework=torch")
+        if cfg.train.grad_scaler.enabled:
+            raise ConfigError("train.grad_scaler.enabled=true: sweep's MindSpore step has no loss scaler "
+                              "(mindspore.amp.DynamicLossScaler is not wired); run it with framework=torch")
+
+    @classmethod
     def check_installed(cls, cfg: Any) -> None:
         """``framework.grad_api=backward`` needs a MindSpore whose ``Tensor`` has ``backward``.
 

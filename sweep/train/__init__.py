@@ -23,7 +23,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from sweep.data import make_samples
 from sweep.layout import JobDir
 from sweep.records import RankResult
 
@@ -92,26 +91,35 @@ def phase_order(order: str, phase: str, job_dir: Path | str | None = None) -> Li
 
 
 def rank_samples(cfg: Any, rank: int) -> Tuple[List[Any], List[Any]]:
-    """``(standalone_samples, rank_samples)``: numpy ``(x, y)`` pairs per step.
+    """``(standalone_samples, rank_samples)``: numpy ``(inputs, targets)`` pairs per step
+    from ``data._target_`` (``sweep.data.build``).
 
-    ``data.split=replicated``: both are the same ``batch_size``-row samples.
+    ``data.split=replicated``: both are the same ``train.batch_size``-row samples.
     ``data.split=sharded``: the standalone copy gets ``batch_size * world_size`` rows per
     step (the job's world size, also in the standalone-only process of
     ``order=separate``) and rank ``rank`` rows ``[rank * batch_size, (rank + 1) * batch_size)``.
     """
+    from sweep.data import build
     from sweep.schema import world_size
 
     world = world_size(cfg)
     sharded = cfg.data.split == "sharded"
-    rows = cfg.data.batch_size * (world if sharded else 1)
-    global_samples = make_samples(
-        cfg.steps, batch_size=rows, in_size=cfg.model.in_size, out_size=cfg.model.out_size,
-        seed_offset=cfg.data.seed_offset,
-    )
+    b = cfg.train.batch_size
+    global_samples = build(cfg, b * (world if sharded else 1))
     if not sharded:
         return global_samples, global_samples
-    b = cfg.data.batch_size
     return global_samples, [(x[rank * b:(rank + 1) * b], y[rank * b:(rank + 1) * b]) for x, y in global_samples]
+
+
+def micro_batches(inputs: Any, targets: Any, n: int) -> List[Tuple[Any, Any]]:
+    """``n`` equal row slices of a step's ``(inputs, targets)`` (``train.grad_accum_steps``;
+    the config check makes ``n`` divide the rows of each copy: the standalone copy's
+    rows of a sharded step are ``world_size`` times a rank's). Rows, not a framework's
+    tensor type, are sliced, so both copies split the same way."""
+    if n == 1:
+        return [(inputs, targets)]
+    rows = len(inputs) // n
+    return [(inputs[j * rows:(j + 1) * rows], targets[j * rows:(j + 1) * rows]) for j in range(n)]
 
 
 def train_phases(

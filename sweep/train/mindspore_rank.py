@@ -15,38 +15,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from sweep import models
 from sweep.engines import load_engine
+from sweep.engines.base import StandaloneMindSpore
 from sweep.layout import JobDir
 from sweep.records import RankResult
-from sweep.train import phase_order, rank_samples, train_phases, write_rank_result
-
-
-def build_mlp(model_cfg: Any) -> Any:
-    """The report's ``SimpleMLP``: ``nn.Dense`` x2 with ``weight_init=Normal(init_std)``
-    (``"normal"`` is ``Normal(sigma=0.01)``), ``bias_init="zeros"``, ``mint.nn.ReLU``."""
-    from mindspore import mint, nn
-    from mindspore.common.initializer import Normal
-
-    class SimpleMLP(nn.Cell):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer0 = nn.Dense(
-                model_cfg.in_size, model_cfg.hidden_size, weight_init=Normal(sigma=model_cfg.init_std), bias_init="zeros"
-            )
-            self.layer1 = nn.Dense(
-                model_cfg.hidden_size, model_cfg.out_size, weight_init=Normal(sigma=model_cfg.init_std), bias_init="zeros"
-            )
-
-        def construct(self, x: Any) -> Any:
-            x = self.layer0(x)
-            x = mint.nn.ReLU()(x)
-            return self.layer1(x)
-
-    return SimpleMLP()
+from sweep.train import micro_batches, phase_order, rank_samples, train_phases, write_rank_result
 
 
 def build_optimizer(opt_cfg: Any, params: Any) -> Any:
@@ -110,15 +88,20 @@ def train(
     net: Any,
     optimizer: Any,
     samples: List[Any],
-    apply: Callable[[Any, Any], None],
+    engine: Any,
+    train_cfg: Any,
     *,
     grad_api: str = "value_and_grad",
     zero_grad: bool = False,
     observed: Optional[Dict[str, str]] = None,
 ) -> List[float]:
-    """The report's ``train_step`` over ``samples``: ``value_and_grad`` of the MSE loss
-    w.r.t. ``optimizer.parameters``, then ``apply(optimizer, grads)``; with
-    ``zero_grad`` also ``net.zero_grad()`` where the net has one (hyper-parallel's
+    """The report's ``train_step`` over ``samples``, with the ``train`` section's step
+    (as ``sweep.train.torch_step``): per micro-batch (``grad_accum_steps`` equal row
+    slices) ``value_and_grad`` of ``MSE / grad_accum_steps`` w.r.t.
+    ``optimizer.parameters``, the gradients summed; then ``engine.reduce_grads`` (the
+    data-parallel all-reduce: once per step, so the inner micro-steps never sync),
+    ``engine.clip_grad_norm`` if ``clip_grad_norm`` is set, ``engine.optimizer_step``;
+    with ``zero_grad`` also ``net.zero_grad()`` where the net has one (hyper-parallel's
     ``fully_shard`` adds it; a plain Cell's functional gradients need no clearing).
 
     ``observed`` (a dict) receives at step 0 the dtypes that ran: ``param_forward``
@@ -140,29 +123,40 @@ def train(
             )
         raise NotImplementedError(f"framework.grad_api={grad_api} is not wired for MindSpore yet")
     loss_fn = nn.MSELoss()
+    accum = int(train_cfg.grad_accum_steps)
+    clip = train_cfg.clip_grad_norm
 
     def forward_fn(inputs: Any, labels: Any) -> Any:
         out = net(inputs)
         if observed is not None and "output" not in observed:
-            observed["param_forward"] = str(net.layer0.weight.dtype).lower()
+            first = next(p for p in net.trainable_params() if p.name.endswith("weight"))
+            observed["param_forward"] = str(first.dtype).lower()
             observed["output"] = str(out.dtype).lower()
-        return loss_fn(out, labels)
+        loss = loss_fn(out, labels)
+        return loss if accum == 1 else loss / accum
 
     grad_fn = ms.value_and_grad(forward_fn, None, optimizer.parameters)
     clear = getattr(net, "zero_grad", None) if zero_grad else None
     losses = []
     for x, y in samples:
-        loss, grads = grad_fn(x, y)
+        step_loss, grads = 0.0, None
+        for xm, ym in micro_batches(x, y, accum):
+            loss, micro = grad_fn(Tensor(xm), Tensor(ym))
+            grads = micro if grads is None else tuple(g + m for g, m in zip(grads, micro))
+            step_loss += float(loss.asnumpy())
         if observed is not None and "grad" not in observed:
             observed["grad"] = str(grads[0].dtype).lower()
-        apply(optimizer, grads)
+        grads = engine.reduce_grads(optimizer, grads)
+        if clip is not None:
+            grads = engine.clip_grad_norm(grads, float(clip))
+        engine.optimizer_step(optimizer, grads)
         if observed is not None and "master" not in observed:
             observed["master"] = str(net.trainable_params()[0].dtype).lower()
             moments = getattr(optimizer, "moment1", None) or getattr(optimizer, "moments", None)
             observed["optimizer_state"] = str(moments[0].dtype).lower() if moments else None
         if clear is not None:
             clear()
-        losses.append(float(loss.asnumpy()))
+        losses.append(step_loss)
     return losses
 
 
@@ -208,18 +202,18 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     ``sweep.train``); seeds are (re)set here, so a reused process gives the same losses."""
     t0 = time.perf_counter()
     import mindspore as ms
-    from mindspore import Tensor
 
     ms.set_seed(cfg.seed)
     np.random.seed(cfg.seed)
     rank, world, distributed_phase = ctx.rank, ctx.world, ctx.distributed
     job_dir = Path(job_dir)
-    standalone = build_mlp(cfg.model)
-    distributed = build_mlp(cfg.model)
+    standalone = models.build(cfg, "mindspore")
+    distributed = models.build(cfg, "mindspore")
     ckpt = JobDir(job_dir).checkpoint("standalone" if not distributed_phase else f"rank_{rank}", ".ckpt")
     copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
     names = phase_order(cfg.order, phase, job_dir)
     engine = load_engine(cfg, "mindspore", device=cfg.device, world_size=world)
+    alone = StandaloneMindSpore(cfg, device=cfg.device, world_size=1)
     if "distributed" in names:
         distributed = engine.parallelize(distributed)
     global_np, local_np = rank_samples(cfg, rank)
@@ -227,16 +221,13 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     opt_distributed = build_optimizer(cfg.optimizer, distributed.trainable_params())
     zero_grad_effective = bool(cfg.zero_grad) and hasattr(distributed, "zero_grad")
 
-    def tensors(pairs: List[Any]) -> List[Any]:
-        return [(Tensor(x), Tensor(y)) for x, y in pairs]
-
     observed: Dict[str, str] = {}
     losses, moved, seconds = train_phases(
         names,
         train={
-            "standalone": lambda: train(standalone, opt_standalone, tensors(global_np), lambda opt, g: opt(g),
+            "standalone": lambda: train(standalone, opt_standalone, global_np, alone, cfg.train,
                                         grad_api=cfg.framework.grad_api),
-            "distributed": lambda: train(distributed, opt_distributed, tensors(local_np), engine.optimizer_step,
+            "distributed": lambda: train(distributed, opt_distributed, local_np, engine, cfg.train,
                                          grad_api=cfg.framework.grad_api, zero_grad=bool(cfg.zero_grad),
                                          observed=observed),
         },

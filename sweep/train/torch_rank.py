@@ -1,4 +1,4 @@
-"""One PyTorch rank: standalone then distributed training of the seed's MLP.
+"""One PyTorch rank: standalone and distributed training of the job's model (``sweep.models``).
 
 Started by torchrun (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` in the environment).
 Order of RNG use, as in the report: seed, build the standalone model, build the
@@ -16,37 +16,17 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List
 
 import numpy as np
 
+from sweep import models
 from sweep.engines import load_engine
+from sweep.engines.base import StandaloneTorch
 from sweep.layout import JobDir
 from sweep.records import RankResult
 from sweep.train import phase_order, rank_samples, redirect_output, train_phases, write_rank_result
-
-
-def build_mlp(model_cfg: Any) -> Any:
-    """Dense(in, hidden) -> ReLU -> Dense(hidden, out); weights ~ N(0, init_std^2), biases 0.
-
-    Parameter names (``layer0.weight``, ...) match the MindSpore model's.
-    """
-    import torch
-    from torch import nn
-
-    class MLP(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer0 = nn.Linear(model_cfg.in_size, model_cfg.hidden_size)
-            self.layer1 = nn.Linear(model_cfg.hidden_size, model_cfg.out_size)
-            for layer in (self.layer0, self.layer1):
-                nn.init.normal_(layer.weight, mean=0.0, std=model_cfg.init_std)
-                nn.init.zeros_(layer.bias)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.layer1(torch.relu(self.layer0(x)))
-
-    return MLP()
+from sweep.train.torch_step import train
 
 
 def build_optimizer(opt_cfg: Any, params: Any) -> Any:
@@ -101,139 +81,6 @@ def local_params(model: Any) -> List[np.ndarray]:
         data = data.to_local() if hasattr(data, "to_local") else data
         out.append(data.float().cpu().numpy().copy())
     return out
-
-
-class _ObserveReduce:
-    """While entered, record the dtype of the first tensor torch.distributed reduces
-    (``reduce_scatter_single``/``reduce_scatter_tensor``: FSDP2's gradient reduction,
-    torch 2.13's ``_fsdp_collectives`` calls the former; ``all_reduce``: HSDP's
-    replicate dim, hyper-parallel) into ``observed["reduce"]``. It only looks: the call
-    goes through unchanged. DDP reduces in C++ (its buckets), out of sight: unknown."""
-
-    # name -> (position, keyword) of the tensor being reduced
-    WATCHED = {"reduce_scatter_tensor": (1, "input"), "reduce_scatter_single": (1, "input"),
-               "all_reduce": (0, "tensor")}
-
-    def __init__(self, observed: Dict[str, str]) -> None:
-        self.observed = observed
-        self.saved: Dict[str, Any] = {}
-
-    def _watch(self, original: Any, position: int, keyword: str) -> Any:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            tensor = kwargs.get(keyword, args[position] if len(args) > position else None)
-            if tensor is not None and hasattr(tensor, "dtype"):
-                self.observed.setdefault("reduce", _dtype(tensor))
-            return original(*args, **kwargs)
-
-        return wrapper
-
-    def __enter__(self) -> "_ObserveReduce":
-        import torch.distributed as dist
-
-        for name, (position, keyword) in self.WATCHED.items():
-            if not hasattr(dist, name):
-                continue
-            self.saved[name] = getattr(dist, name)
-            setattr(dist, name, self._watch(self.saved[name], position, keyword))
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        import torch.distributed as dist
-
-        for name, original in self.saved.items():
-            setattr(dist, name, original)
-
-
-def record_tensors(model: Any, kind: str) -> Dict[str, np.ndarray]:
-    """Every parameter's gradient (``kind="grad"``) or value (``"weight"``) as a full numpy
-    array: a sharded ``DTensor`` is gathered (``full_tensor()``, a collective every rank
-    makes at the same point), DDP's ``module.`` prefix is dropped from the names."""
-    out = {}
-    for name, param in model.named_parameters():
-        tensor = param.grad if kind == "grad" else param.detach()
-        if tensor is None:
-            continue
-        if hasattr(tensor, "full_tensor"):
-            tensor = tensor.full_tensor()
-        out[name[len("module."):] if name.startswith("module.") else name] = \
-            tensor.detach().float().cpu().numpy().copy()
-    return out
-
-
-def train(
-    model: Any,
-    samples: List[Any],
-    step: Callable[[], None],
-    zero_grad: Optional[Callable[[], None]],
-    observed: Optional[Dict[str, str]] = None,
-    optimizer: Any = None,
-    trace: Optional[List[Dict[str, Dict[str, np.ndarray]]]] = None,
-    trace_until: int = -1,
-) -> List[float]:
-    """Train one pass over ``samples``: forward, MSE loss, ``backward()``, ``step()``,
-    then ``zero_grad()`` unless it is ``None``. Returns the loss of every step (float).
-
-    If ``observed`` is a dict, step 0 fills it with the dtypes that actually ran:
-    ``param_forward`` (``layer0.weight`` seen by its forward), ``output`` (the model
-    output), ``reduce`` (the gradients torch.distributed reduced, :class:`_ObserveReduce`),
-    ``grad`` (the gradient the optimizer reads), ``master`` (this rank's stored parameter:
-    the master weights) and, given the ``optimizer``, ``optimizer_state`` (its first state
-    tensor after the step, e.g. Adam's ``exp_avg``; none for plain SGD).
-
-    If ``trace`` is a list, each step up to ``trace_until`` appends ``{"grad": ...,
-    "weight": ...}`` (:func:`record_tensors`): the gradients after the backward (and its
-    reduction), the weights after the step (``sweep.trace``).
-    """
-    import contextlib
-
-    import torch.nn.functional as F
-
-    handle = None
-    if observed is not None:
-        layer0 = _find_layer0(model)
-
-        def record_param_dtype(module: Any, args: Any) -> None:  # a pre-hook's return value replaces the input
-            observed.setdefault("param_forward", _dtype(module.weight))
-
-        handle = layer0.register_forward_pre_hook(record_param_dtype)
-    losses = []
-    for i, (x, y) in enumerate(samples):
-        traced = trace is not None and i <= trace_until
-        watch = _ObserveReduce(observed) if handle is not None else contextlib.nullcontext()
-        with watch:
-            out = model(x)
-            loss = F.mse_loss(out, y)
-            loss.backward()
-        if handle is not None:
-            handle.remove()
-            observed["output"] = _dtype(out)
-            observed["grad"] = _dtype(next(model.parameters()).grad)
-        if traced:
-            trace.append({"grad": record_tensors(model, "grad")})
-        step()
-        if traced:
-            trace[-1]["weight"] = record_tensors(model, "weight")
-        if handle is not None:
-            handle = None
-            observed["master"] = _dtype(next(model.parameters()).detach())
-            state = [v for s in (optimizer.state.values() if optimizer is not None else []) for v in s.values()
-                     if hasattr(v, "dtype") and getattr(v, "dim", lambda: 0)() > 0]
-            observed["optimizer_state"] = _dtype(state[0]) if state else None
-        if zero_grad is not None:
-            zero_grad()
-        losses.append(float(loss.item()))
-    return losses
-
-
-def _find_layer0(model: Any) -> Any:
-    return model.module.layer0 if hasattr(model, "module") else model.layer0
-
-
-def _dtype(tensor: Any) -> Optional[str]:
-    if tensor is None:
-        return None
-    tensor = tensor.to_local() if hasattr(tensor, "to_local") else tensor
-    return str(tensor.dtype).replace("torch.", "")
 
 
 @dataclass
@@ -299,12 +146,13 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     np.random.seed(cfg.seed)
     if cfg.deterministic or torch.are_deterministic_algorithms_enabled():
         torch.use_deterministic_algorithms(bool(cfg.deterministic))
-    standalone = build_mlp(cfg.model).to(device)
-    distributed = build_mlp(cfg.model).to(device)
+    standalone = models.build(cfg, "torch").to(device)
+    distributed = models.build(cfg, "torch").to(device)
     ckpt = JobDir(job_dir).checkpoint(f"rank_{rank}" if ctx.distributed else "standalone", ".pt")
     copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
     names = phase_order(cfg.order, phase, job_dir)
     engine = load_engine(cfg, "torch", device=device, world_size=world)
+    alone = StandaloneTorch(cfg, device=device, world_size=1)
     if "distributed" in names:
         distributed = engine.parallelize(distributed)
     opt_standalone = build_optimizer(cfg.optimizer, standalone.parameters())
@@ -317,17 +165,16 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     observed: Dict[str, str] = {}
     until = cfg.compare.get("trace_until")
     traces: Dict[str, list] = {"standalone": [], "distributed": []} if until is not None else {}
+    until_step = until if until is not None else -1
+    input_dtype = getattr(torch, str(getattr(cfg.model.init_dtype, "value", cfg.model.init_dtype)))
     losses, moved, seconds = train_phases(
         names,
         train={
-            "standalone": lambda: train(standalone, to_device(global_np), opt_standalone.step,
-                                        opt_standalone.zero_grad, trace=traces.get("standalone"),
-                                        trace_until=until if until is not None else -1),
-            "distributed": lambda: train(distributed, to_device(local_np),
-                                         lambda: engine.optimizer_step(opt_distributed),
-                                         opt_distributed.zero_grad if cfg.zero_grad else None, observed,
-                                         optimizer=opt_distributed, trace=traces.get("distributed"),
-                                         trace_until=until if until is not None else -1),
+            "standalone": lambda: train(standalone, to_device(global_np), alone, opt_standalone, cfg.train,
+                                        input_dtype=input_dtype, trace=traces.get("standalone"), trace_until=until_step),
+            "distributed": lambda: train(distributed, to_device(local_np), engine, opt_distributed, cfg.train,
+                                         clear_grads=bool(cfg.zero_grad), input_dtype=input_dtype, observed=observed,
+                                         trace=traces.get("distributed"), trace_until=until_step),
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )

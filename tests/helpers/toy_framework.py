@@ -1,5 +1,5 @@
 """A third framework and its engine, each defined in this one module: what the core
-needs to accept them is a config (here given as overrides; in the tree it would be one
+needs to accept them (and a model built for it) is a config (here given as overrides; in the tree it would be one
 ``conf/framework/toy.yaml``), never an edit of the core."""
 
 from sweep.engines.base import Engine
@@ -31,7 +31,15 @@ class ToyEngine(Engine):
         return model
 
 
+def toy_model(*, framework, in_size, out_size):
+    """The toy framework's model (a model factory names the frameworks it builds for)."""
+    return {"framework": framework, "shape": (in_size, out_size)}
+
+
+toy_model.frameworks = ("toy",)
+
 OVERRIDES = [
     "framework.name=toy", "framework.impl=tests.helpers.toy_framework.ToyFramework", "framework.launcher=toyrun",
     "framework.pool_launcher=toyrun", "+engine.impl.toy=tests.helpers.toy_framework.ToyEngine",
+    "model.name=toy", "model._target_=tests.helpers.toy_framework.toy_model",
 ]

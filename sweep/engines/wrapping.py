@@ -1,0 +1,68 @@
+"""Which sub-modules become ``fully_shard`` units, and with which policy (``wrap``,
+``mp_policy.overrides``), for the engines that call a ``fully_shard``: PyTorch FSDP2 and
+hyper-parallel on torch.
+
+FSDP2's usual pattern (the ``fully_shard`` docs, torchtitan's ``apply_fsdp``): shard each
+layer, then the root, which takes the parameters no layer holds. A module named in
+``mp_policy.overrides`` becomes a unit of its own with the job's policy merged with its
+override, e.g. a BatchNorm kept in float32 under a float16 policy. Units are sharded
+innermost first (a nested unit before the one that contains it), as ``fully_shard``
+requires.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Tuple
+
+from omegaconf import OmegaConf
+
+POLICY_KEYS = ("param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs")
+
+
+def layer_names(model: Any) -> List[str]:
+    """The layers of ``wrap=per_layer``: ``layers.<i>`` for each entry of the model's
+    ``layers`` (torchtitan's convention) if it has that attribute, else each direct child
+    that holds parameters."""
+    layers = getattr(model, "layers", None)
+    if layers is not None and hasattr(layers, "__iter__"):
+        return [f"layers.{i}" for i, _ in enumerate(layers)]
+    return [name for name, child in model.named_children() if any(True for _ in child.parameters())]
+
+
+def policy_for(mp_cfg: Any, override: Any) -> Any:
+    """The job's ``mp_policy`` with ``override``'s keys replaced (a DictConfig)."""
+    base = {k: mp_cfg[k] for k in POLICY_KEYS}
+    merged = OmegaConf.merge(OmegaConf.create({k: getattr(v, "value", v) for k, v in base.items()}),
+                             OmegaConf.create(dict(override or {})))
+    return merged
+
+
+def units(model: Any, cfg: Any) -> List[Tuple[str, Any, Any]]:
+    """``(name, module, policy)`` for every unit below the root, innermost first.
+
+    Raises:
+        ValueError: an override names a module the model does not have.
+    """
+    overrides = dict(cfg.mp_policy.get("overrides") or {})
+    names = set(overrides)
+    if str(getattr(cfg.wrap, "value", cfg.wrap)) == "per_layer":
+        names.update(layer_names(model))
+    have = {name for name, _ in model.named_modules() if name}
+    missing = sorted(set(overrides) - have)
+    if missing:
+        raise ValueError(f"mp_policy.overrides names {', '.join(missing)}, which model={cfg.model.name} does not "
+                         f"have; its modules: {', '.join(sorted(have))}")
+    ordered = sorted(names, key=lambda n: (-n.count("."), n))
+    return [(name, model.get_submodule(name), policy_for(cfg.mp_policy, overrides.get(name))) for name in ordered]
+
+
+def shard(model: Any, cfg: Any, fully_shard: Callable[[Any, Any], Any], root_policy: Any) -> Tuple[Any, Dict[str, Any]]:
+    """Apply ``fully_shard(module, policy_cfg)`` to every unit of :func:`units`, then to the
+    root with ``root_policy``. Returns the (root) model and a record of the units:
+    ``{name: {policy key: value}}`` (``RankResult.engine["units"]``)."""
+    record = {}
+    for name, module, policy in units(model, cfg):
+        fully_shard(module, policy)
+        record[name] = {k: policy[k] for k in POLICY_KEYS}
+    out = fully_shard(model, root_policy)
+    return (model if out is None else out), record
