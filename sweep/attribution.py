@@ -338,9 +338,18 @@ def ties(ranked: Sequence[Dict[str, Any]], rows: Sequence[Row]) -> List[Dict[str
         job = next(r for r in rows if r["job"] == top["failing_jobs"][0])
         other = next((v for v in _levels(rows, c["factor"]) if v != c["level"]), None)
         overrides = dict(job["overrides"], **{c["factor"]: other}) if other is not None else job["overrides"]
+        ran = next((r for r in rows if r["overrides"] == overrides and r["status"] in ("ok", "fail")), None)
         found.append({"factor": c["factor"], "level": c["level"],
-                      "separate_with": sorted(f"{k}={v}" for k, v in overrides.items() if v is not None)})
+                      "separate_with": sorted(f"{k}={v}" for k, v in overrides.items() if v is not None),
+                      # the separating job ran already and passed: the two fail only together
+                      "together": ran is not None and ran["status"] == "ok", "separating_job": ran and ran["job"]})
     return found
+
+
+def _other(rows: Sequence[Row], tie: Dict[str, Any]) -> Any:
+    """The level of ``tie``'s factor in its separating job."""
+    job = next(r for r in rows if r["job"] == tie["separating_job"])
+    return job["overrides"].get(tie["factor"])
 
 
 def scalers(rows: Sequence[Row]) -> List[Dict[str, Any]]:
@@ -495,6 +504,14 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
         context = f"; only with {only[0]['with_factor']}={'/'.join(map(label, only[0]['with_levels']))}" if only else ""
         word = "Exposed by (not caused by)" if top.get("exposes_only") else "Culprit"
         tied = ties(ranked, rows)
+        together = [t for t in tied if t["together"]]
+        tied = [t for t in tied if not t["together"]]
+        if together:
+            names = " and ".join([f"{top['factor']}={label(top['level'])}"]
+                                 + [f"{t['factor']}={label(t['level'])}" for t in together])
+            text += (f". Only together: {names} fail in the same jobs, and "
+                     + "; ".join(f"job {t['separating_job']} ({t['factor']}={label(_other(rows, t))}) passes"
+                                 for t in together) + ": an interaction, not one factor")
         if tied:
             names = " or ".join([f"{top['factor']}={label(top['level'])}"]
                                 + [f"{t['factor']}={label(t['level'])}" for t in tied])
@@ -502,7 +519,8 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
                      f"add the job {' '.join(tied[0]['separate_with'])}. {word}: {top['evidence']}{context}.")
         else:
             text += f". {word}: {top['evidence']}{context}."
-        rest = [c for c in ranked[1:] if (c["factor"], c["level"]) not in {(t["factor"], t["level"]) for t in tied}]
+        rest = [c for c in ranked[1:]
+                if (c["factor"], c["level"]) not in {(t["factor"], t["level"]) for t in tied + together}]
         if rest:
             text += " Also: " + ", ".join(f"{c['factor']}={label(c['level'])}" for c in rest[:3]) + "."
         return text + tail

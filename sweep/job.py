@@ -318,7 +318,8 @@ def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalo
     record.engine = first.engine  # engine.info(): the API that ran, workarounds, emulated collectives
     record.notes = effect_notes(cfg, record)
     record.dtypes = {
-        "configured": {k: record.config["mp_policy"][k] for k in ("param_dtype", "reduce_dtype", "output_dtype")},
+        "configured": {**{k: record.config["mp_policy"][k] for k in ("param_dtype", "reduce_dtype", "output_dtype")},
+                       "init_dtype": record.config["model"].get("init_dtype", "float32")},
         "observed": first.dtypes_observed,
     }
     for phase in ("setup", "standalone", "distributed"):

@@ -98,7 +98,7 @@ def _dtypes(record: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     configured, observed = record.get("configured") or {}, record.get("observed") or {}
     wanted, ran = configured.get("param_dtype"), observed.get("param_forward")
     notes = []
-    for key, expected in implied_dtypes(configured).items():
+    for key, expected in implied_dtypes(configured, _dtype_name(configured.get("init_dtype"), "") or "float32").items():
         seen = observed.get(key)
         if seen is not None and expected is not None and _dtype_name(seen, "") != expected:
             notes.append(f"{key.replace('_', ' ')} dtype ran {_dtype_name(seen, '')}, "
@@ -122,7 +122,7 @@ def implied_dtypes(configured: Dict[str, Any], master: str = "float32") -> Dict[
     semantics, ``torch.distributed.fsdp.MixedPrecisionPolicy`` docs): the forward's
     parameters in ``param_dtype`` (default: the stored parameter's); gradients reduced in
     ``reduce_dtype`` (default: ``param_dtype``); the master weights and the optimizer
-    state in the dtype the parameters were created in (``master``, float32 here)."""
+    state in the dtype the parameters were created in (``master``: ``model.init_dtype``)."""
     param = _dtype_name(configured.get("param_dtype"), "") or master
     return {
         "param_forward": param,

@@ -38,22 +38,30 @@ def policy_for(mp_cfg: Any, override: Any) -> Any:
 
 
 def units(model: Any, cfg: Any) -> List[Tuple[str, Any, Any]]:
-    """``(name, module, policy)`` for every unit below the root, innermost first.
+    """``(name, module, policy)`` for every unit below the root, innermost first. A key of
+    ``mp_policy.overrides`` names a module (``norm1``, ``layers.0.attn_norm``) or a module
+    class (``BatchNorm1d``: every module of that class, as FSDP1's mixed precision kept
+    batch norms in float32).
 
     Raises:
-        ValueError: an override names a module the model does not have.
+        ValueError: an override key that is neither a module nor a module class of the model.
     """
     overrides = dict(cfg.mp_policy.get("overrides") or {})
-    names = set(overrides)
+    modules = {name: module for name, module in model.named_modules() if name}
+    chosen: Dict[str, Any] = {}
+    for key, override in overrides.items():
+        matches = [key] if key in modules else [n for n, m in modules.items() if type(m).__name__ == key]
+        if not matches:
+            classes = sorted({type(m).__name__ for m in modules.values()})
+            raise ValueError(f"mp_policy.overrides.{key}: model={cfg.model.name} has no module or module class "
+                             f"of that name; its modules: {', '.join(modules)}; classes: {', '.join(classes)}")
+        for name in matches:
+            chosen[name] = override
+    names = set(chosen)
     if str(getattr(cfg.wrap, "value", cfg.wrap)) == "per_layer":
         names.update(layer_names(model))
-    have = {name for name, _ in model.named_modules() if name}
-    missing = sorted(set(overrides) - have)
-    if missing:
-        raise ValueError(f"mp_policy.overrides names {', '.join(missing)}, which model={cfg.model.name} does not "
-                         f"have; its modules: {', '.join(sorted(have))}")
     ordered = sorted(names, key=lambda n: (-n.count("."), n))
-    return [(name, model.get_submodule(name), policy_for(cfg.mp_policy, overrides.get(name))) for name in ordered]
+    return [(name, model.get_submodule(name), policy_for(cfg.mp_policy, chosen.get(name))) for name in ordered]
 
 
 def shard(model: Any, cfg: Any, fully_shard: Callable[[Any, Any], Any], root_policy: Any) -> Tuple[Any, Dict[str, Any]]:

@@ -135,6 +135,7 @@ def train(
         loss = loss_fn(out, labels)
         return loss if accum == 1 else loss / accum
 
+    net.set_train(True)  # a Cell starts in inference mode (BatchNorm would use its running statistics)
     grad_fn = ms.value_and_grad(forward_fn, None, optimizer.parameters)
     clear = getattr(net, "zero_grad", None) if zero_grad else None
     losses = []

@@ -82,7 +82,12 @@ def test_ties_are_stated_whatever_order_the_factors_were_typed_in():
 
     one, other = attribute(rows(True))["verdict"], attribute(rows(False))["verdict"]
     assert one == other
-    assert "Indistinguishable in this sweep: fa=y or fb=q" in one
+    # the full 2x2 grid holds the job that would separate them, and it passes: an interaction
+    assert "Only together: fa=y and fb=q fail in the same jobs, and job 3 (fb=p) passes: an interaction" in one
+    assert "Indistinguishable" not in one
+    # without that job, fa alone has a one-factor pair: it is the culprit, no tie is claimed
+    verdict = attribute([r for r in rows(True) if r["job"] != 3])["verdict"]
+    assert "Culprit: fa=y" in verdict and "Only together" not in verdict
 
 
 def test_confounded_culprits_get_a_separating_job():

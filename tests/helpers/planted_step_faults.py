@@ -1,0 +1,33 @@
+"""Test-only engines with a bug in their part of the training step (issue 14's check:
+a planted accumulation or clipping bug fails, and the sweep names the factor that
+turns it on). Plugged in with ``engine.impl.torch=tests.helpers.planted_step_faults.X``."""
+
+import contextlib
+
+from sweep.engines.torch_fsdp2 import TorchFSDP2
+
+
+class SyncNeverRestoredFSDP2(TorchFSDP2):
+    """Turns gradient sync off for accumulation and never turns it back on: the last
+    micro-step does not reduce-scatter either, so the sharded gradients stay empty and
+    the optimizer moves nothing (``grad_accum_steps > 1`` only)."""
+
+    def no_sync(self, model):
+        model.set_requires_gradient_sync(False)
+        return contextlib.nullcontext()
+
+
+class LocalNormClipFSDP2(TorchFSDP2):
+    """Clips with the norm of this rank's shard only (``to_local()``), the classic
+    sharded-clipping bug: each rank scales its shard by a different factor."""
+
+    def clip_grad_norm(self, model, max_norm):
+        import torch
+
+        grads = [p.grad.to_local() for p in model.parameters() if p.grad is not None]
+        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.to_local().mul_(coef)
+        return float(total)
