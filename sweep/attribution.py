@@ -294,7 +294,7 @@ def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
             )
             if to_pass:
                 evidence += f"; passes in {to_pass} pairs where the other level fails"
-            hidden = [y for _, y in to_fail if y.get("first_diff_step") is not None]
+            hidden = [y for _, y in to_fail if y.get("first_diff_step") is not None and not rounding_only(y)]
             exposes = bool(to_fail) and len(hidden) == len(to_fail)
             if exposes:
                 worst_fail = _max(x["max_abs_diff"] for x, _ in to_fail)
@@ -320,6 +320,16 @@ def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     # Ties are ties: the order depends on the evidence (pairs), never on sub-tolerance noise
     # or on the order the factors were typed in; equal ones are reported together (ties()).
     return sorted(found, key=lambda c: (-c["score"], -c["to_fail"], c["factor"], label(c["level"])))
+
+
+def rounding_only(row: Row) -> bool:
+    """Whether ``row``'s copies differ by float rounding only (``sweep.trace.ROUNDING_REL``),
+    judged by its traced tensors (``first_tensor_rel``: the first difference beyond
+    rounding if any); unknown (not traced) counts as a real drift."""
+    rel = row.get("first_tensor_rel")
+    from sweep.trace import ROUNDING_REL
+
+    return rel is not None and float(rel) < ROUNDING_REL
 
 
 def ties(ranked: Sequence[Dict[str, Any]], rows: Sequence[Row]) -> List[Dict[str, Any]]:

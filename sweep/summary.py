@@ -150,6 +150,9 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
                 metrics["first_diff_step"] = step
     tensor = result.first_tensor or {}
     metrics["first_tensor"] = tensor.get("description") or tensor.get("note")
+    # the size of the first real difference: beyond float rounding if the first one is rounding
+    beyond = tensor.get("beyond_rounding")
+    metrics["first_tensor_rel"] = beyond["rel_diff"] if beyond else tensor.get("rel_diff")
     if tensor.get("description") and tensor.get("rank") is not None and (result.world_size or 1) > 1:
         metrics["first_tensor"] += f" (rank {tensor['rank']})"
     metrics["ranks_agree"] = result.ranks_agree

@@ -15,12 +15,17 @@ import numpy as np
 
 Trace = List[Dict[str, Dict[str, np.ndarray]]]
 KINDS = ("grad", "weight")
+# Relative differences below this are float rounding (summation order; fp32's epsilon is
+# 1.2e-7 and a few steps of accumulation stay far below 1e-4), not a fault, which moves
+# its first tensor by 1e-3 or more (a scale, a missing reduction, a skipped step).
+ROUNDING_REL = 1e-4
 
 
-def first_difference(standalone: Trace, distributed: Trace, noise_floor: float = 0.0) -> Optional[Dict[str, Any]]:
+def first_difference(standalone: Trace, distributed: Trace, noise_floor: float = 0.0,
+                     min_rel: float = 0.0) -> Optional[Dict[str, Any]]:
     """The first ``(step, kind, name)`` whose two tensors differ by more than
-    ``noise_floor`` (max absolute difference), in trace order (names sorted within a
-    kind), or ``None`` if none does.
+    ``noise_floor`` (max absolute difference) and by at least ``min_rel`` (relative), in
+    trace order (names sorted within a kind), or ``None`` if none does.
 
     Returns ``{"step", "kind", "name", "abs_diff", "rel_diff", "weights_identical_before",
     "description"}``: ``rel_diff`` is ``abs_diff / max|standalone|`` (``inf`` for a zero
@@ -39,12 +44,30 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
                     continue
                 scale = float(np.max(np.abs(a))) if a.size else 0.0
                 rel = diff / scale if scale > 0 else float("inf")
+                if rel < min_rel:
+                    continue
                 before = step > 0 or kind == "weight"
                 found = {"step": step, "kind": kind, "name": name, "abs_diff": diff, "rel_diff": rel,
                          "weights_identical_before": before}
                 found["description"] = describe(found)
                 return found
     return None
+
+
+def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int) -> Dict[str, Any]:
+    """:func:`first_difference`, and if that one is within float rounding
+    (:data:`ROUNDING_REL`), also the first tensor beyond it (``beyond_rounding``: a dict
+    like the first, or ``None``), added to the description; ``{"description": "no tensor
+    differs in steps 0-<last_step>"}`` if none differs."""
+    found = first_difference(standalone, distributed, noise_floor)
+    if found is None:
+        return {"description": f"no tensor differs in steps 0-{last_step}"}
+    if found["rel_diff"] < ROUNDING_REL:
+        beyond = first_difference(standalone, distributed, noise_floor, min_rel=ROUNDING_REL)
+        found["beyond_rounding"] = beyond
+        found["description"] += (f"; first beyond rounding (rel >= {ROUNDING_REL:g}): " + beyond["description"]
+                                 if beyond else f"; rounding only (rel < {ROUNDING_REL:g}) in steps 0-{last_step}")
+    return found
 
 
 def describe(found: Dict[str, Any]) -> str:

@@ -186,10 +186,9 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         engine_notes=list(info.get("notes") or engine.notes), engine=info,
     )
     if traces.get("standalone") and traces.get("distributed"):
-        from sweep.trace import first_difference
+        from sweep.trace import locate
 
-        found = first_difference(traces["standalone"], traces["distributed"], float(cfg.compare.noise_floor))
-        result.first_tensor = found or {"description": f"no tensor differs in steps 0-{until}"}
+        result.first_tensor = locate(traces["standalone"], traces["distributed"], float(cfg.compare.noise_floor), until)
     write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
 
 
