@@ -12,6 +12,8 @@ from typing import Any, List, Tuple
 
 import numpy as np
 
+from sweep.errors import ConfigError
+
 
 def make_samples(
     steps: int, *, batch_size: int, in_size: int, out_size: int, seed_offset: int
@@ -64,6 +66,17 @@ def tokens(steps: int, *, batch_size: int, seed_offset: int, vocab_size: int, se
     return samples
 
 
+def factory_of(cfg: Any) -> Any:
+    """The callable ``data._target_`` names (checked before launch, ``sweep.schema.validate``).
+
+    Raises:
+        ConfigError: it does not import.
+    """
+    from sweep import factories
+
+    return factories.load("data._target_", str(cfg.data._target_))
+
+
 def build(cfg: Any, rows: int) -> List[Tuple[np.ndarray, np.ndarray]]:
     """The job's samples: ``data._target_`` called through ``hydra.utils.instantiate``
     with ``steps``, ``batch_size=rows`` (rows of one step across the copies that share
@@ -76,23 +89,15 @@ def build(cfg: Any, rows: int) -> List[Tuple[np.ndarray, np.ndarray]]:
     Raises:
         ConfigError: the factory does not import, or returns something else.
     """
-    import inspect
-
-    from hydra.utils import get_method, instantiate
+    from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from sweep.errors import ConfigError
+    from sweep import factories
 
     target = str(cfg.data._target_)
-    try:
-        factory = get_method(target)
-    except Exception as exc:
-        raise ConfigError(f"data._target_={target} does not import: {str(exc).splitlines()[0]}") from None
-    params = inspect.signature(factory).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     offered = {"in_size": cfg.model.in_size, "out_size": cfg.model.out_size,
                **(OmegaConf.to_container(cfg.model.args, resolve=True) if cfg.model.args else {})}
-    kwargs = {k: v for k, v in offered.items() if takes_any or k in params}
+    kwargs = factories.accepted(factory_of(cfg), offered)
     kwargs.update(OmegaConf.to_container(cfg.data.args, resolve=True) if cfg.data.args else {})
     samples = instantiate({"_target_": target, **kwargs}, cfg.steps, batch_size=rows,
                           seed_offset=cfg.data.seed_offset, _convert_="all")

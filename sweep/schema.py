@@ -620,7 +620,7 @@ def validate(cfg: DictConfig) -> None:
     Raises:
         ConfigError: one line naming the field, the value and what is allowed.
     """
-    from sweep import engines, frameworks, models
+    from sweep import data, engines, frameworks, models
 
     unknown = unknown_keys(cfg)
     if unknown:
@@ -633,8 +633,9 @@ def validate(cfg: DictConfig) -> None:
         check(cfg[name])
     world = MeshConfig.check(cfg.mesh, cfg.world_size)
     framework = frameworks.load(cfg)
-    framework.check(cfg, world)
     models.check(cfg, framework.name)
+    data.factory_of(cfg)
+    framework.check(cfg, world)
     engines.engine_class(cfg, framework.name).check(cfg)
 
 

@@ -158,7 +158,15 @@ class TorchEngine(Engine):
             optimizer.step()
 
 
-class StandaloneTorch(TorchEngine):
+class _Standalone:
+    """The standalone copy's engine takes none of the job engine's ``engine.options``."""
+
+    @classmethod
+    def options_of(cls, cfg: Any) -> Any:
+        return OmegaConf.structured(Engine.Options)
+
+
+class StandaloneTorch(_Standalone, TorchEngine):
     """The standalone copy's engine: one process, no parallelism. It runs the same
     training step as the distributed copy; only the engine differs."""
 
@@ -204,7 +212,7 @@ class MindSporeEngine(Engine):
         optimizer(grads)
 
 
-class StandaloneMindSpore(MindSporeEngine):
+class StandaloneMindSpore(_Standalone, MindSporeEngine):
     """The standalone copy's engine (see :class:`StandaloneTorch`)."""
 
     def parallelize(self, net: Any) -> Any:

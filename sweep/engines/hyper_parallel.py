@@ -38,6 +38,7 @@ from types import SimpleNamespace
 from typing import Any, Dict, List, Optional
 
 from sweep.engines.base import MindSporeEngine, TorchEngine, dtype_name
+from sweep.errors import ConfigError
 
 INSTALL_HINT = (
     "pip install --no-deps -e <checkout of mindspore-ai/hyper-parallel> (needs numpy<2, pyyaml)"
@@ -283,6 +284,30 @@ class MindSporeHyperParallel(_HyperParallel, MindSporeEngine):
     ``fully_shard`` (later releases, the report's), whichever is installed. On CPU its
     all-gather and reduce-scatter are emulated from all-reduce (module docstring)."""
 
+    @classmethod
+    def check_config(cls, cfg: Any) -> None:
+        """Also refuses the parts of the ``train`` step and of the wrapping this engine does
+        not run on MindSpore: it shards the whole net in one call (no per-layer units or
+        per-module policies), its gradients are reduced inside the backward and returned as
+        local shards (no accumulation with sync off, no global-norm clipping here).
+
+        Raises:
+            ConfigError: ``wrap=per_layer``, ``mp_policy.overrides``, ``train.grad_accum_steps``
+                > 1 or ``train.clip_grad_norm``.
+        """
+        super().check_config(cfg)
+        why = "engine=hyper_parallel on framework=mindspore"
+        if str(getattr(cfg.wrap, "value", cfg.wrap)) != "root" or cfg.mp_policy.get("overrides"):
+            raise ConfigError(f"{why} shards the whole net in one call (hsdp/fully_shard on the root cell): "
+                              "wrap=per_layer and mp_policy.overrides are not wired for it; use framework=torch")
+        if cfg.train.grad_accum_steps > 1:
+            raise ConfigError(f"{why}: train.grad_accum_steps={cfg.train.grad_accum_steps} needs sync off on the "
+                              "inner micro-steps; its set_requires_grad_sync accumulates in its own buffers, which "
+                              "sweep's functional MindSpore step does not drive yet; use framework=torch")
+        if cfg.train.clip_grad_norm is not None:
+            raise ConfigError(f"{why}: train.clip_grad_norm needs the norm over all ranks' gradient shards, which "
+                              "sweep's MindSpore step does not compute yet; use framework=torch")
+
     def __init__(self, cfg: Any, **kwargs: Any) -> None:
         super().__init__(cfg, **kwargs)
         self._calls: Optional[Dict[str, int]] = None
@@ -401,6 +426,33 @@ class TorchHyperParallel(_HyperParallel, TorchEngine):
     def optimizer_step(self, optimizer: Any, grads: Any = None, *, scaler: Any = None) -> None:
         with _skip_dispatch(self):
             super().optimizer_step(optimizer, grads, scaler=scaler)
+
+    def clip_grad_norm(self, model: Any, max_norm: float) -> float:
+        """The global 2-norm from the local shards, then every shard scaled by
+        ``min(1, max_norm / (norm + 1e-6))`` (``torch.nn.utils.clip_grads_with_norm_``'s
+        coefficient). This release has no clipping of its own and its DTensor has no
+        layout rule for ``linalg_vector_norm`` ("dose not contain parallel layout infer
+        func"), so the norm is computed as DTensor's rule for a sharded tensor does: the
+        sum of squares of each rank's shard (zero padding adds nothing), all-reduced
+        (SUM) over the world, divided by the replicate degree (HSDP: each shard is held by
+        ``mesh_shape[0]`` ranks), square root."""
+        import torch
+        import torch.distributed as dist
+
+        shards = [p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
+                  for p in model.parameters() if p.grad is not None]
+        squares = torch.zeros((), dtype=torch.float32, device=self.device)
+        for shard in shards:
+            squares += shard.detach().float().pow(2).sum()
+        dist.all_reduce(squares)
+        shape = [int(n) for n in self.cfg.mesh.mesh_shape]
+        total = torch.sqrt(squares / (shape[0] if len(shape) > 1 else 1))
+        coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        for shard in shards:
+            shard.mul_(coef.to(shard.dtype))
+        if "clip_grad_norm" not in self._info.setdefault("api", {}):
+            self._info["api"]["clip_grad_norm"] = "local shards' squares all-reduced (no library clipping)"
+        return float(total)
 
     def info(self) -> Dict[str, Any]:
         return self._info

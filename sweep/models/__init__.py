@@ -75,15 +75,11 @@ def factory_of(cfg: Any) -> Callable[..., Any]:
     """The callable ``model._target_`` names.
 
     Raises:
-        ConfigError: it does not import or is not callable.
+        ConfigError: it does not import.
     """
-    from hydra.utils import get_method
+    from sweep import factories
 
-    target = str(cfg.model._target_)
-    try:
-        return get_method(target)
-    except Exception as exc:  # hydra wraps ImportError/AttributeError
-        raise ConfigError(f"model._target_={target} does not import: {str(exc).splitlines()[0]}") from None
+    return factories.load("model._target_", str(cfg.model._target_))
 
 
 def factory_kwargs(cfg: Any, factory: Callable[..., Any]) -> Dict[str, Any]:
@@ -91,9 +87,9 @@ def factory_kwargs(cfg: Any, factory: Callable[..., Any]) -> Dict[str, Any]:
     module docstring."""
     from omegaconf import OmegaConf
 
-    params = inspect.signature(factory).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    kwargs = {k: cfg.model[k] for k in SIZES if takes_any or k in params}
+    from sweep import factories
+
+    kwargs = factories.accepted(factory, {k: cfg.model[k] for k in SIZES})
     kwargs.update(OmegaConf.to_container(cfg.model.args, resolve=True) if cfg.model.args else {})
     return kwargs
 
