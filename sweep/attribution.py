@@ -364,12 +364,13 @@ def _other(rows: Sequence[Row], tie: Dict[str, Any]) -> Any:
 
 def scalers(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     """Factors that scale the drift or flip its sign, from one-factor pairs in which both
-    jobs differ from standalone: ``{factor, level, other, ratio, pairs, sign_flips,
+    jobs differ from standalone, not both by float rounding only: ``{factor, level, other, ratio, pairs, sign_flips,
     evidence}``. ``ratio`` is the geometric mean of ``max_abs_diff`` at ``level`` over
     that at ``other`` (reported when >= 2); ``sign_flips`` counts pairs whose
     ``mean_signed_diff`` have opposite signs (reported when most pairs do)."""
     pairs = [(f, a, b) for f, a, b in one_factor_pairs(rows)
-             if (a.get("max_abs_diff") or 0) > 0 and (b.get("max_abs_diff") or 0) > 0]
+             if (a.get("max_abs_diff") or 0) > 0 and (b.get("max_abs_diff") or 0) > 0
+             and not (rounding_only(a) and rounding_only(b))]  # rounding has a size and a sign, but no cause
     out = []
     for factor in factors(rows):
         for level in _levels(rows, factor):
@@ -504,6 +505,12 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
     tail = "".join(f" {s['evidence']}." for s in scalers(rows)[:3]) + (f" {notes}." if notes else "")
     if not counts["fail"]:
         differ = [r for r in _judged(rows) if drift_class(r)]
+        if differ and all(rounding_only(r) for r in differ):
+            from sweep.trace import ROUNDING_REL
+
+            return text + (f". No culprit: every judged job passes; {len(differ)} differ from standalone by float "
+                           f"rounding only (every traced tensor within rel {ROUNDING_REL:g}: summation order, "
+                           "e.g. of sharded data), which no factor causes.") + tail
         if differ:
             return text + (f". No job fails, but {len(differ)} differ from standalone below tolerance; the earliest "
                            f"{_onset_sentence(differ)}.") + tail
