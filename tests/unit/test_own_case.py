@@ -1,0 +1,100 @@
+"""Issue 14's config pieces without processes: models, data, the train section's checks,
+wrapping units, and the keys they add to the schema's roles."""
+
+import numpy as np
+import pytest
+
+from sweep import models, schema
+from sweep.data import tokens
+from sweep.engines import wrapping
+from sweep.schema import BASELINE, DISTRIBUTED, LAUNCH, fields_with
+from sweep.train import micro_batches
+
+
+def test_new_keys_decide_baseline_reuse_and_not_the_shared_launch():
+    baseline = fields_with(BASELINE)
+    for key in ("model._target_", "model.init_dtype", "model.args", "data._target_", "data.args", "train.batch_size",
+                "train.grad_accum_steps", "train.clip_grad_norm", "train.loss", "train.grad_scaler.enabled"):
+        assert key in baseline
+    assert "wrap" in fields_with(DISTRIBUTED) and "wrap" not in baseline
+    assert "mp_policy.overrides" in fields_with(DISTRIBUTED)
+    assert not {"wrap", "model._target_", "train.grad_accum_steps"} & set(fields_with(LAUNCH))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["train.batch_size=3", "train.grad_accum_steps=2"], "not a multiple of train.grad_accum_steps=2"),
+    (["train.clip_grad_norm=0"], "train.clip_grad_norm=0"),
+    (["train.loss=hinge"], "train.loss=hinge: allowed: mse, cross_entropy"),
+    (["+model.args.depth=3"], "cannot take model.args {'depth': 3}"),
+    (["model._target_=no_such_pkg.build"], "No module named 'no_such_pkg'"),
+    (["framework=mindspore", "engine=data_parallel", "model=transformer"], "has no mindspore port; it runs on: torch"),
+    (["framework=mindspore", "engine=data_parallel", "model.init_dtype=bfloat16"], "float32 parameters only"),
+    (["engine=data_parallel", "wrap=per_layer"], "replicates the whole model"),
+    (["+mp_policy.overrides.norm1.param_dtype=float8"], "mp_policy.overrides.norm1.param_dtype=float8"),
+    (["+model.norm=batchnorm"], "model.norm: no schema defines this key"),
+])
+def test_bad_case_settings_are_refused_before_launch(compose_cfg, overrides, message):
+    with pytest.raises(schema.ConfigError, match=None) as caught:
+        schema.validate(compose_cfg(overrides))
+    assert message in str(caught.value)
+
+
+def test_the_old_batch_size_key_still_works_with_a_warning(compose_cfg):
+    cfg = compose_cfg(["data.batch_size=4"])
+    with pytest.warns(FutureWarning, match="data.batch_size is deprecated"):
+        schema.normalize(cfg)
+    assert cfg.train.batch_size == 4 and cfg.data.batch_size is None
+
+
+def test_a_factory_gets_only_the_arguments_it_names(compose_cfg):
+    def narrow(*, framework, out_size):
+        return framework, out_size
+
+    cfg = compose_cfg(["+model.args.width=5"])
+    assert models.factory_kwargs(cfg, narrow) == {"out_size": 24, "width": 5}
+    assert models.factory_kwargs(cfg, models.mlp) == {"in_size": 32, "hidden_size": 64, "out_size": 24,
+                                                      "init_std": 0.01, "width": 5}
+
+
+def test_token_data_is_a_next_token_task():
+    (x, y), = tokens(1, batch_size=3, seed_offset=0, vocab_size=11, seq_len=6)
+    assert x.shape == y.shape == (3, 6) and x.dtype == np.int64
+    assert np.array_equal(x[:, 1:], y[:, :-1])  # y is x shifted by one
+    stride = (x[:, 1] - x[:, 0]) % 11
+    assert np.array_equal((x[:, 0:1] + stride[:, None] * np.arange(1, 7)) % 11, y)
+
+
+def test_micro_batches_are_equal_row_slices():
+    x, y = np.arange(8).reshape(8, 1), np.arange(8)
+    parts = micro_batches(x, y, 4)
+    assert [p[1].tolist() for p in parts] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert micro_batches(x, y, 1)[0][0] is x
+
+
+def test_units_are_the_layers_and_the_overrides_innermost_first(compose_cfg):
+    cfg = compose_cfg(["model=transformer", "wrap=per_layer", "mp_policy=bf16",
+                       "+mp_policy.overrides.RMSNorm.param_dtype=float32", "+mp_policy.overrides.head.output_dtype=float32"])
+    model = models.build(cfg, "torch")
+    units = wrapping.units(model, cfg)
+    names = [name for name, _, _ in units]
+    assert names[:5] == ["layers.0.attn_norm", "layers.0.mlp_norm", "layers.1.attn_norm", "layers.1.mlp_norm",
+                         "layers.0"]  # nested units before the block that holds them
+    assert set(names) == {"layers.0", "layers.1", "head", "norm", "layers.0.attn_norm", "layers.0.mlp_norm",
+                          "layers.1.attn_norm", "layers.1.mlp_norm"}
+    policy = {name: p for name, _, p in units}
+    assert policy["norm"].param_dtype == "float32" and policy["layers.0"].param_dtype == "bfloat16"
+    assert policy["head"].output_dtype == "float32" and policy["head"].param_dtype == "bfloat16"
+
+
+def test_an_override_that_names_nothing_lists_what_the_model_has(compose_cfg):
+    cfg = compose_cfg(["+mp_policy.overrides.norm9.param_dtype=float32"])
+    with pytest.raises(ValueError, match="model=mlp has no module or module class of that name; its modules: "
+                                         "layer0, layer1"):
+        wrapping.units(models.build(cfg, "torch"), cfg)
+
+
+def test_init_dtype_sets_the_parameters_dtype(compose_cfg):
+    import torch
+
+    model = models.build(compose_cfg(["model=mlp_norm", "model.init_dtype=bfloat16"]), "torch")
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
