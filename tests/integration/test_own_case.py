@@ -150,3 +150,16 @@ def test_hyper_parallel_on_torch_wraps_per_layer_accumulates_and_clips(tmp_path)
     assert len(jobs) == 2 and all(r["status"] == "ok" for r in jobs.values()), \
         {n: r["reason"] for n, r in jobs.items()}
     assert all(sorted(r["engine"]["units"]) == ["layer0", "layer1"] for r in jobs.values())
+
+
+def test_the_gradient_scaler_runs_in_both_copies_and_skips_overflowing_steps(tmp_path):
+    # fp16 parameters under a scale of 1e30 overflow: ShardedGradScaler skips those steps on
+    # every rank (the inf check is all-reduced), while the standalone copy's float32
+    # gradients do not overflow; at 65536 nothing overflows and the job passes.
+    jobs, _ = _multirun(tmp_path, "mp_policy=fp16", "train.grad_scaler.enabled=true",
+                        "train.grad_scaler.init_scale=65536,1e30", "steps=10")
+    by_scale = {r["config"]["train"]["grad_scaler"]["init_scale"]: r for r in jobs.values()}
+    assert by_scale[65536.0]["status"] == "ok"
+    skipped = by_scale[1e30]
+    assert skipped["status"] == "fail" and skipped["ranks_agree"]
+    assert float(skipped["first_tensor"]["abs_diff"]) == float("inf") and skipped["first_tensor"]["step"] == 0
