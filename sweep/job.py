@@ -255,7 +255,7 @@ def _trace(
                       if c.get("first_diff_step") is not None), default=None)
     if first_diff is None or not cfg.compare.trace_after:
         return
-    if framework.name != "torch" or cfg.order == "separate":
+    if not framework.traces_tensors or cfg.order == "separate":
         why = "order=separate trains the copies apart" if cfg.order == "separate" else \
             f"tensor tracing is not wired for framework={framework.name} yet"
         record.first_tensor = {"note": f"not traced: {why}"}

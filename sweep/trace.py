@@ -54,6 +54,30 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
     return None
 
 
+def to_shards(standalone: Trace, distributed: Trace, rank: int) -> Trace:
+    """``standalone`` with each tensor cut to the slice ``distributed`` holds where this
+    rank records a shard rather than the full tensor (a sharding engine that does not
+    gather, e.g. hyper-parallel on MindSpore): dim-0 sharding over ``k = full / shard``
+    ranks, rank ``r`` holding slice ``r % k`` (shard groups of consecutive ranks). A
+    tensor whose shapes do not fit that is left whole (and then differs by shape)."""
+    out = []
+    for ours, theirs in zip(standalone, distributed):
+        step = {}
+        for kind, tensors in ours.items():
+            step[kind] = {}
+            for name, full in tensors.items():
+                shard = theirs.get(kind, {}).get(name)
+                fits = (shard is not None and full.ndim and shard.shape != full.shape and shard.shape[0]
+                        and full.shape[0] % shard.shape[0] == 0 and full.shape[1:] == shard.shape[1:])
+                if fits:
+                    n = shard.shape[0]
+                    index = rank % (full.shape[0] // n)
+                    full = full[index * n:(index + 1) * n]
+                step[kind][name] = full
+        out.append(step)
+    return out
+
+
 def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int) -> Dict[str, Any]:
     """:func:`first_difference`, and if that one is within float rounding
     (:data:`ROUNDING_REL`), also the first tensor beyond it (``beyond_rounding``: a dict

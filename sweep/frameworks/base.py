@@ -44,6 +44,9 @@ class Framework:
     multi_node_launchers: ClassVar[Tuple[str, ...]] = ()
     grad_apis: ClassVar[Tuple[str, ...]] = ("backward",)
     launch_fields: ClassVar[Tuple[str, ...]] = ()
+    # Its ranks record gradients and weights in a tracing rerun (compare.trace_until): the
+    # first differing tensor (sweep.trace).
+    traces_tensors: ClassVar[bool] = False
 
     # --- checks -------------------------------------------------------------------
     @classmethod

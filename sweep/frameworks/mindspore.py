@@ -50,6 +50,7 @@ class MindSporeFramework(Framework):
     # mindspore.set_deterministic may be called once per process: a shared launch runs
     # jobs of one setting only.
     launch_fields = ("deterministic",)
+    traces_tensors = True
 
     @classmethod
     def check_device(cls, device: str, world: int) -> None:

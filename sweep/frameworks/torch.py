@@ -53,6 +53,7 @@ class TorchFramework(Framework):
     pool_launchers = ("elastic_fork", "torchrun")
     multi_node_launchers = ("torchrun",)
     grad_apis = ("backward",)
+    traces_tensors = True
 
     @classmethod
     def check_device(cls, device: str, world: int) -> None:

@@ -94,6 +94,8 @@ def train(
     grad_api: str = "value_and_grad",
     zero_grad: bool = False,
     observed: Optional[Dict[str, str]] = None,
+    trace: Optional[List[Dict[str, Dict[str, np.ndarray]]]] = None,
+    trace_until: int = -1,
 ) -> List[float]:
     """The report's ``train_step`` over ``samples``, with the ``train`` section's step
     (as ``sweep.train.torch_step``): per micro-batch (``grad_accum_steps`` equal row
@@ -108,6 +110,11 @@ def train(
     (``layer0.weight`` during forward), ``output``, ``grad`` (first gradient), ``master``
     (the stored parameter after the step) and ``optimizer_state`` (Adam's ``moment1``,
     SGD's ``moments``; none for plain SGD).
+
+    If ``trace`` is a list, each step up to ``trace_until`` appends ``{"grad": ...,
+    "weight": ...}``: this rank's gradients after the engine's reduction and its weights
+    after the step, by parameter name, as float numpy arrays (a sharding engine's local
+    shards; ``sweep.trace.to_shards`` matches them to the standalone tensors).
 
     Raises:
         NotImplementedError: ``grad_api="backward"`` on a MindSpore without ``Tensor.backward``.
@@ -138,8 +145,10 @@ def train(
     net.set_train(True)  # a Cell starts in inference mode (BatchNorm would use its running statistics)
     grad_fn = ms.value_and_grad(forward_fn, None, optimizer.parameters)
     clear = getattr(net, "zero_grad", None) if zero_grad else None
+    param_names = [p.name for p in optimizer.parameters]
     losses = []
-    for x, y in samples:
+    for i, (x, y) in enumerate(samples):
+        traced = trace is not None and i <= trace_until
         step_loss, grads = 0.0, None
         for xm, ym in micro_batches(x, y, accum):
             loss, micro = grad_fn(Tensor(xm), Tensor(ym))
@@ -148,9 +157,13 @@ def train(
         if observed is not None and "grad" not in observed:
             observed["grad"] = str(grads[0].dtype).lower()
         grads = engine.reduce_grads(optimizer, grads)
+        if traced:
+            trace.append({"grad": {n: g.asnumpy().astype(np.float32) for n, g in zip(param_names, grads)}})
         if clip is not None:
             grads = engine.clip_grad_norm(grads, float(clip))
         engine.optimizer_step(optimizer, grads)
+        if traced:
+            trace[-1]["weight"] = {p.name: p.asnumpy().astype(np.float32) for p in optimizer.parameters}
         if observed is not None and "master" not in observed:
             observed["master"] = str(net.trainable_params()[0].dtype).lower()
             moments = getattr(optimizer, "moment1", None) or getattr(optimizer, "moments", None)
@@ -223,14 +236,18 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     zero_grad_effective = bool(cfg.zero_grad) and hasattr(distributed, "zero_grad")
 
     observed: Dict[str, str] = {}
+    until = cfg.compare.get("trace_until")
+    traces: Dict[str, list] = {"standalone": [], "distributed": []} if until is not None else {}
+    until_step = until if until is not None else -1
     losses, moved, seconds = train_phases(
         names,
         train={
             "standalone": lambda: train(standalone, opt_standalone, global_np, alone, cfg.train,
-                                        grad_api=cfg.framework.grad_api),
+                                        grad_api=cfg.framework.grad_api, trace=traces.get("standalone"),
+                                        trace_until=until_step),
             "distributed": lambda: train(distributed, opt_distributed, local_np, engine, cfg.train,
                                          grad_api=cfg.framework.grad_api, zero_grad=bool(cfg.zero_grad),
-                                         observed=observed),
+                                         observed=observed, trace=traces.get("distributed"), trace_until=until_step),
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
@@ -242,5 +259,10 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         dtypes_observed=observed, zero_grad_effective=zero_grad_effective,
         engine_notes=list(info.get("notes") or engine.notes), engine=info,
     )
+    if traces.get("standalone") and traces.get("distributed"):
+        from sweep.trace import locate, to_shards
+
+        result.first_tensor = locate(to_shards(traces["standalone"], traces["distributed"], rank),
+                                     traces["distributed"], float(cfg.compare.noise_floor), until)
     write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
 

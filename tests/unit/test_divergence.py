@@ -166,3 +166,16 @@ def test_every_observed_dtype_is_checked_against_the_policy():
     notes = _dtypes({"configured": bf16, "observed": wrong_reduce})["dtype_notes"]
     assert notes == ["reduce dtype ran bfloat16, configured float32", "optimizer state dtype ran bfloat16, implied float32"]
     assert _dtypes({"configured": bf16, "observed": dict(ran_low, reduce="float32")})["dtype_notes"] == []
+
+
+def test_a_shard_is_compared_with_the_matching_slice_of_the_full_tensor():
+    from sweep.trace import locate, to_shards
+
+    full = np.arange(8, dtype=np.float32).reshape(4, 2)
+    standalone = [{"grad": {"w": full, "b": np.ones(3, np.float32)}}]
+    rank1 = [{"grad": {"w": full[2:4].copy(), "b": np.ones(3, np.float32)}}]  # rank 1 of 2 holds rows 2-3
+    assert locate(to_shards(standalone, rank1, rank=1), rank1, 0.0, 0) == \
+        {"description": "no tensor differs in steps 0-0"}
+    rank1[0]["grad"]["w"][1, 1] += 1.0
+    found = locate(to_shards(standalone, rank1, rank=1), rank1, 0.0, 0)
+    assert (found["name"], found["kind"], found["abs_diff"]) == ("w", "grad", 1.0)
