@@ -234,7 +234,8 @@ def _onset_sentence(jobs: Sequence[Row]) -> str:
         text += f"; first outside tolerance at step {first['first_fail_step']}"
     text += f"), {cls}{period} ({DRIFT_CLASSES[cls]})"
     if first.get("first_tensor"):
-        text += f"; first differing tensor: {first['first_tensor']}"
+        again = " (from another launch of this nondeterministic job)" if first.get("nondeterministic") else ""
+        text += f"; first differing tensor{again}: {first['first_tensor']}"
     if len(jobs) > 1:
         text += f"; {same} of {len(jobs)} such jobs are {cls}"
     return text

@@ -398,15 +398,21 @@ def run_repeats(
         or spread["distributed_max_abs"] > floor or spread["standalone_max_abs"] > floor
     )
     if record.nondeterministic:
-        fails = spread["first_fail_range"]
-        record.notes.append(
-            f"nondeterministic: {n} repeats disagree (distributed losses differ by up to "
-            f"{spread['distributed_max_abs']:.3g}, standalone by up to {spread['standalone_max_abs']:.3g}; "
-            f"status {'/'.join(spread['statuses'])}"
-            + (f"; first failing step {fails[0]}-{fails[1]}" if fails else "")
-            + ("; the first differing tensor is from the tracing rerun, another launch" if record.first_tensor
-               and "step" in record.first_tensor else "") + ")"
-        )
+        record.notes.append(nondeterminism_note(spread, bool(record.first_tensor and "step" in record.first_tensor)))
+
+
+def nondeterminism_note(spread: Dict[str, Any], traced: bool) -> str:
+    """The note of a job whose repeats disagree (``repeat_spread``; ``traced``: its first
+    differing tensor comes from the tracing rerun, another launch). One note: no ``"; "``
+    inside, the report splits a job's notes on it."""
+    fails = spread["first_fail_range"]
+    return (
+        f"nondeterministic: {spread['repeats']} repeats disagree (distributed losses differ by up to "
+        f"{spread['distributed_max_abs']:.3g}, standalone by up to {spread['standalone_max_abs']:.3g}, "
+        f"status {'/'.join(spread['statuses'])}"
+        + (f", first failing step {fails[0]}-{fails[1]}" if fails else "")
+        + (", the first differing tensor is from the tracing rerun, another launch" if traced else "") + ")"
+    )
 
 
 def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalone: List[Any]) -> None:

@@ -12,8 +12,8 @@ import os
 from sweep.engines.data_parallel import TorchDDP
 from sweep.engines.torch_fsdp2 import TorchFSDP2
 
-FAULT_STEP = 5  # LateGradScaleFSDP2: the first step it scales
-PERIOD = 4  # PeriodicGradScaleFSDP2: the steps it scales (0, 4, 8, ...)
+FAULT_STEP = 8  # LateGradScaleFSDP2: the first step it scales
+PERIOD = 4  # PeriodicGradScaleFSDP2: the steps it scales (3, 7, 11, ...)
 SCALE = 2.0
 NOISE = 0.05  # NondetNoiseFSDP2: standard deviation of the added gradient noise
 
@@ -64,11 +64,11 @@ class LateGradScaleFSDP2(_Counting, TorchFSDP2):
 
 
 class PeriodicGradScaleFSDP2(_Counting, TorchFSDP2):
-    """Scales the gradients by ``SCALE`` every ``PERIOD`` steps, starting at step 0 (an
-    event on a period: accumulation boundaries, a periodic sync)."""
+    """Scales the gradients by ``SCALE`` every ``PERIOD`` steps, starting at step
+    ``PERIOD - 1`` (an event on a period: accumulation boundaries, a periodic sync)."""
 
     def fault(self, step, optimizer):
-        if step % PERIOD == 0:
+        if step % PERIOD == PERIOD - 1:
             _scale(optimizer, SCALE)
 
 
@@ -111,3 +111,13 @@ class NondetNoiseFSDP2(_Counting, TorchFSDP2):
                 if param.grad is not None:  # this rank's shard (FSDP2 gradients are DTensors)
                     local = param.grad.to_local() if hasattr(param.grad, "to_local") else param.grad
                     local.add_(torch.randn(local.shape, generator=self._gen).to(local.dtype).mul_(NOISE))
+
+
+def one_batch(steps, *, batch_size, seed_offset, in_size, out_size):
+    """``data._target_=tests.helpers.planted_divergence.one_batch``: the same regression
+    batch at every step. On fresh data per step the loss difference of a persistent weight
+    difference takes each step's sample's sign and size, which hides the events of a
+    periodic fault; on one batch the difference moves at the events only."""
+    from sweep.data import make_samples
+
+    return make_samples(1, batch_size=batch_size, in_size=in_size, out_size=out_size, seed_offset=seed_offset) * steps
