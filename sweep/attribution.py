@@ -543,10 +543,11 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
         return text + f". Nothing could be judged: no job produced a comparison ({listed})."
     notes = notes_summary(rows)
 
+    scaled = "".join(f" {s['evidence']}." for s in scalers(rows)[:3])
+
     def tails(evidence: Optional[Iterable[int]] = None) -> str:
         repeats = repeats_sentence(rows, evidence)
-        return ("".join(f" {s['evidence']}." for s in scalers(rows)[:3]) + (f" {repeats}." if repeats else "")
-                + (f" {notes}." if notes else ""))
+        return scaled + (f" {repeats}." if repeats else "") + (f" {notes}." if notes else "")
 
     tail = tails()
     if not counts["fail"]:
@@ -614,7 +615,8 @@ def attribute(rows: Sequence[Row]) -> Dict[str, Any]:
     Keys: ``verdict`` (str), ``factors``, ``counts`` (status -> jobs), ``judged``,
     ``not_judged`` (``[{job, status, reason}]``), ``levels`` (:func:`level_stats`),
     ``contrasts``, ``culprits``, ``interactions``, ``ties`` (:func:`ties`), ``scalers``
-    (:func:`scalers`), ``nondeterministic`` (:func:`nondeterministic_jobs`), ``drift`` (class -> numbers of the judged jobs that differ),
+    (:func:`scalers`), ``nondeterministic`` (:func:`nondeterministic_jobs`), ``drift`` (class ->
+    numbers of the judged jobs that differ),
     ``drift_rule`` (:data:`DRIFT_RULE`), ``onset_rule`` (``sweep.compare.ONSET_RULE``).
     """
     ranked = culprits(rows)
