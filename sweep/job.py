@@ -536,5 +536,10 @@ def summary_line(record: JobRecord, label: str = "") -> str:
         extra = f"max|diff|={c['max_abs_diff']:.3g} mean diff={c['mean_signed_diff']:+.3g}"
         if c.get("first_fail_step") is not None:
             extra += f" first fail step={c['first_fail_step']} ({c['n_fail']}/{c['n_steps']})"
+        if record.repeats:
+            spread = record.repeat_spread or {}
+            extra += (f" NONDETERMINISTIC: {len(record.repeats)} repeats differ by up to "
+                      f"{spread.get('distributed_max_abs', math.nan):.3g}" if record.nondeterministic
+                      else f" {len(record.repeats)} repeats agree")
         return f"{head}  {extra}  ({record.timings_s.get('wall', math.nan):.1f}s)"
     return f"{head}  {record.reason}"

@@ -10,7 +10,7 @@ import pytest
 from sweep import schema
 from sweep.attribution import attribute
 from sweep.errors import RecordError
-from sweep.job import _comparable, nondeterminism_note, repeat_spread
+from sweep.job import _comparable, nondeterminism_note, repeat_spread, summary_line
 from sweep.records import JobRecord
 from sweep.schema import to_container
 from sweep.summary import collect, write_report
@@ -143,3 +143,10 @@ def test_repeats_that_agree_are_said_to_agree_and_no_repeats_say_nothing(tmp_pat
     write_job(plain, 1, ["o=b"], make_record("ok", ["o=b"], _cmp(True)))
     rows = collect(plain)
     assert [r["repeats"] for r in rows] == [None, None] and "epeat" not in attribute(rows)["verdict"]
+
+
+def test_the_terminal_line_of_a_job_says_whether_its_repeats_agree():
+    assert summary_line(make_record("ok", ["o=a"], _cmp(True), **_agree())).count("2 repeats agree") == 1
+    line = summary_line(make_record("fail", ["o=b"], _cmp(False, 2e-3, 66, 50), **_disagree("fail")))
+    assert "NONDETERMINISTIC: 3 repeats differ by up to 0.002" in line
+    assert "repeat" not in summary_line(make_record("ok", ["o=a"], _cmp(True)))
