@@ -234,7 +234,8 @@ def _onset_sentence(jobs: Sequence[Row]) -> str:
         text += f"; first outside tolerance at step {first['first_fail_step']}"
     text += f"), {cls}{period} ({DRIFT_CLASSES[cls]})"
     if first.get("first_tensor"):
-        text += f"; first differing tensor: {first['first_tensor']}"
+        again = " (from another launch of this nondeterministic job)" if first.get("nondeterministic") else ""
+        text += f"; first differing tensor{again}: {first['first_tensor']}"
     if len(jobs) > 1:
         text += f"; {same} of {len(jobs)} such jobs are {cls}"
     return text
@@ -435,6 +436,45 @@ def notes_summary(rows: Sequence[Row]) -> Optional[str]:
     return "Notes: " + "; ".join(f"{kind} ({n} job{'s' if n > 1 else ''})" for kind, n in kinds.most_common(6))
 
 
+def nondeterministic_jobs(rows: Sequence[Row]) -> List[Dict[str, Any]]:
+    """The jobs whose repeats disagree (``repeat=N``; ``sweep.job.run_repeats``): ``job``,
+    ``status`` (repeat 0's), ``overrides``, ``spread`` (``repeat_spread`` of the record)."""
+    return [{"job": r["job"], "status": r["status"], "overrides": r["overrides"], "spread": r.get("repeat_spread")}
+            for r in rows if r.get("nondeterministic")]
+
+
+def _spread_text(spread: Optional[Dict[str, Any]]) -> str:
+    spread = spread or {}
+    worst = max(spread.get("distributed_max_abs") or 0.0, spread.get("standalone_max_abs") or 0.0)
+    text = f"{spread.get('repeats', '?')} repeats differ by up to {worst:.3g}"
+    statuses = spread.get("statuses") or []
+    if len(set(statuses)) > 1:
+        text += f", status {'/'.join(statuses)}"
+    fails = spread.get("first_fail_range")
+    if fails:
+        text += f", first failing step {fails[0]}" + (f"-{fails[1]}" if fails[1] != fails[0] else "")
+    return text
+
+
+def repeats_sentence(rows: Sequence[Row], evidence: Optional[Iterable[int]] = None) -> Optional[str]:
+    """What the repeats say about the verdict: the nondeterministic jobs with their spread,
+    and whether the verdict rests on them (``evidence``: the jobs it rests on; ``None``:
+    all judged jobs); or that every repeated job's repeats agree; ``None`` without repeats."""
+    nd = [r for r in nondeterministic_jobs(rows) if r["status"] in JUDGED]
+    if not nd:
+        repeated = [r for r in _judged(rows) if r.get("nondeterministic") is False]
+        if not repeated:
+            return None
+        return (f"Repeats agree: each of the {len(repeated)} repeated job{'s' if len(repeated) > 1 else ''} gave the "
+                "same losses in every launch")
+    listed = "; ".join(f"job {r['job']} ({_spread_text(r['spread'])})" for r in nd)
+    jobs = set(evidence) if evidence is not None else {r["job"] for r in _judged(rows)}
+    if any(r["job"] in jobs for r in nd):
+        return (f"Nondeterministic: {listed}; this verdict rests on {'them' if len(nd) > 1 else 'it'}, and a "
+                "rerun may judge differently")
+    return f"Nondeterministic, but not part of the evidence above: {listed}"
+
+
 def interactions(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Culprits that flip pass/fail only under some levels of another factor.
 
@@ -502,7 +542,14 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
         listed = "; ".join(f"{n} x {reason}" for reason, n in reasons.most_common(3))
         return text + f". Nothing could be judged: no job produced a comparison ({listed})."
     notes = notes_summary(rows)
-    tail = "".join(f" {s['evidence']}." for s in scalers(rows)[:3]) + (f" {notes}." if notes else "")
+
+    scaled = "".join(f" {s['evidence']}." for s in scalers(rows)[:3])
+
+    def tails(evidence: Optional[Iterable[int]] = None) -> str:
+        repeats = repeats_sentence(rows, evidence)
+        return scaled + (f" {repeats}." if repeats else "") + (f" {notes}." if notes else "")
+
+    tail = tails()
     if not counts["fail"]:
         differ = [r for r in _judged(rows) if drift_class(r)]
         if differ and all(rounding_only(r) for r in differ):
@@ -517,6 +564,9 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
         return text + ". No culprit: every judged job passes, bit for bit where the run is deterministic." + tail
     if ranked:
         top = ranked[0]
+        evidence = {row["job"] for pair in _oriented(one_factor_pairs(rows), top["factor"], top["level"])
+                    for row in pair}
+        tail = tails(evidence)
         only = [i for i in found if (i["factor"], i["level"]) == (top["factor"], top["level"])]
         context = f"; only with {only[0]['with_factor']}={'/'.join(map(label, only[0]['with_levels']))}" if only else ""
         word = "Exposed by (not caused by)" if top.get("exposes_only") else "Culprit"
@@ -565,7 +615,8 @@ def attribute(rows: Sequence[Row]) -> Dict[str, Any]:
     Keys: ``verdict`` (str), ``factors``, ``counts`` (status -> jobs), ``judged``,
     ``not_judged`` (``[{job, status, reason}]``), ``levels`` (:func:`level_stats`),
     ``contrasts``, ``culprits``, ``interactions``, ``ties`` (:func:`ties`), ``scalers``
-    (:func:`scalers`), ``drift`` (class -> numbers of the judged jobs that differ),
+    (:func:`scalers`), ``nondeterministic`` (:func:`nondeterministic_jobs`), ``drift`` (class ->
+    numbers of the judged jobs that differ),
     ``drift_rule`` (:data:`DRIFT_RULE`), ``onset_rule`` (``sweep.compare.ONSET_RULE``).
     """
     ranked = culprits(rows)
@@ -593,6 +644,7 @@ def attribute(rows: Sequence[Row]) -> Dict[str, Any]:
         "ties": ties(ranked, rows),
         "confounded": confounded(rows) if not ranked else None,
         "scalers": scalers(rows),
+        "nondeterministic": nondeterministic_jobs(rows),
         "drift": drift,
         "drift_rule": DRIFT_RULE,
         "onset_rule": ONSET_RULE,

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Union
 from sweep.errors import RecordError
 from sweep.io import read_json, write_json
 
-SCHEMA_VERSION = 2  # 1: records before versioning (no "schema_version" key), still readable
+SCHEMA_VERSION = 3  # 1: records before versioning (no "schema_version" key); 2: before repeats; both still readable
 STATUSES = ("ok", "fail", "error", "timeout")  # of a job record; the report adds "missing"
 JUDGED = ("ok", "fail")
 
@@ -135,7 +135,13 @@ class JobRecord(_Record):
     the shared launch that ran it; ``baseline``: where a reused standalone sequence came
     from; ``engine_notes``: the engine's notes (``RankResult.engine_notes``); ``engine``:
     rank 0's ``RankResult.engine``; ``notes``:
-    settings of the job that had no effect (``sweep.job.effect_notes``);
+    settings of the job that had no effect (``sweep.job.effect_notes``), and
+    ``nondeterministic: ...`` when its repeats disagree; ``repeats``: with ``repeat=N > 1``,
+    one summary per run (``{repeat, status, first_diff_step, first_fail_step,
+    max_abs_diff, final_abs_diff, reason}``; repeat 0 is the run whose sequences the
+    record holds; ``sweep.job.run_repeats``), else ``None``; ``nondeterministic``: whether
+    the repeats disagree (any loss of any rank, or the outcome), ``None`` without repeats;
+    ``repeat_spread``: how far they disagree (``sweep.job.repeat_spread``);
     ``started``/``finished``: UTC ISO-8601.
     """
 
@@ -164,6 +170,9 @@ class JobRecord(_Record):
     log_tails: Optional[Dict[str, str]] = None
     traceback: Optional[str] = None
     teardown_note: Optional[str] = None
+    repeats: Optional[List[Dict[str, Any]]] = None
+    nondeterministic: Optional[bool] = None
+    repeat_spread: Optional[Dict[str, Any]] = None
     resumed: bool = False
     started: Optional[str] = None
     finished: Optional[str] = None
@@ -201,7 +210,14 @@ class JobRecord(_Record):
                 _check_losses(losses.get(key), f"{what} losses[{key!r}]")
             if len(losses["standalone"]) != len(losses["distributed"]):
                 raise RecordError(f"{what}: the two loss sequences differ in length")
-        for key, kind in (("overrides", list), ("timings_s", dict), ("versions", dict)):
+        for key, kind in (("overrides", list), ("timings_s", dict), ("versions", dict), ("repeats", list),
+                          ("repeat_spread", dict)):
+            if data.get(key) is None and key in ("repeats", "repeat_spread"):
+                continue
             if key in data and not isinstance(data[key], kind):
                 raise RecordError(f"{what}: {key} is a {type(data[key]).__name__}, not a {kind.__name__}")
+        if data.get("nondeterministic") is not None and not isinstance(data["nondeterministic"], bool):
+            raise RecordError(f"{what}: nondeterministic is {data['nondeterministic']!r}, not a bool")
+        if any(not isinstance(r, dict) or "status" not in r for r in data.get("repeats") or []):
+            raise RecordError(f"{what}: every entry of repeats must be an object with a status")
         return cls(**_known(cls, data))

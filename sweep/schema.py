@@ -494,6 +494,10 @@ class SweepConfig:
     steps: int = affects(*ALL_NUMERIC, default=1000)
     device: Device = affects(*ALL_NUMERIC, LAUNCH, default=Device.cpu)
     world_size: Optional[int] = affects(DISTRIBUTED, default=None)  # None: the product of mesh.mesh_shape
+    # Run each job this many times (different launches, same seeds; sweep.job): repeats that
+    # disagree mark the job nondeterministic. No number of one run depends on it, the
+    # verdict does (and a resumed record must have as many repeats).
+    repeat: int = affects(VERDICT, default=1)
     # Re-running a sweep into the same hydra.sweep.dir: skip jobs whose result.json is
     # complete (ok/fail) for the same config, run the rest.
     resume: bool = affects(default=False)
@@ -510,6 +514,8 @@ class SweepConfig:
         [0, 2**32) (numpy's and MindSpore's seeds)."""
         if cfg.steps <= 0:
             raise ConfigError(f"steps={cfg.steps}: must be > 0")
+        if cfg.get("repeat", 1) < 1:
+            raise ConfigError(f"repeat={cfg.repeat}: must be >= 1 (runs of each job)")
         if not 0 <= cfg.seed < 2**32:
             raise ConfigError(f"seed={cfg.seed}: must be in [0, 2**32) (numpy's, torch's and MindSpore's seeds)")
 

@@ -41,7 +41,7 @@ from sweep.records import JobRecord
 COMPARISON = ("first_fail_step", "n_fail", "max_abs_diff", "max_rel_diff", "mean_signed_diff")
 METRICS = (
     "status", "drift", "first_diff_step", "onset", "first_tensor", *COMPARISON, "step0_diff", "runs_low_pct", "trend", "final_ratio",
-    "ranks_agree", "dtypes_configured", "dtypes_ran", "notes", "wall_s",
+    "ranks_agree", "repeats", "dtypes_configured", "dtypes_ran", "notes", "wall_s",
 )
 BRIEF_METRICS = (
     "status", "drift", "first_diff_step", "first_tensor", "first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff",
@@ -65,6 +65,8 @@ LEGEND = {
     "runs_low_pct": "% of steps where distributed < standalone",
     "trend": "least-squares slope of distributed - standalone, loss units per step",
     "final_ratio": "distributed / standalone at the last step",
+    "repeats": "repeat=N: how many runs of the job (different launches, same seeds) and whether they agree; "
+               "'differ' (nondeterministic) gives the largest loss difference between two of them",
     "dtypes_configured": "param/reduce/output dtype of the policy (- = default)",
     "dtypes_ran": "dtypes observed: param in forward/reduction/gradient/output/master weights/optimizer state "
                   "(? = unknown)",
@@ -156,6 +158,7 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
     if tensor.get("description") and tensor.get("rank") is not None and (result.world_size or 1) > 1:
         metrics["first_tensor"] += f" (rank {tensor['rank']})"
     metrics["ranks_agree"] = result.ranks_agree
+    metrics.update(repeat_metrics(result))
     metrics["wall_s"] = result.timings_s.get("wall")
     metrics.update(_dtypes(result.dtypes))
     engine = result.engine or {}
@@ -163,6 +166,25 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
         str(note).split(" -- ")[0] for note in result.engine_notes
     ]
     return metrics
+
+
+def repeat_metrics(result: JobRecord) -> Dict[str, Any]:
+    """``repeats`` (the column: ``"3 agree"``, ``"3 differ by 1.2e-03"``, ``None`` without
+    repeats), ``nondeterministic`` (bool, ``None`` without repeats) and ``repeat_spread``
+    (``JobRecord.repeat_spread``) of a job's record."""
+    if not result.repeats:
+        return {"repeats": None, "nondeterministic": None, "repeat_spread": None}
+    spread = result.repeat_spread or {}
+    n = len(result.repeats)
+    if result.nondeterministic:
+        worst = max(spread.get("distributed_max_abs") or 0.0, spread.get("standalone_max_abs") or 0.0)
+        column = f"{n} differ by {worst:.2g}"
+        statuses = spread.get("statuses") or []
+        if len(set(statuses)) > 1:
+            column += f" ({'/'.join(statuses)})"
+    else:
+        column = f"{n} agree"
+    return {"repeats": column, "nondeterministic": bool(result.nondeterministic), "repeat_spread": spread or None}
 
 
 def _notes(row: Dict[str, Any]) -> Optional[str]:
@@ -250,7 +272,7 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
         job_dir = dirs.get(num, sweep_dir / str(num))
         overrides = _pairs(expected[num]) if expected is not None else _overrides(job_dir)
         row: Dict[str, Any] = {"job": num, "overrides": overrides, "policy_applied": None, "engine_notes": [],
-                               "period": None}
+                               "period": None, "nondeterministic": None, "repeat_spread": None}
         row.update({k: None for k in METRICS})
         result_path = JobDir(job_dir).result
         try:
@@ -450,9 +472,10 @@ def write_report(
     jobs), ``judged``, ``not_judged`` (``[{job, status, reason}]``), ``culprits``,
     ``interactions``, ``levels``, ``contrasts``, ``drift`` (class -> job numbers),
     ``drift_rule`` (all as in :func:`sweep.attribution.attribute`), ``plots`` (paths
-    relative to ``sweep_dir``) and ``jobs`` (``[{job, overrides, status, reason,
-    policy_applied, metrics of METRICS...}]``; the loss sequences stay in each job's
-    ``result.json``).
+    relative to ``sweep_dir``), ``nondeterministic`` (``[{job, spread, ...}]``: jobs whose
+    repeats disagree, :func:`sweep.attribution.nondeterministic_jobs`) and ``jobs``
+    (``[{job, overrides, status, reason, policy_applied, nondeterministic, repeat_spread,
+    metrics of METRICS...}]``; the loss sequences stay in each job's ``result.json``).
 
     Raises:
         FileNotFoundError: ``sweep_dir`` does not exist.

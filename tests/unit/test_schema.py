@@ -48,7 +48,7 @@ def test_derived_lists_follow_the_roles():
         "framework.name", "framework.impl", "framework.pool_launcher", "framework.device_map", "framework.env",
         "execution.omp_num_threads", "device",
     }
-    assert fields_with("verdict") == ["compare.rtol", "compare.atol", "compare.noise_floor"]
+    assert fields_with("verdict") == ["compare.rtol", "compare.atol", "compare.noise_floor", "repeat"]
 
 
 def test_pool_key_and_baseline_key_follow_the_roles(compose_cfg):

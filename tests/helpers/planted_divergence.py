@@ -1,0 +1,123 @@
+"""Test-only engines, each with one kind of fault the report must explain (issue 15:
+where the two runs part, which tensor first, which rank, whether it repeats). Plugged in
+with ``engine.impl.torch=tests.helpers.planted_divergence.X``.
+
+Every fault acts in ``optimizer_step`` on the gradients the step is about to apply, so
+the first tensor that differs is a weight after the step (the gradients the trace
+records before the step are still equal), at the step the fault starts.
+"""
+
+import os
+
+from sweep.engines.data_parallel import TorchDDP
+from sweep.engines.torch_fsdp2 import TorchFSDP2
+
+FAULT_STEP = 8  # LateGradScaleFSDP2: the first step it scales
+PERIOD = 4  # PeriodicGradScaleFSDP2: the steps it scales (3, 7, 11, ...)
+SCALE = 2.0
+NOISE = 0.05  # NondetNoiseFSDP2: standard deviation of the added gradient noise
+
+
+def _scale(optimizer, factor):
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            if param.grad is not None:
+                param.grad.mul_(factor)
+
+
+def _rank():
+    import torch.distributed as dist
+
+    return dist.get_rank()
+
+
+class _Counting:
+    """Calls ``fault(step, optimizer)`` before each optimizer step (0-based)."""
+
+    step = 0
+
+    def optimizer_step(self, optimizer, *args, **kwargs):
+        self.fault(self.step, optimizer)
+        self.step += 1
+        super().optimizer_step(optimizer, *args, **kwargs)
+
+    def fault(self, step, optimizer):
+        raise NotImplementedError
+
+
+class Rank1GradScaleDDP(_Counting, TorchDDP):
+    """Replicated data parallel whose rank 1 scales its reduced gradients by ``SCALE``
+    (rank 0 is correct): rank 1's weights, and so its losses, part from rank 0's."""
+
+    def fault(self, step, optimizer):
+        if _rank() == 1:
+            _scale(optimizer, SCALE)
+
+
+class LateGradScaleFSDP2(_Counting, TorchFSDP2):
+    """Scales the gradients by ``SCALE`` from step ``FAULT_STEP`` on (a schedule or a step
+    counter gone wrong): bit-identical before, an abrupt onset at ``FAULT_STEP``."""
+
+    def fault(self, step, optimizer):
+        if step >= FAULT_STEP:
+            _scale(optimizer, SCALE)
+
+
+class PeriodicGradScaleFSDP2(_Counting, TorchFSDP2):
+    """Scales the gradients by ``SCALE`` every ``PERIOD`` steps, starting at step
+    ``PERIOD - 1`` (an event on a period: accumulation boundaries, a periodic sync)."""
+
+    def fault(self, step, optimizer):
+        if step % PERIOD == PERIOD - 1:
+            _scale(optimizer, SCALE)
+
+
+class GradScaleFSDP2(_Counting, TorchFSDP2):
+    """Scales every gradient by ``SCALE`` (a doubled averaging factor) on every step. Adam
+    is nearly invariant to a constant scale (only ``eps`` sees it), so Adam jobs differ
+    from standalone below tolerance; SGD's do not."""
+
+    def fault(self, step, optimizer):
+        _scale(optimizer, SCALE)
+
+
+class IgnorePolicyFSDP2(TorchFSDP2):
+    """FSDP2 that drops the configured ``MixedPrecisionPolicy``: a bf16 policy runs in
+    fp32 (a policy that does not apply)."""
+
+    def parallelize(self, model):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh(self.device.type, tuple(int(n) for n in self.cfg.mesh.mesh_shape),
+                                mesh_dim_names=tuple(self.cfg.mesh.mesh_dim_names))
+        return fully_shard(model, mesh=mesh, reshard_after_forward=bool(self.cfg.reshard_after_forward))
+
+
+class NondetNoiseFSDP2(_Counting, TorchFSDP2):
+    """Adds gradient noise from a generator seeded per launch (``os.urandom``), on steps
+    whose draw falls below 1/4: each launch parts from standalone at a different step, and
+    two launches of one config give different losses (a race, an unseeded kernel)."""
+
+    def fault(self, step, optimizer):
+        import torch
+
+        if not hasattr(self, "_gen"):
+            self._gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        if float(torch.rand((), generator=self._gen)) >= 0.25:
+            return
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                if param.grad is not None:  # this rank's shard (FSDP2 gradients are DTensors)
+                    local = param.grad.to_local() if hasattr(param.grad, "to_local") else param.grad
+                    local.add_(torch.randn(local.shape, generator=self._gen).to(local.dtype).mul_(NOISE))
+
+
+def one_batch(steps, *, batch_size, seed_offset, in_size, out_size):
+    """``data._target_=tests.helpers.planted_divergence.one_batch``: the same regression
+    batch at every step. On fresh data per step the loss difference of a persistent weight
+    difference takes each step's sample's sign and size, which hides the events of a
+    periodic fault; on one batch the difference moves at the events only."""
+    from sweep.data import make_samples
+
+    return make_samples(1, batch_size=batch_size, in_size=in_size, out_size=out_size, seed_offset=seed_offset) * steps

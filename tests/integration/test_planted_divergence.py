@@ -1,0 +1,149 @@
+"""Real sweeps with a fault planted through a test-only engine, one kind each (issue 15):
+the report names the first differing tensor and step, the onset, and the verdict states
+the right conclusion. Faults: ``tests/helpers/planted_divergence.py``. Each sweep is two
+small jobs (a correct level and a faulty one) in one shared launch."""
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.helpers import planted_divergence as planted
+
+pytestmark = pytest.mark.slow
+
+P = "tests.helpers.planted_divergence."
+FSDP2 = "sweep.engines.torch_fsdp2.TorchFSDP2"
+
+
+def _sweep(tmp_path, *overrides):
+    proc = run_cli(["-m", "ablation=none", *overrides], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    sweep_dir = tmp_path / "multirun"
+    summary = json.loads((sweep_dir / "summary.json").read_text())
+    records = {j["job"]: json.loads((sweep_dir / str(j["job"]) / "result.json").read_text()) for j in summary["jobs"]}
+    return summary, {j["job"]: j for j in summary["jobs"]}, records
+
+
+def _clean(job, record):
+    assert job["status"] == "ok" and job["first_diff_step"] is None and job["onset"] == "none"
+    assert record["first_tensor"] is None and record["comparison"]["max_abs_diff"] == 0.0
+
+
+def test_a_fault_on_one_rank_fails_the_job_with_the_ranks_disagreeing(tmp_path):
+    faulty = P + "Rank1GradScaleDDP"
+    summary, jobs, records = _sweep(tmp_path, "steps=12", "optimizer=sgd", "engine=data_parallel",
+                                    f"engine.impl.torch=sweep.engines.data_parallel.TorchDDP,{faulty}")
+    _clean(jobs[0], records[0])
+    r = records[1]
+    assert r["status"] == "fail" and r["judged_rank"] == 1
+    assert r["reason"].startswith("rank 1: ") and "ranks disagree: rank 1 against rank 0" in r["reason"]
+    assert [(c["rank"], c["passed"]) for c in r["rank_comparisons"]] == [(0, True), (1, False)]
+    assert r["ranks_agree"] is False
+    # rank 1 applies its doubled gradients at step 0: its weights differ after that step
+    t = r["first_tensor"]
+    assert (t["rank"], t["step"], t["kind"]) == (1, 0, "weight") and t["weights_identical_before"]
+    assert jobs[1]["first_diff_step"] == 1 and jobs[1]["drift"] == "first_update"
+    assert jobs[1]["first_tensor"].endswith("(rank 1)")
+    assert f"Culprit: engine.impl.torch={faulty}" in summary["verdict"]
+    assert "first differing tensor: layer0.bias weight at step 0" in summary["verdict"]
+    assert "(rank 1)" in summary["verdict"] and "ranks disagree (1 job)" in summary["verdict"]
+
+
+def test_a_fault_from_a_later_step_is_an_abrupt_onset_there(tmp_path):
+    faulty = P + "LateGradScaleFSDP2"
+    k = planted.FAULT_STEP
+    summary, jobs, records = _sweep(tmp_path, "steps=12", "optimizer=sgd", f"engine.impl.torch={FSDP2},{faulty}")
+    _clean(jobs[0], records[0])
+    job, t = jobs[1], records[1]["first_tensor"]
+    # the weights first differ after step k's update; the losses from step k + 1 on
+    assert (t["step"], t["kind"]) == (k, "weight") and t["weights_identical_before"]
+    assert job["first_diff_step"] == k + 1 and job["onset"] == "abrupt" and job["drift"] == "from_step"
+    assert f"Culprit: engine.impl.torch={faulty}" in summary["verdict"]
+    assert f"parts from standalone at step {k + 1} (job 1" in summary["verdict"]
+    assert "from_step (a change from a later step on" in summary["verdict"]
+    assert f"first differing tensor: layer0.bias weight at step {k}" in summary["verdict"]
+    assert "precision" not in summary["verdict"]  # a late first failure is not called precision
+
+
+def test_a_periodic_fault_is_periodic_with_its_period(tmp_path):
+    # one batch at every step: on fresh data the loss difference takes each sample's sign (planted.one_batch)
+    faulty = P + "PeriodicGradScaleFSDP2"
+    n = planted.PERIOD
+    summary, jobs, records = _sweep(tmp_path, "steps=20", "optimizer=sgd", f"data._target_={P}one_batch",
+                                    f"engine.impl.torch={FSDP2},{faulty}")
+    _clean(jobs[0], records[0])
+    job, t = jobs[1], records[1]["first_tensor"]
+    assert (t["step"], t["kind"]) == (n - 1, "weight")
+    assert job["first_diff_step"] == n and job["onset"] == "periodic" and job["period"] == n
+    assert job["drift"] == "periodic" and summary["drift"]["periodic"] == [1]
+    assert f"Culprit: engine.impl.torch={faulty}" in summary["verdict"]
+    assert f"parts from standalone at step {n} (job 1), periodic, every {n} steps" in summary["verdict"]
+    assert f"first differing tensor: layer0.bias weight at step {n - 1}" in summary["verdict"]
+
+
+def test_a_gradient_scale_fault_that_adam_hides_is_exposed_by_sgd_not_caused_by_it(tmp_path):
+    summary, jobs, records = _sweep(tmp_path, "steps=12", "optimizer=adam,sgd",
+                                    f"engine.impl.torch={P}GradScaleFSDP2")
+    adam, sgd = jobs[0], jobs[1]
+    assert adam["status"] == "ok" and sgd["status"] == "fail"
+    # Adam differs from standalone too, below tolerance, and beyond float rounding
+    assert adam["first_diff_step"] is not None and 0 < adam["max_abs_diff"] < 1e-4
+    assert "first beyond rounding" in adam["first_tensor"]
+    assert sgd["first_diff_step"] == 1 and sgd["drift"] == "first_update"
+    assert records[1]["first_tensor"]["step"] == 0 and records[1]["first_tensor"]["kind"] == "weight"
+    verdict = summary["verdict"]
+    assert "Exposed by (not caused by): optimizer=sgd" in verdict and "Culprit:" not in verdict
+    assert "optimizer=sgd exposes it and optimizer=adam hides it below tolerance" in verdict
+    assert "optimizer changes its size, it does not cause it" in verdict
+    assert "first differing tensor: layer0.bias weight at step 0" in verdict
+    assert summary["culprits"][0]["exposes_only"] is True
+
+
+def test_a_precision_policy_that_does_not_apply_reaches_the_verdict(tmp_path):
+    summary, jobs, records = _sweep(tmp_path, "steps=8", "optimizer=sgd", "mp_policy=fp32,bf16",
+                                    f"engine.impl.torch={P}IgnorePolicyFSDP2")
+    for num in (0, 1):  # bf16 ran as fp32: bit for bit, nothing to trace
+        _clean(jobs[num], records[num])
+    assert jobs[1]["policy_applied"] is False and jobs[0]["policy_applied"] is not False
+    assert records[1]["dtypes"]["observed"]["param_forward"].endswith("float32")
+    assert "policy not applied" in jobs[1]["notes"]
+    assert "No culprit" in summary["verdict"] and "Notes: policy not applied (1 job)" in summary["verdict"]
+
+
+def test_a_nondeterministic_fault_is_marked_with_the_spread_of_its_repeats(tmp_path):
+    faulty = P + "NondetNoiseFSDP2"
+    summary, jobs, records = _sweep(tmp_path, "steps=20", "optimizer=sgd", "repeat=2",
+                                    f"engine.impl.torch={FSDP2},{faulty}")
+    clean, noisy = records[0], records[1]
+    # the correct engine: two launches, bit-identical
+    _clean(jobs[0], clean)
+    assert clean["nondeterministic"] is False and [e["status"] for e in clean["repeats"]] == ["ok", "ok"]
+    assert clean["repeat_spread"]["distributed_max_abs"] == 0.0 and jobs[0]["repeats"] == "2 agree"
+    # the noisy one: the launches disagree, by the spread recorded
+    assert noisy["nondeterministic"] is True and len(noisy["repeats"]) == 2
+    spread = noisy["repeat_spread"]
+    assert spread["distributed_max_abs"] > 0.0 and spread["standalone_max_abs"] == 0.0
+    assert [e["repeat"] for e in noisy["repeats"]] == [0, 1]
+    assert noisy["repeats"][0]["first_fail_step"] == noisy["comparison"]["first_fail_step"]
+    assert (noisy["status"] == "fail") == (noisy["repeats"][0]["status"] == "fail")
+    assert (tmp_path / "multirun" / "1" / "repeats" / "1" / "ranks").is_dir()  # a launch of its own
+    assert jobs[1]["nondeterministic"] is True and jobs[1]["repeats"].startswith("2 differ by")
+    assert "nondeterministic: 2 repeats disagree" in jobs[1]["notes"]
+    assert noisy["first_tensor"].get("step") is not None  # traced (in another launch: the note says so)
+    assert [n["job"] for n in summary["nondeterministic"]] == [1]
+    verdict = summary["verdict"]
+    assert "Nondeterministic: job 1 (2 repeats differ by up to" in verdict
+    assert "this verdict rests on it, and a rerun may judge differently" in verdict
+    assert "Notes: nondeterministic (1 job)." in verdict
+    assert "first differing tensor (from another launch of this nondeterministic job): layer0" in verdict
+
+
+def test_a_clean_sweep_names_no_culprit_and_no_divergence(tmp_path):
+    summary, jobs, records = _sweep(tmp_path, "steps=8", "optimizer=adam,sgd", "mesh=dp2")
+    for num, job in jobs.items():
+        _clean(job, records[num])
+        assert job["drift"] is None and job["notes"] is None
+    assert summary["culprits"] == [] and all(v == [] for v in summary["drift"].values())
+    assert summary["verdict"] == "2 jobs: 2 ok. No culprit: every judged job passes, bit for bit where the run is " \
+                                 "deterministic."
