@@ -43,7 +43,8 @@ def test_a_wheel_installed_in_a_fresh_venv_runs_a_sweep(tmp_path):
     command = str(venv / "bin" / "sweep")  # the console script, its help and Hydra's tab completion
     helped = subprocess.run([command, "--help"], cwd=work, capture_output=True, text=True, env=env, timeout=300)
     assert helped.returncode == 0 and helped.stdout.startswith("sweep: a configuration-sweep ablation")
-    assert "mp_policy: bf16, bf16_bf16, cast_forward_inputs, fp16, fp32" in helped.stdout
+    assert "mp_policy: bf16, bf16_bf16, cast_forward_inputs, fp16, fp16_batchnorm_fp32, fp32" in helped.stdout
+    assert "model: mlp, mlp_norm, transformer" in helped.stdout
     assert "is powered by Hydra" not in helped.stdout and "Examples:" in helped.stdout
     completed = subprocess.run([command, "-sc", "query=bash"], cwd=work, capture_output=True, text=True, timeout=300,
                                env=dict(env, COMP_LINE="sweep mp_policy=", COMP_POINT="16"))
