@@ -249,8 +249,9 @@ def _trace(
 ) -> None:
     """Name the first tensor that differs: rerun the job (``JOB_DIR/trace/``) up to
     ``compare.trace_after`` steps past its first differing step with every gradient and
-    weight recorded (``sweep.trace``); its losses are the job's own up to there (the
-    same seeds, the same code). Sets ``record.first_tensor`` (the earliest over the
+    weight recorded (``sweep.trace``), and the weights on to ``compare.onset_steps`` past
+    it (the onset from the update differences); its losses are the job's own up to there
+    (the same seeds, the same code). Sets ``record.first_tensor`` (the earliest over the
     ranks, with its ``rank``), or a ``note`` saying why nothing was traced."""
     first_diff = min((c["first_diff_step"] for c in record.rank_comparisons or [record.comparison]
                       if c.get("first_diff_step") is not None), default=None)
@@ -262,7 +263,9 @@ def _trace(
         record.first_tensor = {"note": f"not traced: {why}"}
         return
     until = min(int(cfg.steps) - 1, first_diff + int(cfg.compare.trace_after))
-    config = dict(record.config, steps=until + 1, compare=dict(record.config["compare"], trace_until=until))
+    onset_until = min(int(cfg.steps) - 1, first_diff + int(cfg.compare.onset_steps))
+    config = dict(record.config, steps=max(until, onset_until) + 1,
+                  compare=dict(record.config["compare"], trace_until=until, onset_until=onset_until))
     trace_dir = job_dir / TRACE_DIR
     shutil.rmtree(trace_dir, ignore_errors=True)
     trace_dir.mkdir(parents=True)

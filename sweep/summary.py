@@ -37,6 +37,7 @@ from sweep.layout import JobDir, SweepDir
 from sweep.junit import to_junit
 from sweep.plots import write_plots
 from sweep.records import JobRecord
+from sweep.trace import ROUNDING_REL
 
 COMPARISON = ("first_fail_step", "n_fail", "max_abs_diff", "max_rel_diff", "mean_signed_diff")
 METRICS = (
@@ -57,7 +58,8 @@ LEGEND = {
     "drift": DRIFT_RULE,
     "first_diff_step": "first step where distributed and standalone differ at all (any rank; exact unless "
                        "compare.noise_floor is set)",
-    "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts (rule in summary.json)",
+    "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts, from the update "
+             "differences of traced jobs, else from the losses (rules in summary.json)",
     "first_tensor": "the first parameter gradient (after reduction) or weight (after the step) that differs between "
                     "the copies, from a rerun that records them (compare.trace_after steps past the first difference)",
     "mean_signed_diff": "mean of distributed - standalone over the steps, loss units (negative: distributed runs low)",
@@ -155,6 +157,9 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
     # the size of the first real difference: beyond float rounding if the first one is rounding
     beyond = tensor.get("beyond_rounding")
     metrics["first_tensor_rel"] = beyond["rel_diff"] if beyond else tensor.get("rel_diff")
+    if result.comparison and result.losses:
+        metrics.update(_real_onset(metrics, tensor, read_floats(result.losses["standalone"]),
+                                   read_floats(result.losses["distributed"])))
     if tensor.get("description") and tensor.get("rank") is not None and (result.world_size or 1) > 1:
         metrics["first_tensor"] += f" (rank {tensor['rank']})"
     metrics["ranks_agree"] = result.ranks_agree
@@ -166,6 +171,31 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
         str(note).split(" -- ")[0] for note in result.engine_notes
     ]
     return metrics
+
+
+def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float], got: List[float]) -> Dict[str, Any]:
+    """``first_real_step`` (the first loss step a difference beyond float rounding can
+    reach: the first differing step, unless the traced tensors differ by rounding first,
+    then one step past the first tensor or update beyond it, ``sweep.trace.ROUNDING_REL``
+    relative to the tensor or to the update; ``None`` when the traced steps differ by
+    rounding only) and the onset from the update differences when traced
+    (``onset_from``: ``"updates"`` or ``"losses"``; ``sweep.trace.UPDATE_ONSET_RULE``).
+    A step-0 loss difference beyond rounding keeps ``step0``: the forward differs."""
+    first = metrics.get("first_diff_step")
+    out: Dict[str, Any] = {"first_real_step": first, "onset_from": "losses" if first is not None else None}
+    if first is None:
+        return out
+    step0_real = first == 0 and abs(got[0] - ref[0]) > ROUNDING_REL * abs(ref[0])
+    updates = tensor.get("updates")
+    if "beyond_rounding" in tensor:  # the first traced difference is float rounding
+        beyond = tensor["beyond_rounding"]
+        reals = [beyond["step"] + 1] if beyond else []
+        if updates and updates["real_step"] is not None:
+            reals.append(updates["real_step"] + 1)
+        out["first_real_step"] = 0 if step0_real else min(reals, default=None)
+    if updates and updates["pattern"] != "none" and not step0_real:
+        out.update(onset=updates["pattern"], period=updates["period"], onset_from="updates")
+    return out
 
 
 def repeat_metrics(result: JobRecord) -> Dict[str, Any]:

@@ -4,12 +4,19 @@
 A *trace* is a list, one entry per step, of ``{"grad": {name: array}, "weight": {name:
 array}}`` with full (unsharded) float arrays: a rank gathers a sharded tensor before it
 records it (``DTensor.full_tensor()``). Within a step the gradients come first (the
-backward, then the reduction), then the weights (the optimizer step). Pure numpy.
+backward, then the reduction), then the weights (the optimizer step). Step 0's entry
+also holds ``"initial"``, the weights before any step; steps past the gradient window
+hold only ``"weight"``. Pure numpy.
+
+Where the two copies part is :func:`locate`'s answer; how the difference starts (the
+onset) is :func:`update_onset`'s, from the per-step *update differences*
+(:func:`update_series`). The update, unlike the loss, does not take the sign and size of
+each step's fresh sample, so a periodic or a constant fault shows as such on random data.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -82,7 +89,18 @@ def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step:
     """:func:`first_difference`, and if that one is within float rounding
     (:data:`ROUNDING_REL`), also the first tensor beyond it (``beyond_rounding``: a dict
     like the first, or ``None``), added to the description; ``{"description": "no tensor
-    differs in steps 0-<last_step>"}`` if none differs."""
+    differs in steps 0-<last_step>"}`` if none differs. ``updates`` holds the onset from
+    the update differences (:func:`update_onset`, with ``rel`` and ``along`` per step) when
+    the traces have initial weights."""
+    series = update_series(standalone, distributed)
+    updates = dict(update_onset(series), **series) if series["rel"] else None
+    found = _locate(standalone, distributed, noise_floor, last_step)
+    if updates is not None:
+        found["updates"] = updates
+    return found
+
+
+def _locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int) -> Dict[str, Any]:
     found = first_difference(standalone, distributed, noise_floor)
     if found is None:
         return {"description": f"no tensor differs in steps 0-{last_step}"}
@@ -103,3 +121,90 @@ def describe(found: Dict[str, Any]) -> str:
     else:
         text += "; gradients of that step identical"
     return text
+
+
+UPDATE_EVENT = 2.0  # an event: an update difference over this many times the step before's
+ONSET_FLIPS = 0.4  # noise: the error's sign along the update flips between this share of steps
+ABRUPT_SHARE = 0.1  # abrupt: the first real update difference is this share of the largest
+UPDATE_ONSET_RULE = (
+    "onset from the update differences (traced jobs): with u_t = w_t - w_(t-1) the standalone copy's update "
+    "of step t and e_t the distributed copy's update minus it (over every parameter), rel_t = |e_t| / |u_t| "
+    "and along_t = (e_t . u_t) / |u_t|^2 (the error's signed share along the update: +1 for a doubled update); "
+    f"a step is real if rel_t >= {ROUNDING_REL:g} (beyond float rounding) and an event if it is real, "
+    f"rel_t > {UPDATE_EVENT:g} x rel_(t-1) and rel_t >= {ABRUPT_SHARE:g} x the largest rel. periodic if 3 or more events are evenly spaced (period n >= 2) "
+    f"with one sign of along; noise if along's sign flips between at least {ONSET_FLIPS:.0%} of consecutive "
+    "real steps (of consecutive differing steps when none is real); abrupt if the first real step's rel is "
+    f">= {ABRUPT_SHARE:g} x the largest; growth otherwise. When no step is real (float rounding only): "
+    "growth if rel's second half averages over twice its first, noise otherwise. The losses see update t "
+    "from step t + 1"
+)
+
+
+def _flat(tensors: Dict[str, np.ndarray], names: Sequence[str]) -> np.ndarray:
+    return np.concatenate([np.asarray(tensors[n], np.float64).ravel() for n in names]) if names else np.zeros(0)
+
+
+def update_series(standalone: Trace, distributed: Trace) -> Dict[str, List[float]]:
+    """Per traced step ``t`` (the entries with weights, in order), over every parameter
+    both copies record with one shape: ``rel[t] = |e_t| / |u_t|`` and ``along[t] = (e_t .
+    u_t) / |u_t|^2``, with ``u_t = w_t - w_(t-1)`` the standalone copy's update (``w_(-1)``
+    = step 0's ``"initial"`` weights, which the copies share) and ``e_t`` the distributed
+    copy's update minus it; Euclidean norms over the concatenated parameters, float64.
+    ``rel`` is ``inf`` (``along`` 0) where the standalone update is zero and the other is
+    not. Returns ``{"rel": [...], "along": [...]}``, empty lists without initial weights."""
+    series: Dict[str, List[float]] = {"rel": [], "along": []}
+    if not standalone or "initial" not in standalone[0] or "initial" not in distributed[0]:
+        return series
+    ours_prev, theirs_prev = standalone[0]["initial"], distributed[0]["initial"]
+    names = sorted(n for n in set(ours_prev) & set(theirs_prev) if np.shape(ours_prev[n]) == np.shape(theirs_prev[n]))
+    a_prev, b_prev = _flat(ours_prev, names), _flat(theirs_prev, names)
+    for ours, theirs in zip(standalone, distributed):
+        if "weight" not in ours or "weight" not in theirs:
+            break
+        a, b = _flat(ours["weight"], names), _flat(theirs["weight"], names)
+        u, e = a - a_prev, (b - b_prev) - (a - a_prev)
+        un, en = float(np.linalg.norm(u)), float(np.linalg.norm(e))
+        if un > 0:
+            series["rel"].append(en / un)
+            series["along"].append(float(np.dot(e, u)) / un ** 2)
+        else:
+            series["rel"].append(float("inf") if en > 0 else 0.0)
+            series["along"].append(0.0)
+        a_prev, b_prev = a, b
+    return series
+
+
+def _sign_flips(values: Sequence[float]) -> float:
+    signs = np.sign([v for v in values if v != 0])
+    return float(np.mean(signs[1:] != signs[:-1])) if signs.size > 2 else 0.0
+
+
+def update_onset(series: Dict[str, Sequence[float]]) -> Dict[str, Any]:
+    """How the update difference starts (:data:`UPDATE_ONSET_RULE`), from
+    :func:`update_series`. Returns ``{"pattern": "none" | "periodic" | "noise" | "abrupt" |
+    "growth", "first_step": first differing update (or None), "real_step": first update
+    beyond rounding (or None), "period": n or None, "events": [update steps]}``. Steps
+    are update steps: the losses see update ``t`` from step ``t + 1``."""
+    rel = np.asarray(series.get("rel", []), np.float64)
+    along = np.asarray(series.get("along", []), np.float64)
+    differ = np.flatnonzero(rel > 0)
+    if not differ.size:
+        return {"pattern": "none", "first_step": None, "real_step": None, "period": None, "events": []}
+    real = np.flatnonzero(rel >= ROUNDING_REL)
+    before = np.concatenate([[0.0], rel[:-1]])
+    finite = rel[np.isfinite(rel)]
+    largest = float(np.max(finite)) if finite.size else float("inf")
+    events = [int(t) for t in real if rel[t] > UPDATE_EVENT * before[t] and rel[t] >= ABRUPT_SHARE * largest]
+    out = {"first_step": int(differ[0]), "real_step": int(real[0]) if real.size else None, "period": None,
+           "events": events}
+    gaps = np.diff(events)
+    if len(events) >= 3 and np.all(gaps == gaps[0]) and gaps[0] >= 2 and _sign_flips(along[events]) == 0.0:
+        return dict(out, pattern="periodic", period=int(gaps[0]))
+    if _sign_flips(along[real if real.size else differ]) >= ONSET_FLIPS:
+        return dict(out, pattern="noise")
+    if real.size:
+        abrupt = not np.isfinite(rel[real[0]]) or rel[real[0]] >= ABRUPT_SHARE * largest
+        return dict(out, pattern="abrupt" if abrupt else "growth")
+    half = rel.size // 2
+    growing = half >= 1 and float(np.mean(rel[half:])) > 2.0 * float(np.mean(rel[:half]))
+    return dict(out, pattern="growth" if growing else "noise")
