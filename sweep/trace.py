@@ -124,16 +124,18 @@ def describe(found: Dict[str, Any]) -> str:
 
 
 UPDATE_EVENT = 2.0  # an event: an update difference over this many times the step before's
-ONSET_FLIPS = 0.4  # noise: the error's sign along the update flips between this share of steps
+NOISE_BALANCE = 0.5  # noise: |mean sign of the error along the update| below this (both signs alike)
 ABRUPT_SHARE = 0.1  # abrupt: the first real update difference is this share of the largest
 UPDATE_ONSET_RULE = (
     "onset from the update differences (traced jobs): with u_t = w_t - w_(t-1) the standalone copy's update "
     "of step t and e_t the distributed copy's update minus it (over every parameter), rel_t = |e_t| / |u_t| "
     "and along_t = (e_t . u_t) / |u_t|^2 (the error's signed share along the update: +1 for a doubled update); "
     f"a step is real if rel_t >= {ROUNDING_REL:g} (beyond float rounding) and an event if it is real, "
-    f"rel_t > {UPDATE_EVENT:g} x rel_(t-1) and rel_t >= {ABRUPT_SHARE:g} x the largest rel. periodic if 3 or more events are evenly spaced (period n >= 2) "
-    f"with one sign of along; noise if along's sign flips between at least {ONSET_FLIPS:.0%} of consecutive "
-    "real steps (of consecutive differing steps when none is real); abrupt if the first real step's rel is "
+    f"rel_t > {UPDATE_EVENT:g} x rel_(t-1) and rel_t >= {ABRUPT_SHARE:g} x the largest rel. periodic if 3 or "
+    "more events are evenly spaced (period n >= 2) with one sign of along; noise if along takes both signs "
+    f"alike: |mean of sign(along_t)| < {NOISE_BALANCE:g} over 3 or more real steps (differing steps when none "
+    "is real), as for random noise or float rounding (fresh random noise on n steps keeps it near 1/sqrt(n); "
+    "a fault that scales, skips, delays or repeats an update errs one way); abrupt if the first real step's rel is "
     f">= {ABRUPT_SHARE:g} x the largest; growth otherwise. When no step is real (float rounding only): "
     "growth if rel's second half averages over twice its first, noise otherwise. The losses see update t "
     "from step t + 1"
@@ -200,7 +202,8 @@ def update_onset(series: Dict[str, Sequence[float]]) -> Dict[str, Any]:
     gaps = np.diff(events)
     if len(events) >= 3 and np.all(gaps == gaps[0]) and gaps[0] >= 2 and _sign_flips(along[events]) == 0.0:
         return dict(out, pattern="periodic", period=int(gaps[0]))
-    if _sign_flips(along[real if real.size else differ]) >= ONSET_FLIPS:
+    signs = np.sign(along[real if real.size else differ])
+    if signs.size >= 3 and abs(float(np.mean(signs))) < NOISE_BALANCE:
         return dict(out, pattern="noise")
     if real.size:
         abrupt = not np.isfinite(rel[real[0]]) or rel[real[0]] >= ABRUPT_SHARE * largest

@@ -187,9 +187,9 @@ def _traces(n, fault, rounding=0.0, seed=0):
     ``fault(step, update, rng)`` (returns the update to apply) plus relative
     ``rounding``: traces as the ranks record them (``sweep.trace``)."""
     rng = np.random.default_rng(seed)
-    target = rng.normal(size=16)
-    samples = [rng.normal(size=16) for _ in range(n)]
-    w0 = rng.normal(size=16)
+    target = rng.normal(size=64)
+    samples = [rng.normal(size=64) for _ in range(n)]
+    w0 = rng.normal(size=64)
     traces = []
     for copy in ("standalone", "distributed"):
         w, trace, noise = w0.copy(), [], np.random.default_rng(seed + 1)
@@ -197,12 +197,24 @@ def _traces(n, fault, rounding=0.0, seed=0):
             entry = {"initial": {"w": w.copy()}} if step == 0 else {}
             u = -0.05 * (w - target + samples[step])
             if copy == "distributed":
-                u = fault(step, u, noise) * (1 + rounding * noise.normal(size=16))
+                u = fault(step, u, noise) * (1 + rounding * noise.normal(size=64))
             w = w + u
             entry["weight"] = {"w": w.copy()}
             trace.append(entry)
         traces.append(trace)
     return traces
+
+
+def _stale():
+    """A fault that applies the previous step's update (none at step 0)."""
+    previous = {}
+
+    def fault(step, update, rng):
+        applied = previous.get("update", np.zeros_like(update))
+        previous["update"] = update
+        return applied
+
+    return fault
 
 
 @pytest.mark.parametrize("fault, pattern, real, period", [
@@ -213,6 +225,10 @@ def _traces(n, fault, rounding=0.0, seed=0):
     (lambda s, u, rng: u + (0.5 * np.linalg.norm(u) * rng.normal(size=u.size) if rng.random() < 0.3 else 0), "noise",
      None, None),
     (lambda s, u, rng: u * (1 + 1e-5 * 1.5 ** s), "growth", None, None),
+    # an error of random direction on every step (a rank's shard left out of the mean): noise-like
+    (lambda s, u, rng: u + 0.5 * np.linalg.norm(u) * rng.normal(size=u.size) / 8, "noise", 0, None),
+    # an error with a direction on every step (the previous step's update applied): abrupt
+    (_stale(), "abrupt", 0, None),
 ])
 def test_onset_from_the_update_differences_on_fresh_data(fault, pattern, real, period):
     from sweep.trace import update_onset, update_series
