@@ -48,8 +48,8 @@ DRIFT_RULE = (
     "failing step; when the traced tensors differ by float rounding first, the first step the difference beyond "
     "rounding reaches) and the onset of the difference: step0 if k = 0; periodic if the difference jumps at evenly "
     "spaced steps; first_update if k = 1; from_step if k >= 2 (" + "; ".join(
-        f"{name}: {text}" for name, text in DRIFT_CLASSES.items()) + "). A random-sign onset (noise) is reported as such but "
-    "is no class: it is nondeterminism only where repeats of one config disagree"
+        f"{name}: {text}" for name, text in DRIFT_CLASSES.items()) + "). A random-sign onset (noise) is "
+    "reported as such but is no class: it is nondeterminism only where repeats of one config disagree"
 )
 
 
