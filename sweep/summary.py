@@ -41,8 +41,8 @@ from sweep.trace import ROUNDING_REL
 
 COMPARISON = ("first_fail_step", "n_fail", "max_abs_diff", "max_rel_diff", "mean_signed_diff")
 METRICS = (
-    "status", "drift", "first_diff_step", "onset", "first_tensor", *COMPARISON, "step0_diff", "runs_low_pct", "trend", "final_ratio",
-    "ranks_agree", "repeats", "dtypes_configured", "dtypes_ran", "notes", "wall_s",
+    "status", "drift", "first_diff_step", "first_real_step", "onset", "first_tensor", *COMPARISON, "step0_diff",
+    "runs_low_pct", "trend", "final_ratio", "ranks_agree", "repeats", "dtypes_configured", "dtypes_ran", "notes", "wall_s",
 )
 BRIEF_METRICS = (
     "status", "drift", "first_diff_step", "first_tensor", "first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff",
@@ -58,6 +58,8 @@ LEGEND = {
     "drift": DRIFT_RULE,
     "first_diff_step": "first step where distributed and standalone differ at all (any rank; exact unless "
                        "compare.noise_floor is set)",
+    "first_real_step": "first step the difference beyond float rounding reaches (traced tensors and updates, rel "
+                       f">= {ROUNDING_REL:g}); empty when the traced steps differ by rounding only",
     "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts, from the update "
              "differences of traced jobs, else from the losses (rules in summary.json)",
     "first_tensor": "the first parameter gradient (after reduction) or weight (after the step) that differs between "
@@ -302,7 +304,7 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
         job_dir = dirs.get(num, sweep_dir / str(num))
         overrides = _pairs(expected[num]) if expected is not None else _overrides(job_dir)
         row: Dict[str, Any] = {"job": num, "overrides": overrides, "policy_applied": None, "engine_notes": [],
-                               "period": None, "nondeterministic": None, "repeat_spread": None}
+                               "period": None, "onset_from": None, "nondeterministic": None, "repeat_spread": None}
         row.update({k: None for k in METRICS})
         result_path = JobDir(job_dir).result
         try:
