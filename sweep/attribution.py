@@ -41,12 +41,15 @@ DRIFT_CLASSES = {
                     "or their precision (reduce_dtype)",
     "periodic": "an event every n steps: accumulation boundaries, a schedule, a periodic sync",
     "from_step": "a change from a later step on: a schedule, optimizer state, a step counter",
+    "rounding": "float rounding only, every traced tensor and update: summation order (e.g. of sharded data), "
+                "no fault",
 }
 ONSET_WORDS = {"abrupt": "an abrupt onset", "growth": "a steady growth", "noise": "random-sign noise"}
 DRIFT_RULE = (
     "drift class of a job whose sequences differ, by the first step k where they differ at all (not the first "
     "failing step; when the traced tensors differ by float rounding first, the first step the difference beyond "
-    "rounding reaches) and the onset of the difference: step0 if k = 0; periodic if the difference jumps at evenly "
+    "rounding reaches) and the onset of the difference: rounding if every traced tensor and update stays within "
+    "float rounding; step0 if k = 0; periodic if the difference jumps at evenly "
     "spaced steps; first_update if k = 1; from_step if k >= 2 (" + "; ".join(
         f"{name}: {text}" for name, text in DRIFT_CLASSES.items()) + "). A random-sign onset (noise) is "
     "reported as such but is no class: it is nondeterminism only where repeats of one config disagree"
@@ -81,6 +84,8 @@ def drift_class(row: Row) -> Optional[str]:
     step = parting_step(row)
     if step is None:
         return None
+    if rounding_only(row):
+        return "rounding"
     onset = row.get("onset")
     if step == 0:
         return "step0"
@@ -235,14 +240,18 @@ def _onset_sentence(jobs: Sequence[Row]) -> str:
     jobs = [r for r in jobs if drift_class(r)]
     if not jobs:
         return "no step-level detail recorded"
+    jobs = [r for r in jobs if drift_class(r) != "rounding"] or jobs  # a real drift first
     first = min(jobs, key=lambda r: (parting_step(r), r["job"]))
     cls = drift_class(first)
     step = first.get("first_diff_step", first.get("first_fail_step"))
     period = f", every {first['period']} steps" if cls == "periodic" and first.get("period") else ""
     same = sum(drift_class(r) == cls for r in jobs)
     text = f"parts from standalone at step {step} (job {first['job']}"
-    if parting_step(first) != step:
-        text += f"; by float rounding, beyond it from step {parting_step(first)}"
+    parting = parting_step(first)
+    if parting > step:
+        text += f"; by float rounding, beyond it from step {parting}"
+    elif parting < step:  # the losses rounded it away for a few steps
+        text += f"; the weights differ beyond float rounding after update {parting - 1} already"
     if first.get("first_fail_step") is not None and first["first_fail_step"] != step:
         text += f"; first outside tolerance at step {first['first_fail_step']}"
     text += f"), {cls}{period} ({DRIFT_CLASSES[cls]})"
@@ -568,12 +577,13 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
     tail = tails()
     if not counts["fail"]:
         differ = [r for r in _judged(rows) if drift_class(r)]
+        verb = "differs" if len(differ) == 1 else "differ"
         if differ and all(rounding_only(r) for r in differ):
-            return text + (f". No culprit: every judged job passes; {len(differ)} differ from standalone by float "
+            return text + (f". No culprit: every judged job passes; {len(differ)} {verb} from standalone by float "
                            f"rounding only (every traced tensor within rel {ROUNDING_REL:g}: summation order, "
                            "e.g. of sharded data), which no factor causes.") + tail
         if differ:
-            return text + (f". No job fails, but {len(differ)} differ from standalone below tolerance; the earliest "
+            return text + (f". No job fails, but {len(differ)} {verb} from standalone below tolerance; the earliest "
                            f"{_onset_sentence(differ)}.") + tail
         return text + ". No culprit: every judged job passes, bit for bit where the run is deterministic." + tail
     if ranked:

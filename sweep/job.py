@@ -36,6 +36,7 @@ from sweep.layout import LAUNCHER_LOG, JobDir
 from sweep.records import JobRecord, RankResult
 from sweep.schema import NUMERIC, fields_with, normalize, select, to_container, validate, world_size
 from sweep.topology import topology_from_env
+from sweep.trace import KINDS
 
 TAIL_LINES = 15
 
@@ -277,7 +278,9 @@ def _trace(
     found = [(r.first_tensor, r.rank) for r in _read_ranks(trace_dir, world) if r is not None and r.first_tensor]
     hits = [dict(t, rank=rank) for t, rank in found if "step" in t]
     if hits:
-        record.first_tensor = min(hits, key=lambda t: (t["step"], t["kind"] != "grad", t["rank"]))
+        record.first_tensor = min(hits, key=lambda t: (t["step"], KINDS.index(t["kind"]), t["rank"]))
+        where = (record.first_tensor["step"], record.first_tensor["kind"])
+        record.first_tensor["ranks"] = [t["rank"] for t in hits if (t["step"], t["kind"]) == where]
     elif found:
         record.first_tensor = dict(found[0][0], rank=found[0][1])
     else:

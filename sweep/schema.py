@@ -432,7 +432,7 @@ class CompareConfig:
     trace_after: int = affects(default=3)
     # The tracing rerun also records the weights this many steps past the first differing
     # step, to classify the onset from the update differences (sweep.trace.update_onset: a
-    # period up to half of it shows); 0: the onset from the losses only. Memory: two
+    # period up to a third of it shows); 0: the onset from the losses only. Memory: two
     # copies' weights per step, in the rank's host memory.
     onset_steps: int = affects(default=24)
     # Set by the job in its tracing rerun only: record gradients and weights up to

@@ -163,7 +163,8 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
         metrics.update(_real_onset(metrics, tensor, read_floats(result.losses["standalone"]),
                                    read_floats(result.losses["distributed"])))
     if tensor.get("description") and tensor.get("rank") is not None and (result.world_size or 1) > 1:
-        metrics["first_tensor"] += f" (rank {tensor['rank']})"
+        every = len(tensor.get("ranks") or []) == result.world_size
+        metrics["first_tensor"] += " (every rank)" if every else f" (rank {tensor['rank']})"
     metrics["ranks_agree"] = result.ranks_agree
     metrics.update(repeat_metrics(result))
     metrics["wall_s"] = result.timings_s.get("wall")
@@ -182,7 +183,8 @@ def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float
     relative to the tensor or to the update; ``None`` when the traced steps differ by
     rounding only) and the onset from the update differences when traced
     (``onset_from``: ``"updates"`` or ``"losses"``; ``sweep.trace.UPDATE_ONSET_RULE``).
-    A step-0 loss difference beyond rounding keeps ``step0``: the forward differs."""
+    A difference beyond rounding at step 0 (the step-0 losses, or the initial weights)
+    keeps ``step0``: the copies differ before any update."""
     first = metrics.get("first_diff_step")
     out: Dict[str, Any] = {"first_real_step": first, "onset_from": "losses" if first is not None else None}
     if first is None:
@@ -194,8 +196,11 @@ def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float
         reals = [beyond["step"] + 1] if beyond else []
         if updates and updates["real_step"] is not None:
             reals.append(updates["real_step"] + 1)
+        # may precede ``first``: the losses can round a small weight difference away for a few steps
         out["first_real_step"] = 0 if step0_real else min(reals, default=None)
-    if updates and updates["pattern"] != "none" and not step0_real:
+    if tensor.get("kind") == "initial":  # the copies start from different weights
+        out["first_real_step"] = 0
+    if updates and updates["pattern"] != "none" and out["first_real_step"] != 0:
         out.update(onset=updates["pattern"], period=updates["period"], onset_from="updates")
     return out
 

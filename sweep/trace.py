@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 Trace = List[Dict[str, Dict[str, np.ndarray]]]
-KINDS = ("grad", "weight")
+KINDS = ("initial", "grad", "weight")  # in a step's order; "initial" at step 0 only
 # Relative differences below this are float rounding (summation order; fp32's epsilon is
 # 1.2e-7 and a few steps of accumulation stay far below 1e-4), not a fault, which moves
 # its first tensor by 1e-3 or more (a scale, a missing reduction, a skipped step).
@@ -53,7 +53,7 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
                 rel = diff / scale if scale > 0 else float("inf")
                 if rel < min_rel:
                     continue
-                before = step > 0 or kind == "weight"
+                before = kind != "initial" and (step > 0 or kind == "weight")
                 found = {"step": step, "kind": kind, "name": name, "abs_diff": diff, "rel_diff": rel,
                          "weights_identical_before": before}
                 found["description"] = describe(found)
@@ -114,6 +114,9 @@ def _locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step
 
 def describe(found: Dict[str, Any]) -> str:
     """``layer1.bias grad at step 3, abs 1e-05, rel 2e-3; weights identical before``."""
+    if found["kind"] == "initial":
+        return f"{found['name']} initial weights (before any step), abs {found['abs_diff']:.3g}, " \
+               f"rel {found['rel_diff']:.3g}"
     text = f"{found['name']} {found['kind']} at step {found['step']}, abs {found['abs_diff']:.3g}, " \
            f"rel {found['rel_diff']:.3g}"
     if found["kind"] == "grad":
@@ -126,17 +129,19 @@ def describe(found: Dict[str, Any]) -> str:
 UPDATE_EVENT = 2.0  # an event: an update difference over this many times the step before's
 NOISE_BALANCE = 0.5  # noise: |mean sign of the error along the update| below this (both signs alike)
 ABRUPT_SHARE = 0.1  # abrupt: the first real update difference is this share of the largest
+PERIOD_GAP = 0.1  # periodic: the steps of one phase stand apart from the rest by this share of the largest
 UPDATE_ONSET_RULE = (
     "onset from the update differences (traced jobs): with u_t = w_t - w_(t-1) the standalone copy's update "
     "of step t and e_t the distributed copy's update minus it (over every parameter), rel_t = |e_t| / |u_t| "
     "and along_t = (e_t . u_t) / |u_t|^2 (the error's signed share along the update: +1 for a doubled update); "
     f"a step is real if rel_t >= {ROUNDING_REL:g} (beyond float rounding) and an event if it is real, "
-    f"rel_t > {UPDATE_EVENT:g} x rel_(t-1) and rel_t >= {ABRUPT_SHARE:g} x the largest rel. periodic if 3 or "
-    "more events are evenly spaced (period n >= 2) with one sign of along; noise if along takes both signs "
-    f"alike: |mean of sign(along_t)| < {NOISE_BALANCE:g} over 3 or more real steps (differing steps when none "
+    f"rel_t > {UPDATE_EVENT:g} x rel_(t-1) and rel_t >= {ABRUPT_SHARE:g} x the largest rel. periodic (period n "
+    ">= 2, the smallest) if, from the first real step, the steps of one phase of n (3 or more) stand apart in rel "
+    f"or in along from all other steps, by at least {PERIOD_GAP:g} x the series' largest size; noise if along "
+    f"takes both signs alike: |mean of sign(along_t)| < {NOISE_BALANCE:g} over 3 or more real steps (differing steps when none "
     "is real), as for random noise or float rounding (fresh random noise on n steps keeps it near 1/sqrt(n); "
-    "a fault that scales, skips, delays or repeats an update errs one way); abrupt if the first real step's rel is "
-    f">= {ABRUPT_SHARE:g} x the largest; growth otherwise. When no step is real (float rounding only): "
+    "a fault that scales, skips, delays or repeats an update errs one way); abrupt if the first real step's "
+    f"rel is >= {ABRUPT_SHARE:g} x the largest; growth otherwise. When no step is real (float rounding only): "
     "growth if rel's second half averages over twice its first, noise otherwise. The losses see update t "
     "from step t + 1"
 )
@@ -176,9 +181,27 @@ def update_series(standalone: Trace, distributed: Trace) -> Dict[str, List[float
     return series
 
 
-def _sign_flips(values: Sequence[float]) -> float:
-    signs = np.sign([v for v in values if v != 0])
-    return float(np.mean(signs[1:] != signs[:-1])) if signs.size > 2 else 0.0
+def _period(rel: np.ndarray, along: np.ndarray, start: int) -> Optional[Any]:
+    """``(n, steps)``: the smallest period ``n >= 2`` whose steps ``start + r + i n`` (3 or
+    more) stand apart in ``rel`` or in ``along`` from every other step from ``start`` on,
+    by a gap of :data:`PERIOD_GAP` x the series' largest size; ``None`` if none does."""
+    window = np.arange(start, rel.size)
+    for n in range(2, window.size // 3 + 1):
+        for r in range(n):
+            phase = window[(window - start) % n == r]
+            rest = window[(window - start) % n != r]
+            if phase.size < 3 or not rest.size:
+                continue
+            for series in (rel, along):
+                x = series[window]
+                if not np.all(np.isfinite(x)):
+                    continue
+                gap = PERIOD_GAP * float(np.max(np.abs(x)))
+                high = float(np.min(series[phase])) - float(np.max(series[rest]))
+                low = float(np.min(series[rest])) - float(np.max(series[phase]))
+                if gap > 0 and max(high, low) >= gap:
+                    return n, [int(t) for t in phase]
+    return None
 
 
 def update_onset(series: Dict[str, Sequence[float]]) -> Dict[str, Any]:
@@ -199,9 +222,9 @@ def update_onset(series: Dict[str, Sequence[float]]) -> Dict[str, Any]:
     events = [int(t) for t in real if rel[t] > UPDATE_EVENT * before[t] and rel[t] >= ABRUPT_SHARE * largest]
     out = {"first_step": int(differ[0]), "real_step": int(real[0]) if real.size else None, "period": None,
            "events": events}
-    gaps = np.diff(events)
-    if len(events) >= 3 and np.all(gaps == gaps[0]) and gaps[0] >= 2 and _sign_flips(along[events]) == 0.0:
-        return dict(out, pattern="periodic", period=int(gaps[0]))
+    period = _period(rel, along, int(real[0])) if real.size else None
+    if period is not None:
+        return dict(out, pattern="periodic", period=period[0], events=period[1])
     signs = np.sign(along[real if real.size else differ])
     if signs.size >= 3 and abs(float(np.mean(signs))) < NOISE_BALANCE:
         return dict(out, pattern="noise")

@@ -229,6 +229,10 @@ def _stale():
     (lambda s, u, rng: u + 0.5 * np.linalg.norm(u) * rng.normal(size=u.size) / 8, "noise", 0, None),
     # an error with a direction on every step (the previous step's update applied): abrupt
     (_stale(), "abrupt", 0, None),
+    # a lasting error with a peak every 5 steps (momentum cleared): periodic, though never quiet between
+    (lambda s, u, rng: u * (0.2 if s % 5 == 4 else 1.5), "periodic", 0, 5),
+    # up 5% on even steps, down 5% on odd ones: the size never changes, the sign alternates
+    (lambda s, u, rng: u * (1.05 if s % 2 == 0 else 0.95), "periodic", 0, 2),
 ])
 def test_onset_from_the_update_differences_on_fresh_data(fault, pattern, real, period):
     from sweep.trace import update_onset, update_series
@@ -258,3 +262,14 @@ def test_the_drift_class_follows_the_first_difference_beyond_rounding():
     att = attribute([row, _row(1, "ok", {"o": "b"}), dict(row, job=2, overrides={"o": "a"})])
     assert "parts from standalone at step 0 (job 0; by float rounding, beyond it from step 9; first outside " \
            "tolerance at step 12), from_step" in att["verdict"]
+
+
+def test_initial_weights_that_differ_are_the_first_difference():
+    from sweep.trace import locate
+
+    w = np.ones(4, np.float32)
+    standalone = [{"initial": {"w": w}, "grad": {"w": w}, "weight": {"w": w}}]
+    distributed = [{"initial": {"w": w + 1e-3}, "grad": {"w": w + 1e-3}, "weight": {"w": w + 1e-3}}]
+    found = locate(standalone, distributed, 0.0, 0)
+    assert (found["kind"], found["step"]) == ("initial", 0) and not found["weights_identical_before"]
+    assert found["description"].startswith("w initial weights (before any step)")
