@@ -1,8 +1,9 @@
 """Benchmark: what naming the first differing tensor costs (``compare.trace_after``).
 
 Runs the same failing job (a test-only engine that doubles the gradients before the SGD
-step) with tracing off (``compare.trace_after=0``) and on (the default, 3 steps past the
-first difference), a few times each, one after the other, and prints the wall time of each
+step) with tracing off (``compare.trace_after=0``) and on (the defaults: gradients and
+weights 3 steps past the first difference, weights on to ``compare.onset_steps``, 24, for
+the onset from the update differences), a few times each, one after the other, and prints the wall time of each
 job, the time of its tracing rerun (``timings_s.trace`` in ``result.json``) and the first
 tensor it named. Usage: ``python benchmarks/trace.py [--steps 200] [--repeats 2]``.
 """
@@ -36,7 +37,7 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(tempfile.mkdtemp(prefix="sweep-trace-"))
     walls = {0: [], 3: []}
-    traces, named = [], None
+    traces, named, onset = [], None, None
     for i in range(args.repeats):
         for after in (0, 3):
             record = run(out / f"{after}_{i}", args.steps, after)
@@ -44,12 +45,14 @@ def main() -> None:
             if after:
                 traces.append(record.timings_s.get("trace", float("nan")))
                 named = (record.first_tensor or {}).get("description")
+                onset = ((record.first_tensor or {}).get("updates") or {}).get("pattern")
     off, on = statistics.median(walls[0]), statistics.median(walls[3])
     print(f"job: steps={args.steps} {' '.join(JOB)}; {args.repeats} runs each, medians")
     print(f"  tracing off: {off:6.1f} s per job")
     print(f"  tracing on:  {on:6.1f} s per job, of which the tracing rerun {statistics.median(traces):.1f} s "
           f"(+{100 * (on - off) / off:.0f}%)")
     print(f"  first differing tensor: {named}")
+    print(f"  onset from the update differences: {onset}")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from sweep.compare import ONSET_RULE
+from sweep.trace import ROUNDING_REL, UPDATE_ONSET_RULE
 
 Row = Dict[str, Any]
 Pair = Tuple[str, Row, Row]
@@ -40,14 +41,18 @@ DRIFT_CLASSES = {
                     "or their precision (reduce_dtype)",
     "periodic": "an event every n steps: accumulation boundaries, a schedule, a periodic sync",
     "from_step": "a change from a later step on: a schedule, optimizer state, a step counter",
+    "rounding": "float rounding only, every traced tensor and update: summation order (e.g. of sharded data), "
+                "no fault",
 }
+ONSET_WORDS = {"abrupt": "an abrupt onset", "growth": "a steady growth", "noise": "random-sign noise"}
 DRIFT_RULE = (
     "drift class of a job whose sequences differ, by the first step k where they differ at all (not the first "
-    "failing step) and the onset of the difference: step0 if k = 0; periodic if the difference jumps at evenly "
+    "failing step; when the traced tensors differ by float rounding first, the first step the difference beyond "
+    "rounding reaches) and the onset of the difference: rounding if every traced tensor and update stays within "
+    "float rounding; step0 if k = 0; periodic if the difference jumps at evenly "
     "spaced steps; first_update if k = 1; from_step if k >= 2 (" + "; ".join(
-        f"{name}: {text}" for name, text in DRIFT_CLASSES.items()) + "). A random-sign onset is reported as such but "
-    "is no class: a deterministic fault on random data drifts both ways too; only repeats of one config that "
-    "disagree show nondeterminism"
+        f"{name}: {text}" for name, text in DRIFT_CLASSES.items()) + "). A random-sign onset (noise) is "
+    "reported as such but is no class: it is nondeterminism only where repeats of one config disagree"
 )
 
 
@@ -60,16 +65,27 @@ def factors(rows: Sequence[Row]) -> List[str]:
     return [k for k in keys if len({row["overrides"].get(k) for row in rows}) > 1]
 
 
+def parting_step(row: Row) -> Optional[int]:
+    """The step a job's drift class and sentence take: ``first_real_step`` (the first
+    difference beyond float rounding, from the traced tensors) where known, else
+    ``first_diff_step``; rows without it (older records) fall back to the first failing
+    step."""
+    if row.get("first_real_step") is not None:
+        return row["first_real_step"]
+    return row.get("first_diff_step", row.get("first_fail_step"))
+
+
 def drift_class(row: Row) -> Optional[str]:
     """The class of a judged job whose sequences differ at all (:data:`DRIFT_RULE`), from
-    its ``first_diff_step`` and ``onset``; ``None`` for a job without a difference or
-    without a verdict. Rows without ``first_diff_step`` (older records) fall back to the
-    first failing step."""
+    its :func:`parting_step` and ``onset``; ``None`` for a job without a difference or
+    without a verdict."""
     if row["status"] not in JUDGED:
         return None
-    step = row.get("first_diff_step", row.get("first_fail_step"))
+    step = parting_step(row)
     if step is None:
         return None
+    if rounding_only(row):
+        return "rounding"
     onset = row.get("onset")
     if step == 0:
         return "step0"
@@ -224,15 +240,23 @@ def _onset_sentence(jobs: Sequence[Row]) -> str:
     jobs = [r for r in jobs if drift_class(r)]
     if not jobs:
         return "no step-level detail recorded"
-    first = min(jobs, key=lambda r: (r.get("first_diff_step", r.get("first_fail_step")), r["job"]))
+    jobs = [r for r in jobs if drift_class(r) != "rounding"] or jobs  # a real drift first
+    first = min(jobs, key=lambda r: (parting_step(r), r["job"]))
     cls = drift_class(first)
     step = first.get("first_diff_step", first.get("first_fail_step"))
     period = f", every {first['period']} steps" if cls == "periodic" and first.get("period") else ""
     same = sum(drift_class(r) == cls for r in jobs)
     text = f"parts from standalone at step {step} (job {first['job']}"
+    parting = parting_step(first)
+    if parting > step:
+        text += f"; by float rounding, beyond it from step {parting}"
+    elif parting < step:  # the losses rounded it away for a few steps
+        text += f"; the weights differ beyond float rounding after update {parting - 1} already"
     if first.get("first_fail_step") is not None and first["first_fail_step"] != step:
         text += f"; first outside tolerance at step {first['first_fail_step']}"
     text += f"), {cls}{period} ({DRIFT_CLASSES[cls]})"
+    if first.get("onset") in ONSET_WORDS:
+        text += f", {ONSET_WORDS[first['onset']]}"
     if first.get("first_tensor"):
         again = " (from another launch of this nondeterministic job)" if first.get("nondeterministic") else ""
         text += f"; first differing tensor{again}: {first['first_tensor']}"
@@ -325,11 +349,12 @@ def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
 
 def rounding_only(row: Row) -> bool:
     """Whether ``row``'s copies differ by float rounding only (``sweep.trace.ROUNDING_REL``),
-    judged by its traced tensors (``first_tensor_rel``: the first difference beyond
-    rounding if any); unknown (not traced) counts as a real drift."""
+    judged by its traced tensors and updates (no ``first_real_step``; rows without that
+    key: ``first_tensor_rel``, the first difference beyond rounding if any); unknown (not
+    traced) counts as a real drift."""
+    if "first_real_step" in row:
+        return row.get("first_diff_step") is not None and row["first_real_step"] is None
     rel = row.get("first_tensor_rel")
-    from sweep.trace import ROUNDING_REL
-
     return rel is not None and float(rel) < ROUNDING_REL
 
 
@@ -371,7 +396,7 @@ def scalers(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     ``mean_signed_diff`` have opposite signs (reported when most pairs do)."""
     pairs = [(f, a, b) for f, a, b in one_factor_pairs(rows)
              if (a.get("max_abs_diff") or 0) > 0 and (b.get("max_abs_diff") or 0) > 0
-             and not (rounding_only(a) and rounding_only(b))]  # rounding has a size and a sign, but no cause
+             and not (rounding_only(a) or rounding_only(b))]  # rounding has a size and a sign, but no cause
     out = []
     for factor in factors(rows):
         for level in _levels(rows, factor):
@@ -552,14 +577,13 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
     tail = tails()
     if not counts["fail"]:
         differ = [r for r in _judged(rows) if drift_class(r)]
+        verb = "differs" if len(differ) == 1 else "differ"
         if differ and all(rounding_only(r) for r in differ):
-            from sweep.trace import ROUNDING_REL
-
-            return text + (f". No culprit: every judged job passes; {len(differ)} differ from standalone by float "
+            return text + (f". No culprit: every judged job passes; {len(differ)} {verb} from standalone by float "
                            f"rounding only (every traced tensor within rel {ROUNDING_REL:g}: summation order, "
                            "e.g. of sharded data), which no factor causes.") + tail
         if differ:
-            return text + (f". No job fails, but {len(differ)} differ from standalone below tolerance; the earliest "
+            return text + (f". No job fails, but {len(differ)} {verb} from standalone below tolerance; the earliest "
                            f"{_onset_sentence(differ)}.") + tail
         return text + ". No culprit: every judged job passes, bit for bit where the run is deterministic." + tail
     if ranked:
@@ -647,5 +671,5 @@ def attribute(rows: Sequence[Row]) -> Dict[str, Any]:
         "nondeterministic": nondeterministic_jobs(rows),
         "drift": drift,
         "drift_rule": DRIFT_RULE,
-        "onset_rule": ONSET_RULE,
+        "onset_rule": f"{UPDATE_ONSET_RULE}. Jobs not traced: {ONSET_RULE}",
     }

@@ -36,6 +36,7 @@ from sweep.layout import LAUNCHER_LOG, JobDir
 from sweep.records import JobRecord, RankResult
 from sweep.schema import NUMERIC, fields_with, normalize, select, to_container, validate, world_size
 from sweep.topology import topology_from_env
+from sweep.trace import KINDS
 
 TAIL_LINES = 15
 
@@ -249,8 +250,9 @@ def _trace(
 ) -> None:
     """Name the first tensor that differs: rerun the job (``JOB_DIR/trace/``) up to
     ``compare.trace_after`` steps past its first differing step with every gradient and
-    weight recorded (``sweep.trace``); its losses are the job's own up to there (the
-    same seeds, the same code). Sets ``record.first_tensor`` (the earliest over the
+    weight recorded (``sweep.trace``), and the weights on to ``compare.onset_steps`` past
+    it (the onset from the update differences); its losses are the job's own up to there
+    (the same seeds, the same code). Sets ``record.first_tensor`` (the earliest over the
     ranks, with its ``rank``), or a ``note`` saying why nothing was traced."""
     first_diff = min((c["first_diff_step"] for c in record.rank_comparisons or [record.comparison]
                       if c.get("first_diff_step") is not None), default=None)
@@ -262,7 +264,9 @@ def _trace(
         record.first_tensor = {"note": f"not traced: {why}"}
         return
     until = min(int(cfg.steps) - 1, first_diff + int(cfg.compare.trace_after))
-    config = dict(record.config, steps=until + 1, compare=dict(record.config["compare"], trace_until=until))
+    onset_until = min(int(cfg.steps) - 1, first_diff + int(cfg.compare.onset_steps))
+    config = dict(record.config, steps=max(until, onset_until) + 1,
+                  compare=dict(record.config["compare"], trace_until=until, onset_until=onset_until))
     trace_dir = job_dir / TRACE_DIR
     shutil.rmtree(trace_dir, ignore_errors=True)
     trace_dir.mkdir(parents=True)
@@ -274,7 +278,9 @@ def _trace(
     found = [(r.first_tensor, r.rank) for r in _read_ranks(trace_dir, world) if r is not None and r.first_tensor]
     hits = [dict(t, rank=rank) for t, rank in found if "step" in t]
     if hits:
-        record.first_tensor = min(hits, key=lambda t: (t["step"], t["kind"] != "grad", t["rank"]))
+        record.first_tensor = min(hits, key=lambda t: (t["step"], KINDS.index(t["kind"]), t["rank"]))
+        where = (record.first_tensor["step"], record.first_tensor["kind"])
+        record.first_tensor["ranks"] = [t["rank"] for t in hits if (t["step"], t["kind"]) == where]
     elif found:
         record.first_tensor = dict(found[0][0], rank=found[0][1])
     else:

@@ -330,13 +330,12 @@ class DataConfig:
             raise ConfigError(f"data.seed_offset={data.seed_offset}: must be in [0, 2**32) (numpy's seeds)")
 
 
-class Loss(str, enum.Enum):
-    """``mse``: mean squared error (``torch.nn.functional.mse_loss``, ``mindspore.nn.MSELoss``).
-    ``cross_entropy``: mean over all targets of the logits' cross-entropy (``F.cross_entropy``
-    on ``(rows * positions, vocab)`` logits)."""
-
-    mse = "mse"
-    cross_entropy = "cross_entropy"
+# train.loss's built-in names (train.loss is a str: it may also be a dotted path)
+LOSSES = {
+    "mse": "mean squared error (torch.nn.functional.mse_loss, mindspore.nn.MSELoss)",
+    "cross_entropy": "mean over all targets of the logits' cross-entropy (F.cross_entropy on "
+                     "(rows * positions, vocab) logits)",
+}
 
 
 class Wrap(str, enum.Enum):
@@ -396,9 +395,9 @@ class TrainConfig:
             )
         _positive("train", train, "clip_grad_norm", allow_none=True)
         loss = str(train.loss)
-        if loss not in {m.value for m in Loss} and "." not in loss:
+        if loss not in LOSSES and "." not in loss:
             raise ConfigError(
-                f"train.loss={loss}: allowed: {', '.join(m.value for m in Loss)}, or a dotted path to "
+                f"train.loss={loss}: allowed: {', '.join(LOSSES)}, or a dotted path to "
                 "a function loss(output, target) -> scalar tensor"
             )
         scaler = train.grad_scaler
@@ -431,14 +430,22 @@ class CompareConfig:
     # step with every gradient and weight recorded, to name the first tensor that differs
     # (sweep.trace); 0: no tracing rerun.
     trace_after: int = affects(default=3)
-    # Set by the job in its tracing rerun only: record tensors up to this step.
+    # The tracing rerun also records the weights this many steps past the first differing
+    # step, to classify the onset from the update differences (sweep.trace.update_onset: a
+    # period up to a third of it shows); 0: the onset from the losses only. Memory: two
+    # copies' weights per step, in the rank's host memory.
+    onset_steps: int = affects(default=24)
+    # Set by the job in its tracing rerun only: record gradients and weights up to
+    # trace_until, weights up to onset_until.
     trace_until: Optional[int] = affects(default=None)
+    onset_until: Optional[int] = affects(default=None)
 
     @staticmethod
     def check(compare: Any) -> None:
         """Raises: ConfigError: a tolerance that is negative or not finite (NaN would fail every step)."""
-        if compare.trace_after < 0:
-            raise ConfigError(f"compare.trace_after={compare.trace_after}: must be >= 0 steps")
+        for key in ("trace_after", "onset_steps"):
+            if compare[key] < 0:
+                raise ConfigError(f"compare.{key}={compare[key]}: must be >= 0 steps")
         for key in ("rtol", "atol", "noise_floor"):
             if not math.isfinite(compare[key]) or compare[key] < 0:
                 raise ConfigError(f"compare.{key}={compare[key]}: must be a finite number >= 0")

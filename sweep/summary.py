@@ -37,11 +37,12 @@ from sweep.layout import JobDir, SweepDir
 from sweep.junit import to_junit
 from sweep.plots import write_plots
 from sweep.records import JobRecord
+from sweep.trace import ROUNDING_REL
 
 COMPARISON = ("first_fail_step", "n_fail", "max_abs_diff", "max_rel_diff", "mean_signed_diff")
 METRICS = (
-    "status", "drift", "first_diff_step", "onset", "first_tensor", *COMPARISON, "step0_diff", "runs_low_pct", "trend", "final_ratio",
-    "ranks_agree", "repeats", "dtypes_configured", "dtypes_ran", "notes", "wall_s",
+    "status", "drift", "first_diff_step", "first_real_step", "onset", "first_tensor", *COMPARISON, "step0_diff",
+    "runs_low_pct", "trend", "final_ratio", "ranks_agree", "repeats", "dtypes_configured", "dtypes_ran", "notes", "wall_s",
 )
 BRIEF_METRICS = (
     "status", "drift", "first_diff_step", "first_tensor", "first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff",
@@ -57,7 +58,10 @@ LEGEND = {
     "drift": DRIFT_RULE,
     "first_diff_step": "first step where distributed and standalone differ at all (any rank; exact unless "
                        "compare.noise_floor is set)",
-    "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts (rule in summary.json)",
+    "first_real_step": "first step the difference beyond float rounding reaches (traced tensors and updates, rel "
+                       f">= {ROUNDING_REL:g}); empty when the traced steps differ by rounding only",
+    "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts, from the update "
+             "differences of traced jobs, else from the losses (rules in summary.json)",
     "first_tensor": "the first parameter gradient (after reduction) or weight (after the step) that differs between "
                     "the copies, from a rerun that records them (compare.trace_after steps past the first difference)",
     "mean_signed_diff": "mean of distributed - standalone over the steps, loss units (negative: distributed runs low)",
@@ -155,8 +159,12 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
     # the size of the first real difference: beyond float rounding if the first one is rounding
     beyond = tensor.get("beyond_rounding")
     metrics["first_tensor_rel"] = beyond["rel_diff"] if beyond else tensor.get("rel_diff")
+    if result.comparison and result.losses:
+        metrics.update(_real_onset(metrics, tensor, read_floats(result.losses["standalone"]),
+                                   read_floats(result.losses["distributed"])))
     if tensor.get("description") and tensor.get("rank") is not None and (result.world_size or 1) > 1:
-        metrics["first_tensor"] += f" (rank {tensor['rank']})"
+        every = len(tensor.get("ranks") or []) == result.world_size
+        metrics["first_tensor"] += " (every rank)" if every else f" (rank {tensor['rank']})"
     metrics["ranks_agree"] = result.ranks_agree
     metrics.update(repeat_metrics(result))
     metrics["wall_s"] = result.timings_s.get("wall")
@@ -166,6 +174,35 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
         str(note).split(" -- ")[0] for note in result.engine_notes
     ]
     return metrics
+
+
+def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float], got: List[float]) -> Dict[str, Any]:
+    """``first_real_step`` (the first loss step a difference beyond float rounding can
+    reach: the first differing step, unless the traced tensors differ by rounding first,
+    then one step past the first tensor or update beyond it, ``sweep.trace.ROUNDING_REL``
+    relative to the tensor or to the update; ``None`` when the traced steps differ by
+    rounding only) and the onset from the update differences when traced
+    (``onset_from``: ``"updates"`` or ``"losses"``; ``sweep.trace.UPDATE_ONSET_RULE``).
+    A difference beyond rounding at step 0 (the step-0 losses, or the initial weights)
+    keeps ``step0``: the copies differ before any update."""
+    first = metrics.get("first_diff_step")
+    out: Dict[str, Any] = {"first_real_step": first, "onset_from": "losses" if first is not None else None}
+    if first is None:
+        return out
+    step0_real = first == 0 and abs(got[0] - ref[0]) > ROUNDING_REL * abs(ref[0])
+    updates = tensor.get("updates")
+    if "beyond_rounding" in tensor:  # the first traced difference is float rounding
+        beyond = tensor["beyond_rounding"]
+        reals = [beyond["step"] + 1] if beyond else []
+        if updates and updates["real_step"] is not None:
+            reals.append(updates["real_step"] + 1)
+        # may precede ``first``: the losses can round a small weight difference away for a few steps
+        out["first_real_step"] = 0 if step0_real else min(reals, default=None)
+    if tensor.get("kind") == "initial":  # the copies start from different weights
+        out["first_real_step"] = 0
+    if updates and updates["pattern"] != "none" and out["first_real_step"] != 0:
+        out.update(onset=updates["pattern"], period=updates["period"], onset_from="updates")
+    return out
 
 
 def repeat_metrics(result: JobRecord) -> Dict[str, Any]:
@@ -272,7 +309,7 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
         job_dir = dirs.get(num, sweep_dir / str(num))
         overrides = _pairs(expected[num]) if expected is not None else _overrides(job_dir)
         row: Dict[str, Any] = {"job": num, "overrides": overrides, "policy_applied": None, "engine_notes": [],
-                               "period": None, "nondeterministic": None, "repeat_spread": None}
+                               "period": None, "onset_from": None, "nondeterministic": None, "repeat_spread": None}
         row.update({k: None for k in METRICS})
         result_path = JobDir(job_dir).result
         try:

@@ -4,17 +4,24 @@
 A *trace* is a list, one entry per step, of ``{"grad": {name: array}, "weight": {name:
 array}}`` with full (unsharded) float arrays: a rank gathers a sharded tensor before it
 records it (``DTensor.full_tensor()``). Within a step the gradients come first (the
-backward, then the reduction), then the weights (the optimizer step). Pure numpy.
+backward, then the reduction), then the weights (the optimizer step). Step 0's entry
+also holds ``"initial"``, the weights before any step; steps past the gradient window
+hold only ``"weight"``. Pure numpy.
+
+Where the two copies part is :func:`locate`'s answer; how the difference starts (the
+onset) is :func:`update_onset`'s, from the per-step *update differences*
+(:func:`update_series`). The update, unlike the loss, does not take the sign and size of
+each step's fresh sample, so a periodic or a constant fault shows as such on random data.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
 Trace = List[Dict[str, Dict[str, np.ndarray]]]
-KINDS = ("grad", "weight")
+KINDS = ("initial", "grad", "weight")  # in a step's order; "initial" at step 0 only
 # Relative differences below this are float rounding (summation order; fp32's epsilon is
 # 1.2e-7 and a few steps of accumulation stay far below 1e-4), not a fault, which moves
 # its first tensor by 1e-3 or more (a scale, a missing reduction, a skipped step).
@@ -46,7 +53,7 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
                 rel = diff / scale if scale > 0 else float("inf")
                 if rel < min_rel:
                     continue
-                before = step > 0 or kind == "weight"
+                before = kind != "initial" and (step > 0 or kind == "weight")
                 found = {"step": step, "kind": kind, "name": name, "abs_diff": diff, "rel_diff": rel,
                          "weights_identical_before": before}
                 found["description"] = describe(found)
@@ -82,7 +89,18 @@ def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step:
     """:func:`first_difference`, and if that one is within float rounding
     (:data:`ROUNDING_REL`), also the first tensor beyond it (``beyond_rounding``: a dict
     like the first, or ``None``), added to the description; ``{"description": "no tensor
-    differs in steps 0-<last_step>"}`` if none differs."""
+    differs in steps 0-<last_step>"}`` if none differs. ``updates`` holds the onset from
+    the update differences (:func:`update_onset`, with ``rel`` and ``along`` per step) when
+    the traces have initial weights."""
+    series = update_series(standalone, distributed)
+    updates = dict(update_onset(series), **series) if series["rel"] else None
+    found = _locate(standalone, distributed, noise_floor, last_step)
+    if updates is not None:
+        found["updates"] = updates
+    return found
+
+
+def _locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int) -> Dict[str, Any]:
     found = first_difference(standalone, distributed, noise_floor)
     if found is None:
         return {"description": f"no tensor differs in steps 0-{last_step}"}
@@ -96,6 +114,9 @@ def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step:
 
 def describe(found: Dict[str, Any]) -> str:
     """``layer1.bias grad at step 3, abs 1e-05, rel 2e-3; weights identical before``."""
+    if found["kind"] == "initial":
+        return f"{found['name']} initial weights (before any step), abs {found['abs_diff']:.3g}, " \
+               f"rel {found['rel_diff']:.3g}"
     text = f"{found['name']} {found['kind']} at step {found['step']}, abs {found['abs_diff']:.3g}, " \
            f"rel {found['rel_diff']:.3g}"
     if found["kind"] == "grad":
@@ -103,3 +124,113 @@ def describe(found: Dict[str, Any]) -> str:
     else:
         text += "; gradients of that step identical"
     return text
+
+
+UPDATE_EVENT = 2.0  # an event: an update difference over this many times the step before's
+NOISE_BALANCE = 0.5  # noise: |mean sign of the error along the update| below this (both signs alike)
+ABRUPT_SHARE = 0.1  # abrupt: the first real update difference is this share of the largest
+PERIOD_GAP = 0.1  # periodic: the steps of one phase stand apart from the rest by this share of the largest
+UPDATE_ONSET_RULE = (
+    "onset from the update differences (traced jobs): with u_t = w_t - w_(t-1) the standalone copy's update "
+    "of step t and e_t the distributed copy's update minus it (over every parameter), rel_t = |e_t| / |u_t| "
+    "and along_t = (e_t . u_t) / |u_t|^2 (the error's signed share along the update: +1 for a doubled update); "
+    f"a step is real if rel_t >= {ROUNDING_REL:g} (beyond float rounding) and an event if it is real, "
+    f"rel_t > {UPDATE_EVENT:g} x rel_(t-1) and rel_t >= {ABRUPT_SHARE:g} x the largest rel. periodic (period n "
+    ">= 2, the smallest) if, from the first real step, the steps of one phase of n (3 or more) stand apart in rel "
+    f"or in along from all other steps, by at least {PERIOD_GAP:g} x the series' largest size; noise if along "
+    f"takes both signs alike: |mean of sign(along_t)| < {NOISE_BALANCE:g} over 3 or more real steps (differing steps when none "
+    "is real), as for random noise or float rounding (fresh random noise on n steps keeps it near 1/sqrt(n); "
+    "a fault that scales, skips, delays or repeats an update errs one way); abrupt if the first real step's "
+    f"rel is >= {ABRUPT_SHARE:g} x the largest; growth otherwise. When no step is real (float rounding only): "
+    "growth if rel's second half averages over twice its first, noise otherwise. The losses see update t "
+    "from step t + 1"
+)
+
+
+def _flat(tensors: Dict[str, np.ndarray], names: Sequence[str]) -> np.ndarray:
+    return np.concatenate([np.asarray(tensors[n], np.float64).ravel() for n in names]) if names else np.zeros(0)
+
+
+def update_series(standalone: Trace, distributed: Trace) -> Dict[str, List[float]]:
+    """Per traced step ``t`` (the entries with weights, in order), over every parameter
+    both copies record with one shape: ``rel[t] = |e_t| / |u_t|`` and ``along[t] = (e_t .
+    u_t) / |u_t|^2``, with ``u_t = w_t - w_(t-1)`` the standalone copy's update (``w_(-1)``
+    = step 0's ``"initial"`` weights, which the copies share) and ``e_t`` the distributed
+    copy's update minus it; Euclidean norms over the concatenated parameters, float64.
+    ``rel`` is ``inf`` (``along`` 0) where the standalone update is zero and the other is
+    not. Returns ``{"rel": [...], "along": [...]}``, empty lists without initial weights."""
+    series: Dict[str, List[float]] = {"rel": [], "along": []}
+    if not standalone or "initial" not in standalone[0] or "initial" not in distributed[0]:
+        return series
+    ours_prev, theirs_prev = standalone[0]["initial"], distributed[0]["initial"]
+    names = sorted(n for n in set(ours_prev) & set(theirs_prev) if np.shape(ours_prev[n]) == np.shape(theirs_prev[n]))
+    a_prev, b_prev = _flat(ours_prev, names), _flat(theirs_prev, names)
+    for ours, theirs in zip(standalone, distributed):
+        if "weight" not in ours or "weight" not in theirs:
+            break
+        a, b = _flat(ours["weight"], names), _flat(theirs["weight"], names)
+        u, e = a - a_prev, (b - b_prev) - (a - a_prev)
+        un, en = float(np.linalg.norm(u)), float(np.linalg.norm(e))
+        if un > 0:
+            series["rel"].append(en / un)
+            series["along"].append(float(np.dot(e, u)) / un ** 2)
+        else:
+            series["rel"].append(float("inf") if en > 0 else 0.0)
+            series["along"].append(0.0)
+        a_prev, b_prev = a, b
+    return series
+
+
+def _period(rel: np.ndarray, along: np.ndarray, start: int) -> Optional[Any]:
+    """``(n, steps)``: the smallest period ``n >= 2`` whose steps ``start + r + i n`` (3 or
+    more) stand apart in ``rel`` or in ``along`` from every other step from ``start`` on,
+    by a gap of :data:`PERIOD_GAP` x the series' largest size; ``None`` if none does."""
+    window = np.arange(start, rel.size)
+    for n in range(2, window.size // 3 + 1):
+        for r in range(n):
+            phase = window[(window - start) % n == r]
+            rest = window[(window - start) % n != r]
+            if phase.size < 3 or not rest.size:
+                continue
+            for series in (rel, along):
+                x = series[window]
+                if not np.all(np.isfinite(x)):
+                    continue
+                gap = PERIOD_GAP * float(np.max(np.abs(x)))
+                high = float(np.min(series[phase])) - float(np.max(series[rest]))
+                low = float(np.min(series[rest])) - float(np.max(series[phase]))
+                if gap > 0 and max(high, low) >= gap:
+                    return n, [int(t) for t in phase]
+    return None
+
+
+def update_onset(series: Dict[str, Sequence[float]]) -> Dict[str, Any]:
+    """How the update difference starts (:data:`UPDATE_ONSET_RULE`), from
+    :func:`update_series`. Returns ``{"pattern": "none" | "periodic" | "noise" | "abrupt" |
+    "growth", "first_step": first differing update (or None), "real_step": first update
+    beyond rounding (or None), "period": n or None, "events": [update steps]}``. Steps
+    are update steps: the losses see update ``t`` from step ``t + 1``."""
+    rel = np.asarray(series.get("rel", []), np.float64)
+    along = np.asarray(series.get("along", []), np.float64)
+    differ = np.flatnonzero(rel > 0)
+    if not differ.size:
+        return {"pattern": "none", "first_step": None, "real_step": None, "period": None, "events": []}
+    real = np.flatnonzero(rel >= ROUNDING_REL)
+    before = np.concatenate([[0.0], rel[:-1]])
+    finite = rel[np.isfinite(rel)]
+    largest = float(np.max(finite)) if finite.size else float("inf")
+    events = [int(t) for t in real if rel[t] > UPDATE_EVENT * before[t] and rel[t] >= ABRUPT_SHARE * largest]
+    out = {"first_step": int(differ[0]), "real_step": int(real[0]) if real.size else None, "period": None,
+           "events": events}
+    period = _period(rel, along, int(real[0])) if real.size else None
+    if period is not None:
+        return dict(out, pattern="periodic", period=period[0], events=period[1])
+    signs = np.sign(along[real if real.size else differ])
+    if signs.size >= 3 and abs(float(np.mean(signs))) < NOISE_BALANCE:
+        return dict(out, pattern="noise")
+    if real.size:
+        abrupt = not np.isfinite(rel[real[0]]) or rel[real[0]] >= ABRUPT_SHARE * largest
+        return dict(out, pattern="abrupt" if abrupt else "growth")
+    half = rel.size // 2
+    growing = half >= 1 and float(np.mean(rel[half:])) > 2.0 * float(np.mean(rel[:half]))
+    return dict(out, pattern="growth" if growing else "noise")

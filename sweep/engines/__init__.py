@@ -14,7 +14,7 @@ from typing import Any, List, Type
 from omegaconf import OmegaConf
 
 from sweep.engines.base import Engine
-from sweep.errors import ConfigError
+from sweep.errors import ConfigError, import_reason
 
 ENGINE_CONF = Path(__file__).resolve().parent.parent / "conf" / "engine"
 
@@ -49,7 +49,7 @@ def engine_class(cfg: Any, framework: str) -> Type[Engine]:
     try:
         cls = get_class(path)
     except Exception as exc:  # hydra wraps ImportError/AttributeError in its own
-        raise ConfigError(f"engine.impl.{framework}={path} does not import: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(f"engine.impl.{framework}={path} does not import: {import_reason(exc)}") from None
     if not (isinstance(cls, type) and issubclass(cls, Engine)):
         raise ConfigError(f"engine.impl.{framework}={path} is not a sweep.engines.base.Engine")
     if cls.framework and cls.framework != framework:

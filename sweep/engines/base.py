@@ -18,6 +18,7 @@ from typing import Any, ClassVar, ContextManager, Dict, Iterator, List, Optional
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from sweep.enums import as_str
 from sweep.errors import ConfigError
 
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
@@ -31,7 +32,7 @@ def dtype_name(value: Any) -> Optional[str]:
     """
     if value is None:
         return None
-    name = str(getattr(value, "value", value))
+    name = as_str(value)
     if name not in DTYPE_NAMES:
         raise ValueError(f"unknown dtype {name!r}; allowed: {', '.join(DTYPE_NAMES)}")
     return name

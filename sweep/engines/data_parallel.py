@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from sweep.engines.base import MindSporeEngine, TorchEngine
+from sweep.enums import as_str
 from sweep.errors import ConfigError
 
 
@@ -27,7 +28,7 @@ def _no_policy(cfg: Any) -> None:
     if policy.get("overrides"):
         raise ConfigError(f"engine={cfg.engine.name} has no mixed-precision policy, so no per-module one: "
                           f"mp_policy.overrides={dict(policy.overrides)}")
-    if str(getattr(cfg.wrap, "value", cfg.wrap)) != "root":
+    if as_str(cfg.wrap) != "root":
         raise ConfigError(f"engine={cfg.engine.name} replicates the whole model: wrap={cfg.wrap.value if hasattr(cfg.wrap, 'value') else cfg.wrap} "
                           "has no meaning without sharding units (use wrap=root)")
 

@@ -38,6 +38,7 @@ from types import SimpleNamespace
 from typing import Any, Dict, List, Optional
 
 from sweep.engines.base import MindSporeEngine, TorchEngine, dtype_name
+from sweep.enums import as_str
 from sweep.errors import ConfigError
 
 INSTALL_HINT = (
@@ -175,7 +176,7 @@ def check_release(cfg: Any, framework: str, world: int) -> None:
     if pkg is None:
         raise ConfigError(MISSING_MESSAGE)
     if framework == "torch":
-        optimizer = str(getattr(cfg.optimizer.name, "value", cfg.optimizer.name))
+        optimizer = as_str(cfg.optimizer.name)
         skip = (cfg.engine.get("options") or {}).get("skip_dtensor_dispatch", HyperParallelOptions.skip_dtensor_dispatch)
         if optimizer in ("adam", "adamw") and not skip:
             missing = _hp_missing_lerp()
@@ -297,7 +298,7 @@ class MindSporeHyperParallel(_HyperParallel, MindSporeEngine):
         """
         super().check_config(cfg)
         why = "engine=hyper_parallel on framework=mindspore"
-        if str(getattr(cfg.wrap, "value", cfg.wrap)) != "root" or cfg.mp_policy.get("overrides"):
+        if as_str(cfg.wrap) != "root" or cfg.mp_policy.get("overrides"):
             raise ConfigError(f"{why} shards the whole net in one call (hsdp/fully_shard on the root cell): "
                               "wrap=per_layer and mp_policy.overrides are not wired for it; use framework=torch")
         if cfg.train.grad_accum_steps > 1:
@@ -317,7 +318,7 @@ class MindSporeHyperParallel(_HyperParallel, MindSporeEngine):
         import mindspore as ms
 
         self.api = api = import_api("mindspore")
-        device = str(getattr(self.cfg.device, "value", self.cfg.device))
+        device = as_str(self.cfg.device)
         if device == "cpu":
             from sweep.engines import _hp_mindspore_cpu
 

@@ -16,6 +16,8 @@ from typing import Any, Callable, Dict, List, Tuple
 
 from omegaconf import OmegaConf
 
+from sweep.enums import as_str
+
 POLICY_KEYS = ("param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs")
 
 
@@ -58,7 +60,7 @@ def units(model: Any, cfg: Any) -> List[Tuple[str, Any, Any]]:
         for name in matches:
             chosen[name] = override
     names = set(chosen)
-    if str(getattr(cfg.wrap, "value", cfg.wrap)) == "per_layer":
+    if as_str(cfg.wrap) == "per_layer":
         names.update(layer_names(model))
     ordered = sorted(names, key=lambda n: (-n.count("."), n))
     return [(name, model.get_submodule(name), policy_for(cfg.mp_policy, chosen.get(name))) for name in ordered]

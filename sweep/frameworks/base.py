@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
 from sweep import launch
+from sweep.enums import as_str
 from sweep.errors import ConfigError
 from sweep.layout import JobDir, PoolDir
 from sweep.topology import Topology, srun_argv
@@ -64,12 +65,12 @@ class Framework:
                     f"framework.{key}={cfg.framework[key]} does not start framework={cls.name} ranks; "
                     f"allowed: {', '.join(allowed)}"
                 )
-        grad_api = _str(cfg.framework.grad_api)
+        grad_api = as_str(cfg.framework.grad_api)
         if grad_api not in cls.grad_apis:
             raise ConfigError(
                 f"framework.grad_api={grad_api} is not framework={cls.name}'s; allowed: {', '.join(cls.grad_apis)}"
             )
-        device = _str(cfg.device)
+        device = as_str(cfg.device)
         if device not in cfg.framework.device_map:
             raise ConfigError(
                 f"device={device} has no entry in framework.device_map for framework={cls.name} "
@@ -104,7 +105,7 @@ class Framework:
     @classmethod
     def device_name(cls, cfg: Any) -> str:
         """What the framework calls the job's ``device`` (``framework.device_map``)."""
-        return str(cfg.framework.device_map[_str(cfg.device)])
+        return str(cfg.framework.device_map[as_str(cfg.device)])
 
     # --- launching ----------------------------------------------------------------
     @classmethod
@@ -165,10 +166,6 @@ class Framework:
     def rank_functions(cls) -> Any:
         """The imported :attr:`rank_module`."""
         return importlib.import_module(cls.rank_module)
-
-
-def _str(value: Any) -> str:
-    return str(getattr(value, "value", value))
 
 
 def rank_script() -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 from sweep import launch
+from sweep.enums import as_str
 from sweep.errors import ConfigError
 from sweep.frameworks.base import Framework, per_node, rank_script
 from sweep.layout import JobDir
@@ -75,7 +76,7 @@ class MindSporeFramework(Framework):
             ConfigError: ``model.init_dtype`` other than float32, ``train.loss`` other than
                 mse, or ``train.grad_scaler.enabled``.
         """
-        dtype = str(getattr(cfg.model.init_dtype, "value", cfg.model.init_dtype))
+        dtype = as_str(cfg.model.init_dtype)
         if dtype != "float32":
             raise ConfigError(f"model.init_dtype={dtype}: sweep's MindSpore step creates float32 parameters only; "
                               "run it with framework=torch")
@@ -93,7 +94,7 @@ class MindSporeFramework(Framework):
         Raises:
             ConfigError: it has not.
         """
-        if str(getattr(cfg.framework.grad_api, "value", cfg.framework.grad_api)) == "backward":
+        if as_str(cfg.framework.grad_api) == "backward":
             import mindspore  # only for this check: ~3 s
 
             if not hasattr(mindspore.Tensor, "backward"):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Dict
 
+from sweep.enums import as_str
 from sweep.errors import ConfigError
 
 SIZES = ("in_size", "hidden_size", "out_size", "init_std")
@@ -125,4 +126,4 @@ def build(cfg: Any, framework: str) -> Any:
     factory = factory_of(cfg)
     model = instantiate({"_target_": str(cfg.model._target_), **factory_kwargs(cfg, factory)},
                         framework=framework, _convert_="all")
-    return _port(framework).to_dtype(model, str(getattr(cfg.model.init_dtype, "value", cfg.model.init_dtype)))
+    return _port(framework).to_dtype(model, as_str(cfg.model.init_dtype))

@@ -84,6 +84,11 @@ def local_params(net: Any) -> List[np.ndarray]:
     return [p.asnumpy().copy() for p in net.trainable_params()]
 
 
+def _weights(optimizer: Any) -> Dict[str, np.ndarray]:
+    """The optimizer's parameters by name, as float32 numpy arrays (a trace's weights)."""
+    return {p.name: p.asnumpy().astype(np.float32) for p in optimizer.parameters}
+
+
 def train(
     net: Any,
     optimizer: Any,
@@ -96,6 +101,7 @@ def train(
     observed: Optional[Dict[str, str]] = None,
     trace: Optional[List[Dict[str, Dict[str, np.ndarray]]]] = None,
     trace_until: int = -1,
+    weights_until: int = -1,
 ) -> List[float]:
     """The report's ``train_step`` over ``samples``, with the ``train`` section's step
     (as ``sweep.train.torch_step``): per micro-batch (``grad_accum_steps`` equal row
@@ -111,10 +117,11 @@ def train(
     (the stored parameter after the step) and ``optimizer_state`` (Adam's ``moment1``,
     SGD's ``moments``; none for plain SGD).
 
-    If ``trace`` is a list, each step up to ``trace_until`` appends ``{"grad": ...,
-    "weight": ...}``: this rank's gradients after the engine's reduction and its weights
-    after the step, by parameter name, as float numpy arrays (a sharding engine's local
-    shards; ``sweep.trace.to_shards`` matches them to the standalone tensors).
+    If ``trace`` is a list, each step up to ``max(trace_until, weights_until)`` appends
+    ``{"grad": ..., "weight": ...}``: this rank's gradients after the engine's reduction
+    (up to ``trace_until`` only) and its weights after the step (step 0's entry also
+    ``"initial"``, the weights before it), by parameter name, as float numpy arrays (a
+    sharding engine's local shards; ``sweep.trace.to_shards`` matches them to the standalone tensors).
 
     Raises:
         NotImplementedError: ``grad_api="backward"`` on a MindSpore without ``Tensor.backward``.
@@ -148,7 +155,9 @@ def train(
     param_names = [p.name for p in optimizer.parameters]
     losses = []
     for i, (x, y) in enumerate(samples):
-        traced = trace is not None and i <= trace_until
+        traced = trace is not None and i <= max(trace_until, weights_until)
+        if traced:
+            trace.append({"initial": _weights(optimizer)} if i == 0 else {})
         step_loss, grads = 0.0, None
         for xm, ym in micro_batches(x, y, accum):
             loss, micro = grad_fn(Tensor(xm), Tensor(ym))
@@ -157,13 +166,13 @@ def train(
         if observed is not None and "grad" not in observed:
             observed["grad"] = str(grads[0].dtype).lower()
         grads = engine.reduce_grads(optimizer, grads)
-        if traced:
-            trace.append({"grad": {n: g.asnumpy().astype(np.float32) for n, g in zip(param_names, grads)}})
+        if traced and i <= trace_until:
+            trace[-1]["grad"] = {n: g.asnumpy().astype(np.float32) for n, g in zip(param_names, grads)}
         if clip is not None:
             grads = engine.clip_grad_norm(grads, float(clip))
         engine.optimizer_step(optimizer, grads)
         if traced:
-            trace[-1]["weight"] = {p.name: p.asnumpy().astype(np.float32) for p in optimizer.parameters}
+            trace[-1]["weight"] = _weights(optimizer)
         if observed is not None and "master" not in observed:
             observed["master"] = str(net.trainable_params()[0].dtype).lower()
             moments = getattr(optimizer, "moment1", None) or getattr(optimizer, "moments", None)
@@ -239,15 +248,17 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     until = cfg.compare.get("trace_until")
     traces: Dict[str, list] = {"standalone": [], "distributed": []} if until is not None else {}
     until_step = until if until is not None else -1
+    weights_step = max(until_step, int(cfg.compare.get("onset_until") or -1))  # weights only past until_step
     losses, moved, seconds = train_phases(
         names,
         train={
             "standalone": lambda: train(standalone, opt_standalone, global_np, alone, cfg.train,
                                         grad_api=cfg.framework.grad_api, trace=traces.get("standalone"),
-                                        trace_until=until_step),
+                                        trace_until=until_step, weights_until=weights_step),
             "distributed": lambda: train(distributed, opt_distributed, local_np, engine, cfg.train,
                                          grad_api=cfg.framework.grad_api, zero_grad=bool(cfg.zero_grad),
-                                         observed=observed, trace=traces.get("distributed"), trace_until=until_step),
+                                         observed=observed, trace=traces.get("distributed"), trace_until=until_step,
+                                         weights_until=weights_step),
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
@@ -263,6 +274,6 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         from sweep.trace import locate, to_shards
 
         result.first_tensor = locate(to_shards(traces["standalone"], traces["distributed"], rank),
-                                     traces["distributed"], float(cfg.compare.noise_floor), until)
+                                     traces["distributed"], float(cfg.compare.noise_floor), weights_step)
     write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
 

@@ -23,6 +23,7 @@ import numpy as np
 from sweep import models
 from sweep.engines import load_engine
 from sweep.engines.base import StandaloneTorch
+from sweep.enums import as_str
 from sweep.layout import JobDir
 from sweep.records import RankResult
 from sweep.train import phase_order, rank_samples, redirect_output, train_phases, write_rank_result
@@ -166,15 +167,18 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     until = cfg.compare.get("trace_until")
     traces: Dict[str, list] = {"standalone": [], "distributed": []} if until is not None else {}
     until_step = until if until is not None else -1
-    input_dtype = getattr(torch, str(getattr(cfg.model.init_dtype, "value", cfg.model.init_dtype)))
+    weights_step = max(until_step, int(cfg.compare.get("onset_until") or -1))  # weights only past until_step
+    input_dtype = getattr(torch, as_str(cfg.model.init_dtype))
     losses, moved, seconds = train_phases(
         names,
         train={
             "standalone": lambda: train(standalone, to_device(global_np), alone, opt_standalone, cfg.train,
-                                        input_dtype=input_dtype, trace=traces.get("standalone"), trace_until=until_step),
+                                        input_dtype=input_dtype, trace=traces.get("standalone"),
+                                        trace_until=until_step, weights_until=weights_step),
             "distributed": lambda: train(distributed, to_device(local_np), engine, opt_distributed, cfg.train,
                                          clear_grads=bool(cfg.zero_grad), input_dtype=input_dtype, observed=observed,
-                                         trace=traces.get("distributed"), trace_until=until_step),
+                                         trace=traces.get("distributed"), trace_until=until_step,
+                                         weights_until=weights_step),
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
@@ -188,7 +192,8 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     if traces.get("standalone") and traces.get("distributed"):
         from sweep.trace import locate
 
-        result.first_tensor = locate(traces["standalone"], traces["distributed"], float(cfg.compare.noise_floor), until)
+        result.first_tensor = locate(traces["standalone"], traces["distributed"], float(cfg.compare.noise_floor),
+                                     weights_step)
     write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
 
 

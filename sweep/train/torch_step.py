@@ -111,6 +111,7 @@ def train(
     observed: Optional[Dict[str, str]] = None,
     trace: Optional[List[Dict[str, Dict[str, np.ndarray]]]] = None,
     trace_until: int = -1,
+    weights_until: int = -1,
 ) -> List[float]:
     """Train one pass over ``samples`` (per step a pair of tensors, ``(rows, ...)``) with
     the step of the module docstring. Returns the loss of every step (float).
@@ -126,10 +127,11 @@ def train(
     ``optimizer_state`` (the optimizer's first state tensor after the step, e.g. Adam's
     ``exp_avg``; none for plain SGD).
 
-    If ``trace`` is a list, each step up to ``trace_until`` appends ``{"grad": ...,
-    "weight": ...}`` (:func:`record_tensors`): the gradients after the backward (and its
-    reduction), the weights after the step (``sweep.trace``).
-    """
+    If ``trace`` is a list, each step up to ``max(trace_until, weights_until)`` appends
+    ``{"grad": ..., "weight": ...}`` (:func:`record_tensors`): the gradients after the
+    backward (and its reduction; up to ``trace_until`` only), the weights after the step;
+    step 0's entry also ``"initial"``, the weights before it (``sweep.trace``).
+"""
     loss_fn = loss_function(str(train_cfg.loss))
     accum = int(train_cfg.grad_accum_steps)
     clip = train_cfg.clip_grad_norm
@@ -144,7 +146,9 @@ def train(
         handle = first.register_forward_pre_hook(record_param_dtype)
     losses = []
     for i, (x, y) in enumerate(samples):
-        traced = trace is not None and i <= trace_until
+        traced = trace is not None and i <= max(trace_until, weights_until)
+        if traced:
+            trace.append({"initial": record_tensors(model, "weight")} if i == 0 else {})
         watch = _ObserveReduce(observed) if handle is not None else contextlib.nullcontext()
         if input_dtype is not None and x.is_floating_point():
             x = x.to(input_dtype)
@@ -164,8 +168,8 @@ def train(
             observed["grad"] = _dtype(next(model.parameters()).grad)
         if scaler is not None:
             scaler.unscale_(optimizer)
-        if traced:
-            trace.append({"grad": record_tensors(model, "grad")})
+        if traced and i <= trace_until:
+            trace[-1]["grad"] = record_tensors(model, "grad")
         if clip is not None:
             engine.clip_grad_norm(model, float(clip))
         if scaler is not None:

@@ -114,12 +114,3 @@ class NondetNoiseFSDP2(_Counting, TorchFSDP2):
                     local = param.grad.to_local() if hasattr(param.grad, "to_local") else param.grad
                     local.add_(torch.randn(local.shape, generator=self._gen).to(local.dtype).mul_(NOISE))
 
-
-def one_batch(steps, *, batch_size, seed_offset, in_size, out_size):
-    """``data._target_=tests.helpers.planted_divergence.one_batch``: the same regression
-    batch at every step. On fresh data per step the loss difference of a persistent weight
-    difference takes each step's sample's sign and size, which hides the events of a
-    periodic fault; on one batch the difference moves at the events only."""
-    from sweep.data import make_samples
-
-    return make_samples(1, batch_size=batch_size, in_size=in_size, out_size=out_size, seed_offset=seed_offset) * steps

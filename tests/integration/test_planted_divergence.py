@@ -44,6 +44,7 @@ def test_a_fault_on_one_rank_fails_the_job_with_the_ranks_disagreeing(tmp_path):
     t = r["first_tensor"]
     assert (t["rank"], t["step"], t["kind"]) == (1, 0, "weight") and t["weights_identical_before"]
     assert jobs[1]["first_diff_step"] == 1 and jobs[1]["drift"] == "first_update"
+    assert jobs[1]["onset"] == "abrupt" and jobs[1]["onset_from"] == "updates"
     assert jobs[1]["first_tensor"].endswith("(rank 1)")
     assert f"Culprit: engine.impl.torch={faulty}" in summary["verdict"]
     assert "first differing tensor: layer0.bias weight at step 0" in summary["verdict"]
@@ -62,23 +63,45 @@ def test_a_fault_from_a_later_step_is_an_abrupt_onset_there(tmp_path):
     assert f"Culprit: engine.impl.torch={faulty}" in summary["verdict"]
     assert f"parts from standalone at step {k + 1} (job 1" in summary["verdict"]
     assert "from_step (a change from a later step on" in summary["verdict"]
+    assert "an abrupt onset" in summary["verdict"]
     assert f"first differing tensor: layer0.bias weight at step {k}" in summary["verdict"]
     assert "precision" not in summary["verdict"]  # a late first failure is not called precision
 
 
+def test_a_fault_after_float_rounding_is_classed_from_where_it_goes_beyond_rounding(tmp_path):
+    # sharded data: the copies differ by summation order from step 0, the fault from step k
+    faulty = P + "LateGradScaleFSDP2"
+    k = planted.FAULT_STEP
+    summary, jobs, records = _sweep(tmp_path, "steps=14", "optimizer=sgd", "data.split=sharded",
+                                    f"engine.impl.torch={FSDP2},{faulty}")
+    clean, job = jobs[0], jobs[1]
+    assert clean["status"] == "ok" and clean["first_diff_step"] == 0 and clean["first_real_step"] is None
+    assert clean["onset"] == "noise"  # float rounding: its sign flips at random
+    assert job["first_diff_step"] == 0 and job["first_real_step"] == k + 1
+    assert job["onset"] == "abrupt" and job["drift"] == "from_step"
+    updates = records[1]["first_tensor"]["updates"]
+    assert updates["first_step"] == 0 and updates["real_step"] == k and updates["events"] == [k]
+    verdict = summary["verdict"]
+    assert f"parts from standalone at step 0 (job 1; by float rounding, beyond it from step {k + 1}" in verdict
+    assert f"first beyond rounding (rel >= 0.0001): layer0.bias weight at step {k}" in verdict
+    assert "scales the drift" not in verdict  # against a job that differs by rounding only: no scale
+
+
 def test_a_periodic_fault_is_periodic_with_its_period(tmp_path):
-    # one batch at every step: on fresh data the loss difference takes each sample's sign (planted.one_batch)
+    # fresh data every step: the loss difference takes each sample's sign and size; the
+    # update differences of the traced steps (compare.onset_steps) show the events
     faulty = P + "PeriodicGradScaleFSDP2"
     n = planted.PERIOD
-    summary, jobs, records = _sweep(tmp_path, "steps=20", "optimizer=sgd", f"data._target_={P}one_batch",
-                                    f"engine.impl.torch={FSDP2},{faulty}")
+    summary, jobs, records = _sweep(tmp_path, "steps=20", "optimizer=sgd", f"engine.impl.torch={FSDP2},{faulty}")
     _clean(jobs[0], records[0])
     job, t = jobs[1], records[1]["first_tensor"]
     assert (t["step"], t["kind"]) == (n - 1, "weight")
     assert job["first_diff_step"] == n and job["onset"] == "periodic" and job["period"] == n
-    assert job["drift"] == "periodic" and summary["drift"]["periodic"] == [1]
+    assert job["drift"] == "periodic" and summary["drift"]["periodic"] == [1] and job["onset_from"] == "updates"
+    assert records[1]["first_tensor"]["updates"]["events"] == list(range(n - 1, 20, n))
     assert f"Culprit: engine.impl.torch={faulty}" in summary["verdict"]
-    assert f"parts from standalone at step {n} (job 1), periodic, every {n} steps" in summary["verdict"]
+    assert f"parts from standalone at step {n} (job 1" in summary["verdict"]
+    assert f"), periodic, every {n} steps (an event every n steps" in summary["verdict"]
     assert f"first differing tensor: layer0.bias weight at step {n - 1}" in summary["verdict"]
 
 
@@ -90,7 +113,9 @@ def test_a_gradient_scale_fault_that_adam_hides_is_exposed_by_sgd_not_caused_by_
     # Adam differs from standalone too, below tolerance, and beyond float rounding
     assert adam["first_diff_step"] is not None and 0 < adam["max_abs_diff"] < 1e-4
     assert "first beyond rounding" in adam["first_tensor"]
-    assert sgd["first_diff_step"] == 1 and sgd["drift"] == "first_update"
+    assert sgd["first_diff_step"] == 1 and sgd["drift"] == "first_update" and sgd["onset"] == "abrupt"
+    # Adam's first tensors differ by rounding-sized amounts, its updates beyond it from step 0
+    assert adam["first_real_step"] == 1 and adam["drift"] == "first_update"
     assert records[1]["first_tensor"]["step"] == 0 and records[1]["first_tensor"]["kind"] == "weight"
     verdict = summary["verdict"]
     assert "Exposed by (not caused by): optimizer=sgd" in verdict and "Culprit:" not in verdict
@@ -131,12 +156,14 @@ def test_a_nondeterministic_fault_is_marked_with_the_spread_of_its_repeats(tmp_p
     assert jobs[1]["nondeterministic"] is True and jobs[1]["repeats"].startswith("2 differ by")
     assert "nondeterministic: 2 repeats disagree" in jobs[1]["notes"]
     assert noisy["first_tensor"].get("step") is not None  # traced (in another launch: the note says so)
+    assert jobs[1]["onset"] == "noise" and jobs[1]["onset_from"] == "updates"
     assert [n["job"] for n in summary["nondeterministic"]] == [1]
     verdict = summary["verdict"]
     assert "Nondeterministic: job 1 (2 repeats differ by up to" in verdict
     assert "this verdict rests on it, and a rerun may judge differently" in verdict
     assert "Notes: nondeterministic (1 job)." in verdict
     assert "first differing tensor (from another launch of this nondeterministic job): layer0" in verdict
+    assert "random-sign noise" in verdict
 
 
 def test_a_clean_sweep_names_no_culprit_and_no_divergence(tmp_path):

@@ -49,7 +49,7 @@ def test_the_factor_that_fails_everywhere_is_ranked_first():
     assert {(c["factor"], c["level"]) for c in att["culprits"][1:]} == {("mesh", "dp4"), ("mp_policy", "bf16")}
     assert all(c["score"] < top["score"] for c in att["culprits"][1:])
     assert att["verdict"].startswith("8 jobs: 3 ok, 5 fail. Culprit: optimizer=sgd: fails in 3 of 3")
-    assert att["drift"] == {"step0": [], "first_update": [4, 5, 6, 7], "periodic": [], "from_step": [3]}
+    assert att["drift"] == {"step0": [], "first_update": [4, 5, 6, 7], "periodic": [], "from_step": [3], "rounding": []}
 
 
 def test_a_factor_that_fails_only_with_another_level_is_reported_as_an_interaction():

@@ -179,3 +179,97 @@ def test_a_shard_is_compared_with_the_matching_slice_of_the_full_tensor():
     rank1[0]["grad"]["w"][1, 1] += 1.0
     found = locate(to_shards(standalone, rank1, rank=1), rank1, 0.0, 0)
     assert (found["name"], found["kind"], found["abs_diff"]) == ("w", "grad", 1.0)
+
+
+def _traces(n, fault, rounding=0.0, seed=0):
+    """Two copies of SGD on a random quadratic with fresh random "gradient noise" per
+    step (as fresh data would give), the distributed copy's update changed by
+    ``fault(step, update, rng)`` (returns the update to apply) plus relative
+    ``rounding``: traces as the ranks record them (``sweep.trace``)."""
+    rng = np.random.default_rng(seed)
+    target = rng.normal(size=64)
+    samples = [rng.normal(size=64) for _ in range(n)]
+    w0 = rng.normal(size=64)
+    traces = []
+    for copy in ("standalone", "distributed"):
+        w, trace, noise = w0.copy(), [], np.random.default_rng(seed + 1)
+        for step in range(n):
+            entry = {"initial": {"w": w.copy()}} if step == 0 else {}
+            u = -0.05 * (w - target + samples[step])
+            if copy == "distributed":
+                u = fault(step, u, noise) * (1 + rounding * noise.normal(size=64))
+            w = w + u
+            entry["weight"] = {"w": w.copy()}
+            trace.append(entry)
+        traces.append(trace)
+    return traces
+
+
+def _stale():
+    """A fault that applies the previous step's update (none at step 0)."""
+    previous = {}
+
+    def fault(step, update, rng):
+        applied = previous.get("update", np.zeros_like(update))
+        previous["update"] = update
+        return applied
+
+    return fault
+
+
+@pytest.mark.parametrize("fault, pattern, real, period", [
+    (lambda s, u, rng: u, "none", None, None),
+    (lambda s, u, rng: 2 * u, "abrupt", 0, None),  # a doubled update from the first step: every sign +
+    (lambda s, u, rng: 2 * u if s >= 8 else u, "abrupt", 8, None),
+    (lambda s, u, rng: 2 * u if s % 4 == 3 else u, "periodic", 3, 4),
+    (lambda s, u, rng: u + (0.5 * np.linalg.norm(u) * rng.normal(size=u.size) if rng.random() < 0.3 else 0), "noise",
+     None, None),
+    (lambda s, u, rng: u * (1 + 1e-5 * 1.5 ** s), "growth", None, None),
+    # an error of random direction on every step (a rank's shard left out of the mean): noise-like
+    (lambda s, u, rng: u + 0.5 * np.linalg.norm(u) * rng.normal(size=u.size) / 8, "noise", 0, None),
+    # an error with a direction on every step (the previous step's update applied): abrupt
+    (_stale(), "abrupt", 0, None),
+    # a lasting error with a peak every 5 steps (momentum cleared): periodic, though never quiet between
+    (lambda s, u, rng: u * (0.2 if s % 5 == 4 else 1.5), "periodic", 0, 5),
+    # up 5% on even steps, down 5% on odd ones: the size never changes, the sign alternates
+    (lambda s, u, rng: u * (1.05 if s % 2 == 0 else 0.95), "periodic", 0, 2),
+])
+def test_onset_from_the_update_differences_on_fresh_data(fault, pattern, real, period):
+    from sweep.trace import update_onset, update_series
+
+    standalone, distributed = _traces(30, fault)
+    found = update_onset(update_series(standalone, distributed))
+    assert found["pattern"] == pattern
+    if real is not None:
+        assert found["real_step"] == real
+    assert found["period"] == period
+
+
+def test_float_rounding_alone_is_noise_and_a_fault_after_it_is_real_from_its_step():
+    from sweep.trace import update_onset, update_series
+
+    found = update_onset(update_series(*_traces(30, lambda s, u, rng: u, rounding=1e-7)))
+    assert found["pattern"] == "noise" and found["first_step"] == 0 and found["real_step"] is None
+    late = update_onset(update_series(*_traces(30, lambda s, u, rng: 2 * u if s >= 8 else u, rounding=1e-7)))
+    assert (late["pattern"], late["first_step"], late["real_step"]) == ("abrupt", 0, 8)
+
+
+def test_the_drift_class_follows_the_first_difference_beyond_rounding():
+    row = _row(0, "fail", {}, first_diff=0, first_fail=12, max_abs=2e-4, onset="abrupt")
+    assert drift_class(row) == "step0"
+    row["first_real_step"] = 9  # the losses differ by rounding from step 0, a fault from step 9
+    assert drift_class(row) == "from_step"
+    att = attribute([row, _row(1, "ok", {"o": "b"}), dict(row, job=2, overrides={"o": "a"})])
+    assert "parts from standalone at step 0 (job 0; by float rounding, beyond it from step 9; first outside " \
+           "tolerance at step 12), from_step" in att["verdict"]
+
+
+def test_initial_weights_that_differ_are_the_first_difference():
+    from sweep.trace import locate
+
+    w = np.ones(4, np.float32)
+    standalone = [{"initial": {"w": w}, "grad": {"w": w}, "weight": {"w": w}}]
+    distributed = [{"initial": {"w": w + 1e-3}, "grad": {"w": w + 1e-3}, "weight": {"w": w + 1e-3}}]
+    found = locate(standalone, distributed, 0.0, 0)
+    assert (found["kind"], found["step"]) == ("initial", 0) and not found["weights_identical_before"]
+    assert found["description"].startswith("w initial weights (before any step)")
