@@ -154,9 +154,9 @@ def _flat(tensors: Dict[str, np.ndarray], names: Sequence[str]) -> np.ndarray:
 def update_series(standalone: Trace, distributed: Trace) -> Dict[str, List[float]]:
     """Per traced step ``t`` (the entries with weights, in order), over every parameter
     both copies record with one shape: ``rel[t] = |e_t| / |u_t|`` and ``along[t] = (e_t .
-    u_t) / |u_t|^2``, with ``u_t = w_t - w_(t-1)`` the standalone copy's update (``w_(-1)``
-    = step 0's ``"initial"`` weights, which the copies share) and ``e_t`` the distributed
-    copy's update minus it; Euclidean norms over the concatenated parameters, float64.
+    u_t) / |u_t|^2``, with ``u_t = w_t - w_(t-1)`` the standalone copy's update (``w_(-1)``:
+    step 0's ``"initial"`` weights, each copy its own) and ``e_t`` the distributed copy's
+    update minus it; Euclidean norms over the concatenated parameters, float64.
     ``rel`` is ``inf`` (``along`` 0) where the standalone update is zero and the other is
     not. Returns ``{"rel": [...], "along": [...]}``, empty lists without initial weights."""
     series: Dict[str, List[float]] = {"rel": [], "along": []}
