@@ -127,7 +127,7 @@ def describe(found: Dict[str, Any]) -> str:
 
 
 UPDATE_EVENT = 2.0  # an event: an update difference over this many times the step before's
-NOISE_BALANCE = 0.5  # noise: |mean sign of the error along the update| below this (both signs alike)
+NOISE_BALANCE = 0.5  # noise: |mean sign of the error along the update| (or |sum| / sum of |.|) below this
 ABRUPT_SHARE = 0.1  # abrupt: the first real update difference is this share of the largest
 PERIOD_GAP = 0.1  # periodic: the steps of one phase stand apart from the rest by this share of the largest
 UPDATE_ONSET_RULE = (
@@ -138,9 +138,11 @@ UPDATE_ONSET_RULE = (
     f"rel_t > {UPDATE_EVENT:g} x rel_(t-1) and rel_t >= {ABRUPT_SHARE:g} x the largest rel. periodic (period n "
     ">= 2, the smallest) if, from the first real step, the steps of one phase of n (3 or more) stand apart in rel "
     f"or in along from all other steps, by at least {PERIOD_GAP:g} x the series' largest size; noise if along "
-    f"takes both signs alike: |mean of sign(along_t)| < {NOISE_BALANCE:g} over 3 or more real steps (differing steps when none "
-    "is real), as for random noise or float rounding (fresh random noise on n steps keeps it near 1/sqrt(n); "
-    "a fault that scales, skips, delays or repeats an update errs one way); abrupt if the first real step's "
+    f"takes both signs alike, by count or by size: |mean of sign(along_t)| < {NOISE_BALANCE:g} or |sum of along_t| / "
+    f"sum of |along_t| < {NOISE_BALANCE:g}, over 3 or more real steps (differing steps when none is real), as for "
+    "random noise or float rounding (fresh random noise on n steps keeps both near 1/sqrt(n); by size as well, "
+    "because the steps after a noisy one carry its effect with one sign while the noisy steps dominate the "
+    "size; a fault that scales, skips, delays or repeats an update errs one way by both); abrupt if the first real step's "
     f"rel is >= {ABRUPT_SHARE:g} x the largest; growth otherwise. When no step is real (float rounding only): "
     "growth if rel's second half averages over twice its first, noise otherwise. The losses see update t "
     "from step t + 1"
@@ -225,8 +227,10 @@ def update_onset(series: Dict[str, Sequence[float]]) -> Dict[str, Any]:
     period = _period(rel, along, int(real[0])) if real.size else None
     if period is not None:
         return dict(out, pattern="periodic", period=period[0], events=period[1])
-    signs = np.sign(along[real if real.size else differ])
-    if signs.size >= 3 and abs(float(np.mean(signs))) < NOISE_BALANCE:
+    steps = real if real.size else differ
+    signs, sized = np.sign(along[steps]), along[steps][np.isfinite(rel[steps])]
+    by_size = abs(float(np.sum(sized))) / float(np.sum(np.abs(sized))) if np.any(sized) else 1.0
+    if signs.size >= 3 and min(abs(float(np.mean(signs))), by_size) < NOISE_BALANCE:
         return dict(out, pattern="noise")
     if real.size:
         abrupt = not np.isfinite(rel[real[0]]) or rel[real[0]] >= ABRUPT_SHARE * largest

@@ -95,19 +95,16 @@ class IgnorePolicyFSDP2(TorchFSDP2):
 
 
 class NondetNoiseFSDP2(_Counting, TorchFSDP2):
-    """Adds gradient noise from a generator seeded per launch (``os.urandom``), at step 0
-    and then on steps whose draw falls below 1/4: two launches of one config give
-    different losses (a race, an unseeded kernel). Step 0 always: every launch, the
-    tracing rerun's too, parts from standalone within the traced steps, so the test never
-    depends on the draw."""
+    """Adds gradient noise from a generator seeded per launch (``os.urandom``) on every
+    step: two launches of one config give different losses (a race, an unseeded
+    kernel). Every step, so every launch, the tracing rerun's too, parts from standalone
+    at step 0 and its update differences take both signs alike whatever the draw."""
 
     def fault(self, step, optimizer):
         import torch
 
         if not hasattr(self, "_gen"):
             self._gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
-        if float(torch.rand((), generator=self._gen)) >= 0.25 and step > 0:
-            return
         for group in optimizer.param_groups:
             for param in group["params"]:
                 if param.grad is not None:  # this rank's shard (FSDP2 gradients are DTensors)

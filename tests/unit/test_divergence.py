@@ -245,6 +245,21 @@ def test_onset_from_the_update_differences_on_fresh_data(fault, pattern, real, p
     assert found["period"] == period
 
 
+def test_sparse_noise_whose_aftermath_errs_one_way_is_noise_by_size():
+    """Noise on a quarter of the steps: the steps between carry its effect with one sign
+    (60% of the signs agree here), but the noisy steps dominate the size."""
+    from sweep.trace import NOISE_BALANCE, update_onset, update_series
+
+    def fault(step, update, rng):
+        noisy = step == 0 or rng.random() < 0.25
+        return update + (0.5 * np.linalg.norm(update) * rng.normal(size=update.size) / 8 if noisy else 0)
+
+    series = update_series(*_traces(25, fault, seed=22))
+    along = np.asarray(series["along"])
+    assert abs(np.mean(np.sign(along))) >= NOISE_BALANCE  # by count alone it would not be noise
+    assert update_onset(series)["pattern"] == "noise"
+
+
 def test_float_rounding_alone_is_noise_and_a_fault_after_it_is_real_from_its_step():
     from sweep.trace import update_onset, update_series
 
