@@ -136,8 +136,9 @@ UPDATE_ONSET_RULE = (
     "and along_t = (e_t . u_t) / |u_t|^2 (the error's signed share along the update: +1 for a doubled update); "
     f"a step is real if rel_t >= {ROUNDING_REL:g} (beyond float rounding) and an event if it is real, "
     f"rel_t > {UPDATE_EVENT:g} x rel_(t-1) and rel_t >= {ABRUPT_SHARE:g} x the largest rel. periodic (period n "
-    ">= 2, the smallest) if, from the first real step, the steps of one phase of n (3 or more) stand apart in rel "
-    f"or in along from all other steps, by at least {PERIOD_GAP:g} x the series' largest size; noise if along "
+    ">= 2, the smallest) if, from the first real step, the steps of one phase of n (3 or more) stand apart in rel, "
+    f"in along, or in either's change from the step before (a sawtooth on a trend), from all other steps, by at "
+    f"least {PERIOD_GAP:g} x the series' largest size; noise if along "
     f"takes both signs alike, by count or by size: |mean of sign(along_t)| < {NOISE_BALANCE:g} or |sum of along_t| / "
     f"sum of |along_t| < {NOISE_BALANCE:g}, over 3 or more real steps (differing steps when none is real), as for "
     "random noise or float rounding (fresh random noise on n steps keeps both near 1/sqrt(n); by size as well, "
@@ -185,20 +186,23 @@ def update_series(standalone: Trace, distributed: Trace) -> Dict[str, List[float
 
 def _period(rel: np.ndarray, along: np.ndarray, start: int) -> Optional[Any]:
     """``(n, steps)``: the smallest period ``n >= 2`` whose steps ``start + r + i n`` (3 or
-    more) stand apart in ``rel`` or in ``along`` from every other step from ``start`` on,
-    by a gap of :data:`PERIOD_GAP` x the series' largest size; ``None`` if none does."""
+    more) stand apart from every other step from ``start`` on, by a gap of
+    :data:`PERIOD_GAP` x the series' largest size, in ``rel``, in ``along``, or in their
+    change from the step before (a sawtooth on a trend: a momentum buffer cleared every n
+    steps peaks at every clearing, each peak above the last cycle's but not above every
+    later step); ``None`` if none does."""
     window = np.arange(start, rel.size)
+    with np.errstate(invalid="ignore"):
+        changes = [np.diff(series, prepend=0.0) for series in (rel, along)]  # x_t - x_(t-1), x_(-1) = 0
+    candidates = [x for x in (rel, along, *changes) if np.all(np.isfinite(x[window]))]
     for n in range(2, window.size // 3 + 1):
         for r in range(n):
             phase = window[(window - start) % n == r]
             rest = window[(window - start) % n != r]
             if phase.size < 3 or not rest.size:
                 continue
-            for series in (rel, along):
-                x = series[window]
-                if not np.all(np.isfinite(x)):
-                    continue
-                gap = PERIOD_GAP * float(np.max(np.abs(x)))
+            for series in candidates:
+                gap = PERIOD_GAP * float(np.max(np.abs(series[window])))
                 high = float(np.min(series[phase])) - float(np.max(series[rest]))
                 low = float(np.min(series[rest])) - float(np.max(series[phase]))
                 if gap > 0 and max(high, low) >= gap:

@@ -16,6 +16,7 @@ FAULT_STEP = 8  # LateGradScaleFSDP2: the first step it scales
 PERIOD = 4  # PeriodicGradScaleFSDP2: the steps it scales (3, 7, 11, ...)
 SCALE = 2.0
 NOISE = 0.05  # NondetNoiseFSDP2: standard deviation of the added gradient noise
+MOMENTUM_PERIOD = 5  # MomentumResetSGDFSDP2: clears the momentum buffers before steps 4, 9, 14, ...
 
 
 def _scale(optimizer, factor):
@@ -92,6 +93,17 @@ class IgnorePolicyFSDP2(TorchFSDP2):
         mesh = init_device_mesh(self.device.type, tuple(int(n) for n in self.cfg.mesh.mesh_shape),
                                 mesh_dim_names=tuple(self.cfg.mesh.mesh_dim_names))
         return fully_shard(model, mesh=mesh, reshard_after_forward=bool(self.cfg.reshard_after_forward))
+
+
+class MomentumResetSGDFSDP2(_Counting, TorchFSDP2):
+    """Clears SGD's momentum buffers before every ``MOMENTUM_PERIOD``-th step (a state
+    reset on a schedule, a checkpoint reload that drops the optimizer state): the error
+    never goes away between clearings, it peaks at each and decays, on a rising trend."""
+
+    def fault(self, step, optimizer):
+        if step % MOMENTUM_PERIOD == MOMENTUM_PERIOD - 1:
+            for state in optimizer.state.values():
+                state.pop("momentum_buffer", None)
 
 
 class NondetNoiseFSDP2(_Counting, TorchFSDP2):

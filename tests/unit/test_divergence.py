@@ -231,6 +231,9 @@ def _stale():
     (_stale(), "abrupt", 0, None),
     # a lasting error with a peak every 5 steps (momentum cleared): periodic, though never quiet between
     (lambda s, u, rng: u * (0.2 if s % 5 == 4 else 1.5), "periodic", 0, 5),
+    # momentum cleared every 5 steps as SGD shows it: a deficit at each clearing that decays, each
+    # cycle's peak above the last but not above every later step (a sawtooth on a trend): periodic
+    (lambda s, u, rng: u * (1 - (0.4 + 0.02 * s) * 0.7 ** ((s - 4) % 5)) if s >= 4 else u, "periodic", 4, 5),
     # up 5% on even steps, down 5% on odd ones: the size never changes, the sign alternates
     (lambda s, u, rng: u * (1.05 if s % 2 == 0 else 0.95), "periodic", 0, 2),
 ])
