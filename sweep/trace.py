@@ -127,7 +127,7 @@ def describe(found: Dict[str, Any]) -> str:
 
 
 UPDATE_EVENT = 2.0  # an event: an update difference over this many times the step before's
-NOISE_BALANCE = 0.5  # noise: |mean sign of the error along the update| below this (both signs alike)
+NOISE_BALANCE = 0.5  # noise: |mean sign of the error along the update| (or |sum| / sum of |.|) below this
 ABRUPT_SHARE = 0.1  # abrupt: the first real update difference is this share of the largest
 PERIOD_GAP = 0.1  # periodic: the steps of one phase stand apart from the rest by this share of the largest
 UPDATE_ONSET_RULE = (
@@ -136,11 +136,14 @@ UPDATE_ONSET_RULE = (
     "and along_t = (e_t . u_t) / |u_t|^2 (the error's signed share along the update: +1 for a doubled update); "
     f"a step is real if rel_t >= {ROUNDING_REL:g} (beyond float rounding) and an event if it is real, "
     f"rel_t > {UPDATE_EVENT:g} x rel_(t-1) and rel_t >= {ABRUPT_SHARE:g} x the largest rel. periodic (period n "
-    ">= 2, the smallest) if, from the first real step, the steps of one phase of n (3 or more) stand apart in rel "
-    f"or in along from all other steps, by at least {PERIOD_GAP:g} x the series' largest size; noise if along "
-    f"takes both signs alike: |mean of sign(along_t)| < {NOISE_BALANCE:g} over 3 or more real steps (differing steps when none "
-    "is real), as for random noise or float rounding (fresh random noise on n steps keeps it near 1/sqrt(n); "
-    "a fault that scales, skips, delays or repeats an update errs one way); abrupt if the first real step's "
+    ">= 2, the smallest) if, from the first real step, the steps of one phase of n (3 or more) stand apart in rel, "
+    f"in along, or in either's change from the step before (a sawtooth on a trend), from all other steps, by at "
+    f"least {PERIOD_GAP:g} x the series' largest size; noise if along "
+    f"takes both signs alike, by count or by size: |mean of sign(along_t)| < {NOISE_BALANCE:g} or |sum of along_t| / "
+    f"sum of |along_t| < {NOISE_BALANCE:g}, over 3 or more real steps (differing steps when none is real), as for "
+    "random noise or float rounding (fresh random noise on n steps keeps both near 1/sqrt(n); by size as well, "
+    "because the steps after a noisy one carry its effect with one sign while the noisy steps dominate the "
+    "size; a fault that scales, skips, delays or repeats an update errs one way by both); abrupt if the first real step's "
     f"rel is >= {ABRUPT_SHARE:g} x the largest; growth otherwise. When no step is real (float rounding only): "
     "growth if rel's second half averages over twice its first, noise otherwise. The losses see update t "
     "from step t + 1"
@@ -154,9 +157,9 @@ def _flat(tensors: Dict[str, np.ndarray], names: Sequence[str]) -> np.ndarray:
 def update_series(standalone: Trace, distributed: Trace) -> Dict[str, List[float]]:
     """Per traced step ``t`` (the entries with weights, in order), over every parameter
     both copies record with one shape: ``rel[t] = |e_t| / |u_t|`` and ``along[t] = (e_t .
-    u_t) / |u_t|^2``, with ``u_t = w_t - w_(t-1)`` the standalone copy's update (``w_(-1)``
-    = step 0's ``"initial"`` weights, which the copies share) and ``e_t`` the distributed
-    copy's update minus it; Euclidean norms over the concatenated parameters, float64.
+    u_t) / |u_t|^2``, with ``u_t = w_t - w_(t-1)`` the standalone copy's update (``w_(-1)``:
+    step 0's ``"initial"`` weights, each copy its own) and ``e_t`` the distributed copy's
+    update minus it; Euclidean norms over the concatenated parameters, float64.
     ``rel`` is ``inf`` (``along`` 0) where the standalone update is zero and the other is
     not. Returns ``{"rel": [...], "along": [...]}``, empty lists without initial weights."""
     series: Dict[str, List[float]] = {"rel": [], "along": []}
@@ -183,20 +186,23 @@ def update_series(standalone: Trace, distributed: Trace) -> Dict[str, List[float
 
 def _period(rel: np.ndarray, along: np.ndarray, start: int) -> Optional[Any]:
     """``(n, steps)``: the smallest period ``n >= 2`` whose steps ``start + r + i n`` (3 or
-    more) stand apart in ``rel`` or in ``along`` from every other step from ``start`` on,
-    by a gap of :data:`PERIOD_GAP` x the series' largest size; ``None`` if none does."""
+    more) stand apart from every other step from ``start`` on, by a gap of
+    :data:`PERIOD_GAP` x the series' largest size, in ``rel``, in ``along``, or in their
+    change from the step before (a sawtooth on a trend: a momentum buffer cleared every n
+    steps peaks at every clearing, each peak above the last cycle's but not above every
+    later step); ``None`` if none does."""
     window = np.arange(start, rel.size)
+    with np.errstate(invalid="ignore"):
+        changes = [np.diff(series, prepend=0.0) for series in (rel, along)]  # x_t - x_(t-1), x_(-1) = 0
+    candidates = [x for x in (rel, along, *changes) if np.all(np.isfinite(x[window]))]
     for n in range(2, window.size // 3 + 1):
         for r in range(n):
             phase = window[(window - start) % n == r]
             rest = window[(window - start) % n != r]
             if phase.size < 3 or not rest.size:
                 continue
-            for series in (rel, along):
-                x = series[window]
-                if not np.all(np.isfinite(x)):
-                    continue
-                gap = PERIOD_GAP * float(np.max(np.abs(x)))
+            for series in candidates:
+                gap = PERIOD_GAP * float(np.max(np.abs(series[window])))
                 high = float(np.min(series[phase])) - float(np.max(series[rest]))
                 low = float(np.min(series[rest])) - float(np.max(series[phase]))
                 if gap > 0 and max(high, low) >= gap:
@@ -225,8 +231,10 @@ def update_onset(series: Dict[str, Sequence[float]]) -> Dict[str, Any]:
     period = _period(rel, along, int(real[0])) if real.size else None
     if period is not None:
         return dict(out, pattern="periodic", period=period[0], events=period[1])
-    signs = np.sign(along[real if real.size else differ])
-    if signs.size >= 3 and abs(float(np.mean(signs))) < NOISE_BALANCE:
+    steps = real if real.size else differ
+    signs, sized = np.sign(along[steps]), along[steps][np.isfinite(rel[steps])]
+    by_size = abs(float(np.sum(sized))) / float(np.sum(np.abs(sized))) if np.any(sized) else 1.0
+    if signs.size >= 3 and min(abs(float(np.mean(signs))), by_size) < NOISE_BALANCE:
         return dict(out, pattern="noise")
     if real.size:
         abrupt = not np.isfinite(rel[real[0]]) or rel[real[0]] >= ABRUPT_SHARE * largest

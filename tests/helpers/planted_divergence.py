@@ -16,6 +16,7 @@ FAULT_STEP = 8  # LateGradScaleFSDP2: the first step it scales
 PERIOD = 4  # PeriodicGradScaleFSDP2: the steps it scales (3, 7, 11, ...)
 SCALE = 2.0
 NOISE = 0.05  # NondetNoiseFSDP2: standard deviation of the added gradient noise
+MOMENTUM_PERIOD = 5  # MomentumResetSGDFSDP2: clears the momentum buffers before steps 4, 9, 14, ...
 
 
 def _scale(optimizer, factor):
@@ -94,20 +95,28 @@ class IgnorePolicyFSDP2(TorchFSDP2):
         return fully_shard(model, mesh=mesh, reshard_after_forward=bool(self.cfg.reshard_after_forward))
 
 
+class MomentumResetSGDFSDP2(_Counting, TorchFSDP2):
+    """Clears SGD's momentum buffers before every ``MOMENTUM_PERIOD``-th step (a state
+    reset on a schedule, a checkpoint reload that drops the optimizer state): the error
+    never goes away between clearings, it peaks at each and decays, on a rising trend."""
+
+    def fault(self, step, optimizer):
+        if step % MOMENTUM_PERIOD == MOMENTUM_PERIOD - 1:
+            for state in optimizer.state.values():
+                state.pop("momentum_buffer", None)
+
+
 class NondetNoiseFSDP2(_Counting, TorchFSDP2):
-    """Adds gradient noise from a generator seeded per launch (``os.urandom``), at step 0
-    and then on steps whose draw falls below 1/4: two launches of one config give
-    different losses (a race, an unseeded kernel). Step 0 always: every launch, the
-    tracing rerun's too, parts from standalone within the traced steps, so the test never
-    depends on the draw."""
+    """Adds gradient noise from a generator seeded per launch (``os.urandom``) on every
+    step: two launches of one config give different losses (a race, an unseeded
+    kernel). Every step, so every launch, the tracing rerun's too, parts from standalone
+    at step 0 and its update differences take both signs alike whatever the draw."""
 
     def fault(self, step, optimizer):
         import torch
 
         if not hasattr(self, "_gen"):
             self._gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
-        if float(torch.rand((), generator=self._gen)) >= 0.25 and step > 0:
-            return
         for group in optimizer.param_groups:
             for param in group["params"]:
                 if param.grad is not None:  # this rank's shard (FSDP2 gradients are DTensors)

@@ -105,6 +105,21 @@ def test_a_periodic_fault_is_periodic_with_its_period(tmp_path):
     assert f"first differing tensor: layer0.bias weight at step {n - 1}" in summary["verdict"]
 
 
+def test_a_momentum_buffer_cleared_on_a_schedule_is_periodic_though_it_never_goes_away(tmp_path):
+    # the update difference peaks at each clearing and decays, each peak above the last
+    # cycle's but not above every later step: periodic from the change between steps
+    faulty = P + "MomentumResetSGDFSDP2"
+    n = planted.MOMENTUM_PERIOD
+    summary, jobs, records = _sweep(tmp_path, "steps=30", "optimizer=sgd", "optimizer.momentum=0.9",
+                                    f"engine.impl.torch={FSDP2},{faulty}")
+    _clean(jobs[0], records[0])
+    job, t = jobs[1], records[1]["first_tensor"]
+    assert (t["step"], t["kind"]) == (n - 1, "weight") and t["weights_identical_before"]
+    assert job["first_diff_step"] == n and job["onset"] == "periodic" and job["period"] == n
+    assert records[1]["first_tensor"]["updates"]["events"] == list(range(n - 1, 30, n))
+    assert f"Culprit: engine.impl.torch={faulty}" in summary["verdict"]
+
+
 def test_a_gradient_scale_fault_that_adam_hides_is_exposed_by_sgd_not_caused_by_it(tmp_path):
     summary, jobs, records = _sweep(tmp_path, "steps=12", "optimizer=adam,sgd",
                                     f"engine.impl.torch={P}GradScaleFSDP2")

@@ -231,6 +231,9 @@ def _stale():
     (_stale(), "abrupt", 0, None),
     # a lasting error with a peak every 5 steps (momentum cleared): periodic, though never quiet between
     (lambda s, u, rng: u * (0.2 if s % 5 == 4 else 1.5), "periodic", 0, 5),
+    # momentum cleared every 5 steps as SGD shows it: a deficit at each clearing that decays, each
+    # cycle's peak above the last but not above every later step (a sawtooth on a trend): periodic
+    (lambda s, u, rng: u * (1 - (0.4 + 0.02 * s) * 0.7 ** ((s - 4) % 5)) if s >= 4 else u, "periodic", 4, 5),
     # up 5% on even steps, down 5% on odd ones: the size never changes, the sign alternates
     (lambda s, u, rng: u * (1.05 if s % 2 == 0 else 0.95), "periodic", 0, 2),
 ])
@@ -243,6 +246,21 @@ def test_onset_from_the_update_differences_on_fresh_data(fault, pattern, real, p
     if real is not None:
         assert found["real_step"] == real
     assert found["period"] == period
+
+
+def test_sparse_noise_whose_aftermath_errs_one_way_is_noise_by_size():
+    """Noise on a quarter of the steps: the steps between carry its effect with one sign
+    (60% of the signs agree here), but the noisy steps dominate the size."""
+    from sweep.trace import NOISE_BALANCE, update_onset, update_series
+
+    def fault(step, update, rng):
+        noisy = step == 0 or rng.random() < 0.25
+        return update + (0.5 * np.linalg.norm(update) * rng.normal(size=update.size) / 8 if noisy else 0)
+
+    series = update_series(*_traces(25, fault, seed=22))
+    along = np.asarray(series["along"])
+    assert abs(np.mean(np.sign(along))) >= NOISE_BALANCE  # by count alone it would not be noise
+    assert update_onset(series)["pattern"] == "noise"
 
 
 def test_float_rounding_alone_is_noise_and_a_fault_after_it_is_real_from_its_step():
