@@ -97,6 +97,10 @@ def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step:
     found = _locate(standalone, distributed, noise_floor, last_step)
     if updates is not None:
         found["updates"] = updates
+        if updates.get("systematic") and found.get("beyond_rounding", False) is None:
+            found["description"] = found["description"].split("; rounding only")[0] + (
+                f"; within rounding's size (rel < {ROUNDING_REL:g}) but one sign along every update: systematic, "
+                "not rounding")
     return found
 
 
@@ -130,6 +134,9 @@ UPDATE_EVENT = 2.0  # an event: an update difference over this many times the st
 NOISE_BALANCE = 0.5  # noise: |mean sign of the error along the update| (or |sum| / sum of |.|) below this
 ABRUPT_SHARE = 0.1  # abrupt: the first real update difference is this share of the largest
 PERIOD_GAP = 0.1  # periodic: the steps of one phase stand apart from the rest by this share of the largest
+SYSTEMATIC_STEPS = 6  # below rounding's size, yet one sign on this many differing steps or more (rounding: 2^-5)
+OVER_SHARE = 0.25  # over: the aftermath of a fault that stopped stays below this share of its largest step
+QUIET_STEPS = 3  # over: after the last large update difference, this many traced steps (and 2x its span) stay small
 UPDATE_ONSET_RULE = (
     "onset from the update differences (traced jobs): with u_t = w_t - w_(t-1) the standalone copy's update "
     "of step t and e_t the distributed copy's update minus it (over every parameter), rel_t = |e_t| / |u_t| "
@@ -138,12 +145,17 @@ UPDATE_ONSET_RULE = (
     f"rel_t > {UPDATE_EVENT:g} x rel_(t-1) and rel_t >= {ABRUPT_SHARE:g} x the largest rel. periodic (period n "
     ">= 2, the smallest) if, from the first real step, the steps of one phase of n (3 or more) stand apart in rel, "
     f"in along, or in either's change from the step before (a sawtooth on a trend), from all other steps, by at "
-    f"least {PERIOD_GAP:g} x the series' largest size; noise if along "
+    f"least {PERIOD_GAP:g} x the series' largest size; abrupt and over (until: its last step) if the large steps "
+    f"(rel >= {OVER_SHARE:g} x the largest) start at the first real step and the steps after the last of them, "
+    f"{QUIET_STEPS} or more and at least twice as many as the large steps span, are small (a fault on one step or a few, then none: what differs later is its aftermath); "
+    "noise if along "
     f"takes both signs alike, by count or by size: |mean of sign(along_t)| < {NOISE_BALANCE:g} or |sum of along_t| / "
     f"sum of |along_t| < {NOISE_BALANCE:g}, over 3 or more real steps (differing steps when none is real), as for "
     "random noise or float rounding (fresh random noise on n steps keeps both near 1/sqrt(n); by size as well, "
     "because the steps after a noisy one carry its effect with one sign while the noisy steps dominate the "
-    "size; a fault that scales, skips, delays or repeats an update errs one way by both); abrupt if the first real step's "
+    "size; a fault that scales, skips, delays or repeats an update errs one way by both); when no step is real "
+    f"but along keeps one sign on every differing step, {SYSTEMATIC_STEPS} or more, the error is systematic, not rounding (rounding takes both "
+    "signs): the first differing step counts as real (systematic); abrupt if the first real step's "
     f"rel is >= {ABRUPT_SHARE:g} x the largest; growth otherwise. When no step is real (float rounding only): "
     "growth if rel's second half averages over twice its first, noise otherwise. The losses see update t "
     "from step t + 1"
@@ -214,8 +226,10 @@ def update_onset(series: Dict[str, Sequence[float]]) -> Dict[str, Any]:
     """How the update difference starts (:data:`UPDATE_ONSET_RULE`), from
     :func:`update_series`. Returns ``{"pattern": "none" | "periodic" | "noise" | "abrupt" |
     "growth", "first_step": first differing update (or None), "real_step": first update
-    beyond rounding (or None), "period": n or None, "events": [update steps]}``. Steps
-    are update steps: the losses see update ``t`` from step ``t + 1``."""
+    beyond rounding (or None), "period": n or None, "events": [update steps]}``, and
+    ``"until"`` (the last large update step of a fault that stopped) or ``"systematic":
+    True`` (an error below rounding's size that keeps one sign: real all the same) where
+    they apply. Steps are update steps: the losses see update ``t`` from step ``t + 1``."""
     rel = np.asarray(series.get("rel", []), np.float64)
     along = np.asarray(series.get("along", []), np.float64)
     differ = np.flatnonzero(rel > 0)
@@ -231,11 +245,20 @@ def update_onset(series: Dict[str, Sequence[float]]) -> Dict[str, Any]:
     period = _period(rel, along, int(real[0])) if real.size else None
     if period is not None:
         return dict(out, pattern="periodic", period=period[0], events=period[1])
+    if real.size:
+        large = np.flatnonzero(~np.isfinite(rel) | (rel >= OVER_SHARE * largest))
+        span, quiet = int(large[-1]) - int(real[0]) + 1, rel.size - 1 - int(large[-1])
+        if large[0] == real[0] and quiet >= max(QUIET_STEPS, 2 * span):  # over: it stopped after a few steps
+            return dict(out, pattern="abrupt", events=[int(t) for t in large], until=int(large[-1]))
     steps = real if real.size else differ
     signs, sized = np.sign(along[steps]), along[steps][np.isfinite(rel[steps])]
     by_size = abs(float(np.sum(sized))) / float(np.sum(np.abs(sized))) if np.any(sized) else 1.0
     if signs.size >= 3 and min(abs(float(np.mean(signs))), by_size) < NOISE_BALANCE:
         return dict(out, pattern="noise")
+    if not real.size and signs.size >= SYSTEMATIC_STEPS and abs(float(np.mean(signs))) == 1.0:
+        # one sign on every differing step: a systematic error below rounding's size
+        out.update(real_step=int(differ[0]), systematic=True)
+        real = differ
     if real.size:
         abrupt = not np.isfinite(rel[real[0]]) or rel[real[0]] >= ABRUPT_SHARE * largest
         return dict(out, pattern="abrupt" if abrupt else "growth")

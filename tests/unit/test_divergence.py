@@ -85,6 +85,7 @@ def test_ties_are_stated_whatever_order_the_factors_were_typed_in():
     # the full 2x2 grid holds the job that would separate them, and it passes: an interaction
     assert "Only together: fa=y and fb=q fail in the same jobs, and job 3 (fb=p) passes: an interaction" in one
     assert "Indistinguishable" not in one
+    assert "Culprit" not in one and "an interaction, not one factor. Evidence: fa=y" in one  # not one culprit
     # without that job, fa alone has a one-factor pair: it is the culprit, no tie is claimed
     verdict = attribute([r for r in rows(True) if r["job"] != 3])["verdict"]
     assert "Culprit: fa=y" in verdict and "Only together" not in verdict
@@ -246,6 +247,34 @@ def test_onset_from_the_update_differences_on_fresh_data(fault, pattern, real, p
     if real is not None:
         assert found["real_step"] == real
     assert found["period"] == period
+
+
+@pytest.mark.parametrize("fault, real, until", [
+    (lambda s, u, rng: 2 * u if 5 <= s <= 7 else u, 5, 7),  # doubled on steps 5-7 only, then correct again
+    (lambda s, u, rng: 0 * u if s == 0 else u, 0, 0),  # the first update skipped (a warmup off by one)
+    (lambda s, u, rng: 1.01 * u if s == 10 else u, 10, 10),  # one step's forward off by 1%
+])
+def test_a_fault_on_a_few_steps_is_abrupt_and_over_not_noise(fault, real, until):
+    # what differs after it is its aftermath (the copies' weights differ): small, of either sign
+    from sweep.trace import update_onset, update_series
+
+    found = update_onset(update_series(*_traces(30, fault)))
+    assert (found["pattern"], found["real_step"], found["until"]) == ("abrupt", real, until)
+
+
+def test_a_systematic_error_below_roundings_size_is_real_and_rounding_is_not():
+    """Every update 3e-5 too large: below ROUNDING_REL, but one sign on every step, which
+    float rounding (either sign) does not give: real from its first step, not rounding."""
+    from sweep.trace import ROUNDING_REL, locate, update_onset, update_series
+
+    standalone, distributed = _traces(30, lambda s, u, rng: u * (1 + 3e-5))
+    series = update_series(standalone, distributed)
+    assert max(series["rel"]) < ROUNDING_REL
+    found = update_onset(series)
+    assert (found["pattern"], found["real_step"], found.get("systematic")) == ("abrupt", 0, True)
+    assert "systematic, not rounding" in locate(standalone, distributed, 0.0, 29)["description"]
+    rounding = update_onset(update_series(*_traces(30, lambda s, u, rng: u, rounding=1e-6)))
+    assert (rounding["pattern"], rounding["real_step"], rounding.get("systematic")) == ("noise", None, None)
 
 
 def test_sparse_noise_whose_aftermath_errs_one_way_is_noise_by_size():
