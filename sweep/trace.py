@@ -28,15 +28,32 @@ KINDS = ("initial", "grad", "weight")  # in a step's order; "initial" at step 0 
 ROUNDING_REL = 1e-4
 
 
+def differing_shards(a: np.ndarray, b: np.ndarray, shards: int, noise_floor: float = 0.0) -> List[int]:
+    """Which of ``shards`` dim-0 chunks of two full tensors of one shape differ by more than
+    ``noise_floor``: chunk ``i`` holds rows ``[i c, (i + 1) c)``, ``c = ceil(rows /
+    shards)`` (``torch.chunk``'s split, which FSDP2 uses for its dim-0 shards)."""
+    if a.ndim == 0 or not a.shape[0]:
+        return []
+    rows = np.abs(a - b).reshape(a.shape[0], -1).max(axis=1) > noise_floor
+    size = -(-a.shape[0] // shards)
+    return sorted({int(i) // size for i in np.flatnonzero(rows)})
+
+
 def first_difference(standalone: Trace, distributed: Trace, noise_floor: float = 0.0,
-                     min_rel: float = 0.0) -> Optional[Dict[str, Any]]:
+                     min_rel: float = 0.0, layout: Optional[Dict[str, int]] = None,
+                     rank: int = 0) -> Optional[Dict[str, Any]]:
     """The first ``(step, kind, name)`` whose two tensors differ by more than
     ``noise_floor`` (max absolute difference) and by at least ``min_rel`` (relative), in
     trace order (names sorted within a kind), or ``None`` if none does.
 
     Returns ``{"step", "kind", "name", "abs_diff", "rel_diff", "weights_identical_before",
     "description"}``: ``rel_diff`` is ``abs_diff / max|standalone|`` (``inf`` for a zero
-    reference); a shape mismatch counts as a difference with ``abs_diff`` ``inf``.
+    reference); a shape mismatch counts as a difference with ``abs_diff`` ``inf``. With
+    ``layout`` (parameter name -> its number of dim-0 shards, gathered into the full
+    tensors compared here) and when only some shards differ, also ``"shards": {"of": k,
+    "differ": [i, ...], "ranks": [...]}``: the ranks that hold those shards in the shard
+    group of ``rank`` (the rank that gathered the tensors), ``(rank // k) k + i`` (a mesh
+    ``(replicate, shard)`` of consecutive ranks, ``init_device_mesh``'s order).
     """
     for step in range(min(len(standalone), len(distributed))):
         for kind in KINDS:
@@ -56,6 +73,11 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
                 before = kind != "initial" and (step > 0 or kind == "weight")
                 found = {"step": step, "kind": kind, "name": name, "abs_diff": diff, "rel_diff": rel,
                          "weights_identical_before": before}
+                k = (layout or {}).get(name, 1)
+                parts = differing_shards(a, b, k, noise_floor) if k > 1 and a.shape == b.shape else []
+                if parts and len(parts) < k:
+                    found["shards"] = {"of": k, "differ": parts,
+                                       "ranks": [rank // k * k + i for i in parts]}
                 found["description"] = describe(found)
                 return found
     return None
@@ -85,16 +107,18 @@ def to_shards(standalone: Trace, distributed: Trace, rank: int) -> Trace:
     return out
 
 
-def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int) -> Dict[str, Any]:
+def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int,
+           layout: Optional[Dict[str, int]] = None, rank: int = 0) -> Dict[str, Any]:
     """:func:`first_difference`, and if that one is within float rounding
     (:data:`ROUNDING_REL`), also the first tensor beyond it (``beyond_rounding``: a dict
     like the first, or ``None``), added to the description; ``{"description": "no tensor
     differs in steps 0-<last_step>"}`` if none differs. ``updates`` holds the onset from
     the update differences (:func:`update_onset`, with ``rel`` and ``along`` per step) when
-    the traces have initial weights."""
+    the traces have initial weights. ``layout`` and ``rank``: as for
+    :func:`first_difference` (which shards, so which ranks, differ)."""
     series = update_series(standalone, distributed)
     updates = dict(update_onset(series), **series) if series["rel"] else None
-    found = _locate(standalone, distributed, noise_floor, last_step)
+    found = _locate(standalone, distributed, noise_floor, last_step, layout, rank)
     if updates is not None:
         found["updates"] = updates
         if updates.get("systematic") and found.get("beyond_rounding", False) is None:
@@ -104,12 +128,14 @@ def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step:
     return found
 
 
-def _locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int) -> Dict[str, Any]:
-    found = first_difference(standalone, distributed, noise_floor)
+def _locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int,
+            layout: Optional[Dict[str, int]], rank: int) -> Dict[str, Any]:
+    found = first_difference(standalone, distributed, noise_floor, layout=layout, rank=rank)
     if found is None:
         return {"description": f"no tensor differs in steps 0-{last_step}"}
     if found["rel_diff"] < ROUNDING_REL:
-        beyond = first_difference(standalone, distributed, noise_floor, min_rel=ROUNDING_REL)
+        beyond = first_difference(standalone, distributed, noise_floor, min_rel=ROUNDING_REL, layout=layout,
+                                  rank=rank)
         found["beyond_rounding"] = beyond
         found["description"] += (f"; first beyond rounding (rel >= {ROUNDING_REL:g}): " + beyond["description"]
                                  if beyond else f"; rounding only (rel < {ROUNDING_REL:g}) in steps 0-{last_step}")
@@ -127,6 +153,13 @@ def describe(found: Dict[str, Any]) -> str:
         text += "; weights identical before" if found["step"] > 0 else "; the first gradient (initial weights equal)"
     else:
         text += "; gradients of that step identical"
+    shards = found.get("shards")
+    if shards:
+        held = f", held by rank{'s' if len(shards['ranks']) > 1 else ''} {', '.join(map(str, shards['ranks']))}" \
+            if shards.get("ranks") else ""
+        text += (f"; only dim-0 shard{'s' if len(shards['differ']) > 1 else ''} "
+                 f"{', '.join(map(str, shards['differ']))} of {shards['of']} differ{'' if len(shards['differ']) > 1 else 's'}"
+                 f"{held}")
     return text
 
 

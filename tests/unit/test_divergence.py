@@ -320,3 +320,23 @@ def test_initial_weights_that_differ_are_the_first_difference():
     found = locate(standalone, distributed, 0.0, 0)
     assert (found["kind"], found["step"]) == ("initial", 0) and not found["weights_identical_before"]
     assert found["description"].startswith("w initial weights (before any step)")
+
+
+def test_the_first_tensor_names_the_shard_and_ranks_that_differ():
+    """A fault in one rank's dim-0 shard of a gathered tensor: the first tensor says which
+    shard (torch.chunk's split) and which ranks hold it; a fault in every shard says none."""
+    from sweep.trace import differing_shards, first_difference
+
+    w = np.arange(10 * 3, dtype=np.float64).reshape(10, 3)
+    bad = w.copy()
+    bad[9, 1] += 1.0  # chunks of ceil(10 / 4) = 3 rows: row 9 is in shard 3
+    assert differing_shards(w, bad, 4) == [3] and differing_shards(w, w, 4) == []
+    trace = lambda x: [{"initial": {"w": w}, "weight": {"w": x}}]  # noqa: E731
+    found = first_difference(trace(w), trace(bad), layout={"w": 4}, rank=5)
+    # mesh (replicate 2, shard 4): rank 5 gathers from ranks 4-7, shard 3 is rank 7's
+    assert found["shards"] == {"of": 4, "differ": [3], "ranks": [7]}
+    assert found["description"].endswith("; only dim-0 shard 3 of 4 differs, held by rank 7")
+    bad[0, 0] += 1.0
+    assert first_difference(trace(w), trace(bad), layout={"w": 4})["shards"]["ranks"] == [0, 3]
+    assert "shards" not in first_difference(trace(w), trace(w + 1.0), layout={"w": 4}, rank=2)
+    assert "shards" not in first_difference(trace(w), trace(bad))  # no layout: not sharded
