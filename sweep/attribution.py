@@ -257,6 +257,9 @@ def _onset_sentence(jobs: Sequence[Row]) -> str:
     text += f"), {cls}{period} ({DRIFT_CLASSES[cls]})"
     if first.get("onset") in ONSET_WORDS:
         text += f", {ONSET_WORDS[first['onset']]}"
+        if first.get("onset_until") is not None:
+            text += (f", over after update {first['onset_until']} (a fault on a few steps only: what differs "
+                     "later is its aftermath)")
     if first.get("first_tensor"):
         again = " (from another launch of this nondeterministic job)" if first.get("nondeterministic") else ""
         text += f"; first differing tensor{again}: {first['first_tensor']}"
@@ -603,6 +606,7 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
             text += (f". Only together: {names} fail in the same jobs, and "
                      + "; ".join(f"job {t['separating_job']} ({t['factor']}={label(_other(rows, t))}) passes"
                                  for t in together) + ": an interaction, not one factor")
+            word = "Evidence" if word == "Culprit" else word
         if tied:
             names = " or ".join([f"{top['factor']}={label(top['level'])}"]
                                 + [f"{t['factor']}={label(t['level'])}" for t in tied])

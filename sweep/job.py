@@ -527,10 +527,29 @@ def failure_cause(returncode: Optional[int], tails: Dict[str, str]) -> str:
             hits = [line.strip() for line in lines if re.search(r"exitcode|Signal \d+|rank\s*:", line)]
             parts.extend(hits[:6])
         else:
-            errors = [line.strip() for line in lines if re.search(r"Error|Exception|Traceback|error:", line)]
+            errors = [i for i, line in enumerate(lines) if re.search(r"Error|Exception|Traceback|error:", line)]
             if errors:
-                parts.append(f"{name}: {errors[-1][:300]}")
+                parts.append(f"{name}: {_exception_text(lines, errors[-1])[:300]}")
     return "; ".join(parts)
+
+
+def _exception_text(lines: List[str], index: int) -> str:
+    """The exception line ``lines[index]``, and, when its message is empty (MindSpore puts
+    it on the lines after ``TypeError:``, between rules of dashes), the message lines that
+    follow, up to the next blank line or its C++ call stack."""
+    head = lines[index].strip()
+    if not head.endswith(":"):
+        return head
+    body = []
+    for line in lines[index + 1:]:
+        if line.strip() and set(line.strip()) <= {"-"}:
+            continue  # a rule of dashes
+        text = line.strip().lstrip("- ").strip()
+        if (not text and body) or "Call Stack" in text:
+            break
+        if text:
+            body.append(text)
+    return " ".join([head, *body])
 
 
 def summary_line(record: JobRecord, label: str = "") -> str:

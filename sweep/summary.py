@@ -59,7 +59,8 @@ LEGEND = {
     "first_diff_step": "first step where distributed and standalone differ at all (any rank; exact unless "
                        "compare.noise_floor is set)",
     "first_real_step": "first step the difference beyond float rounding reaches (traced tensors and updates, rel "
-                       f">= {ROUNDING_REL:g}); empty when the traced steps differ by rounding only",
+                       f">= {ROUNDING_REL:g}, or smaller but one sign along every update: systematic); empty when "
+                       "the traced steps differ by rounding only",
     "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts, from the update "
              "differences of traced jobs, else from the losses (rules in summary.json)",
     "first_tensor": "the first parameter gradient (after reduction) or weight (after the step) that differs between "
@@ -162,7 +163,8 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
     if result.comparison and result.losses:
         metrics.update(_real_onset(metrics, tensor, read_floats(result.losses["standalone"]),
                                    read_floats(result.losses["distributed"])))
-    if tensor.get("description") and tensor.get("rank") is not None and (result.world_size or 1) > 1:
+    if tensor.get("description") and tensor.get("rank") is not None and (result.world_size or 1) > 1 \
+            and not tensor.get("shards"):  # (which shards, so ranks, differ is in the description)
         every = len(tensor.get("ranks") or []) == result.world_size
         metrics["first_tensor"] += " (every rank)" if every else f" (rank {tensor['rank']})"
     metrics["ranks_agree"] = result.ranks_agree
@@ -191,17 +193,21 @@ def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float
         return out
     step0_real = first == 0 and abs(got[0] - ref[0]) > ROUNDING_REL * abs(ref[0])
     updates = tensor.get("updates")
+    # each traced sign of a real difference, as the loss step that can first see it; they may
+    # precede ``first``: the losses can round a small weight difference away for a few steps
     if "beyond_rounding" in tensor:  # the first traced difference is float rounding
         beyond = tensor["beyond_rounding"]
         reals = [beyond["step"] + 1] if beyond else []
-        if updates and updates["real_step"] is not None:
-            reals.append(updates["real_step"] + 1)
-        # may precede ``first``: the losses can round a small weight difference away for a few steps
-        out["first_real_step"] = 0 if step0_real else min(reals, default=None)
+    else:
+        reals = [first] + ([tensor["step"] + 1] if tensor.get("kind") in ("grad", "weight") else [])
+    if updates and updates["real_step"] is not None:
+        reals.append(updates["real_step"] + 1)
+    out["first_real_step"] = 0 if step0_real else min(reals, default=None)
     if tensor.get("kind") == "initial":  # the copies start from different weights
         out["first_real_step"] = 0
     if updates and updates["pattern"] != "none" and out["first_real_step"] != 0:
-        out.update(onset=updates["pattern"], period=updates["period"], onset_from="updates")
+        out.update(onset=updates["pattern"], period=updates["period"], onset_from="updates",
+                   onset_until=updates.get("until"))
     return out
 
 
@@ -309,7 +315,8 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
         job_dir = dirs.get(num, sweep_dir / str(num))
         overrides = _pairs(expected[num]) if expected is not None else _overrides(job_dir)
         row: Dict[str, Any] = {"job": num, "overrides": overrides, "policy_applied": None, "engine_notes": [],
-                               "period": None, "onset_from": None, "nondeterministic": None, "repeat_spread": None}
+                               "period": None, "onset_from": None, "onset_until": None, "nondeterministic": None,
+                               "repeat_spread": None}
         row.update({k: None for k in METRICS})
         result_path = JobDir(job_dir).result
         try:

@@ -28,15 +28,32 @@ KINDS = ("initial", "grad", "weight")  # in a step's order; "initial" at step 0 
 ROUNDING_REL = 1e-4
 
 
+def differing_shards(a: np.ndarray, b: np.ndarray, shards: int, noise_floor: float = 0.0) -> List[int]:
+    """Which of ``shards`` dim-0 chunks of two full tensors of one shape differ by more than
+    ``noise_floor``: chunk ``i`` holds rows ``[i c, (i + 1) c)``, ``c = ceil(rows /
+    shards)`` (``torch.chunk``'s split, which FSDP2 uses for its dim-0 shards)."""
+    if a.ndim == 0 or not a.shape[0]:
+        return []
+    rows = np.abs(a - b).reshape(a.shape[0], -1).max(axis=1) > noise_floor
+    size = -(-a.shape[0] // shards)
+    return sorted({int(i) // size for i in np.flatnonzero(rows)})
+
+
 def first_difference(standalone: Trace, distributed: Trace, noise_floor: float = 0.0,
-                     min_rel: float = 0.0) -> Optional[Dict[str, Any]]:
+                     min_rel: float = 0.0, layout: Optional[Dict[str, int]] = None,
+                     rank: int = 0) -> Optional[Dict[str, Any]]:
     """The first ``(step, kind, name)`` whose two tensors differ by more than
     ``noise_floor`` (max absolute difference) and by at least ``min_rel`` (relative), in
     trace order (names sorted within a kind), or ``None`` if none does.
 
     Returns ``{"step", "kind", "name", "abs_diff", "rel_diff", "weights_identical_before",
     "description"}``: ``rel_diff`` is ``abs_diff / max|standalone|`` (``inf`` for a zero
-    reference); a shape mismatch counts as a difference with ``abs_diff`` ``inf``.
+    reference); a shape mismatch counts as a difference with ``abs_diff`` ``inf``. With
+    ``layout`` (parameter name -> its number of dim-0 shards, gathered into the full
+    tensors compared here) and when only some shards differ, also ``"shards": {"of": k,
+    "differ": [i, ...], "ranks": [...]}``: the ranks that hold those shards in the shard
+    group of ``rank`` (the rank that gathered the tensors), ``(rank // k) k + i`` (a mesh
+    ``(replicate, shard)`` of consecutive ranks, ``init_device_mesh``'s order).
     """
     for step in range(min(len(standalone), len(distributed))):
         for kind in KINDS:
@@ -56,6 +73,11 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
                 before = kind != "initial" and (step > 0 or kind == "weight")
                 found = {"step": step, "kind": kind, "name": name, "abs_diff": diff, "rel_diff": rel,
                          "weights_identical_before": before}
+                k = (layout or {}).get(name, 1)
+                parts = differing_shards(a, b, k, noise_floor) if k > 1 and a.shape == b.shape else []
+                if parts and len(parts) < k:
+                    found["shards"] = {"of": k, "differ": parts,
+                                       "ranks": [rank // k * k + i for i in parts]}
                 found["description"] = describe(found)
                 return found
     return None
@@ -85,27 +107,35 @@ def to_shards(standalone: Trace, distributed: Trace, rank: int) -> Trace:
     return out
 
 
-def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int) -> Dict[str, Any]:
+def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int,
+           layout: Optional[Dict[str, int]] = None, rank: int = 0) -> Dict[str, Any]:
     """:func:`first_difference`, and if that one is within float rounding
     (:data:`ROUNDING_REL`), also the first tensor beyond it (``beyond_rounding``: a dict
     like the first, or ``None``), added to the description; ``{"description": "no tensor
     differs in steps 0-<last_step>"}`` if none differs. ``updates`` holds the onset from
     the update differences (:func:`update_onset`, with ``rel`` and ``along`` per step) when
-    the traces have initial weights."""
+    the traces have initial weights. ``layout`` and ``rank``: as for
+    :func:`first_difference` (which shards, so which ranks, differ)."""
     series = update_series(standalone, distributed)
     updates = dict(update_onset(series), **series) if series["rel"] else None
-    found = _locate(standalone, distributed, noise_floor, last_step)
+    found = _locate(standalone, distributed, noise_floor, last_step, layout, rank)
     if updates is not None:
         found["updates"] = updates
+        if updates.get("systematic") and found.get("beyond_rounding", False) is None:
+            found["description"] = found["description"].split("; rounding only")[0] + (
+                f"; within rounding's size (rel < {ROUNDING_REL:g}) but one sign along every update: systematic, "
+                "not rounding")
     return found
 
 
-def _locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int) -> Dict[str, Any]:
-    found = first_difference(standalone, distributed, noise_floor)
+def _locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int,
+            layout: Optional[Dict[str, int]], rank: int) -> Dict[str, Any]:
+    found = first_difference(standalone, distributed, noise_floor, layout=layout, rank=rank)
     if found is None:
         return {"description": f"no tensor differs in steps 0-{last_step}"}
     if found["rel_diff"] < ROUNDING_REL:
-        beyond = first_difference(standalone, distributed, noise_floor, min_rel=ROUNDING_REL)
+        beyond = first_difference(standalone, distributed, noise_floor, min_rel=ROUNDING_REL, layout=layout,
+                                  rank=rank)
         found["beyond_rounding"] = beyond
         found["description"] += (f"; first beyond rounding (rel >= {ROUNDING_REL:g}): " + beyond["description"]
                                  if beyond else f"; rounding only (rel < {ROUNDING_REL:g}) in steps 0-{last_step}")
@@ -123,6 +153,13 @@ def describe(found: Dict[str, Any]) -> str:
         text += "; weights identical before" if found["step"] > 0 else "; the first gradient (initial weights equal)"
     else:
         text += "; gradients of that step identical"
+    shards = found.get("shards")
+    if shards:
+        held = f", held by rank{'s' if len(shards['ranks']) > 1 else ''} {', '.join(map(str, shards['ranks']))}" \
+            if shards.get("ranks") else ""
+        text += (f"; only dim-0 shard{'s' if len(shards['differ']) > 1 else ''} "
+                 f"{', '.join(map(str, shards['differ']))} of {shards['of']} differ{'' if len(shards['differ']) > 1 else 's'}"
+                 f"{held}")
     return text
 
 
@@ -130,6 +167,9 @@ UPDATE_EVENT = 2.0  # an event: an update difference over this many times the st
 NOISE_BALANCE = 0.5  # noise: |mean sign of the error along the update| (or |sum| / sum of |.|) below this
 ABRUPT_SHARE = 0.1  # abrupt: the first real update difference is this share of the largest
 PERIOD_GAP = 0.1  # periodic: the steps of one phase stand apart from the rest by this share of the largest
+SYSTEMATIC_STEPS = 6  # below rounding's size, yet one sign on this many differing steps or more (rounding: 2^-5)
+OVER_SHARE = 0.25  # over: the aftermath of a fault that stopped stays below this share of its largest step
+QUIET_STEPS = 3  # over: after the last large update difference, this many traced steps (and 2x its span) stay small
 UPDATE_ONSET_RULE = (
     "onset from the update differences (traced jobs): with u_t = w_t - w_(t-1) the standalone copy's update "
     "of step t and e_t the distributed copy's update minus it (over every parameter), rel_t = |e_t| / |u_t| "
@@ -138,12 +178,17 @@ UPDATE_ONSET_RULE = (
     f"rel_t > {UPDATE_EVENT:g} x rel_(t-1) and rel_t >= {ABRUPT_SHARE:g} x the largest rel. periodic (period n "
     ">= 2, the smallest) if, from the first real step, the steps of one phase of n (3 or more) stand apart in rel, "
     f"in along, or in either's change from the step before (a sawtooth on a trend), from all other steps, by at "
-    f"least {PERIOD_GAP:g} x the series' largest size; noise if along "
+    f"least {PERIOD_GAP:g} x the series' largest size; abrupt and over (until: its last step) if the large steps "
+    f"(rel >= {OVER_SHARE:g} x the largest) start at the first real step and the steps after the last of them, "
+    f"{QUIET_STEPS} or more and at least twice as many as the large steps span, are small (a fault on one step or a few, then none: what differs later is its aftermath); "
+    "noise if along "
     f"takes both signs alike, by count or by size: |mean of sign(along_t)| < {NOISE_BALANCE:g} or |sum of along_t| / "
     f"sum of |along_t| < {NOISE_BALANCE:g}, over 3 or more real steps (differing steps when none is real), as for "
     "random noise or float rounding (fresh random noise on n steps keeps both near 1/sqrt(n); by size as well, "
     "because the steps after a noisy one carry its effect with one sign while the noisy steps dominate the "
-    "size; a fault that scales, skips, delays or repeats an update errs one way by both); abrupt if the first real step's "
+    "size; a fault that scales, skips, delays or repeats an update errs one way by both); when no step is real "
+    f"but along keeps one sign on every differing step, {SYSTEMATIC_STEPS} or more, the error is systematic, not rounding (rounding takes both "
+    "signs): the first differing step counts as real (systematic); abrupt if the first real step's "
     f"rel is >= {ABRUPT_SHARE:g} x the largest; growth otherwise. When no step is real (float rounding only): "
     "growth if rel's second half averages over twice its first, noise otherwise. The losses see update t "
     "from step t + 1"
@@ -214,8 +259,10 @@ def update_onset(series: Dict[str, Sequence[float]]) -> Dict[str, Any]:
     """How the update difference starts (:data:`UPDATE_ONSET_RULE`), from
     :func:`update_series`. Returns ``{"pattern": "none" | "periodic" | "noise" | "abrupt" |
     "growth", "first_step": first differing update (or None), "real_step": first update
-    beyond rounding (or None), "period": n or None, "events": [update steps]}``. Steps
-    are update steps: the losses see update ``t`` from step ``t + 1``."""
+    beyond rounding (or None), "period": n or None, "events": [update steps]}``, and
+    ``"until"`` (the last large update step of a fault that stopped) or ``"systematic":
+    True`` (an error below rounding's size that keeps one sign: real all the same) where
+    they apply. Steps are update steps: the losses see update ``t`` from step ``t + 1``."""
     rel = np.asarray(series.get("rel", []), np.float64)
     along = np.asarray(series.get("along", []), np.float64)
     differ = np.flatnonzero(rel > 0)
@@ -231,11 +278,20 @@ def update_onset(series: Dict[str, Sequence[float]]) -> Dict[str, Any]:
     period = _period(rel, along, int(real[0])) if real.size else None
     if period is not None:
         return dict(out, pattern="periodic", period=period[0], events=period[1])
+    if real.size:
+        large = np.flatnonzero(~np.isfinite(rel) | (rel >= OVER_SHARE * largest))
+        span, quiet = int(large[-1]) - int(real[0]) + 1, rel.size - 1 - int(large[-1])
+        if large[0] == real[0] and quiet >= max(QUIET_STEPS, 2 * span):  # over: it stopped after a few steps
+            return dict(out, pattern="abrupt", events=[int(t) for t in large], until=int(large[-1]))
     steps = real if real.size else differ
     signs, sized = np.sign(along[steps]), along[steps][np.isfinite(rel[steps])]
     by_size = abs(float(np.sum(sized))) / float(np.sum(np.abs(sized))) if np.any(sized) else 1.0
     if signs.size >= 3 and min(abs(float(np.mean(signs))), by_size) < NOISE_BALANCE:
         return dict(out, pattern="noise")
+    if not real.size and signs.size >= SYSTEMATIC_STEPS and abs(float(np.mean(signs))) == 1.0:
+        # one sign on every differing step: a systematic error below rounding's size
+        out.update(real_step=int(differ[0]), systematic=True)
+        real = differ
     if real.size:
         abrupt = not np.isfinite(rel[real[0]]) or rel[real[0]] >= ABRUPT_SHARE * largest
         return dict(out, pattern="abrupt" if abrupt else "growth")

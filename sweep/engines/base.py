@@ -201,6 +201,12 @@ class MindSporeEngine(Engine):
         reduces them in its backward hooks)."""
         return grads
 
+    def observe_reduce(self, observed: Dict[str, str]) -> ContextManager[None]:
+        """A context that, while a step's gradients are computed and reduced, records in
+        ``observed["reduce"]`` the dtype the gradient reduction ran in (as torch's
+        ``sweep.train.torch_step._ObserveReduce``). Nothing here: one process reduces nothing."""
+        return contextlib.nullcontext()
+
     def clip_grad_norm(self, grads: Any, max_norm: float) -> Any:
         """``mindspore.ops.clip_by_global_norm(grads, max_norm)``: every gradient is
         the full tensor here (one process, or after the data-parallel all-reduce)."""

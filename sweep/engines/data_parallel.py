@@ -9,7 +9,8 @@ MindSpore: ``nn.DistributedGradReducer(mean=True, degree=world_size)``: AllReduc
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, ContextManager, Dict
 
 from sweep.engines.base import MindSporeEngine, TorchEngine
 from sweep.enums import as_str
@@ -54,6 +55,15 @@ class MindSporeGradReducer(MindSporeEngine):
 
     def parallelize(self, net: Any) -> Any:
         return net
+
+    def observe_reduce(self, observed: Dict[str, str]) -> ContextManager[None]:
+        """Records ``float32``: ``nn.DistributedGradReducer`` casts every gradient to float32
+        before its AllReduce and back after (its ``construct``, MindSpore 2.x:
+        ``mindspore/nn/wrap/grad_reducer.py``). That ``construct`` is a compiled graph
+        (``@jit``), so its AllReduce cannot be watched from Python: this is the reduction's
+        dtype by the library's construction, not a watched call."""
+        observed.setdefault("reduce", "float32")
+        return contextlib.nullcontext()
 
     def reduce_grads(self, optimizer: Any, grads: Any) -> Any:
         """The mean of ``grads`` over the ranks (one AllReduce per gradient): applied once

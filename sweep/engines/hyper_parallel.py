@@ -35,7 +35,7 @@ import os
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from sweep.engines.base import MindSporeEngine, TorchEngine, dtype_name
 from sweep.enums import as_str
@@ -369,6 +369,38 @@ class MindSporeHyperParallel(_HyperParallel, MindSporeEngine):
         )
         self._info["api"] = {"name": "fully_shard", "reshard_after_forward": bool(self.cfg.reshard_after_forward)}
         return _fully_shard(api, net, self.cfg, policy, mesh)
+
+    @contextlib.contextmanager
+    def observe_reduce(self, observed: Dict[str, str]) -> Iterator[None]:
+        """While entered, record in ``observed["reduce"]`` the dtype of the first tensor
+        hyper-parallel reduces: ``MindSporePlatform.reduce_scatter_tensor`` (the shard dim)
+        or ``all_reduce`` (the replicate dim), the calls its gradient hooks and buffers
+        make (``hyper_parallel/core/fully_shard``). It only looks: each call goes through
+        unchanged (on CPU, to the emulation above), and the methods are restored on exit."""
+        from hyper_parallel.platform.mindspore.platform import MindSporePlatform
+
+        names = ("reduce_scatter_tensor", "all_reduce")
+        saved = {name: inspect.getattr_static(MindSporePlatform, name) for name in names}
+        own = {name for name in names if name in vars(MindSporePlatform)}
+
+        def watch(original: Any) -> Any:
+            def wrapper(data: Any, *args: Any, **kwargs: Any) -> Any:
+                if hasattr(data, "dtype"):
+                    observed.setdefault("reduce", str(data.dtype).lower())
+                return original(data, *args, **kwargs)
+
+            return staticmethod(wrapper)
+
+        for name in names:
+            setattr(MindSporePlatform, name, watch(getattr(MindSporePlatform, name)))
+        try:
+            yield
+        finally:
+            for name in names:
+                if name in own:
+                    setattr(MindSporePlatform, name, saved[name])
+                else:
+                    delattr(MindSporePlatform, name)
 
     def optimizer_step(self, optimizer: Any, grads: Any = None) -> None:
         with _skip_dispatch(self):

@@ -12,6 +12,7 @@ net, copy the distributed net's initial weights into the standalone one
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,7 +114,8 @@ def train(
     ``fully_shard`` adds it; a plain Cell's functional gradients need no clearing).
 
     ``observed`` (a dict) receives at step 0 the dtypes that ran: ``param_forward``
-    (``layer0.weight`` during forward), ``output``, ``grad`` (first gradient), ``master``
+    (``layer0.weight`` during forward), ``output``, ``reduce`` (the gradient reduction's,
+    from ``engine.observe_reduce``), ``grad`` (first gradient), ``master``
     (the stored parameter after the step) and ``optimizer_state`` (Adam's ``moment1``,
     SGD's ``moments``; none for plain SGD).
 
@@ -159,13 +161,15 @@ def train(
         if traced:
             trace.append({"initial": _weights(optimizer)} if i == 0 else {})
         step_loss, grads = 0.0, None
-        for xm, ym in micro_batches(x, y, accum):
-            loss, micro = grad_fn(Tensor(xm), Tensor(ym))
-            grads = micro if grads is None else tuple(g + m for g, m in zip(grads, micro))
-            step_loss += float(loss.asnumpy())
-        if observed is not None and "grad" not in observed:
-            observed["grad"] = str(grads[0].dtype).lower()
-        grads = engine.reduce_grads(optimizer, grads)
+        watch = engine.observe_reduce(observed) if observed is not None and i == 0 else contextlib.nullcontext()
+        with watch:
+            for xm, ym in micro_batches(x, y, accum):
+                loss, micro = grad_fn(Tensor(xm), Tensor(ym))
+                grads = micro if grads is None else tuple(g + m for g, m in zip(grads, micro))
+                step_loss += float(loss.asnumpy())
+            if observed is not None and "grad" not in observed:
+                observed["grad"] = str(grads[0].dtype).lower()
+            grads = engine.reduce_grads(optimizer, grads)
         if traced and i <= trace_until:
             trace[-1]["grad"] = {n: g.asnumpy().astype(np.float32) for n, g in zip(param_names, grads)}
         if clip is not None:

@@ -192,8 +192,10 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     if traces.get("standalone") and traces.get("distributed"):
         from sweep.trace import locate
 
+        from sweep.train.torch_step import shard_layout
+
         result.first_tensor = locate(traces["standalone"], traces["distributed"], float(cfg.compare.noise_floor),
-                                     weights_step)
+                                     weights_step, layout=shard_layout(distributed), rank=rank)
     write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
 
 

@@ -99,6 +99,22 @@ def record_tensors(model: Any, kind: str) -> Dict[str, np.ndarray]:
     return out
 
 
+def shard_layout(model: Any) -> Dict[str, int]:
+    """Per parameter name (as :func:`record_tensors` gives it), how many dim-0 shards its
+    ``DTensor`` has (the size of the mesh dim its ``Shard(0)`` placement is on; FSDP2 and
+    hyper-parallel shard dim 0 over the mesh's last dim). Parameters that are not
+    sharded on dim 0 (plain tensors, DDP) are left out."""
+    from torch.distributed.tensor import Shard
+
+    out = {}
+    for name, param in model.named_parameters():
+        for mesh_dim, placement in enumerate(getattr(param, "placements", ()) or ()):
+            if isinstance(placement, Shard) and placement.dim == 0:
+                out[name[len("module."):] if name.startswith("module.") else name] = \
+                    int(param.device_mesh.size(mesh_dim))
+    return out
+
+
 def train(
     model: Any,
     samples: List[Any],

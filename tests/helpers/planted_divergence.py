@@ -55,6 +55,19 @@ class Rank1GradScaleDDP(_Counting, TorchDDP):
             _scale(optimizer, SCALE)
 
 
+class Rank1ShardGradScaleFSDP2(_Counting, TorchFSDP2):
+    """FSDP2 whose rank 1 scales its own dim-0 shard of each reduced gradient by ``SCALE``
+    (rank 0's are right): after the step only rank 1's rows of each weight differ, and
+    since every rank gathers the same full weights, every rank's losses part alike."""
+
+    def fault(self, step, optimizer):
+        if _rank() == 1:
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    if param.grad is not None:
+                        param.grad.to_local().mul_(SCALE)
+
+
 class LateGradScaleFSDP2(_Counting, TorchFSDP2):
     """Scales the gradients by ``SCALE`` from step ``FAULT_STEP`` on (a schedule or a step
     counter gone wrong): bit-identical before, an abrupt onset at ``FAULT_STEP``."""

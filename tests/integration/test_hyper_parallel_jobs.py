@@ -70,6 +70,8 @@ def test_mindspore_sharding_runs_on_cpu_with_emulated_collectives(tmp_path):
         calls = engine["emulated_calls"]
         assert calls["reduce_scatter_tensor"] >= 4 * 10 and calls["all_gather_into_tensor"] >= 4 * 10
         assert r["versions"]["mindspore"] and r["versions"]["hyper_parallel"]
+        # the reduce dtype, watched at hyper-parallel's platform layer (fp32 policy: float32)
+        assert r["dtypes"]["observed"]["reduce"] == "float32", r["dtypes"]
     summary = (tmp_path / "multirun" / "summary.md").read_text()
     assert "collectives emulated" in summary
 
@@ -85,3 +87,16 @@ def test_mindspore_policy_hsdp_cannot_express_is_rejected_before_launch(tmp_path
     r = json.loads((tmp_path / "run" / "result.json").read_text())
     assert proc.returncode == 2 and r["status"] == "error" and r["launch"] is None
     assert "mp_policy.param_dtype=bfloat16" in r["reason"] and "hsdp" in r["reason"]
+
+
+@pytest.mark.mindspore
+def test_mindspore_reduce_dtype_is_observed_in_hyper_parallels_reduction(tmp_path):
+    """The reduce dtype is watched at hyper-parallel's platform layer, not copied from the
+    config: float16 here (MindSpore's CPU AllReduce has float32 and float16 kernels only)."""
+    pytest.importorskip("mindspore")
+    proc = run_cli(["framework=mindspore", "engine=hyper_parallel", "device=cpu", "mp_policy.reduce_dtype=float16",
+                    "steps=3"], tmp_path)
+    r = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert proc.returncode == 0 and r["status"] == "ok", r["reason"]
+    assert r["dtypes"]["configured"]["reduce_dtype"] == "float16"
+    assert r["dtypes"]["observed"]["reduce"] == "float16" and r["dtypes"]["observed"]["grad"] == "float32"

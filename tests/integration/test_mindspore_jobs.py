@@ -64,6 +64,9 @@ def test_data_parallel_over_msrun_matches_standalone(data_parallel):
     assert result["losses"]["distributed"] == result["losses"]["standalone"]
     assert result["weights_moved"]["distributed_during_standalone"] == 0.0  # independent copy
     assert result["versions"]["mindspore"].startswith("2.")
+    # every observed dtype, the reduction's included (DistributedGradReducer reduces in float32)
+    assert result["dtypes"]["observed"] == {"param_forward": "float32", "output": "float32", "reduce": "float32",
+                                            "grad": "float32", "master": "float32", "optimizer_state": "float32"}
     logs = sorted(p.name for p in (tmp_path / "run" / "logs").iterdir())
     assert {"launcher.log", "scheduler.log", "worker_0.log", "worker_1.log"} <= set(logs)
 

@@ -51,6 +51,18 @@ def test_a_fault_on_one_rank_fails_the_job_with_the_ranks_disagreeing(tmp_path):
     assert "(rank 1)" in summary["verdict"] and "ranks disagree (1 job)" in summary["verdict"]
 
 
+def test_a_fault_in_one_ranks_shard_names_that_shard_and_rank(tmp_path):
+    # every rank gathers the same full weights, so all ranks part alike; the rows that differ say whose shard
+    faulty = P + "Rank1ShardGradScaleFSDP2"
+    summary, jobs, records = _sweep(tmp_path, "steps=6", "optimizer=sgd", "mesh=dp2",
+                                    f"engine.impl.torch={FSDP2},{faulty}")
+    _clean(jobs[0], records[0])
+    t = records[1]["first_tensor"]
+    assert (t["step"], t["kind"], t["shards"]) == (0, "weight", {"of": 2, "differ": [1], "ranks": [1]})
+    assert jobs[1]["first_tensor"].endswith("; only dim-0 shard 1 of 2 differs, held by rank 1")
+    assert "only dim-0 shard 1 of 2 differs, held by rank 1" in summary["verdict"]
+
+
 def test_a_fault_from_a_later_step_is_an_abrupt_onset_there(tmp_path):
     faulty = P + "LateGradScaleFSDP2"
     k = planted.FAULT_STEP

@@ -85,6 +85,7 @@ def test_ties_are_stated_whatever_order_the_factors_were_typed_in():
     # the full 2x2 grid holds the job that would separate them, and it passes: an interaction
     assert "Only together: fa=y and fb=q fail in the same jobs, and job 3 (fb=p) passes: an interaction" in one
     assert "Indistinguishable" not in one
+    assert "Culprit" not in one and "an interaction, not one factor. Evidence: fa=y" in one  # not one culprit
     # without that job, fa alone has a one-factor pair: it is the culprit, no tie is claimed
     verdict = attribute([r for r in rows(True) if r["job"] != 3])["verdict"]
     assert "Culprit: fa=y" in verdict and "Only together" not in verdict
@@ -248,6 +249,34 @@ def test_onset_from_the_update_differences_on_fresh_data(fault, pattern, real, p
     assert found["period"] == period
 
 
+@pytest.mark.parametrize("fault, real, until", [
+    (lambda s, u, rng: 2 * u if 5 <= s <= 7 else u, 5, 7),  # doubled on steps 5-7 only, then correct again
+    (lambda s, u, rng: 0 * u if s == 0 else u, 0, 0),  # the first update skipped (a warmup off by one)
+    (lambda s, u, rng: 1.01 * u if s == 10 else u, 10, 10),  # one step's forward off by 1%
+])
+def test_a_fault_on_a_few_steps_is_abrupt_and_over_not_noise(fault, real, until):
+    # what differs after it is its aftermath (the copies' weights differ): small, of either sign
+    from sweep.trace import update_onset, update_series
+
+    found = update_onset(update_series(*_traces(30, fault)))
+    assert (found["pattern"], found["real_step"], found["until"]) == ("abrupt", real, until)
+
+
+def test_a_systematic_error_below_roundings_size_is_real_and_rounding_is_not():
+    """Every update 3e-5 too large: below ROUNDING_REL, but one sign on every step, which
+    float rounding (either sign) does not give: real from its first step, not rounding."""
+    from sweep.trace import ROUNDING_REL, locate, update_onset, update_series
+
+    standalone, distributed = _traces(30, lambda s, u, rng: u * (1 + 3e-5))
+    series = update_series(standalone, distributed)
+    assert max(series["rel"]) < ROUNDING_REL
+    found = update_onset(series)
+    assert (found["pattern"], found["real_step"], found.get("systematic")) == ("abrupt", 0, True)
+    assert "systematic, not rounding" in locate(standalone, distributed, 0.0, 29)["description"]
+    rounding = update_onset(update_series(*_traces(30, lambda s, u, rng: u, rounding=1e-6)))
+    assert (rounding["pattern"], rounding["real_step"], rounding.get("systematic")) == ("noise", None, None)
+
+
 def test_sparse_noise_whose_aftermath_errs_one_way_is_noise_by_size():
     """Noise on a quarter of the steps: the steps between carry its effect with one sign
     (60% of the signs agree here), but the noisy steps dominate the size."""
@@ -291,3 +320,23 @@ def test_initial_weights_that_differ_are_the_first_difference():
     found = locate(standalone, distributed, 0.0, 0)
     assert (found["kind"], found["step"]) == ("initial", 0) and not found["weights_identical_before"]
     assert found["description"].startswith("w initial weights (before any step)")
+
+
+def test_the_first_tensor_names_the_shard_and_ranks_that_differ():
+    """A fault in one rank's dim-0 shard of a gathered tensor: the first tensor says which
+    shard (torch.chunk's split) and which ranks hold it; a fault in every shard says none."""
+    from sweep.trace import differing_shards, first_difference
+
+    w = np.arange(10 * 3, dtype=np.float64).reshape(10, 3)
+    bad = w.copy()
+    bad[9, 1] += 1.0  # chunks of ceil(10 / 4) = 3 rows: row 9 is in shard 3
+    assert differing_shards(w, bad, 4) == [3] and differing_shards(w, w, 4) == []
+    trace = lambda x: [{"initial": {"w": w}, "weight": {"w": x}}]  # noqa: E731
+    found = first_difference(trace(w), trace(bad), layout={"w": 4}, rank=5)
+    # mesh (replicate 2, shard 4): rank 5 gathers from ranks 4-7, shard 3 is rank 7's
+    assert found["shards"] == {"of": 4, "differ": [3], "ranks": [7]}
+    assert found["description"].endswith("; only dim-0 shard 3 of 4 differs, held by rank 7")
+    bad[0, 0] += 1.0
+    assert first_difference(trace(w), trace(bad), layout={"w": 4})["shards"]["ranks"] == [0, 3]
+    assert "shards" not in first_difference(trace(w), trace(w + 1.0), layout={"w": 4}, rank=2)
+    assert "shards" not in first_difference(trace(w), trace(bad))  # no layout: not sharded

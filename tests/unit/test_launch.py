@@ -64,3 +64,32 @@ def test_a_launch_handle_polls_waits_and_kills(tmp_path):
     assert spec.log_path.read_text().startswith("$ ")
     outcome = launch.run(spec)  # the same command to its 1 s time limit
     assert outcome.timed_out and outcome.returncode is None and outcome.killed == 1
+
+
+# a MindSpore kernel error as its worker log shows it: the message is on the lines after "TypeError:"
+MINDSPORE_KERNEL_ERROR = """\
+Traceback (most recent call last):
+  File "rank.py", line 1, in <module>
+TypeError: 
+----------------------------------------------------
+- Kernel select failed:
+----------------------------------------------------
+Select CPU operator[AllReduce] fail! Unsupported data type!
+The supported data types are input[Float32], output[Float32]; but get input[BFloat16 ]
+
+----------------------------------------------------
+- C++ Call Stack: (For framework developers)
+----------------------------------------------------
+mindspore/ccsrc/plugin/cpu/cpu_device_context.cc:469 SetOperatorInfo
+"""
+
+
+def test_a_crash_cause_keeps_an_exception_message_that_follows_its_line():
+    from sweep.job import failure_cause
+
+    cause = failure_cause(1, {"worker_0.log": MINDSPORE_KERNEL_ERROR, "worker_1.log": "ValueError: bad shape\n"})
+    assert cause == (
+        "launcher exited with code 1; worker_0.log: TypeError: Kernel select failed: Select CPU operator[AllReduce] "
+        "fail! Unsupported data type! The supported data types are input[Float32], output[Float32]; but get "
+        "input[BFloat16 ]; worker_1.log: ValueError: bad shape"
+    )
