@@ -72,7 +72,8 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
                     continue
                 before = kind != "initial" and (step > 0 or kind == "weight")
                 found = {"step": step, "kind": kind, "name": name, "abs_diff": diff, "rel_diff": rel,
-                         "weights_identical_before": before}
+                         "weights_identical_before": before,
+                         "grads_recorded": bool(ours_grads := standalone[step].get("grad")) and name in ours_grads}
                 k = (layout or {}).get(name, 1)
                 parts = differing_shards(a, b, k, noise_floor) if k > 1 and a.shape == b.shape else []
                 if parts and len(parts) < k:
@@ -151,8 +152,11 @@ def describe(found: Dict[str, Any]) -> str:
            f"rel {found['rel_diff']:.3g}"
     if found["kind"] == "grad":
         text += "; weights identical before" if found["step"] > 0 else "; the first gradient (initial weights equal)"
+    elif found.get("grads_recorded", True):
+        text += "; gradients of that step identical (as reduced): it arises after the reduction, in clipping, " \
+                "scaling or the optimizer step"
     else:
-        text += "; gradients of that step identical"
+        text += " (past the steps whose gradients are recorded: compare.trace_after)"
     shards = found.get("shards")
     if shards:
         held = f", held by rank{'s' if len(shards['ranks']) > 1 else ''} {', '.join(map(str, shards['ranks']))}" \
