@@ -257,6 +257,8 @@ def _onset_sentence(jobs: Sequence[Row]) -> str:
     text += f"), {cls}{period} ({DRIFT_CLASSES[cls]})"
     if first.get("onset") in ONSET_WORDS:
         text += f", {ONSET_WORDS[first['onset']]}"
+        if first["onset"] == "noise" and first.get("nondeterministic") is None and cls != "rounding":
+            text += " (repeat=3 tells nondeterminism from a deterministic cause)"
         if first.get("onset_until") is not None:
             text += (f", over after update {first['onset_until']} (a fault on a few steps only: what differs "
                      "later is its aftermath)")

@@ -283,6 +283,10 @@ def _trace(
         record.first_tensor["ranks"] = [t["rank"] for t in hits if (t["step"], t["kind"]) == where]
     elif found:
         record.first_tensor = dict(found[0][0], rank=found[0][1])
+        if "description" in record.first_tensor:  # the losses differed, the rerun's tensors do not
+            record.first_tensor["description"] += (
+                f" in the tracing rerun, though this run's losses differ from step {first_diff}: that launch did "
+                "not repeat the difference (nondeterministic? repeat=3 tells)")
     else:
         record.first_tensor = {"note": "not traced: the tracing rerun gave no result "
                                        f"({'timed out' if outcome.timed_out else f'exit {outcome.returncode}'})"}

@@ -163,8 +163,8 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
     if result.comparison and result.losses:
         metrics.update(_real_onset(metrics, tensor, read_floats(result.losses["standalone"]),
                                    read_floats(result.losses["distributed"])))
-    if tensor.get("description") and tensor.get("rank") is not None and (result.world_size or 1) > 1 \
-            and not tensor.get("shards"):  # (which shards, so ranks, differ is in the description)
+    located = tensor.get("description") and "step" in tensor and tensor.get("rank") is not None
+    if located and (result.world_size or 1) > 1 and not tensor.get("shards"):  # (else the description names them)
         every = len(tensor.get("ranks") or []) == result.world_size
         metrics["first_tensor"] += " (every rank)" if every else f" (rank {tensor['rank']})"
     metrics["ranks_agree"] = result.ranks_agree

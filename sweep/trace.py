@@ -72,7 +72,8 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
                     continue
                 before = kind != "initial" and (step > 0 or kind == "weight")
                 found = {"step": step, "kind": kind, "name": name, "abs_diff": diff, "rel_diff": rel,
-                         "weights_identical_before": before}
+                         "weights_identical_before": before,
+                         "grads_recorded": bool(ours_grads := standalone[step].get("grad")) and name in ours_grads}
                 k = (layout or {}).get(name, 1)
                 parts = differing_shards(a, b, k, noise_floor) if k > 1 and a.shape == b.shape else []
                 if parts and len(parts) < k:
@@ -151,15 +152,18 @@ def describe(found: Dict[str, Any]) -> str:
            f"rel {found['rel_diff']:.3g}"
     if found["kind"] == "grad":
         text += "; weights identical before" if found["step"] > 0 else "; the first gradient (initial weights equal)"
+    elif found.get("grads_recorded", True):
+        text += "; gradients of that step identical (as reduced): it arises after the reduction, in clipping, " \
+                "scaling or the optimizer step"
     else:
-        text += "; gradients of that step identical"
+        text += " (past the steps whose gradients are recorded: compare.trace_after)"
     shards = found.get("shards")
     if shards:
+        many = len(shards["differ"]) > 1
         held = f", held by rank{'s' if len(shards['ranks']) > 1 else ''} {', '.join(map(str, shards['ranks']))}" \
             if shards.get("ranks") else ""
-        text += (f"; only dim-0 shard{'s' if len(shards['differ']) > 1 else ''} "
-                 f"{', '.join(map(str, shards['differ']))} of {shards['of']} differ{'' if len(shards['differ']) > 1 else 's'}"
-                 f"{held}")
+        text += (f"; only dim-0 shard{'s' if many else ''} {', '.join(map(str, shards['differ']))} of {shards['of']} "
+                 f"differ{'' if many else 's'}{held}")
     return text
 
 
@@ -180,15 +184,15 @@ UPDATE_ONSET_RULE = (
     f"in along, or in either's change from the step before (a sawtooth on a trend), from all other steps, by at "
     f"least {PERIOD_GAP:g} x the series' largest size; abrupt and over (until: its last step) if the large steps "
     f"(rel >= {OVER_SHARE:g} x the largest) start at the first real step and the steps after the last of them, "
-    f"{QUIET_STEPS} or more and at least twice as many as the large steps span, are small (a fault on one step or a few, then none: what differs later is its aftermath); "
-    "noise if along "
-    f"takes both signs alike, by count or by size: |mean of sign(along_t)| < {NOISE_BALANCE:g} or |sum of along_t| / "
-    f"sum of |along_t| < {NOISE_BALANCE:g}, over 3 or more real steps (differing steps when none is real), as for "
-    "random noise or float rounding (fresh random noise on n steps keeps both near 1/sqrt(n); by size as well, "
-    "because the steps after a noisy one carry its effect with one sign while the noisy steps dominate the "
-    "size; a fault that scales, skips, delays or repeats an update errs one way by both); when no step is real "
-    f"but along keeps one sign on every differing step, {SYSTEMATIC_STEPS} or more, the error is systematic, not rounding (rounding takes both "
-    "signs): the first differing step counts as real (systematic); abrupt if the first real step's "
+    f"{QUIET_STEPS} or more and at least twice as many as the large steps span, are small (a fault on one step "
+    "or a few, then none: what differs later is its aftermath); noise if along takes both signs alike, by count "
+    f"or by size: |mean of sign(along_t)| < {NOISE_BALANCE:g} or |sum of along_t| / sum of |along_t| < "
+    f"{NOISE_BALANCE:g}, over 3 or more real steps (differing steps when none is real), as for random noise or "
+    "float rounding (fresh random noise on n steps keeps both near 1/sqrt(n); by size as well, because the steps "
+    "after a noisy one carry its effect with one sign while the noisy steps dominate the size; a fault that "
+    "scales, skips, delays or repeats an update errs one way by both); when no step is real but along keeps one "
+    f"sign on every differing step, {SYSTEMATIC_STEPS} or more, the error is systematic, not rounding (rounding "
+    "takes both signs): the first differing step counts as real (systematic); abrupt if the first real step's "
     f"rel is >= {ABRUPT_SHARE:g} x the largest; growth otherwise. When no step is real (float rounding only): "
     "growth if rel's second half averages over twice its first, noise otherwise. The losses see update t "
     "from step t + 1"

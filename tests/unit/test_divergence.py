@@ -340,3 +340,25 @@ def test_the_first_tensor_names_the_shard_and_ranks_that_differ():
     assert first_difference(trace(w), trace(bad), layout={"w": 4})["shards"]["ranks"] == [0, 3]
     assert "shards" not in first_difference(trace(w), trace(w + 1.0), layout={"w": 4}, rank=2)
     assert "shards" not in first_difference(trace(w), trace(bad))  # no layout: not sharded
+
+
+def test_noise_without_repeats_says_how_to_tell_nondeterminism():
+    row = _row(0, "fail", {"o": "b"}, first_diff=3, first_fail=9, max_abs=2e-4, onset="noise")
+    verdict = attribute([row, _row(1, "ok", {"o": "a"})])["verdict"]
+    assert "random-sign noise (repeat=3 tells nondeterminism from a deterministic cause)" in verdict
+    repeated = attribute([dict(row, nondeterministic=False), _row(1, "ok", {"o": "a"})])["verdict"]
+    assert "random-sign noise" in repeated and "repeat=3 tells" not in repeated  # its repeats agree already
+
+
+def test_a_weight_past_the_recorded_gradients_makes_no_claim_about_them():
+    from sweep.trace import first_difference
+
+    w = np.ones(4)
+    ours = [{"initial": {"w": w}, "grad": {"w": w}, "weight": {"w": w}}, {"weight": {"w": w}}]
+    theirs = [{"initial": {"w": w}, "grad": {"w": w}, "weight": {"w": w}}, {"weight": {"w": 2 * w}}]
+    found = first_difference(ours, theirs)
+    assert found["step"] == 1 and not found["grads_recorded"]
+    assert "identical" not in found["description"] and "past the steps whose gradients are recorded" in \
+        found["description"]
+    theirs[0]["weight"] = {"w": 2 * w}
+    assert "gradients of that step identical (as reduced)" in first_difference(ours, theirs)["description"]
