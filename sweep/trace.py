@@ -47,8 +47,10 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
     trace order (names sorted within a kind), or ``None`` if none does.
 
     Returns ``{"step", "kind", "name", "abs_diff", "rel_diff", "weights_identical_before",
-    "description"}``: ``rel_diff`` is ``abs_diff / max|standalone|`` (``inf`` for a zero
-    reference); a shape mismatch counts as a difference with ``abs_diff`` ``inf``. With
+    "grads_recorded", "description"}``: ``rel_diff`` is ``abs_diff / max|standalone|``
+    (``inf`` for a zero reference); a shape mismatch counts as a difference with
+    ``abs_diff`` ``inf``; ``grads_recorded``: the trace holds this step's gradient of that
+    parameter (so a weight difference can say its gradients were identical). With
     ``layout`` (parameter name -> its number of dim-0 shards, gathered into the full
     tensors compared here) and when only some shards differ, also ``"shards": {"of": k,
     "differ": [i, ...], "ranks": [...]}``: the ranks that hold those shards in the shard
@@ -119,18 +121,15 @@ def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step:
     :func:`first_difference` (which shards, so which ranks, differ)."""
     series = update_series(standalone, distributed)
     updates = dict(update_onset(series), **series) if series["rel"] else None
-    found = _locate(standalone, distributed, noise_floor, last_step, layout, rank)
+    found = _locate(standalone, distributed, noise_floor, last_step, layout, rank,
+                    systematic=bool(updates and updates.get("systematic")))
     if updates is not None:
         found["updates"] = updates
-        if updates.get("systematic") and found.get("beyond_rounding", False) is None:
-            found["description"] = found["description"].split("; rounding only")[0] + (
-                f"; within rounding's size (rel < {ROUNDING_REL:g}) but one sign along every update: systematic, "
-                "not rounding")
     return found
 
 
 def _locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int,
-            layout: Optional[Dict[str, int]], rank: int) -> Dict[str, Any]:
+            layout: Optional[Dict[str, int]], rank: int, systematic: bool) -> Dict[str, Any]:
     found = first_difference(standalone, distributed, noise_floor, layout=layout, rank=rank)
     if found is None:
         return {"description": f"no tensor differs in steps 0-{last_step}"}
@@ -138,8 +137,13 @@ def _locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step
         beyond = first_difference(standalone, distributed, noise_floor, min_rel=ROUNDING_REL, layout=layout,
                                   rank=rank)
         found["beyond_rounding"] = beyond
-        found["description"] += (f"; first beyond rounding (rel >= {ROUNDING_REL:g}): " + beyond["description"]
-                                 if beyond else f"; rounding only (rel < {ROUNDING_REL:g}) in steps 0-{last_step}")
+        if beyond:
+            found["description"] += f"; first beyond rounding (rel >= {ROUNDING_REL:g}): " + beyond["description"]
+        elif systematic:
+            found["description"] += (f"; within rounding's size (rel < {ROUNDING_REL:g}) but one sign along every "
+                                     "update: systematic, not rounding")
+        else:
+            found["description"] += f"; rounding only (rel < {ROUNDING_REL:g}) in steps 0-{last_step}"
     return found
 
 
