@@ -54,7 +54,7 @@ def run_arm(name: str, overrides: list[str], steps: int, out: Path) -> dict:
 
 def breakdown(results: dict, began: float, ended: float) -> dict:
     """Where a multirun's wall time (s) went, from the jobs' ``result.json`` timestamps
-    and timings (``sweep.job.run``): the parts add up to the wall time."""
+    and timings (``sweep.run.job.run``): the parts add up to the wall time."""
     records = list(results.values())
     starts = [datetime.fromisoformat(r["started"]).timestamp() for r in records]
     ends = [datetime.fromisoformat(r["finished"]).timestamp() for r in records]

@@ -3,16 +3,39 @@
 Each Hydra job trains one model standalone and distributed (``fully_shard`` or a
 data-parallel control) from identical weights and data, and compares the per-step
 losses; a multirun over config values isolates which factor makes the loss drift.
+
+The package is laid out in wings, each a subpackage whose docstring says what lives
+there and what it may import (``tests/unit/test_layout.py`` holds the rules):
+
+- ``sweep.config``: the schema, the enums, factory calling, and the Hydra tree (``conf/``);
+- ``sweep.models``: the models and data both copies train;
+- ``sweep.engines``: how the distributed copy is parallelised (FSDP2, hyper-parallel, DDP);
+- ``sweep.train``: what every rank runs (the training step of both copies);
+- ``sweep.launch``: processes: supervising a launch, the fork server, multi-node topology;
+- ``sweep.frameworks``: what the core knows of PyTorch and MindSpore (launchers, checks);
+- ``sweep.analysis``: pure numerics: comparison, first tensor, onset, attribution, isolation;
+- ``sweep.report``: the report's files, plots, JUnit, sweep against sweep, DataFrames;
+- ``sweep.trackers``: experiment trackers (the ``logger`` group);
+- ``sweep.run``: one Hydra job and a multirun's fast path, callbacks, resume;
+
+and at the top the contracts every wing shares: ``records`` (rank and job records),
+``layout`` (where each file of a job, pool and sweep dir lives), ``errors``, ``io``.
+
+Public API: :func:`load` and :func:`load_steps` (``sweep.report.frame``, imported on
+first use so that ``import sweep`` imports neither pandas nor the report code).
 """
+
+from sweep import _moved
 
 __version__ = "0.1.0"
 
+_moved.install()
+
 
 def __getattr__(name: str):
-    """``sweep.load`` and ``sweep.load_steps`` (:mod:`sweep.frame`), imported on first use
-    so that ``import sweep`` imports neither pandas nor the report code."""
+    """``sweep.load`` and ``sweep.load_steps`` (:mod:`sweep.report.frame`), imported on first use."""
     if name in ("load", "load_steps"):
-        from sweep import frame
+        from sweep.report import frame
 
         return getattr(frame, name)
     raise AttributeError(f"module 'sweep' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""``python -m sweep [-m] [overrides]``: Hydra entry point; the work is in ``sweep.job``.
+"""``python -m sweep [-m] [overrides]``: Hydra entry point; the work is in ``sweep.run.job``.
 
 Exit statuses: see :func:`entry`.
 """
@@ -14,19 +14,18 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from sweep.schema import register_configs
-
-CONF_DIR = str(Path(__file__).resolve().parent / "conf")  # the config tree ships inside the package
+from sweep.config import CONF_DIR
+from sweep.config.schema import register_configs
 
 register_configs()
 
 
-@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def main(cfg: DictConfig) -> dict:
-    """One job (``sweep.job.run``); returns its record as a dict (``sweep.records.JobRecord``),
+    """One job (``sweep.run.job.run``); returns its record as a dict (``sweep.records.JobRecord``),
     which Hydra hands to the callbacks and to sweepers as the job's return value."""
-    from sweep import job, pool
     from sweep.layout import JobDir
+    from sweep.run import job, pool
 
     hc = HydraConfig.get()
     label = f"#{hc.job.num} " if hc.mode == RunMode.MULTIRUN else ""
@@ -40,7 +39,7 @@ def main(cfg: DictConfig) -> dict:
         paths = JobDir(hc.runtime.output_dir)
         print(f"result: {paths.result}", flush=True)
         if record.losses and record.comparison:
-            from sweep.plots import plot_record
+            from sweep.report.plots import plot_record
 
             print(f"plot: {plot_record(record, paths.plot)}", flush=True)
         if record.status != "ok":
@@ -64,7 +63,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _interrupted_exit(sweep_dir: Optional[Path]) -> None:
-    from sweep.callbacks import resume_command
+    from sweep.run.callbacks import resume_command
 
     hint = f"; to continue:\n  {resume_command(sweep_dir)}" if sweep_dir is not None else ""
     print(f"\ninterrupted: finished jobs keep their results{hint}", file=sys.stderr, flush=True)
@@ -86,8 +85,8 @@ def entry() -> None:
         # The `sweep` command: engines and models named in the config may live in the
         # working directory; last on the path, it cannot shadow an installed package.
         sys.path.append(os.getcwd())
-    from sweep import callbacks
     from sweep.layout import SweepDir
+    from sweep.run import callbacks
 
     try:
         main()

@@ -5,7 +5,7 @@ A job dir (``hydra.runtime.output_dir``; ``SWEEP_DIR/<job num>/`` in a multirun)
 
     job.yaml                  the resolved config the ranks read (written by the job)
     result.json               the job's record (sweep.records.JobRecord), written last
-    plot.png                  a single run's curves and difference (sweep.plots)
+    plot.png                  a single run's curves and difference (sweep.report.plots)
     ranks/rank_<r>.json       rank r's result (sweep.records.RankResult)
     ranks/standalone.json     the standalone sequence when it was computed elsewhere
                               (order=separate, or a baseline reused from the sweep)
@@ -18,10 +18,10 @@ A sweep dir (``hydra.sweep.dir``)::
 
     multirun.yaml             Hydra's record of the multirun (its grid)
     <num>/                    one job dir per job
-    summary.md|html|csv|json  the report (sweep.summary); junit.xml: one test case per job
+    summary.md|html|csv|json  the report (sweep.report.summary); junit.xml: one test case per job
     plots/                    its PNGs
-    .baselines/<key>.json     reused standalone sequences (sweep.baseline)
-    .pools/<name>/            shared launches (sweep.pool): a pool dir each
+    .baselines/<key>.json     reused standalone sequences (sweep.run.baseline)
+    .pools/<name>/            shared launches (sweep.run.pool): a pool dir each
     .pools/forkserver.log     the fork server's output
     mlflow.db, mlartifacts/   logger=mlflow's default store (sweep.trackers)
     tensorboard/, wandb/      logger=tensorboard's event files, logger=wandb's offline runs
@@ -153,7 +153,7 @@ class SweepDir:
 
 
 class PoolDir:
-    """Paths of one shared launch's dir (``sweep.pool``). Creates nothing."""
+    """Paths of one shared launch's dir (``sweep.run.pool``). Creates nothing."""
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)

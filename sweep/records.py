@@ -1,7 +1,7 @@
 """The records every writer and reader shares: a rank's result and a job's record.
 
 ``RankResult`` is what each rank writes to ``ranks/rank_<r>.json`` (``sweep.train``);
-``JobRecord`` is the job's ``result.json`` (``sweep.job``), read by the report, the
+``JobRecord`` is the job's ``result.json`` (``sweep.run.job``), read by the report, the
 plots, the benchmark and the tests. Both carry ``schema_version``; :meth:`from_dict`
 checks a file's content against the schema and raises :class:`RecordError` naming what
 is wrong, so a reader never acts on a file of the wrong shape. Loss values are floats,
@@ -121,12 +121,12 @@ class JobRecord(_Record):
     ``status``: ``ok`` (every step within tolerance), ``fail`` (the comparison failed),
     ``error`` (invalid config, crashed rank, interrupted), ``timeout``. ``reason``:
     ``None`` when ok. ``overrides``: the job's Hydra overrides; ``config``: the resolved
-    config; ``comparison``: ``sweep.compare.Comparison`` as a dict, of the judged rank
+    config; ``comparison``: ``sweep.analysis.compare.Comparison`` as a dict, of the judged rank
     (``judged_rank``: the first failing rank, else 0); ``rank_comparisons``: every rank's
     (``{rank, passed, n_fail, first_fail_step, first_diff_step, max_abs_diff}``); ``losses``:
     ``{"standalone": [...], "distributed": [...]}`` (the judged rank's, or the mean over
     ranks with ``data.split=sharded``); ``first_tensor``: where the copies' tensors first
-    differ (``sweep.trace.first_difference``, from the job's tracing rerun, with its
+    differ (``sweep.analysis.trace.first_difference``, from the job's tracing rerun, with its
     ``rank``), or why it was not traced; ``ranks_agree``: every rank recorded the same losses;
     ``dtypes``: ``{"configured": {...}, "observed": {...}}``; ``weights_moved``; ``launch``:
     the framework launcher's ``argv``, ``returncode``, ``timed_out``, ``killed``,
@@ -135,13 +135,13 @@ class JobRecord(_Record):
     the shared launch that ran it; ``baseline``: where a reused standalone sequence came
     from; ``engine_notes``: the engine's notes (``RankResult.engine_notes``); ``engine``:
     rank 0's ``RankResult.engine``; ``notes``:
-    settings of the job that had no effect (``sweep.job.effect_notes``), and
+    settings of the job that had no effect (``sweep.run.job.effect_notes``), and
     ``nondeterministic: ...`` when its repeats disagree; ``repeats``: with ``repeat=N > 1``,
     one summary per run (``{repeat, status, first_diff_step, first_fail_step,
     max_abs_diff, final_abs_diff, reason}``; repeat 0 is the run whose sequences the
-    record holds; ``sweep.job.run_repeats``), else ``None``; ``nondeterministic``: whether
+    record holds; ``sweep.run.job.run_repeats``), else ``None``; ``nondeterministic``: whether
     the repeats disagree (any loss of any rank, or the outcome), ``None`` without repeats;
-    ``repeat_spread``: how far they disagree (``sweep.job.repeat_spread``);
+    ``repeat_spread``: how far they disagree (``sweep.run.job.repeat_spread``);
     ``started``/``finished``: UTC ISO-8601.
     """
 

@@ -18,7 +18,7 @@ CONF = ROOT / "conf"
 @pytest.fixture
 def compose_cfg():
     """compose_cfg(overrides) -> the job config exactly as `python -m sweep overrides` gets it."""
-    from sweep.schema import register_configs
+    from sweep.config.schema import register_configs
 
     register_configs()
 
@@ -40,11 +40,11 @@ def run_cli(args: List[str], tmp_path: Path, timeout: float = 900) -> subprocess
 
 def survivors(job_id: str) -> list:
     """Live processes tagged ``SWEEP_JOB_ID=job_id``. A multirun's fork server (tag
-    ``forkserver-...``, ``sweep.forkserver``) leaves by itself once the sweep's process
+    ``forkserver-...``, ``sweep.launch.forkserver``) leaves by itself once the sweep's process
     has exited, after tearing down its imports, so it is given up to 20 s to do so."""
     import psutil
 
-    from sweep.launch import tagged_processes
+    from sweep.launch.supervise import tagged_processes
 
     grace_s = 20 if job_id.startswith("forkserver-") else 0
     _, alive = psutil.wait_procs(tagged_processes(job_id), timeout=grace_s)

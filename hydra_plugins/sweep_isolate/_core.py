@@ -4,11 +4,11 @@
    fixed overrides; or a failing job and its nearest passing job of a finished multirun
    (``from_sweep``); or, given a grid, jobs of the grid scouted in farthest-point order
    until one fails and one passes.
-2. The changes between them, and ``sweep.isolate.ddmin`` with an oracle that launches a
+2. The changes between them, and ``sweep.analysis.isolate.ddmin`` with an oracle that launches a
    batch of probes (each ``repeat`` times, consecutive job numbers) through the
    launcher and reads each job's record (``status``, ``reason``, ``comparison``).
 3. ``isolate.json`` after every batch (an interrupted isolation leaves what it knew),
-   then ``isolate.md`` and the report on the terminal (``sweep.isolate_report``).
+   then ``isolate.md`` and the report on the terminal (``sweep.report.isolate_report``).
 
 Job numbers follow the order of the batches, which depends only on the inputs and the
 verdicts; so with ``resume=true`` and the same ``hydra.sweep.dir`` a rerun asks for the
@@ -27,9 +27,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobReturn
 from omegaconf import OmegaConf
 
-from sweep import isolate
-from sweep.isolate import ERROR, FAIL, PASS, Change, Subset
-from sweep.isolate_report import ISOLATE_JSON, verdict, write_isolation
+from sweep.analysis import isolate
+from sweep.analysis.isolate import ERROR, FAIL, PASS, Change, Subset
+from sweep.report.isolate_report import ISOLATE_JSON, verdict, write_isolation
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def parse_arguments(sweeper: Any, arguments: List[str]) -> Tuple[Overrides, Dict
 
 
 def record_of(ret: JobReturn) -> Dict[str, Any]:
-    """The job's record (``sweep.job.run``'s return value), or an ``error`` record when
+    """The job's record (``sweep.run.job.run``'s return value), or an ``error`` record when
     the job raised or returned something else."""
     try:
         value = ret.return_value
@@ -185,7 +185,7 @@ class Isolation:
         return min(candidates, key=lambda c: sign * isolate.hamming(failing, c[1]))  # ties: the first
 
     def _from_sweep(self, fixed: Overrides) -> Tuple[Overrides, Overrides, None, int, str]:
-        from sweep.summary import collect
+        from sweep.report.summary import collect
 
         rows = collect(self.sweeper.from_sweep)
         fails = [r for r in rows if r["status"] == "fail"]
@@ -322,7 +322,7 @@ class Isolation:
     def context(self, failing_probe: List[str], answer: str, keys: List[str]) -> None:
         """The minimal failing probe with one grid factor outside the minimal set changed
         to each of its other levels, as one batch: a factor is a condition of the
-        failure when some level makes it pass (``sweep.isolate.conditions``)."""
+        failure when some level makes it pass (``sweep.analysis.isolate.conditions``)."""
         base = _pairs(failing_probe)
         wanted = isolate.context_probes(base, self.levels, skip=keys)
         room = self.room()
@@ -351,7 +351,7 @@ class Isolation:
         report = write_isolation(self.sweep_dir, self.state, final=True)
         print("\n" + report, flush=True)
         where = (f"isolation: {self.sweep_dir / 'isolate.md'} and {ISOLATE_JSON} "
-                 f"(re-render: python -m sweep.isolate_report {self.sweep_dir})")
+                 f"(re-render: python -m sweep.report.isolate_report {self.sweep_dir})")
         print(f"\n{where}; the grid report that follows (summary.md) tabulates the probe jobs", flush=True)
         # The multirun's end callbacks (the grid report over the probes) print after this;
         # the answer goes last again, where the eye is, when the process exits.

@@ -2,13 +2,13 @@
 
 A thin :class:`hydra.plugins.sweeper.Sweeper`; the work is in ``_core.py`` (plugin
 discovery imports every module here whose name does not start with an underscore, so
-the heavy imports stay there) and the algorithm in :mod:`sweep.isolate`.
+the heavy imports stay there) and the algorithm in :mod:`sweep.analysis.isolate`.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from hydra.core.utils import JobReturn
 from hydra.plugins.launcher import Launcher
@@ -23,9 +23,9 @@ PICKS = ("nearest", "farthest")
 
 class IsolateSweeper(Sweeper):
     """Finds the smallest set of overrides whose change turns the passing config into a
-    failing one (``sweep.isolate.ddmin``), launching each round's probes as one batch
+    failing one (``sweep.analysis.isolate.ddmin``), launching each round's probes as one batch
     through the configured launcher and reading each job's verdict from its return value
-    (the record of ``sweep.job.run``: ``status`` ok | fail | error | timeout).
+    (the record of ``sweep.run.job.run``: ``status`` ok | fail | error | timeout).
 
     Arguments are the fields of ``config.IsolateSweeperConf``.
 

@@ -1,5 +1,7 @@
 """Engines: how the distributed copy of the model is parallelised.
 
+May import: ``sweep.config``, ``sweep.models`` and the contracts at the top only.
+
 An engine class is named per framework in the config (``engine.impl.<framework>``,
 see ``conf/engine/``) and loaded here, so a user or a test can plug in another
 engine with one override, e.g. ``engine.impl.torch=my_pkg.MyEngine``. Every engine
@@ -8,15 +10,15 @@ derives from :class:`sweep.engines.base.Engine` (``TorchEngine``, ``MindSporeEng
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, List, Type
 
 from omegaconf import OmegaConf
 
+from sweep.config import CONF_DIR
 from sweep.engines.base import Engine
 from sweep.errors import ConfigError, import_reason
 
-ENGINE_CONF = Path(__file__).resolve().parent.parent / "conf" / "engine"
+ENGINE_CONF = CONF_DIR / "engine"
 
 
 def engines_for(framework: str) -> List[str]:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, ContextManager, Dict, Iterator, List, Optional
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from sweep.enums import as_str
+from sweep.config.enums import as_str
 from sweep.errors import ConfigError
 
 DTYPE_NAMES = ("float32", "bfloat16", "float16")
@@ -44,7 +44,7 @@ class Engine:
 
     framework: ClassVar[str] = ""
     # Config fields this engine never reads: a job that sets one gets a note saying it had
-    # no effect (sweep.job.effect_notes), so a sweep over it is not mistaken for evidence.
+    # no effect (sweep.run.job.effect_notes), so a sweep over it is not mistaken for evidence.
     unused_fields: ClassVar[tuple] = ()
 
     @dataclasses.dataclass

@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, ContextManager, Dict
 
+from sweep.config.enums import as_str
 from sweep.engines.base import MindSporeEngine, TorchEngine
-from sweep.enums import as_str
 from sweep.errors import ConfigError
 
 

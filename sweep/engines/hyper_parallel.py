@@ -3,7 +3,7 @@
 hyper-parallel is not on PyPI; it is imported only here, lazily, after
 ``HYPER_PARALLEL_PLATFORM`` is set (it picks its platform at first import).
 The engines' ``check_config`` (:func:`check_release`) runs before launch (from
-``sweep.schema.validate``) and reads the
+``sweep.run.checks``) and reads the
 installed release without importing it.
 
 API generations (checked against commit fdd0a80 of its public repository):
@@ -37,8 +37,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Dict, Iterator, List, Optional
 
+from sweep.config.enums import as_str
 from sweep.engines.base import MindSporeEngine, TorchEngine, dtype_name
-from sweep.enums import as_str
 from sweep.errors import ConfigError
 
 INSTALL_HINT = (
@@ -165,7 +165,7 @@ def check_release(cfg: Any, framework: str, world: int) -> None:
     """Reject, before launch, what the installed hyper-parallel cannot run or express.
 
     Raises:
-        sweep.schema.ConfigError: hyper-parallel missing (says how to install it); torch
+        sweep.config.schema.ConfigError: hyper-parallel missing (says how to install it); torch
             with Adam/AdamW and ``engine.options.skip_dtensor_dispatch=false`` on a release with no
             layout infer for ``lerp_``; MindSpore ``hsdp`` API with ``mp_policy.param_dtype``
             or ``output_dtype`` set, or a mesh it cannot express.
@@ -228,9 +228,13 @@ def import_api(platform: str) -> SimpleNamespace:
         except ImportError:
             from hyper_parallel.core.fully_shard import fully_shard
         try:
-            from hyper_parallel.core.fully_shard.utils import MixedPrecisionPolicy as policy
+            from hyper_parallel.core.fully_shard.utils import (
+                MixedPrecisionPolicy as policy,
+            )
         except ImportError:
-            from hyper_parallel.platform.torch.fully_shard.utils import MixedPrecisionPolicy as policy
+            from hyper_parallel.platform.torch.fully_shard.utils import (
+                MixedPrecisionPolicy as policy,
+            )
     return SimpleNamespace(
         init_device_mesh=hyper_parallel.init_device_mesh,
         fully_shard=fully_shard,
@@ -271,7 +275,7 @@ class _HyperParallel:
 
     @classmethod
     def check_config(cls, cfg: Any) -> None:
-        from sweep.schema import world_size
+        from sweep.config.schema import world_size
 
         check_release(cfg, cls.framework, world_size(cfg))
 

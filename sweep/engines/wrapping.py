@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 from omegaconf import OmegaConf
 
-from sweep.enums import as_str
+from sweep.config.enums import as_str
 
 POLICY_KEYS = ("param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs")
 

@@ -1,5 +1,8 @@
 """Frameworks: what the core needs to know about PyTorch, MindSpore or any other.
 
+May import: ``sweep.config``, ``sweep.launch`` and the contracts at the top; the rank
+module is named by a string (``rank_module``), not imported.
+
 A framework is a class (:class:`sweep.frameworks.base.Framework`) named by the config
 (``framework.impl``, see ``conf/framework/``), so the core looks it up instead of
 branching on framework names: its launchers' command lines (a job's, a shared

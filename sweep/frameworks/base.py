@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
-from sweep import launch
-from sweep.enums import as_str
+from sweep.config.enums import as_str
 from sweep.errors import ConfigError
+from sweep.launch import supervise
+from sweep.launch.topology import Topology, srun_argv
 from sweep.layout import JobDir, PoolDir
-from sweep.topology import Topology, srun_argv
 
 
 class Framework:
@@ -30,7 +30,7 @@ class Framework:
       ``run_job``, ``close_rank``, ``run_rank`` (``sweep.train``);
     - ``launchers``: names allowed in ``framework.launcher`` (a job's own launch);
     - ``pool_launchers``: names allowed in ``framework.pool_launcher`` (shared launches);
-    - ``multi_node_launchers``: launchers that can span nodes (``sweep.cluster``);
+    - ``multi_node_launchers``: launchers that can span nodes (``sweep.run.cluster``);
     - ``grad_apis``: values allowed in ``framework.grad_api``;
     - ``launch_fields``: config fields, besides those with the ``launch`` role, that a
       shared launch fixes once per process (e.g. a switch settable once).
@@ -46,7 +46,7 @@ class Framework:
     grad_apis: ClassVar[Tuple[str, ...]] = ("backward",)
     launch_fields: ClassVar[Tuple[str, ...]] = ()
     # Its ranks record gradients and weights in a tracing rerun (compare.trace_until): the
-    # first differing tensor (sweep.trace).
+    # first differing tensor (sweep.analysis.trace).
     traces_tensors: ClassVar[bool] = False
 
     # --- checks -------------------------------------------------------------------
@@ -54,7 +54,9 @@ class Framework:
     def check(cls, cfg: Any, world: int) -> None:
         """Everything about the framework a job needs before launch: its launchers, its
         gradient API, the device (in ``framework.device_map`` and present on this host),
-        and the framework installed.
+        and the framework installed. What its step cannot run of the ``train`` and
+        ``model`` sections is :meth:`check_train`'s (``sweep.run.checks`` asks it after the
+        model and the data).
 
         Raises:
             ConfigError: one line naming the field and what is allowed.
@@ -77,7 +79,6 @@ class Framework:
                 f"(it has: {', '.join(cfg.framework.device_map)})"
             )
         cls.check_device(device, world)
-        cls.check_train(cfg)
         if importlib.util.find_spec(cls.module) is None:
             raise ConfigError(
                 f"framework={cls.name} is not installed: pip install '.[{cls.extra}]' "
@@ -126,10 +127,10 @@ class Framework:
     def job_launch(
         cls, launcher: str, nproc: int, job_dir: Path, *, env: Dict[str, str], timeout_s: float,
         topology: Optional[Topology] = None,
-    ) -> launch.LaunchSpec:
-        """A job's own launch. On a ``topology`` of several nodes (``sweep.topology``):
+    ) -> supervise.LaunchSpec:
+        """A job's own launch. On a ``topology`` of several nodes (``sweep.launch.topology``):
         ``srun`` starts one task per node, which runs that node's launcher
-        (``python -m sweep.cluster``), with ``MASTER_ADDR``/``MASTER_PORT`` in the
+        (``python -m sweep.run.cluster``), with ``MASTER_ADDR``/``MASTER_PORT`` in the
         environment so that every node uses the same rendezvous.
 
         Raises:
@@ -147,16 +148,16 @@ class Framework:
             env = dict(env, MASTER_ADDR=str(topology.master_addr), MASTER_PORT=str(topology.master_port))
         else:
             argv = cls.argv(launcher, nproc, job_dir)
-        return launch.LaunchSpec(argv=argv, env=env, log_path=JobDir(job_dir).launcher_log, timeout_s=timeout_s)
+        return supervise.LaunchSpec(argv=argv, env=env, log_path=JobDir(job_dir).launcher_log, timeout_s=timeout_s)
 
     @classmethod
-    def start_shared(cls, launcher: str, nproc: int, pool_dir: Path, env: Dict[str, str]) -> launch.Launch:
-        """Start a shared launch of ``nproc`` ranks serving ``pool_dir`` (``sweep.pool``)."""
-        spec = launch.LaunchSpec(
+    def start_shared(cls, launcher: str, nproc: int, pool_dir: Path, env: Dict[str, str]) -> supervise.Launch:
+        """Start a shared launch of ``nproc`` ranks serving ``pool_dir`` (``sweep.run.pool``)."""
+        spec = supervise.LaunchSpec(
             argv=cls.argv(launcher, nproc, pool_dir), env=env, log_path=PoolDir(pool_dir).launcher_log,
             timeout_s=float("inf"),
         )
-        return launch.start(spec)
+        return supervise.start(spec)
 
     @classmethod
     def prestart(cls, cfg: Any, sweep_dir: Path, env: Dict[str, str]) -> None:

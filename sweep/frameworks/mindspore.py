@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any, List, Optional
 
-from sweep import launch
-from sweep.enums import as_str
+from sweep.config.enums import as_str
 from sweep.errors import ConfigError
 from sweep.frameworks.base import Framework, per_node, rank_script
+from sweep.launch import supervise
+from sweep.launch.topology import DEFAULT_PORT, Topology
 from sweep.layout import JobDir
-from sweep.topology import DEFAULT_PORT, Topology
 
 
 def msrun_argv(
@@ -112,4 +112,4 @@ class MindSporeFramework(Framework):
             raise ValueError(f"launcher={launcher!r}; framework=mindspore has: msrun")
         if topology is not None and topology.multi_node:
             return msrun_argv(nproc, run_dir, topology.master_port or DEFAULT_PORT, python, topology=topology)
-        return msrun_argv(nproc, run_dir, launch.free_port(), python)
+        return msrun_argv(nproc, run_dir, supervise.free_port(), python)

@@ -1,5 +1,5 @@
 """PyTorch: ranks started by ``torchrun`` (``python -m torch.distributed.run``), shared
-launches by torch's ``elastic_launch`` forking the ranks (``sweep.train.fork_launch``)."""
+launches by torch's ``elastic_launch`` forking the ranks (``sweep.launch.fork_launch``)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from sweep import launch
 from sweep.errors import ConfigError
 from sweep.frameworks.base import Framework, per_node
-from sweep.topology import Topology
+from sweep.launch import supervise
+from sweep.launch.topology import Topology
 
 
 def torchrun_argv(
@@ -38,10 +38,10 @@ def torchrun_argv(
 
 
 def elastic_fork_argv(nproc: int, pool_dir: Path, python: str = sys.executable) -> List[str]:
-    """``python -m sweep.train.fork_launch --nproc-per-node=N POOL_DIR``: a shared launch
+    """``python -m sweep.launch.fork_launch --nproc-per-node=N POOL_DIR``: a shared launch
     whose ranks torch's ``elastic_launch`` forks from one process that imported torch
-    (single node only; see ``sweep.train.fork_launch``)."""
-    return [python, "-m", "sweep.train.fork_launch", f"--nproc-per-node={nproc}", str(pool_dir)]
+    (single node only; see ``sweep.launch.fork_launch``)."""
+    return [python, "-m", "sweep.launch.fork_launch", f"--nproc-per-node={nproc}", str(pool_dir)]
 
 
 class TorchFramework(Framework):
@@ -86,11 +86,11 @@ class TorchFramework(Framework):
         raise ValueError(f"launcher={launcher!r}; framework=torch has: torchrun, elastic_fork")
 
     @classmethod
-    def start_shared(cls, launcher: str, nproc: int, pool_dir: Path, env: Dict[str, str]) -> launch.Launch:
-        """``elastic_fork``: forked from the sweep's fork server (``sweep.forkserver``)
+    def start_shared(cls, launcher: str, nproc: int, pool_dir: Path, env: Dict[str, str]) -> supervise.Launch:
+        """``elastic_fork``: forked from the sweep's fork server (``sweep.launch.forkserver``)
         when it runs with exactly ``env``, else ``fork_launch`` as a process of its own;
         ``torchrun``: as a job's own launch."""
-        from sweep import forkserver
+        from sweep.launch import forkserver
         from sweep.layout import PoolDir, SweepDir
 
         if launcher == "elastic_fork":
@@ -103,7 +103,7 @@ class TorchFramework(Framework):
     @classmethod
     def prestart(cls, cfg: Any, sweep_dir: Path, env: Dict[str, str]) -> None:
         """Start the fork server now (its imports overlap Hydra composing the first jobs)."""
-        from sweep import forkserver
+        from sweep.launch import forkserver
         from sweep.layout import SweepDir
 
         if cfg.framework.pool_launcher == "elastic_fork":

@@ -1,4 +1,6 @@
-"""The models both copies train, built from the ``model`` config section.
+"""The models and data both copies train: model presets and the ``model._target_`` contract (here), data factories (``data``).
+
+May import: ``sweep.config`` and the contracts at the top only.
 
 ``model._target_`` names a factory, called through ``hydra.utils.instantiate`` as
 ``factory(framework=<"torch" | "mindspore">, **kwargs)``. ``kwargs`` are those of
@@ -19,7 +21,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Dict
 
-from sweep.enums import as_str
+from sweep.config.enums import as_str
 from sweep.errors import ConfigError
 
 SIZES = ("in_size", "hidden_size", "out_size", "init_std")
@@ -78,7 +80,7 @@ def factory_of(cfg: Any) -> Callable[..., Any]:
     Raises:
         ConfigError: it does not import.
     """
-    from sweep import factories
+    from sweep.config import factories
 
     return factories.load("model._target_", str(cfg.model._target_))
 
@@ -88,7 +90,7 @@ def factory_kwargs(cfg: Any, factory: Callable[..., Any]) -> Dict[str, Any]:
     module docstring."""
     from omegaconf import OmegaConf
 
-    from sweep import factories
+    from sweep.config import factories
 
     kwargs = factories.accepted(factory, {k: cfg.model[k] for k in SIZES})
     kwargs.update(OmegaConf.to_container(cfg.model.args, resolve=True) if cfg.model.args else {})

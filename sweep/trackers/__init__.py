@@ -1,15 +1,17 @@
-"""Experiment trackers as Hydra callbacks: the ``logger`` config group
-(``logger=mlflow``, ``logger=tensorboard``, ``logger=wandb``; ``sweep/conf/logger/``).
+"""Experiment trackers as Hydra callbacks: the ``logger`` config group.
+
+``logger=mlflow``, ``logger=tensorboard``, ``logger=wandb`` (``sweep/config/conf/logger/``).
+May import: ``sweep.report``, ``sweep.analysis``, ``sweep.config`` and the contracts at the top.
 
 Each tracker logs one run per job: its overrides as params, its loss curves
 (``loss/standalone``, ``loss/distributed``, ``loss/difference``, per step), its verdict
 (``status``, ``reason``, ``drift``, ``notes``) and metrics (the report's row), and the
 job's plot when the report drew one; plus one run (or record) for the sweep with the
 verdict, the report files and the factor-effects plot. A sweep is logged at
-``on_multirun_end``, after :class:`sweep.callbacks.SummaryCallback` has written the
+``on_multirun_end``, after :class:`sweep.run.callbacks.SummaryCallback` has written the
 report and its plots (Hydra calls ``on_multirun_end`` in reverse order of
 ``hydra.callbacks``, and the logger's yaml puts its callback first). Everything is read
-back from the sweep dir (``sweep.summary.collect``), so jobs run by any Hydra launcher
+back from the sweep dir (``sweep.report.summary.collect``), so jobs run by any Hydra launcher
 (e.g. submitit, on other hosts) are logged alike. A single run is logged at
 ``on_run_end``.
 
@@ -103,7 +105,7 @@ def _number(value: Any) -> Optional[float]:
 
 
 def job_log(row: Dict[str, Any], job_dir: Path, plot_dir: Optional[Path] = None) -> JobLog:
-    """A :class:`JobLog` from a row of :func:`sweep.summary.collect` (whose ``result`` is
+    """A :class:`JobLog` from a row of :func:`sweep.report.summary.collect` (whose ``result`` is
     the job's :class:`sweep.records.JobRecord` or ``None``) and the job's dir; the job's
     plot is ``plot_dir/job_<num>.png`` when it exists."""
     from sweep.io import read_floats
@@ -159,7 +161,7 @@ class TrackerCallback(Callback):
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
         from sweep.layout import JobDir
-        from sweep.summary import collect
+        from sweep.report.summary import collect
 
         job_dir = Path(config.hydra.runtime.output_dir)
         if not JobDir(job_dir).result.exists():
@@ -171,9 +173,9 @@ class TrackerCallback(Callback):
         self._log(None, [job_log(row, job_dir)], job_dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from sweep.attribution import attribute
+        from sweep.analysis.attribution import attribute
         from sweep.layout import SweepDir
-        from sweep.summary import collect
+        from sweep.report.summary import collect
 
         sweep_dir = Path(config.hydra.sweep.dir)
         if not sweep_dir.is_dir():

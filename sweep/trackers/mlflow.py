@@ -9,7 +9,7 @@ The default store needs no server: ``sqlite:///<sweep dir>/mlflow.db`` (a single
 Per job run (name ``job <num>``, tag ``mlflow.parentRunId`` = the sweep's run): params =
 the overrides; step metrics ``loss/standalone``, ``loss/distributed``, ``loss/difference``;
 metrics = the report's numbers and ``passed``; tags ``sweep.status``, ``sweep.reason``,
-``sweep.drift``, ``sweep.notes``, ``sweep.job``; artifacts ``result.json``, ``job.yaml``
+``sweep.drift``, ``sweep.notes``, ``sweep.run.job``; artifacts ``result.json``, ``job.yaml``
 and the plot under ``plots/``; run status FINISHED for ok, FAILED otherwise. The sweep's
 run (name = the sweep dir's name, tag ``sweep.dir``): tag ``sweep.verdict``, metrics
 ``jobs_<status>``, the report files and the factor-effects plot. Logging a sweep dir again
@@ -74,7 +74,7 @@ class MlflowCallback(TrackerCallback):
                 client.log_artifact(parent.info.run_id, str(path), "plots")
             parent_tags["mlflow.parentRunId"] = parent.info.run_id
         for job in jobs:
-            tags = {**parent_tags, "sweep.job": str(job.num), "sweep.dir": str(sweep.dir if sweep else job.job_dir),
+            tags = {**parent_tags, "sweep.run.job": str(job.num), "sweep.dir": str(sweep.dir if sweep else job.job_dir),
                     **{f"sweep.{k}": v[:TAG_LIMIT] for k, v in job.verdict.items()}}
             run = client.create_run(experiment_id, run_name=job.name, tags=tags)
             run_id = run.info.run_id

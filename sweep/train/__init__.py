@@ -1,5 +1,8 @@
 """Per-rank training: what every rank of a job runs, started by torchrun or msrun.
 
+May import: ``sweep.config``, ``sweep.models``, ``sweep.engines``, ``sweep.analysis`` and the
+contracts at the top; never ``sweep.frameworks``, ``sweep.launch`` or ``sweep.run``, which start it.
+
 ``python -m sweep.train JOB_DIR`` (or the file ``sweep/train/__main__.py`` for msrun)
 reads ``JOB_DIR/job.yaml`` (the resolved config the job wrote), trains the copies of
 the model on this rank in the configured ``order``, and writes
@@ -18,7 +21,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -35,10 +38,14 @@ def load_job(job_dir: Path | str) -> DictConfig:
 
 
 def rank_functions(cfg: Any) -> Any:
-    """The rank module of the job's framework (``framework.impl``'s ``rank_module``)."""
-    from sweep.frameworks import by_path
+    """The rank module of the job's framework (``framework.impl``'s ``rank_module``).
 
-    return by_path(str(cfg.framework.impl)).rank_functions()
+    The class is looked up by the path the config names (checked in the job process
+    before launch, ``sweep.run.checks``), so rank-side code imports no framework module
+    by name: ``sweep.train`` stays below ``sweep.frameworks``, which starts it."""
+    from hydra.utils import get_class
+
+    return get_class(str(cfg.framework.impl)).rank_functions()
 
 
 def write_rank_result(
@@ -92,15 +99,15 @@ def phase_order(order: str, phase: str, job_dir: Path | str | None = None) -> Li
 
 def rank_samples(cfg: Any, rank: int) -> Tuple[List[Any], List[Any]]:
     """``(standalone_samples, rank_samples)``: numpy ``(inputs, targets)`` pairs per step
-    from ``data._target_`` (``sweep.data.build``).
+    from ``data._target_`` (``sweep.models.data.build``).
 
     ``data.split=replicated``: both are the same ``train.batch_size``-row samples.
     ``data.split=sharded``: the standalone copy gets ``batch_size * world_size`` rows per
     step (the job's world size, also in the standalone-only process of
     ``order=separate``) and rank ``rank`` rows ``[rank * batch_size, (rank + 1) * batch_size)``.
     """
-    from sweep.data import build
-    from sweep.schema import world_size
+    from sweep.config.schema import world_size
+    from sweep.models.data import build
 
     world = world_size(cfg)
     sharded = cfg.data.split == "sharded"

@@ -2,7 +2,7 @@
 ``sweep/train/__main__.py`` for msrun (which takes a script path).
 
 ``DIR`` is a job dir (``job.yaml``: run that job, then exit) or a pool dir
-(``pool.yaml``: serve jobs from its queue until ``STOP``; see ``sweep.pool``).
+(``pool.yaml``: serve jobs from its queue until ``STOP``; see ``sweep.run.pool``).
 """
 
 import argparse
@@ -16,7 +16,7 @@ FAILED_RANK_GRACE_S = 1.0  # 10x torch elastic's monitor interval (0.1 s)
 
 
 def user_path() -> None:
-    """Append the sweep's working directory (``SWEEP_USER_PATH``, ``sweep.launch``) at the
+    """Append the sweep's working directory (``SWEEP_USER_PATH``, ``sweep.launch.supervise``) at the
     end of ``sys.path``: engines and models named in the config may live there, and it
     can never shadow an installed package."""
     path = os.environ.get("SWEEP_USER_PATH")
@@ -40,7 +40,7 @@ def serve(pool_dir: Path, exit_process: bool = True) -> None:
     also leaves when its launcher (parent) or the sweep process that posts the jobs
     (pid in ``pool_dir/owner.pid``) is gone: nothing would ever stop it otherwise.
     ``exit_process=False``: return after ``STOP`` instead of leaving the process (a rank
-    forked by ``sweep.train.fork_launch``, whose launcher waits for the return)."""
+    forked by ``sweep.launch.fork_launch``, whose launcher waits for the return)."""
     from omegaconf import OmegaConf
 
     from sweep.layout import STOP, PoolDir

@@ -25,7 +25,13 @@ from sweep.engines import load_engine
 from sweep.engines.base import StandaloneMindSpore
 from sweep.layout import JobDir
 from sweep.records import RankResult
-from sweep.train import micro_batches, phase_order, rank_samples, train_phases, write_rank_result
+from sweep.train import (
+    micro_batches,
+    phase_order,
+    rank_samples,
+    train_phases,
+    write_rank_result,
+)
 
 
 def build_optimizer(opt_cfg: Any, params: Any) -> Any:
@@ -123,7 +129,7 @@ def train(
     ``{"grad": ..., "weight": ...}``: this rank's gradients after the engine's reduction
     (up to ``trace_until`` only) and its weights after the step (step 0's entry also
     ``"initial"``, the weights before it), by parameter name, as float numpy arrays (a
-    sharding engine's local shards; ``sweep.trace.to_shards`` matches them to the standalone tensors).
+    sharding engine's local shards; ``sweep.analysis.trace.to_shards`` matches them to the standalone tensors).
 
     Raises:
         NotImplementedError: ``grad_api="backward"`` on a MindSpore without ``Tensor.backward``.
@@ -275,7 +281,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         engine_notes=list(info.get("notes") or engine.notes), engine=info,
     )
     if traces.get("standalone") and traces.get("distributed"):
-        from sweep.trace import locate, to_shards
+        from sweep.analysis.trace import locate, to_shards
 
         result.first_tensor = locate(to_shards(traces["standalone"], traces["distributed"], rank),
                                      traces["distributed"], float(cfg.compare.noise_floor), weights_step)

@@ -21,12 +21,18 @@ from typing import Any, Dict, List
 import numpy as np
 
 from sweep import models
+from sweep.config.enums import as_str
 from sweep.engines import load_engine
 from sweep.engines.base import StandaloneTorch
-from sweep.enums import as_str
 from sweep.layout import JobDir
 from sweep.records import RankResult
-from sweep.train import phase_order, rank_samples, redirect_output, train_phases, write_rank_result
+from sweep.train import (
+    phase_order,
+    rank_samples,
+    redirect_output,
+    train_phases,
+    write_rank_result,
+)
 from sweep.train.torch_step import train
 
 
@@ -122,7 +128,7 @@ def close_rank(ctx: RankContext, exit_process: bool = True) -> None:
     """Destroy the process group and leave with ``os._exit(0)``: gloo ranks can SIGABRT at
     interpreter shutdown otherwise ("terminate called without an active exception").
     ``exit_process=False``
-    returns instead (a forked rank, see ``sweep.train.fork_launch``)."""
+    returns instead (a forked rank, see ``sweep.launch.fork_launch``)."""
     import torch.distributed as dist
 
     if ctx.distributed:
@@ -190,8 +196,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         engine_notes=list(info.get("notes") or engine.notes), engine=info,
     )
     if traces.get("standalone") and traces.get("distributed"):
-        from sweep.trace import locate
-
+        from sweep.analysis.trace import locate
         from sweep.train.torch_step import shard_layout
 
         result.first_tensor = locate(traces["standalone"], traces["distributed"], float(cfg.compare.noise_floor),

@@ -1,5 +1,5 @@
 """The PyTorch training step both copies run (``train`` section), and what a step
-observes (dtypes that ran, tensors for ``sweep.trace``). The two copies differ only in
+observes (dtypes that ran, tensors for ``sweep.analysis.trace``). The two copies differ only in
 their engine (``sweep.engines``): the standalone copy's is ``StandaloneTorch``.
 
 A step, per ``train``: for each of ``grad_accum_steps`` equal micro-batches (gradient
@@ -146,7 +146,7 @@ def train(
     If ``trace`` is a list, each step up to ``max(trace_until, weights_until)`` appends
     ``{"grad": ..., "weight": ...}`` (:func:`record_tensors`): the gradients after the
     backward (and its reduction; up to ``trace_until`` only), the weights after the step;
-    step 0's entry also ``"initial"``, the weights before it (``sweep.trace``).
+    step 0's entry also ``"initial"``, the weights before it (``sweep.analysis.trace``).
 """
     loss_fn = loss_function(str(train_cfg.loss))
     accum = int(train_cfg.grad_accum_steps)

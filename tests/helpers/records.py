@@ -28,7 +28,7 @@ def make_record(
 
 
 def write_job(sweep_dir, num: int, overrides: List[str], record: Optional[JobRecord] = None) -> JobDir:
-    """A job dir as Hydra and ``sweep.job`` write it: ``.hydra/overrides.yaml`` and, when
+    """A job dir as Hydra and ``sweep.run.job`` write it: ``.hydra/overrides.yaml`` and, when
     ``record`` is given, ``result.json``."""
     job = JobDir(sweep_dir / str(num))
     job.overrides.parent.mkdir(parents=True)

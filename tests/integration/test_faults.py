@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from sweep.launch import tagged_processes
+from sweep.launch.supervise import tagged_processes
 from tests.conftest import ROOT, run_cli, survivors
 from tests.helpers.hyper_parallel import INSTALLED as HP_INSTALLED
 

@@ -22,7 +22,7 @@ def _sweep(args, cwd, timeout=600, **kwargs):
                           timeout=timeout, env=env, **kwargs)
 
 
-@pytest.mark.parametrize("shadow", ["sweep", "sweep/train", "sweep/summary.py"])
+@pytest.mark.parametrize("shadow", ["sweep", "sweep/train", "sweep/report/summary.py"])
 def test_a_directory_named_like_the_package_in_the_working_dir_changes_nothing(tmp_path, shadow):
     (tmp_path / shadow).mkdir(parents=True)
     proc = _sweep(["steps=3", "hydra.run.dir=sweep/run"], tmp_path)
@@ -45,7 +45,7 @@ def test_the_sweep_command_ignores_a_module_named_sweep_in_the_working_dir(tmp_p
 def test_a_sweep_dir_named_sweep_reports_and_resumes(tmp_path):
     args = ["-m", "ablation=none", "steps=3", "optimizer=adam,sgd", "hydra.sweep.dir=sweep"]
     assert _sweep(args, tmp_path).returncode == 0
-    summary = subprocess.run([sys.executable, "-m", "sweep.summary", "sweep"], cwd=tmp_path, capture_output=True,
+    summary = subprocess.run([sys.executable, "-m", "sweep.report.summary", "sweep"], cwd=tmp_path, capture_output=True,
                              text=True, timeout=300)
     assert summary.returncode == 0 and "2 jobs: 2 ok" in summary.stdout, summary.stderr
     resumed = _sweep(args + ["resume=true"], tmp_path)
@@ -206,7 +206,7 @@ def test_shared_storage_that_shares_nothing_is_noted(tmp_path):
 @pytest.mark.mindspore
 def test_a_killed_sweep_leaves_no_msrun_behind(tmp_path):
     pytest.importorskip("mindspore")
-    from sweep.launch import tagged_processes
+    from sweep.launch.supervise import tagged_processes
 
     sweep_dir = tmp_path / "s"
     args = [sys.executable, "-m", "sweep", "-m", "ablation=none", "framework=mindspore", "engine=data_parallel",

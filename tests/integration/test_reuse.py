@@ -58,7 +58,7 @@ def test_pools_forked_from_the_fork_server_match_their_own_process_and_torchrun(
     assert all(r["losses"] == records[0]["losses"] for r in records)
     first_lines = [(Path(r["pool"]["dir"]) / "logs" / "launcher.log").read_text().splitlines()[0] for r in records]
     assert first_lines[0].startswith("$ (forked from the fork server)")
-    assert "-m sweep.train.fork_launch --nproc-per-node=2" in first_lines[1]
+    assert "-m sweep.launch.fork_launch --nproc-per-node=2" in first_lines[1]
     assert not first_lines[1].startswith("$ (forked")
     assert all("-m torch.distributed.run" in line for line in first_lines[2:])
     assert records[0]["launch"]["kill_tag"].startswith("forkserver-")
@@ -70,9 +70,9 @@ def test_ranks_of_a_pool_whose_launcher_died_leave(tmp_path, compose_cfg):
     import psutil
     from omegaconf import OmegaConf
 
+    from sweep.config.schema import to_container
     from sweep.frameworks.torch import TorchFramework
-    from sweep.pool import RankPool, rank_env
-    from sweep.schema import to_container
+    from sweep.run.pool import RankPool, rank_env
 
     cfg = compose_cfg(["steps=5", "framework.pool_launcher=torchrun"])
     config = to_container(cfg)

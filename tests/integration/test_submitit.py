@@ -6,7 +6,7 @@ default launcher.
   against stand-ins for ``sbatch``/``srun``/``sacct`` that run the batch scripts and the
   step tasks on this machine, every "node" being ``localhost``. Each job process runs in its
   batch script (``use_srun: false``) and starts its two nodes with ``srun``, one torchrun
-  per node (``sweep.cluster``): the multi-node path end to end, short of a real cluster.
+  per node (``sweep.run.cluster``): the multi-node path end to end, short of a real cluster.
 """
 
 import csv
@@ -98,7 +98,7 @@ def basic_sweep(tmp_path_factory):
 
 
 def _assert_same_sweep(sweep_dir: Path, reference: Path) -> None:
-    from sweep.summary import collect, render
+    from sweep.report.summary import collect, render
 
     results, expected = _results(sweep_dir), _results(reference)
     assert [r["status"] for r in results] == ["ok", "ok"]
@@ -136,7 +136,7 @@ def test_slurm_preset_runs_two_node_jobs_through_srun_and_gives_the_same_table(t
     for result in _results(sweep_dir):
         argv = result["launch"]["argv"]
         assert argv[:6] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--label"]
-        assert argv[-4:-1] == ["sweep.cluster", "torchrun", "2"]
+        assert argv[-4:-1] == ["sweep.run.cluster", "torchrun", "2"]
     # submitit's own srun is not used (use_srun: false): only the jobs' srun, one per job
     assert len((tmp_path / "srun.log").read_text().splitlines()) == 2
     for job in (0, 1):

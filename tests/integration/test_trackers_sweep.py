@@ -32,7 +32,9 @@ def test_a_sweep_logged_by_each_tracker(tmp_path, logger):
         assert [m.step for m in client.get_metric_history(jobs["job 0"].info.run_id, "loss/standalone")] == [0, 1, 2]
         assert jobs["job 0"].data.tags["sweep.status"] == "ok"
     elif logger == "tensorboard":
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        from tensorboard.backend.event_processing.event_accumulator import (
+            EventAccumulator,
+        )
 
         acc = EventAccumulator(str(sweep_dir / "tensorboard" / "job_1")).Reload()
         assert [e.step for e in acc.Scalars("loss/distributed")] == [0, 1, 2]

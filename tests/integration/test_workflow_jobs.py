@@ -36,7 +36,7 @@ def test_gate_junit_and_against_a_fixed_rerun(tmp_path):
 
     fixed = _sweep(GRID + ["gate=true"], after, 1.0)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    proc = subprocess.run([sys.executable, "-m", "sweep.summary", str(after), "--against", str(before)],
+    proc = subprocess.run([sys.executable, "-m", "sweep.report.summary", str(after), "--against", str(before)],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert f"{after} against {before}: fixed: 2; broke: 0; still failing: 0" in proc.stdout

@@ -5,13 +5,19 @@ from itertools import product
 
 import pytest
 
-from sweep.attribution import (
-    attribute, contrasts, culprits, drift_class, interactions, level_stats, one_factor_pairs,
+from sweep.analysis.attribution import (
+    attribute,
+    contrasts,
+    culprits,
+    drift_class,
+    interactions,
+    level_stats,
+    one_factor_pairs,
 )
 
 
 def _row(job, status, first=None, msd=None, **overrides):
-    """A row as sweep.summary.collect returns it (only the keys attribution reads)."""
+    """A row as sweep.report.summary.collect returns it (only the keys attribution reads)."""
     judged = status in ("ok", "fail")
     return {
         "job": job, "overrides": {"steps": "50", **overrides}, "status": status, "reason": None,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from sweep.baseline import key, key_fields, lookup, store
-from sweep.schema import to_container
+from sweep.config.schema import to_container
+from sweep.run.baseline import key, key_fields, lookup, store
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import open_dict
 
-from sweep.callbacks import count_jobs
+from sweep.run.callbacks import count_jobs
 from tests.conftest import CONF
 
 

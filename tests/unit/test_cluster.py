@@ -6,8 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from sweep import cluster
-from sweep.cluster import (
+from sweep.config.schema import ConfigError
+from sweep.frameworks.base import rank_script
+from sweep.frameworks.mindspore import MindSporeFramework, msrun_argv
+from sweep.frameworks.torch import TorchFramework, torchrun_argv
+from sweep.run import cluster
+from sweep.run.cluster import (
     Topology,
     hostnames,
     node_argv,
@@ -16,10 +20,6 @@ from sweep.cluster import (
     srun_argv,
     topology_from_env,
 )
-from sweep.frameworks.base import rank_script
-from sweep.frameworks.mindspore import MindSporeFramework, msrun_argv
-from sweep.frameworks.torch import TorchFramework, torchrun_argv
-from sweep.schema import ConfigError
 
 PY = "/py/bin/python"
 SCRIPT = rank_script()
@@ -194,7 +194,7 @@ def test_srun_starts_one_task_per_node_running_the_node_entry():
     topo = topology_from_env(BATCH_4, 16)
     assert srun_argv(topo, "msrun", 16, Path("/shared/sweep/0"), python=PY, env=BATCH_4) == [
         "srun", "--nodes=4", "--ntasks=4", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--label",
-        PY, "-m", "sweep.cluster", "msrun", "16", "/shared/sweep/0",
+        PY, "-m", "sweep.run.cluster", "msrun", "16", "/shared/sweep/0",
     ]
 
 
@@ -202,7 +202,7 @@ def test_srun_repeats_cpus_per_task_and_takes_extra_options():
     env = dict(BATCH_4, SLURM_CPUS_PER_TASK="32", SWEEP_SRUN_ARGS="--gres=npu:8 --overlap")
     argv = srun_argv(topology_from_env(env, 16), "torchrun", 16, Path("/j"), python=PY, env=env)
     assert argv[6:9] == ["--cpus-per-task=32", "--gres=npu:8", "--overlap"]
-    assert argv[9:] == [PY, "-m", "sweep.cluster", "torchrun", "16", "/j"]
+    assert argv[9:] == [PY, "-m", "sweep.run.cluster", "torchrun", "16", "/j"]
 
 
 def test_srun_refuses_a_job_process_that_is_one_of_several_tasks():
@@ -219,7 +219,7 @@ def test_build_spec_on_several_nodes_runs_srun_with_the_rendezvous_in_the_enviro
     spec = TorchFramework.job_launch("torchrun", 8, tmp_path, env={"A": "1"}, timeout_s=5, topology=topo)
     assert spec.argv == [
         "srun", "--nodes=4", "--ntasks=4", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--label",
-        sys.executable, "-m", "sweep.cluster", "torchrun", "8", str(tmp_path),
+        sys.executable, "-m", "sweep.run.cluster", "torchrun", "8", str(tmp_path),
     ]
     assert spec.env == {"A": "1", "MASTER_ADDR": "npu-a1", "MASTER_PORT": str(15000 + 123456 % 15000)}
     assert spec.log_path == tmp_path / "logs" / "launcher.log"
@@ -255,7 +255,7 @@ def test_slurm_preset_submits_one_task_on_the_requested_nodes(tmp_path, monkeypa
     from hydra.core.plugins import Plugins
     from omegaconf import OmegaConf
 
-    from sweep.schema import register_configs
+    from sweep.config.schema import register_configs
     from tests.conftest import CONF
 
     (tmp_path / "srun").write_text("#!/bin/sh\nexit 0\n")  # submitit's SLURM executor looks for srun on PATH

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from sweep.compare import compare_losses, drift_metrics
+from sweep.analysis.compare import compare_losses, drift_metrics
 
 
 def test_identical_sequences_pass_with_zero_difference():

@@ -4,7 +4,8 @@ import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf.errors import ValidationError
 
-from sweep.schema import ConfigError, validate, world_size
+from sweep.config.schema import ConfigError, world_size
+from sweep.run.checks import check as validate
 from tests.helpers.hyper_parallel import needs_no_hyper_parallel
 
 

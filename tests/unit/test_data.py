@@ -1,6 +1,6 @@
 import numpy as np
 
-from sweep.data import make_samples
+from sweep.models.data import make_samples
 
 
 def test_samples_follow_the_report_recipe():

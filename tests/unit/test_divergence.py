@@ -4,8 +4,8 @@ verdict that never misleads, on constructed sequences and result sets."""
 import numpy as np
 import pytest
 
-from sweep.attribution import attribute, drift_class
-from sweep.compare import compare_losses, onset
+from sweep.analysis.attribution import attribute, drift_class
+from sweep.analysis.compare import compare_losses, onset
 
 N = 120
 REF = 1.0 + 0.3 * np.sin(np.arange(N) / 7.0)
@@ -129,9 +129,9 @@ def test_a_clean_sweep_names_no_culprit_and_no_divergence():
 
 
 def test_every_rank_is_judged(compose_cfg):
-    from sweep.job import _judge
+    from sweep.config.schema import to_container
     from sweep.records import JobRecord, RankResult
-    from sweep.schema import to_container
+    from sweep.run.job import _judge
 
     cfg = compose_cfg(["steps=4"])
     good = [1.0, 0.9, 0.8, 0.7]
@@ -155,7 +155,7 @@ def test_every_rank_is_judged(compose_cfg):
 
 
 def test_every_observed_dtype_is_checked_against_the_policy():
-    from sweep.summary import _dtypes
+    from sweep.report.summary import _dtypes
 
     fp32 = {"param_dtype": None, "reduce_dtype": None, "output_dtype": None}
     ran_low = {"param_forward": "bfloat16", "reduce": "bfloat16", "grad": "float32", "master": "float32",
@@ -170,7 +170,7 @@ def test_every_observed_dtype_is_checked_against_the_policy():
 
 
 def test_a_shard_is_compared_with_the_matching_slice_of_the_full_tensor():
-    from sweep.trace import locate, to_shards
+    from sweep.analysis.trace import locate, to_shards
 
     full = np.arange(8, dtype=np.float32).reshape(4, 2)
     standalone = [{"grad": {"w": full, "b": np.ones(3, np.float32)}}]
@@ -186,7 +186,7 @@ def _traces(n, fault, rounding=0.0, seed=0):
     """Two copies of SGD on a random quadratic with fresh random "gradient noise" per
     step (as fresh data would give), the distributed copy's update changed by
     ``fault(step, update, rng)`` (returns the update to apply) plus relative
-    ``rounding``: traces as the ranks record them (``sweep.trace``)."""
+    ``rounding``: traces as the ranks record them (``sweep.analysis.trace``)."""
     rng = np.random.default_rng(seed)
     target = rng.normal(size=64)
     samples = [rng.normal(size=64) for _ in range(n)]
@@ -239,7 +239,7 @@ def _stale():
     (lambda s, u, rng: u * (1.05 if s % 2 == 0 else 0.95), "periodic", 0, 2),
 ])
 def test_onset_from_the_update_differences_on_fresh_data(fault, pattern, real, period):
-    from sweep.trace import update_onset, update_series
+    from sweep.analysis.trace import update_onset, update_series
 
     standalone, distributed = _traces(30, fault)
     found = update_onset(update_series(standalone, distributed))
@@ -256,7 +256,7 @@ def test_onset_from_the_update_differences_on_fresh_data(fault, pattern, real, p
 ])
 def test_a_fault_on_a_few_steps_is_abrupt_and_over_not_noise(fault, real, until):
     # what differs after it is its aftermath (the copies' weights differ): small, of either sign
-    from sweep.trace import update_onset, update_series
+    from sweep.analysis.trace import update_onset, update_series
 
     found = update_onset(update_series(*_traces(30, fault)))
     assert (found["pattern"], found["real_step"], found["until"]) == ("abrupt", real, until)
@@ -265,7 +265,7 @@ def test_a_fault_on_a_few_steps_is_abrupt_and_over_not_noise(fault, real, until)
 def test_a_systematic_error_below_roundings_size_is_real_and_rounding_is_not():
     """Every update 3e-5 too large: below ROUNDING_REL, but one sign on every step, which
     float rounding (either sign) does not give: real from its first step, not rounding."""
-    from sweep.trace import ROUNDING_REL, locate, update_onset, update_series
+    from sweep.analysis.trace import ROUNDING_REL, locate, update_onset, update_series
 
     standalone, distributed = _traces(30, lambda s, u, rng: u * (1 + 3e-5))
     series = update_series(standalone, distributed)
@@ -280,7 +280,7 @@ def test_a_systematic_error_below_roundings_size_is_real_and_rounding_is_not():
 def test_sparse_noise_whose_aftermath_errs_one_way_is_noise_by_size():
     """Noise on a quarter of the steps: the steps between carry its effect with one sign
     (60% of the signs agree here), but the noisy steps dominate the size."""
-    from sweep.trace import NOISE_BALANCE, update_onset, update_series
+    from sweep.analysis.trace import NOISE_BALANCE, update_onset, update_series
 
     def fault(step, update, rng):
         noisy = step == 0 or rng.random() < 0.25
@@ -293,7 +293,7 @@ def test_sparse_noise_whose_aftermath_errs_one_way_is_noise_by_size():
 
 
 def test_float_rounding_alone_is_noise_and_a_fault_after_it_is_real_from_its_step():
-    from sweep.trace import update_onset, update_series
+    from sweep.analysis.trace import update_onset, update_series
 
     found = update_onset(update_series(*_traces(30, lambda s, u, rng: u, rounding=1e-7)))
     assert found["pattern"] == "noise" and found["first_step"] == 0 and found["real_step"] is None
@@ -312,7 +312,7 @@ def test_the_drift_class_follows_the_first_difference_beyond_rounding():
 
 
 def test_initial_weights_that_differ_are_the_first_difference():
-    from sweep.trace import locate
+    from sweep.analysis.trace import locate
 
     w = np.ones(4, np.float32)
     standalone = [{"initial": {"w": w}, "grad": {"w": w}, "weight": {"w": w}}]
@@ -325,7 +325,7 @@ def test_initial_weights_that_differ_are_the_first_difference():
 def test_the_first_tensor_names_the_shard_and_ranks_that_differ():
     """A fault in one rank's dim-0 shard of a gathered tensor: the first tensor says which
     shard (torch.chunk's split) and which ranks hold it; a fault in every shard says none."""
-    from sweep.trace import differing_shards, first_difference
+    from sweep.analysis.trace import differing_shards, first_difference
 
     w = np.arange(10 * 3, dtype=np.float64).reshape(10, 3)
     bad = w.copy()
@@ -351,7 +351,7 @@ def test_noise_without_repeats_says_how_to_tell_nondeterminism():
 
 
 def test_a_weight_past_the_recorded_gradients_makes_no_claim_about_them():
-    from sweep.trace import first_difference
+    from sweep.analysis.trace import first_difference
 
     w = np.ones(4)
     ours = [{"initial": {"w": w}, "grad": {"w": w}, "weight": {"w": w}}, {"weight": {"w": w}}]

@@ -8,7 +8,7 @@ import pytest
 
 from sweep.layout import JobDir
 from sweep.records import RankResult
-from sweep.summary import write_report
+from sweep.report.summary import write_report
 from tests.helpers.records import make_record, write_job
 
 pd = pytest.importorskip("pandas", reason="pandas is not installed: pip install -e '.[pandas]'")

@@ -6,8 +6,9 @@ import re
 
 import pytest
 
+from sweep.config.schema import ConfigError, world_size
 from sweep.engines import hyper_parallel as hp
-from sweep.schema import ConfigError, validate, world_size
+from sweep.run.checks import check as validate
 from tests.helpers.hyper_parallel import needs_hyper_parallel
 
 pytestmark = needs_hyper_parallel

@@ -65,7 +65,7 @@ def _cycles(graph):
 
 def test_no_import_circle():
     graph = _graph()
-    assert "sweep.job" in graph and "sweep.frameworks.torch" in graph
+    assert "sweep.run.job" in graph and "sweep.frameworks.torch" in graph
     assert _cycles(graph) == []
 
 

@@ -1,10 +1,10 @@
-"""ddmin (sweep.isolate) on constructed pass/fail oracles."""
+"""ddmin (sweep.analysis.isolate) on constructed pass/fail oracles."""
 
 from __future__ import annotations
 
 import pytest
 
-from sweep.isolate import ERROR, FAIL, PASS, UNRESOLVED, combine, ddmin, split
+from sweep.analysis.isolate import ERROR, FAIL, PASS, UNRESOLVED, combine, ddmin, split
 
 
 class Oracle:
@@ -153,7 +153,7 @@ def test_bad_oracle_and_inputs():
 
 
 def test_context_probes_and_conditions():
-    from sweep.isolate import conditions, context_probes
+    from sweep.analysis.isolate import conditions, context_probes
 
     base = {"weights.transfer": "shared", "order": "distributed_first", "optimizer": "sgd"}
     levels = {"weights.transfer": ["shared", "independent"], "order": ["standalone_first", "distributed_first", "separate"],

@@ -67,7 +67,7 @@ def test_interaction_from_endpoints(tmp_path):
 
 
 def test_report_re_renders_from_isolate_json(tmp_path, capsys):
-    from sweep.isolate_report import main
+    from sweep.report.isolate_report import main
 
     isolate(["cause=[b]", *endpoints()], tmp_path)
     (tmp_path / "isolate.md").unlink()

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from sweep import launch
 from sweep.frameworks.base import rank_script
 from sweep.frameworks.mindspore import MindSporeFramework, msrun_argv
 from sweep.frameworks.torch import TorchFramework, elastic_fork_argv, torchrun_argv
-from sweep.topology import topology_from_env
+from sweep.launch import supervise
+from sweep.launch.topology import topology_from_env
 
 
 def test_torchrun_argv_runs_the_rank_module_on_n_local_processes():
@@ -38,7 +38,7 @@ def test_a_framework_refuses_a_launcher_it_has_not(tmp_path):
 
 def test_elastic_fork_runs_the_fork_launcher_on_one_node_only(tmp_path):
     assert elastic_fork_argv(4, Path("/tmp/pool"), python="/py/bin/python") == [
-        "/py/bin/python", "-m", "sweep.train.fork_launch", "--nproc-per-node=4", "/tmp/pool",
+        "/py/bin/python", "-m", "sweep.launch.fork_launch", "--nproc-per-node=4", "/tmp/pool",
     ]
     assert TorchFramework.argv("elastic_fork", 2, tmp_path) == elastic_fork_argv(2, tmp_path)
     two_nodes = {"SLURM_JOB_ID": "7", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "a[1-2]", "SLURM_NODEID": "0"}
@@ -54,15 +54,15 @@ def test_msrun_picks_a_free_port(tmp_path):
 
 
 def test_a_launch_handle_polls_waits_and_kills(tmp_path):
-    spec = launch.LaunchSpec(argv=[sys.executable, "-c", "import time; time.sleep(60)"], env={"A": "1"},
+    spec = supervise.LaunchSpec(argv=[sys.executable, "-c", "import time; time.sleep(60)"], env={"A": "1"},
                              log_path=tmp_path / "logs" / "launcher.log", timeout_s=1)
-    handle = launch.start(spec)
+    handle = supervise.start(spec)
     assert handle.poll() is None and handle.kill_tag == spec.kill_tag
-    assert [p.pid for p in launch.tagged_processes(spec.kill_tag)] == [handle.pid]
+    assert [p.pid for p in supervise.tagged_processes(spec.kill_tag)] == [handle.pid]
     assert handle.kill() == 1 and handle.poll() is not None
-    assert launch.tagged_processes(spec.kill_tag) == []
+    assert supervise.tagged_processes(spec.kill_tag) == []
     assert spec.log_path.read_text().startswith("$ ")
-    outcome = launch.run(spec)  # the same command to its 1 s time limit
+    outcome = supervise.run(spec)  # the same command to its 1 s time limit
     assert outcome.timed_out and outcome.returncode is None and outcome.killed == 1
 
 
@@ -85,7 +85,7 @@ mindspore/ccsrc/plugin/cpu/cpu_device_context.cc:469 SetOperatorInfo
 
 
 def test_a_crash_cause_keeps_an_exception_message_that_follows_its_line():
-    from sweep.job import failure_cause
+    from sweep.run.job import failure_cause
 
     cause = failure_cause(1, {"worker_0.log": MINDSPORE_KERNEL_ERROR, "worker_1.log": "ValueError: bad shape\n"})
     assert cause == (

@@ -4,10 +4,12 @@ wrapping units, and the keys they add to the schema's roles."""
 import numpy as np
 import pytest
 
-from sweep import models, schema
-from sweep.data import tokens
+from sweep import models
+from sweep.config import schema
+from sweep.config.schema import BASELINE, DISTRIBUTED, LAUNCH, fields_with
 from sweep.engines import wrapping
-from sweep.schema import BASELINE, DISTRIBUTED, LAUNCH, fields_with
+from sweep.models.data import tokens
+from sweep.run import checks
 from sweep.train import micro_batches
 
 
@@ -35,7 +37,7 @@ def test_new_keys_decide_baseline_reuse_and_not_the_shared_launch():
 ])
 def test_bad_case_settings_are_refused_before_launch(compose_cfg, overrides, message):
     with pytest.raises(schema.ConfigError, match=None) as caught:
-        schema.validate(compose_cfg(overrides))
+        checks.check(compose_cfg(overrides))
     assert message in str(caught.value)
 
 

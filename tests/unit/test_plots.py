@@ -2,9 +2,9 @@
 
 import pytest
 
-from sweep.attribution import level_stats
-from sweep.plots import plot_factor_effects, plot_job, write_plots
-from sweep.summary import collect
+from sweep.analysis.attribution import level_stats
+from sweep.report.plots import plot_factor_effects, plot_job, write_plots
+from sweep.report.summary import collect
 from tests.helpers.records import make_record, write_job
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

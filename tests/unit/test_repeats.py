@@ -7,13 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from sweep import schema
-from sweep.attribution import attribute
+from sweep.analysis.attribution import attribute
+from sweep.config import schema
+from sweep.config.schema import to_container
 from sweep.errors import RecordError
-from sweep.job import _comparable, nondeterminism_note, repeat_spread, summary_line
 from sweep.records import JobRecord
-from sweep.schema import to_container
-from sweep.summary import collect, write_report
+from sweep.report.summary import collect, write_report
+from sweep.run import checks
+from sweep.run.job import _comparable, nondeterminism_note, repeat_spread, summary_line
 from tests.helpers.records import make_record, write_job
 
 SPREAD = {"repeats": 3, "distributed_max_abs": 2e-3, "standalone_max_abs": 0.0, "statuses": ["ok", "fail", "fail"],
@@ -88,7 +89,7 @@ def test_repeat_is_a_verdict_field_checked_on_resume_and_at_least_one(compose_cf
     assert "repeat" in schema.fields_with(schema.VERDICT)
     assert _comparable(to_container(compose_cfg(["repeat=3"]))) != _comparable(to_container(compose_cfg()))
     with pytest.raises(schema.ConfigError, match="repeat=0: must be >= 1"):
-        schema.validate(compose_cfg(["repeat=0"]))
+        checks.check(compose_cfg(["repeat=0"]))
 
 
 def test_a_verdict_resting_on_a_nondeterministic_config_says_so(tmp_path):

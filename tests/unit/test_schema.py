@@ -6,12 +6,13 @@ import dataclasses
 import pytest
 from hydra.errors import ConfigCompositionException
 
-from sweep import schema
-from sweep.baseline import key_fields
+from sweep.config import schema
+from sweep.config.schema import BASELINE, LAUNCH, ROLES, fields_with, to_container
 from sweep.frameworks.mindspore import MindSporeFramework
 from sweep.frameworks.torch import TorchFramework
-from sweep.pool import pool_key
-from sweep.schema import BASELINE, LAUNCH, ROLES, fields_with, to_container
+from sweep.run import checks
+from sweep.run.baseline import key_fields
+from sweep.run.pool import pool_key
 
 
 def _leaves(cls, prefix=""):
@@ -27,7 +28,7 @@ def _leaves(cls, prefix=""):
 
 def test_every_schema_field_declares_its_role():
     undeclared = [path for path, roles in _leaves(schema.SweepConfig) if roles is None]
-    assert undeclared == [], f"declare what these affect (sweep.schema.affects): {undeclared}"
+    assert undeclared == [], f"declare what these affect (sweep.config.schema.affects): {undeclared}"
     for role in ROLES:
         fields_with(role)  # raises on an undeclared field
 
@@ -73,7 +74,7 @@ def test_pool_key_and_baseline_key_follow_the_roles(compose_cfg):
 ])
 def test_a_key_no_schema_defines_is_rejected(compose_cfg, override, key):
     with pytest.raises(schema.ConfigError, match=rf"^{key}: no schema defines this key"):
-        schema.validate(compose_cfg([override]))
+        checks.check(compose_cfg([override]))
 
 
 def test_a_key_without_plus_is_rejected_at_composition(compose_cfg):
@@ -104,34 +105,35 @@ def test_old_weights_copy_key_still_works_with_a_warning(compose_cfg):
 def test_each_section_and_component_checks_itself(compose_cfg, overrides, match):
     cfg = compose_cfg(overrides)
     with pytest.raises(schema.ConfigError, match=match):
-        schema.validate(cfg)
+        checks.check(cfg)
 
 
 def test_a_plugged_in_engine_is_checked_by_its_own_class(compose_cfg):
     # data parallel refuses a policy that sets dtypes; plugged in under another preset's name, it still does
     cfg = compose_cfg(["mp_policy=bf16", "engine.impl.torch=sweep.engines.data_parallel.TorchDDP"])
     with pytest.raises(schema.ConfigError, match="has no mixed-precision policy"):
-        schema.validate(cfg)
+        checks.check(cfg)
 
 
 def test_a_third_framework_needs_no_change_of_the_core(compose_cfg, tmp_path):
-    from sweep import engines, frameworks, pool
+    from sweep import engines, frameworks
+    from sweep.run import pool
     from tests.helpers.toy_framework import OVERRIDES, ToyEngine, ToyFramework
 
     cfg = compose_cfg(OVERRIDES + ["mesh=dp4"])
-    schema.validate(cfg)
+    checks.check(cfg)
     assert frameworks.load(cfg) is ToyFramework and engines.engine_class(cfg, "toy") is ToyEngine
     spec = ToyFramework.job_launch("toyrun", 4, tmp_path, env={}, timeout_s=1)
     assert spec.argv == ["toyrun", "-n4", str(tmp_path)]
     config = to_container(cfg)
     assert pool.pool_key(config, ToyFramework, 4) != pool.pool_key(dict(config, seed=7), ToyFramework, 4)
     with pytest.raises(schema.ConfigError, match="framework.launcher=torchrun does not start framework=toy ranks"):
-        schema.validate(compose_cfg(OVERRIDES + ["framework.launcher=torchrun"]))
+        checks.check(compose_cfg(OVERRIDES + ["framework.launcher=torchrun"]))
 
 
 def test_settings_without_effect_are_noted(compose_cfg):
-    from sweep.job import effect_notes
     from sweep.records import JobRecord
+    from sweep.run.job import effect_notes
 
     cfg = compose_cfg(["engine=data_parallel", "reshard_after_forward=false", "weights.transfer=shared"])
     record = JobRecord(overrides=["engine=data_parallel", "reshard_after_forward=false"],

@@ -1,4 +1,4 @@
-"""The summary table from a constructed sweep dir (the layout Hydra and sweep.job write)."""
+"""The summary table from a constructed sweep dir (the layout Hydra and sweep.run.job write)."""
 
 import csv
 import json
@@ -7,12 +7,12 @@ import re
 import pytest
 import yaml
 
-from sweep.summary import MAX_ROWS, collect, factors, main, write_report
+from sweep.report.summary import MAX_ROWS, collect, factors, main, write_report
 from tests.helpers.records import make_record, write_job
 
 
 def _job(sweep_dir, num, overrides, status=None, comparison=None, reason=None, **extra):
-    """A job dir as Hydra and sweep.job write it; ``extra`` adds record fields
+    """A job dir as Hydra and sweep.run.job write it; ``extra`` adds record fields
     (``losses``, ``ranks_agree``, ``dtypes``)."""
     record = None if status is None else make_record(status, overrides, comparison, reason, **extra)
     write_job(sweep_dir, num, overrides, record)
@@ -226,7 +226,7 @@ def test_nothing_judged_is_said(tmp_path):
 
 
 def test_the_time_left_leaves_out_the_start_up():
-    from sweep.callbacks import ProgressCallback
+    from sweep.run.callbacks import ProgressCallback
 
     progress = ProgressCallback()
     progress.total, progress.done, progress.failed = 10, 2, 0

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from sweep.summary import write_report
+from sweep.report.summary import write_report
 from tests.helpers.records import make_record, write_job
 
 CONFIG = {"optimizer": {"name": "adam", "lr": 1e-4}, "steps": 3}
@@ -117,7 +117,7 @@ def test_missing_tracker_is_one_line_naming_the_extra(tmp_path, logger, module):
     code = (f"import sys; sys.modules[{module!r}] = None\n"
             "from omegaconf import OmegaConf\n"
             f"from hydra.utils import instantiate\n"
-            f"cfg = OmegaConf.load('sweep/conf/logger/{logger}.yaml').hydra.callbacks.logger\n"
+            f"cfg = OmegaConf.load('sweep/config/conf/logger/{logger}.yaml').hydra.callbacks.logger\n"
             "instantiate(cfg).on_multirun_start(OmegaConf.create({}))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[2])
@@ -141,8 +141,8 @@ def test_logger_callback_runs_after_the_report(compose_cfg):
 
 
 def test_the_logger_is_a_switch_of_the_run_not_a_factor():
-    from sweep.summary import _pairs
-    from sweep.sweep_dir import grid_text
+    from sweep.report.summary import _pairs
+    from sweep.run.sweep_dir import grid_text
 
     assert _pairs(["logger=mlflow", "optimizer=adam"]) == {"optimizer": "adam"}
     assert grid_text([["logger=mlflow", "optimizer=adam"], ["logger=mlflow", "optimizer=sgd"]]) == "2 jobs: optimizer=adam,sgd"
@@ -162,7 +162,7 @@ def test_a_single_run_is_logged_into_its_run_dir(sweep_dir):
 
 
 def test_replace_grid_moves_the_tracker_logs_aside(tmp_path):
-    from sweep.sweep_dir import claim
+    from sweep.run.sweep_dir import claim
 
     (tmp_path / "0").mkdir()
     (tmp_path / "mlflow.db").write_text("old grid")

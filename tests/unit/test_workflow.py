@@ -4,8 +4,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from sweep import against
-from sweep.summary import collect, main, write_report
+from sweep.report import against
+from sweep.report.summary import collect, main, write_report
 from tests.helpers.records import make_record, write_job
 
 

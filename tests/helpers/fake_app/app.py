@@ -12,7 +12,6 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-
 FACTORS = "abcde"
 
 

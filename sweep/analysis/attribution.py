@@ -1,0 +1,681 @@
+"""Which factor causes the drift: attribution over the rows of a sweep.
+
+Pure functions, no I/O, over the rows :func:`sweep.report.summary.collect` returns: dicts with
+``job`` (int), ``overrides`` (key -> value string), ``status`` and the metrics
+``first_fail_step``, ``max_abs_diff``, ``mean_signed_diff`` (floats or ``None``).
+
+Terms used throughout:
+
+- *factor*: an override key whose value is not the same in every job; its values are
+  its *levels* (a job without the key has level ``None``).
+- *judged* job: status ``ok`` or ``fail``. Jobs with ``error``, ``timeout`` or
+  ``missing`` have no verdict: they are counted and listed, but left out of pass
+  rates, pairs and culprits.
+- *one-factor pair*: two judged jobs whose levels differ in exactly one factor; it
+  *flips* when one job passes and the other fails. Its *shift* is the change of
+  ``mean_signed_diff`` (loss units) between the two jobs.
+- *culprit*: a level ``f=v`` that, in its one-factor pairs along ``f``, fails where the
+  other level passes more often than it passes where the other level fails.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from itertools import combinations
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from sweep.analysis.compare import ONSET_RULE
+from sweep.analysis.trace import ROUNDING_REL, UPDATE_ONSET_RULE
+
+Row = Dict[str, Any]
+Pair = Tuple[str, Row, Row]
+
+STATUSES = ("ok", "fail", "error", "timeout", "missing")
+JUDGED = ("ok", "fail")
+DRIFT_CLASSES = {
+    "step0": "the copies differ before any update: initial weights, initialisation, data, "
+             "or the forward's precision (param_dtype)",
+    "first_update": "the first update differs: gradient reduction, scaling, accumulation, the optimizer, "
+                    "or their precision (reduce_dtype)",
+    "periodic": "an event every n steps: accumulation boundaries, a schedule, a periodic sync",
+    "from_step": "a change from a later step on: a schedule, optimizer state, a step counter",
+    "rounding": "float rounding only, every traced tensor and update: summation order (e.g. of sharded data), "
+                "no fault",
+}
+ONSET_WORDS = {"abrupt": "an abrupt onset", "growth": "a steady growth", "noise": "random-sign noise"}
+DRIFT_RULE = (
+    "drift class of a job whose sequences differ, by the first step k where they differ at all (not the first "
+    "failing step; when the traced tensors differ by float rounding first, the first step the difference beyond "
+    "rounding reaches) and the onset of the difference: rounding if every traced tensor and update stays within "
+    "float rounding; step0 if k = 0; periodic if the difference jumps at evenly "
+    "spaced steps; first_update if k = 1; from_step if k >= 2 (" + "; ".join(
+        f"{name}: {text}" for name, text in DRIFT_CLASSES.items()) + "). A random-sign onset (noise) is "
+    "reported as such but is no class: it is nondeterminism only where repeats of one config disagree"
+)
+
+
+def factors(rows: Sequence[Row]) -> List[str]:
+    """Override keys whose value differs between jobs (a key missing in a job counts
+    as a value), in first-seen order."""
+    keys: List[str] = []
+    for row in rows:
+        keys.extend(k for k in row["overrides"] if k not in keys)
+    return [k for k in keys if len({row["overrides"].get(k) for row in rows}) > 1]
+
+
+def parting_step(row: Row) -> Optional[int]:
+    """The step a job's drift class and sentence take: ``first_real_step`` (the first
+    difference beyond float rounding, from the traced tensors) where known, else
+    ``first_diff_step``; rows without it (older records) fall back to the first failing
+    step."""
+    if row.get("first_real_step") is not None:
+        return row["first_real_step"]
+    return row.get("first_diff_step", row.get("first_fail_step"))
+
+
+def drift_class(row: Row) -> Optional[str]:
+    """The class of a judged job whose sequences differ at all (:data:`DRIFT_RULE`), from
+    its :func:`parting_step` and ``onset``; ``None`` for a job without a difference or
+    without a verdict."""
+    if row["status"] not in JUDGED:
+        return None
+    step = parting_step(row)
+    if step is None:
+        return None
+    if rounding_only(row):
+        return "rounding"
+    onset = row.get("onset")
+    if step == 0:
+        return "step0"
+    if onset == "periodic":
+        return onset
+    return "first_update" if step == 1 else "from_step"
+
+
+def _level(row: Row, factor: str) -> Optional[str]:
+    return row["overrides"].get(factor)
+
+
+def _levels(rows: Sequence[Row], factor: str) -> List[Optional[str]]:
+    return list(dict.fromkeys(_level(r, factor) for r in rows))
+
+
+def _judged(rows: Iterable[Row]) -> List[Row]:
+    return [r for r in rows if r["status"] in JUDGED]
+
+
+def _finite(values: Iterable[Optional[float]]) -> np.ndarray:
+    arr = np.asarray([v for v in values if v is not None], dtype=np.float64)
+    return arr[np.isfinite(arr)]
+
+
+def _mean(values: Iterable[Optional[float]]) -> Optional[float]:
+    arr = _finite(values)
+    return float(np.mean(arr)) if arr.size else None
+
+
+def _max(values: Iterable[Optional[float]]) -> Optional[float]:
+    arr = _finite(values)
+    return float(np.max(arr)) if arr.size else None
+
+
+def _shift(a: Row, b: Row) -> Optional[float]:
+    """``mean_signed_diff`` of ``a`` minus that of ``b``, or ``None`` if either is unknown."""
+    if a["mean_signed_diff"] is None or b["mean_signed_diff"] is None:
+        return None
+    return a["mean_signed_diff"] - b["mean_signed_diff"]
+
+
+def label(level: Optional[str]) -> str:
+    """A level as shown in reports: ``(unset)`` for a job without the key."""
+    return "(unset)" if level is None else str(level)
+
+
+def level_stats(rows: Sequence[Row]) -> List[Dict[str, Any]]:
+    """One dict per (factor, level), factors in :func:`factors` order, levels first-seen.
+
+    Keys: ``factor``, ``level``, ``jobs`` (all jobs at that level), ``judged``,
+    ``not_judged`` (error/timeout/missing), ``pass_rate_pct`` (share of judged jobs that
+    pass, in %; ``None`` if none judged), ``mean_signed_diff`` (mean over the judged
+    jobs, loss units), ``worst_abs_diff`` (largest ``max_abs_diff``); the last two are
+    ``None`` when no judged job has a finite value.
+    """
+    stats = []
+    for factor in factors(rows):
+        for level in _levels(rows, factor):
+            group = [r for r in rows if _level(r, factor) == level]
+            judged = _judged(group)
+            stats.append({
+                "factor": factor,
+                "level": level,
+                "jobs": len(group),
+                "judged": len(judged),
+                "not_judged": len(group) - len(judged),
+                "pass_rate_pct": float(100.0 * np.mean([r["status"] == "ok" for r in judged])) if judged else None,
+                "mean_signed_diff": _mean(r["mean_signed_diff"] for r in judged),
+                "worst_abs_diff": _max(r["max_abs_diff"] for r in judged),
+            })
+    return stats
+
+
+def one_factor_pairs(rows: Sequence[Row]) -> List[Pair]:
+    """All ``(factor, a, b)``: judged jobs ``a`` before ``b`` (row order) whose levels
+    differ in ``factor`` and agree in every other factor."""
+    keys = factors(rows)
+    pairs: List[Pair] = []
+    for factor in keys:
+        groups: Dict[tuple, List[Row]] = defaultdict(list)
+        for row in _judged(rows):
+            groups[tuple(_level(row, k) for k in keys if k != factor)].append(row)
+        pairs.extend(
+            (factor, a, b)
+            for group in groups.values()
+            for a, b in combinations(group, 2)
+            if _level(a, factor) != _level(b, factor)
+        )
+    return pairs
+
+
+def contrasts(rows: Sequence[Row]) -> List[Dict[str, Any]]:
+    """Per factor, over its one-factor pairs: ``factor``, ``pairs``, ``flips`` (pairs
+    where one job passes and the other fails), ``flip_rate_pct`` (%, ``None`` without
+    pairs), ``mean_abs_shift`` and ``max_abs_shift`` (``|Δ mean_signed_diff|`` between
+    the two jobs, loss units; ``None`` without finite values)."""
+    by_factor: Dict[str, List[Pair]] = defaultdict(list)
+    for pair in one_factor_pairs(rows):
+        by_factor[pair[0]].append(pair)
+    out = []
+    for factor in factors(rows):
+        pairs = by_factor[factor]
+        flips = sum(a["status"] != b["status"] for _, a, b in pairs)
+        shifts = np.abs(_finite(_shift(a, b) for _, a, b in pairs))
+        out.append({
+            "factor": factor,
+            "pairs": len(pairs),
+            "flips": flips,
+            "flip_rate_pct": 100.0 * flips / len(pairs) if pairs else None,
+            "mean_abs_shift": float(np.mean(shifts)) if shifts.size else None,
+            "max_abs_shift": float(np.max(shifts)) if shifts.size else None,
+        })
+    return out
+
+
+def _oriented(pairs: Sequence[Pair], factor: str, level: Optional[str]) -> List[Tuple[Row, Row]]:
+    """The pairs along ``factor`` as ``(job at level, job at another level)``."""
+    return [
+        (x, y)
+        for f, a, b in pairs
+        if f == factor
+        for x, y in ((a, b), (b, a))
+        if _level(x, factor) == level
+    ]
+
+
+def _flips_to_fail(oriented: Sequence[Tuple[Row, Row]]) -> List[Tuple[Row, Row]]:
+    return [(x, y) for x, y in oriented if x["status"] == "fail" and y["status"] == "ok"]
+
+
+def _signature(failing: Sequence[Row]) -> str:
+    """Direction, onset and drift class of failing jobs, as a sentence fragment."""
+    failing = list({r["job"]: r for r in failing}.values())  # a job can stand in several pairs
+    mean = _mean(r["mean_signed_diff"] for r in failing)
+    signs = _finite(r["mean_signed_diff"] for r in failing)
+    low, high = int(np.sum(signs < 0)), int(np.sum(signs > 0))
+    if low and high:  # the mean would hide it: say which way each job drifts
+        direction = f"runs low in {low} and high in {high} of {len(failing)} jobs"
+    else:
+        direction = "differs" if not mean else ("runs low" if mean < 0 else "runs high")
+    detail = "mean signed diff " + ("nan" if mean is None else f"{mean:+.3g}")
+    low = _mean(r.get("runs_low_pct") for r in failing)
+    if low is not None:
+        detail += f"; below standalone on {low:.0f}% of steps"
+    return f"distributed {direction} ({detail}); {_onset_sentence(failing)}"
+
+
+def _onset_sentence(jobs: Sequence[Row]) -> str:
+    """Where the earliest of ``jobs`` parts from standalone, with that same job's class
+    (so the step and the class never come from different jobs), and how many share it."""
+    jobs = [r for r in jobs if drift_class(r)]
+    if not jobs:
+        return "no step-level detail recorded"
+    jobs = [r for r in jobs if drift_class(r) != "rounding"] or jobs  # a real drift first
+    first = min(jobs, key=lambda r: (parting_step(r), r["job"]))
+    cls = drift_class(first)
+    step = first.get("first_diff_step", first.get("first_fail_step"))
+    period = f", every {first['period']} steps" if cls == "periodic" and first.get("period") else ""
+    same = sum(drift_class(r) == cls for r in jobs)
+    text = f"parts from standalone at step {step} (job {first['job']}"
+    parting = parting_step(first)
+    if parting > step:
+        text += f"; by float rounding, beyond it from step {parting}"
+    elif parting < step:  # the losses rounded it away for a few steps
+        text += f"; the weights differ beyond float rounding after update {parting - 1} already"
+    if first.get("first_fail_step") is not None and first["first_fail_step"] != step:
+        text += f"; first outside tolerance at step {first['first_fail_step']}"
+    text += f"), {cls}{period} ({DRIFT_CLASSES[cls]})"
+    if first.get("onset") in ONSET_WORDS:
+        text += f", {ONSET_WORDS[first['onset']]}"
+        if first["onset"] == "noise" and first.get("nondeterministic") is None and cls != "rounding":
+            text += " (repeat=3 tells nondeterminism from a deterministic cause)"
+        if first.get("onset_until") is not None:
+            text += (f", over after update {first['onset_until']} (a fault on a few steps only: what differs "
+                     "later is its aftermath)")
+    if first.get("first_tensor"):
+        again = " (from another launch of this nondeterministic job)" if first.get("nondeterministic") else ""
+        text += f"; first differing tensor{again}: {first['first_tensor']}"
+    if len(jobs) > 1:
+        text += f"; {same} of {len(jobs)} such jobs are {cls}"
+    return text
+
+
+def level_shifts(rows: Sequence[Row]) -> List[Dict[str, Any]]:
+    """The effect of each level within its one-factor pairs (the other factors held
+    fixed), so that a factor whose marginal means only echo another factor shows none.
+
+    One dict per (factor, level) with pairs: ``factor``, ``level``, ``pairs``,
+    ``to_fail`` (pairs where switching to this level turns a pass into a fail),
+    ``to_pass`` (the reverse), ``mean_shift`` (mean change of ``mean_signed_diff`` when
+    switching to this level, loss units; ``None`` without finite values).
+    """
+    pairs = one_factor_pairs(rows)
+    out = []
+    for factor in factors(rows):
+        for level in _levels(rows, factor):
+            oriented = _oriented(pairs, factor, level)
+            if not oriented:
+                continue
+            out.append({
+                "factor": factor,
+                "level": level,
+                "pairs": len(oriented),
+                "to_fail": len(_flips_to_fail(oriented)),
+                "to_pass": sum(x["status"] == "ok" and y["status"] == "fail" for x, y in oriented),
+                "mean_shift": _mean(_shift(x, y) for x, y in oriented),
+            })
+    return out
+
+
+def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
+    """Culprit levels, most convincing first.
+
+    Keys: ``factor``, ``level``, ``pairs`` (its one-factor pairs along the factor),
+    ``to_fail`` (pairs where it fails and the other level passes), ``to_pass`` (the
+    reverse), ``score`` (``(to_fail - to_pass) / pairs``, in (0, 1]), ``mean_shift``
+    (mean ``Δ mean_signed_diff`` towards this level, loss units, or ``None``),
+    ``evidence`` (one sentence). Ranked by score, then ``to_fail``, then ``|mean_shift|``.
+    An empty list when no one-factor change turns a pass into a fail.
+    """
+    pairs = one_factor_pairs(rows)
+    found = []
+    for factor in factors(rows):
+        for level in _levels(rows, factor):
+            oriented = _oriented(pairs, factor, level)
+            to_fail = _flips_to_fail(oriented)
+            to_pass = sum(x["status"] == "ok" and y["status"] == "fail" for x, y in oriented)
+            if len(to_fail) <= to_pass:
+                continue
+            passing = [y for _, y in oriented if y["status"] == "ok"]
+            others = "/".join(label(v) for v in _levels(passing, factor))
+            evidence = (
+                f"{factor}={label(level)}: fails in {len(to_fail)} of {len(passing)} one-factor pairs where "
+                f"{factor}={others} passes; {_signature([x for x, _ in to_fail])}"
+            )
+            if to_pass:
+                evidence += f"; passes in {to_pass} pairs where the other level fails"
+            hidden = [y for _, y in to_fail if y.get("first_diff_step") is not None and not rounding_only(y)]
+            exposes = bool(to_fail) and len(hidden) == len(to_fail)
+            if exposes:
+                worst_fail = _max(x["max_abs_diff"] for x, _ in to_fail)
+                worst_pass = _max(y["max_abs_diff"] for y in hidden)
+                evidence += (
+                    f"; but the passing {factor}={others} jobs differ from standalone too, below tolerance "
+                    f"(max |diff| {worst_pass:.3g} against {worst_fail:.3g}): the drift is present at both levels, "
+                    f"{factor}={label(level)} exposes it and {factor}={others} hides it below tolerance; "
+                    f"{factor} changes its size, it does not cause it"
+                )
+            found.append({
+                "factor": factor,
+                "level": level,
+                "pairs": len(oriented),
+                "to_fail": len(to_fail),
+                "to_pass": to_pass,
+                "score": (len(to_fail) - to_pass) / len(oriented),
+                "mean_shift": _mean(_shift(x, y) for x, y in oriented),
+                "exposes_only": exposes,
+                "failing_jobs": sorted({x["job"] for x, _ in to_fail}),
+                "evidence": evidence,
+            })
+    # Ties are ties: the order depends on the evidence (pairs), never on sub-tolerance noise
+    # or on the order the factors were typed in; equal ones are reported together (ties()).
+    return sorted(found, key=lambda c: (-c["score"], -c["to_fail"], c["factor"], label(c["level"])))
+
+
+def rounding_only(row: Row) -> bool:
+    """Whether ``row``'s copies differ by float rounding only (``sweep.analysis.trace.ROUNDING_REL``),
+    judged by its traced tensors and updates (no ``first_real_step``; rows without that
+    key: ``first_tensor_rel``, the first difference beyond rounding if any); unknown (not
+    traced) counts as a real drift."""
+    if "first_real_step" in row:
+        return row.get("first_diff_step") is not None and row["first_real_step"] is None
+    rel = row.get("first_tensor_rel")
+    return rel is not None and float(rel) < ROUNDING_REL
+
+
+def ties(ranked: Sequence[Dict[str, Any]], rows: Sequence[Row]) -> List[Dict[str, Any]]:
+    """The culprits that this sweep cannot tell from the top one: equal score and flips,
+    failing in the same jobs. With each, the smallest extra job that would separate it
+    from the top one: a failing job's overrides with the tie's factor set to another
+    level (if that job fails, the top culprit is enough; if it passes, the tie matters).
+    Keys: ``factor``, ``level``, ``separate_with`` (override strings)."""
+    if not ranked:
+        return []
+    top = ranked[0]
+    found = []
+    for c in ranked[1:]:
+        if (c["score"], c["to_fail"], c["failing_jobs"]) != (top["score"], top["to_fail"], top["failing_jobs"]):
+            continue
+        job = next(r for r in rows if r["job"] == top["failing_jobs"][0])
+        other = next((v for v in _levels(rows, c["factor"]) if v != c["level"]), None)
+        overrides = dict(job["overrides"], **{c["factor"]: other}) if other is not None else job["overrides"]
+        ran = next((r for r in rows if r["overrides"] == overrides and r["status"] in ("ok", "fail")), None)
+        found.append({"factor": c["factor"], "level": c["level"],
+                      "separate_with": sorted(f"{k}={v}" for k, v in overrides.items() if v is not None),
+                      # the separating job ran already and passed: the two fail only together
+                      "together": ran is not None and ran["status"] == "ok", "separating_job": ran and ran["job"]})
+    return found
+
+
+def _other(rows: Sequence[Row], tie: Dict[str, Any]) -> Any:
+    """The level of ``tie``'s factor in its separating job."""
+    job = next(r for r in rows if r["job"] == tie["separating_job"])
+    return job["overrides"].get(tie["factor"])
+
+
+def scalers(rows: Sequence[Row]) -> List[Dict[str, Any]]:
+    """Factors that scale the drift or flip its sign, from one-factor pairs in which both
+    jobs differ from standalone, not both by float rounding only: ``{factor, level, other, ratio, pairs, sign_flips,
+    evidence}``. ``ratio`` is the geometric mean of ``max_abs_diff`` at ``level`` over
+    that at ``other`` (reported when >= 2); ``sign_flips`` counts pairs whose
+    ``mean_signed_diff`` have opposite signs (reported when most pairs do)."""
+    pairs = [(f, a, b) for f, a, b in one_factor_pairs(rows)
+             if (a.get("max_abs_diff") or 0) > 0 and (b.get("max_abs_diff") or 0) > 0
+             and not (rounding_only(a) or rounding_only(b))]  # rounding has a size and a sign, but no cause
+    out = []
+    for factor in factors(rows):
+        for level in _levels(rows, factor):
+            for other in _levels(rows, factor):
+                if other == level:
+                    continue
+                both = [(x, y) for f, a, b in pairs if f == factor for x, y in ((a, b), (b, a))
+                        if _level(x, factor) == level and _level(y, factor) == other]
+                if not both:
+                    continue
+                ratio = float(np.exp(np.mean([np.log(x["max_abs_diff"] / y["max_abs_diff"]) for x, y in both])))
+                flips = sum((x["mean_signed_diff"] or 0) * (y["mean_signed_diff"] or 0) < 0 for x, y in both)
+                parts = []
+                if ratio >= 2.0:
+                    parts.append(f"scales the drift {ratio:.1f}x against {factor}={label(other)}")
+                if flips * 2 > len(both) and label(level) < label(other):
+                    parts.append(f"flips its sign against {factor}={label(other)} ({flips} of {len(both)} pairs)")
+                if parts:
+                    out.append({"factor": factor, "level": level, "other": other, "ratio": ratio,
+                                "pairs": len(both), "sign_flips": flips,
+                                "evidence": f"{factor}={label(level)} " + " and ".join(parts)
+                                            + f" ({len(both)} one-factor pairs where both differ)"})
+    return out
+
+
+def confounded(rows: Sequence[Row]) -> Optional[Dict[str, Any]]:
+    """When no single factor separates a failing job from a passing one: the failing job
+    and its nearest passing job (fewest differing factors), the factors in which they
+    differ together, and for each of those factors the extra job that would test it alone
+    (the failing job's overrides with that factor at the passing job's level). ``None``
+    when some pair differs in one factor only, or nothing both fails and passes."""
+    judged = _judged(rows)
+    fails = [r for r in judged if r["status"] == "fail"]
+    passes = [r for r in judged if r["status"] == "ok"]
+    keys = factors(rows)
+    best = None
+    for f in fails:
+        for p in passes:
+            differ = [k for k in keys if _level(f, k) != _level(p, k)]
+            if best is None or len(differ) < len(best[2]):
+                best = (f, p, differ)
+    if best is None or len(best[2]) < 2:
+        return None
+    f, p, differ = best
+    separate = {k: sorted(f"{key}={value}" for key, value in dict(f["overrides"], **{k: _level(p, k)}).items()
+                          if value is not None) for k in differ}
+    return {"failing": f["job"], "passing": p["job"],
+            "factors": [{"factor": k, "failing_level": _level(f, k), "passing_level": _level(p, k)} for k in differ],
+            "separate_with": separate}
+
+
+def notes_summary(rows: Sequence[Row]) -> Optional[str]:
+    """The notes of the jobs (settings without effect, policies not applied, ranks that
+    disagree, engine workarounds, emulated collectives), counted by kind, in one sentence."""
+    kinds: Counter = Counter()
+    for row in rows:
+        for note in (row.get("notes") or "").split("; "):
+            if note:
+                kinds[note.split(":")[0].split(" (")[0]] += 1
+    if not kinds:
+        return None
+    return "Notes: " + "; ".join(f"{kind} ({n} job{'s' if n > 1 else ''})" for kind, n in kinds.most_common(6))
+
+
+def nondeterministic_jobs(rows: Sequence[Row]) -> List[Dict[str, Any]]:
+    """The jobs whose repeats disagree (``repeat=N``; ``sweep.run.job.run_repeats``): ``job``,
+    ``status`` (repeat 0's), ``overrides``, ``spread`` (``repeat_spread`` of the record)."""
+    return [{"job": r["job"], "status": r["status"], "overrides": r["overrides"], "spread": r.get("repeat_spread")}
+            for r in rows if r.get("nondeterministic")]
+
+
+def _spread_text(spread: Optional[Dict[str, Any]]) -> str:
+    spread = spread or {}
+    worst = max(spread.get("distributed_max_abs") or 0.0, spread.get("standalone_max_abs") or 0.0)
+    text = f"{spread.get('repeats', '?')} repeats differ by up to {worst:.3g}"
+    statuses = spread.get("statuses") or []
+    if len(set(statuses)) > 1:
+        text += f", status {'/'.join(statuses)}"
+    fails = spread.get("first_fail_range")
+    if fails:
+        text += f", first failing step {fails[0]}" + (f"-{fails[1]}" if fails[1] != fails[0] else "")
+    return text
+
+
+def repeats_sentence(rows: Sequence[Row], evidence: Optional[Iterable[int]] = None) -> Optional[str]:
+    """What the repeats say about the verdict: the nondeterministic jobs with their spread,
+    and whether the verdict rests on them (``evidence``: the jobs it rests on; ``None``:
+    all judged jobs); or that every repeated job's repeats agree; ``None`` without repeats."""
+    nd = [r for r in nondeterministic_jobs(rows) if r["status"] in JUDGED]
+    if not nd:
+        repeated = [r for r in _judged(rows) if r.get("nondeterministic") is False]
+        if not repeated:
+            return None
+        return (f"Repeats agree: each of the {len(repeated)} repeated job{'s' if len(repeated) > 1 else ''} gave the "
+                "same losses in every launch")
+    listed = "; ".join(f"job {r['job']} ({_spread_text(r['spread'])})" for r in nd)
+    jobs = set(evidence) if evidence is not None else {r["job"] for r in _judged(rows)}
+    if any(r["job"] in jobs for r in nd):
+        return (f"Nondeterministic: {listed}; this verdict rests on {'them' if len(nd) > 1 else 'it'}, and a "
+                "rerun may judge differently")
+    return f"Nondeterministic, but not part of the evidence above: {listed}"
+
+
+def interactions(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Culprits that flip pass/fail only under some levels of another factor.
+
+    For each culprit ``f=v`` of ``ranked`` (from :func:`culprits`) and each other factor
+    ``g``, its pairs are split by the level of ``g`` they share; reported when it turns
+    a pass into a fail under some levels of ``g`` (``with_levels``) and never under
+    others that have pairs (``without_levels``). Keys: ``factor``, ``level``,
+    ``with_factor``, ``with_levels``, ``flips``/``pairs`` (under ``with_levels``),
+    ``without_levels``, ``without_pairs``, ``evidence``. A symmetric finding
+    (``f=v`` only with ``g=w`` and ``g=w`` only with ``f=v``) is reported once.
+    """
+    pairs = one_factor_pairs(rows)
+    found, seen = [], set()
+    for culprit in ranked:
+        factor, level = culprit["factor"], culprit["level"]
+        oriented = _oriented(pairs, factor, level)
+        for other in (g for g in factors(rows) if g != factor):
+            by_level: Dict[Optional[str], List[Tuple[Row, Row]]] = defaultdict(list)
+            for x, y in oriented:
+                by_level[_level(x, other)].append((x, y))
+            flips = {w: len(_flips_to_fail(group)) for w, group in by_level.items()}
+            with_levels = [w for w, n in flips.items() if n]
+            without_levels = [w for w, n in flips.items() if not n]
+            key = frozenset({(factor, (level,)), (other, tuple(with_levels))})
+            if not with_levels or not without_levels or key in seen:
+                continue
+            seen.add(key)
+            n_flips, n_with = sum(flips.values()), sum(len(by_level[w]) for w in with_levels)
+            n_without = sum(len(by_level[w]) for w in without_levels)
+            found.append({
+                "factor": factor,
+                "level": level,
+                "with_factor": other,
+                "with_levels": with_levels,
+                "flips": n_flips,
+                "pairs": n_with,
+                "without_levels": without_levels,
+                "without_pairs": n_without,
+                "evidence": (
+                    f"{factor}={label(level)} turns a pass into a fail only when "
+                    f"{other}={'/'.join(label(w) for w in with_levels)} ({n_flips} of {n_with} pairs), "
+                    f"never when {other}={'/'.join(label(w) for w in without_levels)} (0 of {n_without} pairs)"
+                ),
+            })
+    return found
+
+
+def _short(reason: Optional[str], width: int = 120) -> str:
+    text = (reason or "no reason recorded").splitlines()[0]
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequence[Dict[str, Any]]) -> str:
+    """One paragraph: job counts by status, then the culprit with its evidence (or why
+    none is named). ``ranked`` from :func:`culprits`, ``found`` from :func:`interactions`."""
+    if not rows:
+        return "0 jobs: nothing to judge."
+    counts = Counter(r["status"] for r in rows)
+    text = f"{len(rows)} jobs: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
+    not_judged = len(rows) - len(_judged(rows))
+    if not_judged:
+        text += f"; {not_judged} not judged (error/timeout/missing: excluded from pass rates, listed below)"
+    if not _judged(rows):
+        reasons = Counter(_short(r.get("reason")) for r in rows)
+        listed = "; ".join(f"{n} x {reason}" for reason, n in reasons.most_common(3))
+        return text + f". Nothing could be judged: no job produced a comparison ({listed})."
+    notes = notes_summary(rows)
+
+    scaled = "".join(f" {s['evidence']}." for s in scalers(rows)[:3])
+
+    def tails(evidence: Optional[Iterable[int]] = None) -> str:
+        repeats = repeats_sentence(rows, evidence)
+        return scaled + (f" {repeats}." if repeats else "") + (f" {notes}." if notes else "")
+
+    tail = tails()
+    if not counts["fail"]:
+        differ = [r for r in _judged(rows) if drift_class(r)]
+        verb = "differs" if len(differ) == 1 else "differ"
+        if differ and all(rounding_only(r) for r in differ):
+            return text + (f". No culprit: every judged job passes; {len(differ)} {verb} from standalone by float "
+                           f"rounding only (every traced tensor within rel {ROUNDING_REL:g}: summation order, "
+                           "e.g. of sharded data), which no factor causes.") + tail
+        if differ:
+            return text + (f". No job fails, but {len(differ)} {verb} from standalone below tolerance; the earliest "
+                           f"{_onset_sentence(differ)}.") + tail
+        return text + ". No culprit: every judged job passes, bit for bit where the run is deterministic." + tail
+    if ranked:
+        top = ranked[0]
+        evidence = {row["job"] for pair in _oriented(one_factor_pairs(rows), top["factor"], top["level"])
+                    for row in pair}
+        tail = tails(evidence)
+        only = [i for i in found if (i["factor"], i["level"]) == (top["factor"], top["level"])]
+        context = f"; only with {only[0]['with_factor']}={'/'.join(map(label, only[0]['with_levels']))}" if only else ""
+        word = "Exposed by (not caused by)" if top.get("exposes_only") else "Culprit"
+        tied = ties(ranked, rows)
+        together = [t for t in tied if t["together"]]
+        tied = [t for t in tied if not t["together"]]
+        if together:
+            names = " and ".join([f"{top['factor']}={label(top['level'])}"]
+                                 + [f"{t['factor']}={label(t['level'])}" for t in together])
+            text += (f". Only together: {names} fail in the same jobs, and "
+                     + "; ".join(f"job {t['separating_job']} ({t['factor']}={label(_other(rows, t))}) passes"
+                                 for t in together) + ": an interaction, not one factor")
+            word = "Evidence" if word == "Culprit" else word
+        if tied:
+            names = " or ".join([f"{top['factor']}={label(top['level'])}"]
+                                + [f"{t['factor']}={label(t['level'])}" for t in tied])
+            text += (f". Indistinguishable in this sweep: {names} (they fail in the same jobs); to separate them, "
+                     f"add the job {' '.join(tied[0]['separate_with'])}. {word}: {top['evidence']}{context}.")
+        else:
+            text += f". {word}: {top['evidence']}{context}."
+        rest = [c for c in ranked[1:]
+                if (c["factor"], c["level"]) not in {(t["factor"], t["level"]) for t in tied + together}]
+        if rest:
+            text += " Also: " + ", ".join(f"{c['factor']}={label(c['level'])}" for c in rest[:3]) + "."
+        return text + tail
+    mixed = confounded(rows)
+    if mixed is not None:
+        names = " or ".join(f"{f['factor']}={label(f['failing_level'])}" for f in mixed["factors"])
+        first = mixed["factors"][0]["factor"]
+        return text + (
+            f". No single swept factor separates a failing job from a passing one: the nearest pair (job "
+            f"{mixed['failing']} fails, job {mixed['passing']} passes) differs in "
+            f"{', '.join(f['factor'] for f in mixed['factors'])} together. Indistinguishable in this sweep: {names} "
+            f"(or only together); to separate them, add the job {' '.join(mixed['separate_with'][first])}."
+        ) + tail
+    if not one_factor_pairs(rows):
+        return text + ". No culprit can be named: no two judged jobs differ in exactly one factor." + tail
+    return text + (
+        ". No culprit among the swept factors: no one-factor change turns a pass into a fail"
+        + (" (every judged job fails: the drift is common to all of them)." if not counts["ok"] else ".")
+    ) + tail
+
+
+def attribute(rows: Sequence[Row]) -> Dict[str, Any]:
+    """Everything above for one sweep, JSON-ready.
+
+    Keys: ``verdict`` (str), ``factors``, ``counts`` (status -> jobs), ``judged``,
+    ``not_judged`` (``[{job, status, reason}]``), ``levels`` (:func:`level_stats`),
+    ``contrasts``, ``culprits``, ``interactions``, ``ties`` (:func:`ties`), ``scalers``
+    (:func:`scalers`), ``nondeterministic`` (:func:`nondeterministic_jobs`), ``drift`` (class ->
+    numbers of the judged jobs that differ),
+    ``drift_rule`` (:data:`DRIFT_RULE`), ``onset_rule`` (``sweep.analysis.compare.ONSET_RULE``).
+    """
+    ranked = culprits(rows)
+    found = interactions(rows, ranked)
+    drift: Dict[str, List[int]] = {cls: [] for cls in DRIFT_CLASSES}
+    for row in rows:
+        cls = drift_class(row)
+        if cls:
+            drift[cls].append(row["job"])
+    counts = Counter(r["status"] for r in rows)
+    return {
+        "verdict": verdict(rows, ranked, found),
+        "factors": factors(rows),
+        "counts": {s: counts[s] for s in STATUSES},
+        "judged": len(_judged(rows)),
+        "not_judged": [
+            {"job": r["job"], "status": r["status"], "reason": r.get("reason")}
+            for r in rows
+            if r["status"] not in JUDGED
+        ],
+        "levels": level_stats(rows),
+        "contrasts": contrasts(rows),
+        "culprits": ranked,
+        "interactions": found,
+        "ties": ties(ranked, rows),
+        "confounded": confounded(rows) if not ranked else None,
+        "scalers": scalers(rows),
+        "nondeterministic": nondeterministic_jobs(rows),
+        "drift": drift,
+        "drift_rule": DRIFT_RULE,
+        "onset_rule": f"{UPDATE_ONSET_RULE}. Jobs not traced: {ONSET_RULE}",
+    }

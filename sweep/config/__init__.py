@@ -1,0 +1,9 @@
+"""The config wing: the dataclass schema and its field roles, enums, calling a factory a config names, and the Hydra tree (``conf/``).
+
+May import: the contracts at the top (``sweep.errors``, ``sweep.io``, ``sweep.records``, ``sweep.layout``) only; no framework, engine or model.
+Modules: ``schema`` (sections, their field-local checks, roles), ``enums``, ``factories``.
+"""
+
+from pathlib import Path
+
+CONF_DIR = Path(__file__).resolve().parent / "conf"  # the Hydra config tree, shipped inside the package

@@ -1,0 +1,656 @@
+"""Structured config of one sweep job: every section's schema, its own checks, and the
+role of every field.
+
+Every YAML file under ``sweep/config/conf/`` merges into one of these dataclasses, so OmegaConf
+rejects an unknown key (also one added with ``+``), a wrong type or a value outside an
+``Enum`` when the job's config is composed, before any process starts. What a type
+cannot say, each section checks itself (its ``check`` classmethod: the mesh owns
+``world_size``, the tolerance owns its range); the framework and the engine check
+their own rules (``sweep.frameworks``, ``sweep.engines``, ``sweep.models``);
+``sweep.run.checks.check`` runs them all, in the job process, before it launches ranks.
+This module imports no framework, engine or model: validation flows down, from the job
+to each component.
+
+**Field roles.** Every field declares what it affects (:func:`affects`, stored in the
+dataclass field's metadata): ``baseline`` (the standalone loss sequence depends on it),
+``distributed`` (the distributed sequence does), ``verdict`` (the judgement of the
+two), ``launch`` (jobs that differ in it cannot share one distributed launch). A field
+with none of them changes no number (time limits, reuse switches). Baseline reuse
+(``sweep.run.baseline``), shared launches (``sweep.run.pool``) and resume (``sweep.run.job``) derive
+their field lists from these roles (:func:`fields_with`); ``tests/unit/test_schema.py``
+fails when a field has no declared role.
+
+Names follow PyTorch FSDP2 (``MixedPrecisionPolicy``: ``param_dtype``,
+``reduce_dtype``, ``output_dtype``, ``cast_forward_inputs``;
+``reshard_after_forward``) and ``DeviceMesh`` (``mesh_shape``, ``mesh_dim_names``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
+
+from sweep.errors import ConfigError
+
+__all__ = ["ConfigError", "SweepConfig", "check_fields", "world_size", "fields_with", "to_container"]
+
+BASELINE, DISTRIBUTED, VERDICT, LAUNCH = "baseline", "distributed", "verdict", "launch"
+ROLES = (BASELINE, DISTRIBUTED, VERDICT, LAUNCH)
+NUMERIC = (BASELINE, DISTRIBUTED, VERDICT)  # what a result depends on: must match on resume
+
+
+def affects(*roles: str, **kwargs: Any) -> Any:
+    """A dataclass ``field`` whose metadata declares the roles of the field (see the
+    module docstring); ``affects()`` with no role: the field changes no number."""
+    unknown = set(roles) - set(ROLES)
+    if unknown:
+        raise ValueError(f"unknown roles {sorted(unknown)}; allowed: {', '.join(ROLES)}")
+    return field(metadata={"affects": frozenset(roles)}, **kwargs)
+
+
+ALL_NUMERIC = (BASELINE, DISTRIBUTED)
+
+
+class Device(str, enum.Enum):
+    cpu = "cpu"
+    npu = "npu"
+    cuda = "cuda"
+
+
+class DType(str, enum.Enum):
+    """Floating dtypes a ``MixedPrecisionPolicy`` may name (``None`` = keep the parameter's)."""
+
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
+class OptimizerName(str, enum.Enum):
+    adam = "adam"
+    adamw = "adamw"
+    sgd = "sgd"
+
+
+class GradApi(str, enum.Enum):
+    """How a step computes gradients: ``loss.backward()`` (torch; MindSpore only where
+    its ``Tensor`` has ``backward``) or ``mindspore.value_and_grad`` (the report's)."""
+
+    backward = "backward"
+    value_and_grad = "value_and_grad"
+
+
+class WeightTransfer(str, enum.Enum):
+    """How the standalone copy gets the distributed copy's initial weights.
+
+    ``shared``: the report's ``standalone_param.set_data(distributed_param)`` (torch:
+    ``standalone_param.data = distributed_param.data``): both share storage, so
+    training one moves the other. ``independent``: a copy of the values.
+    ``checkpoint``: a round-trip through a checkpoint file.
+    """
+
+    shared = "shared"
+    independent = "independent"
+    checkpoint = "checkpoint"
+
+
+class Order(str, enum.Enum):
+    """Which copy trains first in a rank, or ``separate``: the standalone copy trains
+    in a process of its own (no launcher, no process group)."""
+
+    standalone_first = "standalone_first"
+    distributed_first = "distributed_first"
+    separate = "separate"
+
+
+class DataSplit(str, enum.Enum):
+    """``replicated``: every rank sees the same ``batch_size`` sample (the report).
+    ``sharded``: rank ``r`` sees rows ``[r*b, (r+1)*b)`` of a global batch of
+    ``b * world_size`` rows, on which the standalone copy trains; the distributed loss
+    of a step is then the mean of the ranks' losses."""
+
+    replicated = "replicated"
+    sharded = "sharded"
+
+
+def _value(x: Any) -> Any:
+    return x.value if isinstance(x, enum.Enum) else x
+
+
+def _positive(section: str, cfg: Any, *keys: str, allow_none: bool = False) -> None:
+    """Each of ``keys`` is a finite number > 0 (or ``None`` with ``allow_none``)."""
+    for key in keys:
+        value = cfg[key]
+        if value is None and allow_none:
+            continue
+        if value is None or not math.isfinite(value) or value <= 0:
+            raise ConfigError(f"{section}.{key}={value}: must be a finite number > 0")
+
+
+@dataclass
+class FrameworkConfig:
+    """The framework the ranks run, and how they are started.
+
+    ``impl`` is the dotted path of the framework's class (``sweep.frameworks``), which
+    owns its launchers, checks and rank entry point. ``launcher`` starts a job's own
+    ranks (torchrun, msrun); ``pool_launcher`` a multirun's shared launch
+    (``sweep.run.pool``; torch's ``elastic_fork``: ``sweep.launch.fork_launch``).
+    ``device_map`` maps ``device`` to the framework's own name for it (torch: the
+    process-group backend, gloo on CPU; MindSpore: ``device_target``). ``env`` is added
+    to every rank's environment (e.g. ``MS_DEV_HOST_BLOCKING_RUN=1``).
+    """
+
+    name: str = affects(BASELINE, DISTRIBUTED, LAUNCH, default=MISSING)
+    impl: str = affects(BASELINE, DISTRIBUTED, LAUNCH, default=MISSING)
+    launcher: str = affects(default=MISSING)
+    pool_launcher: str = affects(LAUNCH, default=MISSING)
+    grad_api: GradApi = affects(BASELINE, DISTRIBUTED, default=GradApi.backward)
+    device_map: Dict[str, str] = affects(BASELINE, DISTRIBUTED, LAUNCH, default_factory=dict)
+    env: Dict[str, str] = affects(BASELINE, DISTRIBUTED, LAUNCH, default_factory=dict)
+
+
+@dataclass
+class EngineConfig:
+    """How the distributed copy is parallelised.
+
+    ``impl`` maps a framework name to the dotted path of an engine class
+    (``sweep.engines``); an engine exists for a framework iff it has an entry. A test
+    or a user plugs in another engine by overriding one entry. ``options`` are the
+    engine's own settings, checked against the loaded class's ``Options`` dataclass.
+    """
+
+    name: str = affects(DISTRIBUTED, default=MISSING)
+    impl: Dict[str, str] = affects(DISTRIBUTED, default_factory=dict)
+    options: Dict[str, Any] = affects(DISTRIBUTED, default_factory=dict)
+
+
+@dataclass
+class MixedPrecisionPolicyConfig:
+    """Fields and defaults of ``torch.distributed.fsdp.MixedPrecisionPolicy`` (and
+    hyper-parallel's class of the same name): ``None`` keeps the parameter dtype.
+    Inputs are cast only when ``param_dtype`` is set."""
+
+    name: str = affects(DISTRIBUTED, default=MISSING)
+    param_dtype: Optional[DType] = affects(DISTRIBUTED, default=None)
+    reduce_dtype: Optional[DType] = affects(DISTRIBUTED, default=None)
+    output_dtype: Optional[DType] = affects(DISTRIBUTED, default=None)
+    cast_forward_inputs: bool = affects(DISTRIBUTED, default=True)
+    # Per-module policies: {module name: {param_dtype: ..., reduce_dtype: ..., ...}}, each
+    # merged over this policy for that module, which becomes a fully_shard unit of its
+    # own, e.g. +mp_policy.overrides.layer1.param_dtype=float32 under mp_policy=bf16.
+    overrides: Dict[str, Any] = affects(DISTRIBUTED, default_factory=dict)
+
+    @staticmethod
+    def check(policy: Any) -> None:
+        """Raises: ConfigError: an override that is not a mapping of policy keys to
+        allowed values."""
+        allowed = {"param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs"}
+        for module, override in (policy.get("overrides") or {}).items():
+            if not isinstance(override, (dict, DictConfig)):
+                raise ConfigError(f"mp_policy.overrides.{module}={override}: a mapping of {', '.join(sorted(allowed))}")
+            for key, value in override.items():
+                if key not in allowed:
+                    raise ConfigError(f"mp_policy.overrides.{module}.{key}: unknown; allowed: "
+                                      f"{', '.join(sorted(allowed))}")
+                if key == "cast_forward_inputs":
+                    if not isinstance(value, bool):
+                        raise ConfigError(f"mp_policy.overrides.{module}.{key}={value}: true or false")
+                elif value is not None and str(value) not in {d.value for d in DType}:
+                    raise ConfigError(f"mp_policy.overrides.{module}.{key}={value}: allowed: "
+                                      f"{', '.join(d.value for d in DType)} or null")
+
+    @staticmethod
+    def sets_dtypes(policy: Any) -> bool:
+        """Whether the policy names any dtype (``param_dtype``/``reduce_dtype``/``output_dtype``)."""
+        return any(policy[k] is not None for k in ("param_dtype", "reduce_dtype", "output_dtype"))
+
+
+@dataclass
+class MeshConfig:
+    """A ``DeviceMesh``: ``world_size`` = product of ``mesh_shape``.
+
+    A 2-D mesh is HSDP: replicate over the first dim, shard over the second
+    (``fully_shard`` semantics in PyTorch and hyper-parallel).
+    """
+
+    name: str = affects(DISTRIBUTED, default=MISSING)
+    mesh_shape: List[int] = affects(DISTRIBUTED, default=MISSING)
+    mesh_dim_names: List[str] = affects(DISTRIBUTED, default=MISSING)
+
+    @staticmethod
+    def check(mesh: Any, world_size: Optional[int] = None) -> int:
+        """The mesh's ``world_size``; it must equal ``world_size`` when that is set.
+
+        Raises:
+            ConfigError: a dim < 1, names and dims of different counts, or a mismatch.
+        """
+        shape, names = list(mesh.mesh_shape), list(mesh.mesh_dim_names)
+        if not shape or any(int(n) < 1 for n in shape):
+            raise ConfigError(f"mesh.mesh_shape={shape}: every dim must be a positive integer")
+        if len(names) != len(shape):
+            raise ConfigError(
+                f"mesh.mesh_dim_names={names} has {len(names)} names but mesh.mesh_shape={shape} has {len(shape)} dims"
+            )
+        product = math.prod(shape)
+        if world_size is not None and int(world_size) != product:
+            raise ConfigError(
+                f"mesh.mesh_shape={shape} needs world_size={product} ranks "
+                f"({' x '.join(map(str, shape))}), but world_size={world_size}"
+            )
+        return product
+
+
+@dataclass
+class OptimizerConfig:
+    """Optimizer and its hyperparameters. ``lr`` is the learning rate; ``betas`` and
+    ``eps`` apply to adam/adamw, ``momentum`` to sgd."""
+
+    name: OptimizerName = affects(*ALL_NUMERIC, default=MISSING)
+    lr: float = affects(*ALL_NUMERIC, default=1e-4)
+    betas: List[float] = affects(*ALL_NUMERIC, default_factory=lambda: [0.9, 0.999])
+    eps: float = affects(*ALL_NUMERIC, default=1e-8)
+    weight_decay: float = affects(*ALL_NUMERIC, default=0.0)
+    momentum: float = affects(*ALL_NUMERIC, default=0.0)
+
+    @staticmethod
+    def check(opt: Any) -> None:
+        """Raises: ConfigError: ``lr`` or ``eps`` not finite and > 0, a beta outside
+        [0, 1), a negative ``weight_decay`` or ``momentum``."""
+        _positive("optimizer", opt, "lr", "eps")
+        betas = list(opt.betas)
+        if len(betas) != 2 or any(not (0.0 <= b < 1.0) for b in betas):
+            raise ConfigError(f"optimizer.betas={betas}: two values in [0, 1)")
+        for key in ("weight_decay", "momentum"):
+            if not math.isfinite(opt[key]) or opt[key] < 0:
+                raise ConfigError(f"optimizer.{key}={opt[key]}: must be a finite number >= 0")
+
+
+@dataclass
+class ModelConfig:
+    """The model both copies train: a factory named by ``_target_`` (``sweep.models``).
+
+    The presets (``conf/model/``): ``mlp``, the report's Dense(in, hidden) -> ReLU ->
+    Dense(hidden, out) (the default); ``mlp_norm`` (Linear, LayerNorm, ReLU, Linear,
+    BatchNorm1d); ``transformer`` (a tiny causal decoder; torch only). A user's model:
+    ``model._target_=my_pkg.build_model`` (see README "Bring your own model": the factory
+    is called through ``hydra.utils.instantiate`` with ``framework=`` and those of the
+    sizes, ``init_std`` and ``args`` entries it names).
+
+    Weights ~ N(0, ``init_std``^2), biases zero. ``init_std`` = 0.01 is MindSpore's
+    ``weight_init="normal"`` (``mindspore.common.initializer.Normal(sigma=0.01)``).
+    ``init_dtype``: the dtype the parameters are created in (``module.to(dtype)`` after
+    the factory), in both copies: it sets the master-weight and optimizer-state dtype,
+    unlike ``mp_policy.param_dtype``, which only casts the distributed copy's compute.
+    """
+
+    name: str = affects(*ALL_NUMERIC, default="mlp")
+    _target_: str = affects(*ALL_NUMERIC, default="sweep.models.mlp")
+    in_size: int = affects(*ALL_NUMERIC, default=32)
+    hidden_size: int = affects(*ALL_NUMERIC, default=64)
+    out_size: int = affects(*ALL_NUMERIC, default=24)
+    init_std: float = affects(*ALL_NUMERIC, default=0.01)
+    init_dtype: DType = affects(*ALL_NUMERIC, default=DType.float32)
+    # More keyword arguments of the factory (e.g. the transformer's num_layers).
+    args: Dict[str, Any] = affects(*ALL_NUMERIC, default_factory=dict)
+
+    @staticmethod
+    def check(model: Any) -> None:
+        """Raises: ConfigError: a size < 1 or a non-positive ``init_std``."""
+        for key in ("in_size", "hidden_size", "out_size"):
+            if model[key] < 1:
+                raise ConfigError(f"model.{key}={model[key]}: must be >= 1")
+        _positive("model", model, "init_std")
+
+
+@dataclass
+class DataConfig:
+    """The samples, from a factory named by ``_target_`` (``sweep.models.data``), the same on
+    every rank. ``sweep.models.data.regression`` (the default, the report's): sample ``i`` is
+    ``x = RandomState(seed_offset + i).randn(rows, in_size)`` and
+    ``y = RandomState(seed_offset + i).randn(rows, out_size)``, float32.
+    ``sweep.models.data.tokens``: random token ids and their next tokens (the transformer's).
+    ``split`` says how a step's rows reach the ranks (:class:`DataSplit`).
+    ``batch_size`` is the old name of ``train.batch_size`` (deprecated; :func:`normalize`).
+    """
+
+    _target_: str = affects(*ALL_NUMERIC, default="sweep.models.data.regression")
+    seed_offset: int = affects(*ALL_NUMERIC, default=44)
+    split: DataSplit = affects(*ALL_NUMERIC, default=DataSplit.replicated)
+    args: Dict[str, Any] = affects(*ALL_NUMERIC, default_factory=dict)
+    batch_size: Optional[int] = affects(default=None)
+
+    @staticmethod
+    def check(data: Any) -> None:
+        """Raises: ConfigError: ``seed_offset`` outside numpy's seeds."""
+        if not 0 <= data.seed_offset < 2**32:
+            raise ConfigError(f"data.seed_offset={data.seed_offset}: must be in [0, 2**32) (numpy's seeds)")
+
+
+# train.loss's built-in names (train.loss is a str: it may also be a dotted path)
+LOSSES = {
+    "mse": "mean squared error (torch.nn.functional.mse_loss, mindspore.nn.MSELoss)",
+    "cross_entropy": "mean over all targets of the logits' cross-entropy (F.cross_entropy on "
+                     "(rows * positions, vocab) logits)",
+}
+
+
+class Wrap(str, enum.Enum):
+    """Which modules become ``fully_shard`` units. ``root``: the whole model, one unit
+    (the report). ``per_layer``: each layer first (the model's ``layers`` if it has them,
+    torchtitan's convention, else each direct child with parameters), then the root:
+    FSDP2's usual pattern."""
+
+    root = "root"
+    per_layer = "per_layer"
+
+
+@dataclass
+class GradScalerConfig:
+    """Loss scaling for fp16 (``torch.amp.GradScaler``'s arguments; FSDP2 uses
+    ``ShardedGradScaler``, whose inf check is all-reduced over the ranks)."""
+
+    enabled: bool = affects(*ALL_NUMERIC, default=False)
+    init_scale: float = affects(*ALL_NUMERIC, default=65536.0)
+    growth_factor: float = affects(*ALL_NUMERIC, default=2.0)
+    backoff_factor: float = affects(*ALL_NUMERIC, default=0.5)
+    growth_interval: int = affects(*ALL_NUMERIC, default=2000)
+
+
+@dataclass
+class TrainConfig:
+    """The training step, the same in both copies (``sweep.train``): per optimizer step,
+    ``grad_accum_steps`` micro-batches of ``batch_size / grad_accum_steps`` rows each, the
+    loss of each divided by ``grad_accum_steps``; gradient sync is off on all but the last
+    (FSDP2's ``set_requires_gradient_sync(False)``, DDP's ``no_sync``). Then, if set,
+    gradient-norm clipping to ``clip_grad_norm`` (the global 2-norm; over sharded
+    gradients the norm of the full tensors, ``torch.nn.utils.get_total_norm`` and
+    ``DTensor.full_tensor``), the optimizer step (through ``grad_scaler`` if enabled).
+
+    ``batch_size``: rows per step on each rank (``data.split=replicated``) or per rank
+    of a global batch of ``batch_size * world_size`` (``sharded``)."""
+
+    batch_size: int = affects(*ALL_NUMERIC, default=1)
+    grad_accum_steps: int = affects(*ALL_NUMERIC, default=1)
+    clip_grad_norm: Optional[float] = affects(*ALL_NUMERIC, default=None)
+    loss: str = affects(*ALL_NUMERIC, default="mse")
+    grad_scaler: GradScalerConfig = field(default_factory=GradScalerConfig)
+
+    @staticmethod
+    def check(train: Any) -> None:
+        """Raises: ConfigError: a batch size < 1, a ``batch_size`` that ``grad_accum_steps``
+        does not divide, a non-positive ``clip_grad_norm``, an unknown ``loss``, or a
+        scaler setting out of range."""
+        if train.batch_size < 1:
+            raise ConfigError(f"train.batch_size={train.batch_size}: must be >= 1")
+        if train.grad_accum_steps < 1:
+            raise ConfigError(f"train.grad_accum_steps={train.grad_accum_steps}: must be >= 1")
+        if train.batch_size % train.grad_accum_steps:
+            raise ConfigError(
+                f"train.batch_size={train.batch_size} is not a multiple of train.grad_accum_steps="
+                f"{train.grad_accum_steps}: every micro-batch must have the same number of rows"
+            )
+        _positive("train", train, "clip_grad_norm", allow_none=True)
+        loss = str(train.loss)
+        if loss not in LOSSES and "." not in loss:
+            raise ConfigError(
+                f"train.loss={loss}: allowed: {', '.join(LOSSES)}, or a dotted path to "
+                "a function loss(output, target) -> scalar tensor"
+            )
+        scaler = train.grad_scaler
+        _positive("train.grad_scaler", scaler, "init_scale", "growth_factor", "backoff_factor")
+        if scaler.growth_interval < 1:
+            raise ConfigError(f"train.grad_scaler.growth_interval={scaler.growth_interval}: must be >= 1")
+
+
+@dataclass
+class WeightsConfig:
+    """How the two copies start from the same weights (see :class:`WeightTransfer`).
+    ``copy`` is the old name of ``transfer`` (deprecated: it collides with
+    ``DictConfig.copy``); :func:`normalize` moves it to ``transfer`` with a warning."""
+
+    transfer: WeightTransfer = affects(*ALL_NUMERIC, default=WeightTransfer.independent)
+    copy: Optional[WeightTransfer] = affects(default=None)
+
+
+@dataclass
+class CompareConfig:
+    """Tolerance of the per-step comparison, ``numpy.isclose`` semantics:
+    ``|distributed - standalone| <= atol + rtol * |standalone|``."""
+
+    rtol: float = affects(VERDICT, default=1e-4)
+    atol: float = affects(VERDICT, default=1e-4)
+    # Differences up to this size (loss units) do not count as the two runs parting
+    # (first_diff_step); 0.0: any difference counts (deterministic CPU runs are exact).
+    noise_floor: float = affects(VERDICT, default=0.0)
+    # A job whose copies differ is rerun up to this many steps past its first differing
+    # step with every gradient and weight recorded, to name the first tensor that differs
+    # (sweep.analysis.trace); 0: no tracing rerun.
+    trace_after: int = affects(default=3)
+    # The tracing rerun also records the weights this many steps past the first differing
+    # step, to classify the onset from the update differences (sweep.analysis.trace.update_onset: a
+    # period up to a third of it shows); 0: the onset from the losses only. Memory: two
+    # copies' weights per step, in the rank's host memory.
+    onset_steps: int = affects(default=24)
+    # Set by the job in its tracing rerun only: record gradients and weights up to
+    # trace_until, weights up to onset_until.
+    trace_until: Optional[int] = affects(default=None)
+    onset_until: Optional[int] = affects(default=None)
+
+    @staticmethod
+    def check(compare: Any) -> None:
+        """Raises: ConfigError: a tolerance that is negative or not finite (NaN would fail every step)."""
+        for key in ("trace_after", "onset_steps"):
+            if compare[key] < 0:
+                raise ConfigError(f"compare.{key}={compare[key]}: must be >= 0 steps")
+        for key in ("rtol", "atol", "noise_floor"):
+            if not math.isfinite(compare[key]) or compare[key] < 0:
+                raise ConfigError(f"compare.{key}={compare[key]}: must be a finite number >= 0")
+
+
+@dataclass
+class ExecutionConfig:
+    """How a job's ranks are run and supervised (not how they compute).
+
+    ``timeout_s``: wall-clock limit of the whole launch in seconds; ``None`` means
+    ``base_timeout_s + per_step_s * steps * world_size``. ``reuse_processes`` and
+    ``reuse_baselines`` switch the multirun fast path (``sweep.run.pool``,
+    ``sweep.run.baseline``; the same losses, bit for bit on CPU).
+    """
+
+    timeout_s: Optional[float] = affects(default=None)
+    base_timeout_s: float = affects(default=180.0)
+    per_step_s: float = affects(default=0.1)
+    omp_num_threads: int = affects(LAUNCH, default=1)
+    reuse_processes: bool = affects(default=True)
+    reuse_baselines: bool = affects(default=True)
+
+    @staticmethod
+    def check(execution: Any) -> None:
+        """Raises: ConfigError: a time that is not > 0, or fewer than 1 thread."""
+        _positive("execution", execution, "timeout_s", allow_none=True)
+        _positive("execution", execution, "base_timeout_s", "per_step_s")
+        if execution.omp_num_threads < 1:
+            raise ConfigError(f"execution.omp_num_threads={execution.omp_num_threads}: must be >= 1")
+
+
+@dataclass
+class SweepConfig:
+    """One job: the same model trained standalone and distributed, then compared."""
+
+    framework: FrameworkConfig = MISSING
+    engine: EngineConfig = MISSING
+    mp_policy: MixedPrecisionPolicyConfig = MISSING
+    mesh: MeshConfig = MISSING
+    optimizer: OptimizerConfig = MISSING
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    compare: CompareConfig = field(default_factory=CompareConfig)
+    execution: ExecutionConfig = field(default_factory=ExecutionConfig)
+    weights: WeightsConfig = field(default_factory=WeightsConfig)
+    order: Order = affects(DISTRIBUTED, default=Order.standalone_first)
+    zero_grad: bool = affects(DISTRIBUTED, default=True)  # clear the distributed copy's gradients every step
+    reshard_after_forward: bool = affects(DISTRIBUTED, default=True)
+    wrap: Wrap = affects(DISTRIBUTED, default=Wrap.root)
+    deterministic: bool = affects(*ALL_NUMERIC, default=True)
+    seed: int = affects(*ALL_NUMERIC, default=42)
+    steps: int = affects(*ALL_NUMERIC, default=1000)
+    device: Device = affects(*ALL_NUMERIC, LAUNCH, default=Device.cpu)
+    world_size: Optional[int] = affects(DISTRIBUTED, default=None)  # None: the product of mesh.mesh_shape
+    # Run each job this many times (different launches, same seeds; sweep.run.job): repeats that
+    # disagree mark the job nondeterministic. No number of one run depends on it, the
+    # verdict does (and a resumed record must have as many repeats).
+    repeat: int = affects(VERDICT, default=1)
+    # Re-running a sweep into the same hydra.sweep.dir: skip jobs whose result.json is
+    # complete (ok/fail) for the same config, run the rest.
+    resume: bool = affects(default=False)
+    # Running another grid into a sweep dir that holds one: move the old jobs aside
+    # (SWEEP_DIR/.replaced/<time>/) instead of refusing (sweep.run.sweep_dir).
+    replace_grid: bool = affects(default=False)
+    # CI gate: a multirun exits 1 when any job fails, errors, times out or is missing, or
+    # the verdict names a culprit (default: 0 once every job has a result).
+    gate: bool = affects(default=False)
+
+    @staticmethod
+    def check(cfg: Any) -> None:
+        """The top-level scalars. Raises: ConfigError: ``steps`` < 1, or a ``seed`` outside
+        [0, 2**32) (numpy's and MindSpore's seeds)."""
+        if cfg.steps <= 0:
+            raise ConfigError(f"steps={cfg.steps}: must be > 0")
+        if cfg.get("repeat", 1) < 1:
+            raise ConfigError(f"repeat={cfg.repeat}: must be >= 1 (runs of each job)")
+        if not 0 <= cfg.seed < 2**32:
+            raise ConfigError(f"seed={cfg.seed}: must be in [0, 2**32) (numpy's, torch's and MindSpore's seeds)")
+
+
+SECTION_CHECKS = {
+    "mp_policy": MixedPrecisionPolicyConfig.check,
+    "optimizer": OptimizerConfig.check,
+    "model": ModelConfig.check,
+    "data": DataConfig.check,
+    "train": TrainConfig.check,
+    "compare": CompareConfig.check,
+    "execution": ExecutionConfig.check,
+}
+
+
+def register_configs() -> None:
+    """Store the schema as ``base_config`` for ``conf/config.yaml``'s defaults list."""
+    ConfigStore.instance().store(name="base_config", node=SweepConfig)
+
+
+def fields_with(role: str, schema: type = SweepConfig, prefix: str = "") -> List[str]:
+    """Dotted paths of the fields that declare ``role`` (see the module docstring), in
+    schema order. A section field without a declaration of its own takes its fields'.
+
+    Raises:
+        ValueError: an unknown role, or a field with no declaration at all.
+    """
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; allowed: {', '.join(ROLES)}")
+    paths = []
+    for f in dataclasses.fields(schema):
+        path = prefix + f.name
+        if "affects" in f.metadata:
+            if role in f.metadata["affects"]:
+                paths.append(path)
+        elif dataclasses.is_dataclass(f.type) or (isinstance(f.type, str) and f.type in _SECTIONS):
+            paths.extend(fields_with(role, _SECTIONS.get(f.type, f.type), path + "."))
+        else:
+            raise ValueError(f"{path} declares no role (sweep.config.schema.affects)")
+    return paths
+
+
+_SECTIONS = {
+    cls.__name__: cls
+    for cls in (FrameworkConfig, EngineConfig, MixedPrecisionPolicyConfig, MeshConfig, OptimizerConfig, ModelConfig,
+                DataConfig, TrainConfig, GradScalerConfig, WeightsConfig, CompareConfig, ExecutionConfig)
+}
+
+
+def select(config: Dict[str, Any], paths: List[str]) -> Dict[str, Any]:
+    """``{path: value}`` of a plain config dict (``to_container``) for dotted ``paths``."""
+    out = {}
+    for path in paths:
+        node: Any = config
+        for part in path.split("."):
+            node = node[part]
+        out[path] = node
+    return out
+
+
+def world_size(cfg: DictConfig | SweepConfig) -> int:
+    """Number of ranks of the job: ``world_size`` if set, else ``prod(mesh.mesh_shape)``."""
+    if cfg.world_size is not None:
+        return int(cfg.world_size)
+    return math.prod(int(n) for n in cfg.mesh.mesh_shape)
+
+
+def normalize(cfg: DictConfig) -> None:
+    """Fold deprecated keys into their new names, in place, each with a ``FutureWarning``:
+    ``weights.copy`` -> ``weights.transfer``, ``data.batch_size`` -> ``train.batch_size``."""
+    for section, old_key, new_section, new_key in (("weights", "copy", "weights", "transfer"),
+                                                   ("data", "batch_size", "train", "batch_size")):
+        old = cfg[section][old_key]
+        if old is None:
+            continue
+        warnings.warn(f"{section}.{old_key} is deprecated: use {new_section}.{new_key} (same values)",
+                      FutureWarning, stacklevel=2)
+        with open_dict(cfg):
+            cfg[new_section][new_key] = old
+            cfg[section][old_key] = None
+
+
+def unknown_keys(cfg: Any, schema: type = SweepConfig, prefix: str = "") -> List[str]:
+    """Dotted keys of ``cfg`` that no schema field defines. Hydra's ``+key=value``
+    adds a key even to a structured config, so this is checked explicitly; the values
+    of ``Dict`` fields (``framework.env``, ``engine.options``, ...) are free here and
+    checked by their owner."""
+    names = {f.name: f for f in dataclasses.fields(schema)}
+    found = []
+    for key in cfg.keys():
+        path = prefix + str(key)
+        f = names.get(str(key))
+        if f is None:
+            found.append(path)
+            continue
+        section = _SECTIONS.get(f.type) if isinstance(f.type, str) else None
+        if section is not None and isinstance(cfg[key], DictConfig):
+            found.extend(unknown_keys(cfg[key], section, path + "."))
+    return found
+
+
+def check_fields(cfg: DictConfig) -> int:
+    """The checks that need nothing but the config: no key that no schema defines, the
+    top-level scalars (:meth:`SweepConfig.check`), each section's own
+    (``SECTION_CHECKS``) and the mesh against ``world_size`` (:meth:`MeshConfig.check`).
+    The components' own checks (framework, engine, model, data) run after these, in
+    ``sweep.run.checks``; this module imports none of them.
+
+    Returns:
+        The job's number of ranks.
+
+    Raises:
+        ConfigError: one line naming the field, the value and what is allowed.
+    """
+    unknown = unknown_keys(cfg)
+    if unknown:
+        raise ConfigError(
+            f"{', '.join(unknown)}: no schema defines {'these keys' if len(unknown) > 1 else 'this key'} "
+            "(added with +? see sweep/config/schema.py for the fields)"
+        )
+    SweepConfig.check(cfg)
+    for name, check in SECTION_CHECKS.items():
+        check(cfg[name])
+    return MeshConfig.check(cfg.mesh, cfg.world_size)
+
+
+def to_container(cfg: DictConfig) -> dict:
+    """The resolved job config as plain Python (enums as their string values)."""
+    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)

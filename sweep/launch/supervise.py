@@ -1,0 +1,189 @@
+"""Start and supervise the processes of one launch: the one place that starts them.
+
+A launch is a framework launcher (``torchrun``, ``msrun``, ``srun`` on several nodes;
+the command lines come from ``sweep.frameworks``) started in its own session, with
+output to its log file. :class:`Launch` is the handle of a running one (``poll``,
+``wait``, ``kill``); :func:`run` runs one to completion or to its time limit. On
+timeout, Ctrl-C or exit no process of the launch is left behind: every process started
+for it carries ``SWEEP_KILL_TAG`` in its environment and is killed by that tag
+(msrun's workers run in sessions of their own and survive a SIGTERM to msrun).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Protocol
+
+import psutil
+
+TAG = "SWEEP_KILL_TAG"
+
+
+@dataclass
+class LaunchSpec:
+    """What to run: ``argv``, extra environment, log file, time limit (s), and the
+    ``kill_tag`` every process of the launch carries (``SWEEP_KILL_TAG``)."""
+
+    argv: List[str]
+    env: Dict[str, str]
+    log_path: Path
+    timeout_s: float
+    kill_tag: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+@dataclass
+class LaunchOutcome:
+    """How a launch ended. ``returncode`` is ``None`` when it was killed by us."""
+
+    returncode: Optional[int]
+    timed_out: bool
+    wall_s: float
+    killed: int  # processes of the launch that were still alive and got SIGKILL
+
+
+class Handle(Protocol):
+    """What every running launch offers (:class:`Launch`, ``sweep.launch.forkserver.ForkedLaunch``)."""
+
+    pid: int
+    kill_tag: Optional[str]
+
+    def poll(self) -> Optional[int]: ...
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]: ...
+
+    def kill(self) -> int: ...
+
+
+def free_port() -> int:
+    """A TCP port that was free on localhost a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+USER_PATH = "SWEEP_USER_PATH"
+
+
+def child_environment(extra: Dict[str, str], kill_tag: str) -> Dict[str, str]:
+    """The environment of a launch: this process's, plus ``extra``, the
+    ``SWEEP_KILL_TAG`` and this interpreter first on ``PATH`` (msrun runs the first
+    ``python`` on ``PATH``).
+
+    Nothing in the working directory may shadow an installed package in the ranks (a
+    directory or file named ``sweep`` there, say): ``PYTHONSAFEPATH=1`` keeps ``python -m``
+    from putting the working directory first on ``sys.path``, and the working directory
+    goes into ``SWEEP_USER_PATH`` instead, which the ranks append at the end of
+    ``sys.path`` (``sweep.train.__main__``), so that an engine or model named in the
+    config may still live in the user's project."""
+    env = dict(os.environ)
+    env.update(extra)
+    env[TAG] = kill_tag
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PYTHONSAFEPATH"] = "1"
+    env[USER_PATH] = os.getcwd()
+    return env
+
+
+def tagged_processes(kill_tag: str) -> List[psutil.Process]:
+    """Live processes whose environment carries ``SWEEP_KILL_TAG=kill_tag``."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(TAG) == kill_tag:
+                found.append(proc)
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def kill_processes(root: Optional[psutil.Process], kill_tag: Optional[str]) -> int:
+    """SIGKILL ``root``'s process tree and every process tagged with ``kill_tag``
+    (``None``: the tree only); returns how many were alive."""
+    procs = {p.pid: p for p in tagged_processes(kill_tag)} if kill_tag is not None else {}
+    if root is not None:
+        try:
+            procs.setdefault(root.pid, root)
+            for child in root.children(recursive=True):
+                procs.setdefault(child.pid, child)
+        except psutil.NoSuchProcess:
+            pass
+    alive = []
+    for proc in procs.values():
+        try:
+            proc.send_signal(signal.SIGKILL)
+            alive.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(alive, timeout=10)
+    return len(alive)
+
+
+class Launch:
+    """A launcher started by :func:`start`: its ``pid``, ``poll()``, ``wait()``,
+    ``kill()`` (the process tree and every process carrying its ``kill_tag``)."""
+
+    def __init__(self, spec: LaunchSpec) -> None:
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(spec.log_path, "ab") as log:
+            log.write(("$ " + " ".join(spec.argv) + "\n").encode())
+            log.flush()
+            self._proc = subprocess.Popen(
+                spec.argv, env=child_environment(spec.env, spec.kill_tag), stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        self.spec = spec
+        self.pid = self._proc.pid
+        self.kill_tag: Optional[str] = spec.kill_tag
+        self._root = psutil.Process(self.pid)
+
+    @property
+    def returncode(self) -> Optional[int]:
+        return self._proc.returncode
+
+    def poll(self) -> Optional[int]:
+        return self._proc.poll()
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
+        """Raises: subprocess.TimeoutExpired: still running after ``timeout`` s."""
+        return self._proc.wait(timeout=timeout)
+
+    def kill(self) -> int:
+        """SIGKILL everything of the launch; returns how many processes were alive."""
+        killed = kill_processes(self._root, self.kill_tag)
+        self._proc.wait()
+        return killed
+
+
+def start(spec: LaunchSpec) -> Launch:
+    """Start ``spec`` in its own session, output appended to ``spec.log_path``."""
+    return Launch(spec)
+
+
+def run(spec: LaunchSpec) -> LaunchOutcome:
+    """Run ``spec`` to completion or to ``spec.timeout_s``; never leaves processes behind.
+
+    Raises:
+        KeyboardInterrupt: re-raised after the launch's processes are killed.
+    """
+    began = time.monotonic()
+    handle = start(spec)
+    timed_out = False
+    try:
+        returncode: Optional[int] = handle.wait(timeout=spec.timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        returncode = None
+    except BaseException:
+        handle.kill()
+        raise
+    # after a normal exit: stragglers with the tag (msrun's workers); after a timeout: all
+    killed = handle.kill() if timed_out else kill_processes(None, spec.kill_tag)
+    return LaunchOutcome(returncode=returncode, timed_out=timed_out, wall_s=time.monotonic() - began, killed=killed)

@@ -1,0 +1,587 @@
+"""The report of a sweep dir: verdict, culprits, per-factor tables, one row per job.
+
+``python -m sweep.report SWEEP_DIR [--format FMT] [--max-rows N] [--against OLD_DIR]``
+prints the report of a finished (or interrupted) multirun and writes ``summary.md``,
+``summary.html`` (self-contained), ``summary.csv``, ``summary.json``, ``junit.xml`` and
+``plots/`` into it; with ``--against``, it also compares it with another sweep
+(``sweep.report.against``). The end-of-multirun callback calls
+:func:`write_report`.
+
+Rows come from each job dir ``SWEEP_DIR/<num>/``: the factors from Hydra's
+``.hydra/overrides.yaml`` (written when the job starts) and the metrics from
+``result.json`` (only from what it records, so any old sweep re-renders); a job dir
+without ``result.json`` is listed with status ``missing``. A *factor* is an override
+key whose value is not the same in every job; the analysis is :mod:`sweep.analysis.attribution`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import math
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from omegaconf import OmegaConf
+from tabulate import tabulate, tabulate_formats
+
+from sweep.analysis.attribution import (
+    DRIFT_RULE,
+    attribute,
+    drift_class,
+    factors,
+    label,
+)
+from sweep.analysis.compare import drift_metrics, onset
+from sweep.analysis.trace import ROUNDING_REL
+from sweep.errors import RecordError
+from sweep.io import read_floats, write_json
+from sweep.layout import JobDir, SweepDir
+from sweep.records import JobRecord
+from sweep.report.html import render_html
+from sweep.report.junit import to_junit
+from sweep.report.plots import write_plots
+
+COMPARISON = ("first_fail_step", "n_fail", "max_abs_diff", "max_rel_diff", "mean_signed_diff")
+METRICS = (
+    "status", "drift", "first_diff_step", "first_real_step", "onset", "first_tensor", *COMPARISON, "step0_diff",
+    "runs_low_pct", "trend", "final_ratio", "ranks_agree", "repeats", "dtypes_configured", "dtypes_ran", "notes", "wall_s",
+)
+BRIEF_METRICS = (
+    "status", "drift", "first_diff_step", "first_tensor", "first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff",
+    "runs_low_pct", "notes",
+)
+LEVEL_COLUMNS = (
+    "factor", "level", "jobs", "judged", "not_judged", "pass_rate_pct", "mean_signed_diff", "worst_abs_diff",
+)
+CONTRAST_COLUMNS = ("factor", "pairs", "flips", "flip_rate_pct", "mean_abs_shift", "max_abs_shift")
+MAX_ROWS = 40
+STATUS_ORDER = ("fail", "timeout", "error", "missing", "ok")
+LEGEND = {
+    "drift": DRIFT_RULE,
+    "first_diff_step": "first step where distributed and standalone differ at all (any rank; exact unless "
+                       "compare.noise_floor is set)",
+    "first_real_step": "first step the difference beyond float rounding reaches (traced tensors and updates, rel "
+                       f">= {ROUNDING_REL:g}, or smaller but one sign along every update: systematic); empty when "
+                       "the traced steps differ by rounding only",
+    "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts, from the update "
+             "differences of traced jobs, else from the losses (rules in summary.json)",
+    "first_tensor": "the first parameter gradient (after reduction) or weight (after the step) that differs between "
+                    "the copies, from a rerun that records them (compare.trace_after steps past the first difference)",
+    "mean_signed_diff": "mean of distributed - standalone over the steps, loss units (negative: distributed runs low)",
+    "step0_diff": "distributed - standalone at step 0, before any update",
+    "runs_low_pct": "% of steps where distributed < standalone",
+    "trend": "least-squares slope of distributed - standalone, loss units per step",
+    "final_ratio": "distributed / standalone at the last step",
+    "repeats": "repeat=N: how many runs of the job (different launches, same seeds) and whether they agree; "
+               "'differ' (nondeterministic) gives the largest loss difference between two of them",
+    "dtypes_configured": "param/reduce/output dtype of the policy (- = default)",
+    "dtypes_ran": "dtypes observed: param in forward/reduction/gradient/output/master weights/optimizer state "
+                  "(? = unknown)",
+}
+
+
+def _overrides(job_dir: Path) -> Dict[str, str]:
+    path = JobDir(job_dir).overrides
+    if not path.exists():
+        return {}
+    try:
+        items = OmegaConf.to_container(OmegaConf.load(path))
+    except Exception:  # an unreadable file: the plan or the record still names the job
+        return {}
+    return _pairs(items) if isinstance(items, list) else {}
+
+
+def _dtype_name(value: Optional[str], unknown: str) -> str:
+    """``torch.bfloat16`` / ``Float32`` / ``float32`` -> ``bfloat16`` / ``float32``."""
+    return unknown if value is None else str(value).rsplit(".", 1)[-1].lower()
+
+
+def _dtypes(record: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """``dtypes_configured``, ``dtypes_ran`` (``a/b/c`` strings), ``policy_applied``
+    (configured ``param_dtype`` == observed ``param_forward``; ``None`` if either is
+    unknown) and ``dtype_notes``: every observed dtype that differs from the one the
+    policy configures or implies (:func:`implied_dtypes`), e.g. an fp32 policy that ran
+    in lower precision; all ``None`` for results without ``dtypes``."""
+    if not record:
+        return {"dtypes_configured": None, "dtypes_ran": None, "policy_applied": None, "dtype_notes": []}
+    configured, observed = record.get("configured") or {}, record.get("observed") or {}
+    wanted, ran = configured.get("param_dtype"), observed.get("param_forward")
+    notes = []
+    for key, expected in implied_dtypes(configured, _dtype_name(configured.get("init_dtype"), "") or "float32").items():
+        seen = observed.get(key)
+        if seen is not None and expected is not None and _dtype_name(seen, "") != expected:
+            notes.append(f"{key.replace('_', ' ')} dtype ran {_dtype_name(seen, '')}, "
+                         f"{'configured' if configured.get(_CONFIG_KEY.get(key, '')) else 'implied'} {expected}")
+    return {
+        "dtypes_configured": "/".join(
+            _dtype_name(configured.get(k), "-") for k in ("param_dtype", "reduce_dtype", "output_dtype")
+        ),
+        "dtypes_ran": "/".join(_dtype_name(observed.get(k), "?")
+                               for k in ("param_forward", "reduce", "grad", "output", "master", "optimizer_state")),
+        "policy_applied": None if wanted is None or ran is None else _dtype_name(wanted, "") == _dtype_name(ran, ""),
+        "dtype_notes": notes,
+    }
+
+
+_CONFIG_KEY = {"param_forward": "param_dtype", "reduce": "reduce_dtype", "output": "output_dtype"}
+
+
+def implied_dtypes(configured: Dict[str, Any], master: str = "float32") -> Dict[str, Optional[str]]:
+    """What each observed dtype should be under a ``MixedPrecisionPolicy`` (FSDP2's
+    semantics, ``torch.distributed.fsdp.MixedPrecisionPolicy`` docs): the forward's
+    parameters in ``param_dtype`` (default: the stored parameter's); gradients reduced in
+    ``reduce_dtype`` (default: ``param_dtype``); the master weights and the optimizer
+    state in the dtype the parameters were created in (``master``: ``model.init_dtype``)."""
+    param = _dtype_name(configured.get("param_dtype"), "") or master
+    return {
+        "param_forward": param,
+        "reduce": _dtype_name(configured.get("reduce_dtype"), "") or param,
+        "master": master,
+        "optimizer_state": master,
+    }
+
+
+def _result_metrics(result: JobRecord) -> Dict[str, Any]:
+    """The job's metrics from its record (see :func:`collect`)."""
+    comparison = result.comparison or {}
+    metrics: Dict[str, Any] = {k: comparison.get(k) for k in COMPARISON}
+    for key in ("max_abs_diff", "max_rel_diff", "mean_signed_diff"):  # non-finite floats are stored as strings
+        metrics[key] = None if metrics[key] is None else float(metrics[key])
+    if result.comparison and result.losses:
+        losses = result.losses
+        ref, got = read_floats(losses["standalone"]), read_floats(losses["distributed"])
+        metrics.update(drift_metrics(ref, got))
+        shape = onset(ref, got, float(result.comparison.get("noise_floor") or 0.0))
+        metrics.update(first_diff_step=shape["first_diff_step"], onset=shape["pattern"], period=shape["period"])
+        for rank in result.rank_comparisons or []:  # every rank judged: the earliest divergence of any rank
+            step = rank.get("first_diff_step")
+            if step is not None and (metrics["first_diff_step"] is None or step < metrics["first_diff_step"]):
+                metrics["first_diff_step"] = step
+    tensor = result.first_tensor or {}
+    metrics["first_tensor"] = tensor.get("description") or tensor.get("note")
+    # the size of the first real difference: beyond float rounding if the first one is rounding
+    beyond = tensor.get("beyond_rounding")
+    metrics["first_tensor_rel"] = beyond["rel_diff"] if beyond else tensor.get("rel_diff")
+    if result.comparison and result.losses:
+        metrics.update(_real_onset(metrics, tensor, read_floats(result.losses["standalone"]),
+                                   read_floats(result.losses["distributed"])))
+    located = tensor.get("description") and "step" in tensor and tensor.get("rank") is not None
+    if located and (result.world_size or 1) > 1 and not tensor.get("shards"):  # (else the description names them)
+        every = len(tensor.get("ranks") or []) == result.world_size
+        metrics["first_tensor"] += " (every rank)" if every else f" (rank {tensor['rank']})"
+    metrics["ranks_agree"] = result.ranks_agree
+    metrics.update(repeat_metrics(result))
+    metrics["wall_s"] = result.timings_s.get("wall")
+    metrics.update(_dtypes(result.dtypes))
+    engine = result.engine or {}
+    metrics["engine_notes"] = ([engine["summary"]] if engine.get("summary") else []) + [
+        str(note).split(" -- ")[0] for note in result.engine_notes
+    ]
+    return metrics
+
+
+def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float], got: List[float]) -> Dict[str, Any]:
+    """``first_real_step`` (the first loss step a difference beyond float rounding can
+    reach: the first differing step, unless the traced tensors differ by rounding first,
+    then one step past the first tensor or update beyond it, ``sweep.analysis.trace.ROUNDING_REL``
+    relative to the tensor or to the update; ``None`` when the traced steps differ by
+    rounding only) and the onset from the update differences when traced
+    (``onset_from``: ``"updates"`` or ``"losses"``; ``sweep.analysis.trace.UPDATE_ONSET_RULE``).
+    A difference beyond rounding at step 0 (the step-0 losses, or the initial weights)
+    keeps ``step0``: the copies differ before any update."""
+    first = metrics.get("first_diff_step")
+    out: Dict[str, Any] = {"first_real_step": first, "onset_from": "losses" if first is not None else None}
+    if first is None:
+        return out
+    step0_real = first == 0 and abs(got[0] - ref[0]) > ROUNDING_REL * abs(ref[0])
+    updates = tensor.get("updates")
+    # each traced sign of a real difference, as the loss step that can first see it; they may
+    # precede ``first``: the losses can round a small weight difference away for a few steps
+    if "beyond_rounding" in tensor:  # the first traced difference is float rounding
+        beyond = tensor["beyond_rounding"]
+        reals = [beyond["step"] + 1] if beyond else []
+    else:
+        reals = [first] + ([tensor["step"] + 1] if tensor.get("kind") in ("grad", "weight") else [])
+    if updates and updates["real_step"] is not None:
+        reals.append(updates["real_step"] + 1)
+    out["first_real_step"] = 0 if step0_real else min(reals, default=None)
+    if tensor.get("kind") == "initial":  # the copies start from different weights
+        out["first_real_step"] = 0
+    if updates and updates["pattern"] != "none" and out["first_real_step"] != 0:
+        out.update(onset=updates["pattern"], period=updates["period"], onset_from="updates",
+                   onset_until=updates.get("until"))
+    return out
+
+
+def repeat_metrics(result: JobRecord) -> Dict[str, Any]:
+    """``repeats`` (the column: ``"3 agree"``, ``"3 differ by 1.2e-03"``, ``None`` without
+    repeats), ``nondeterministic`` (bool, ``None`` without repeats) and ``repeat_spread``
+    (``JobRecord.repeat_spread``) of a job's record."""
+    if not result.repeats:
+        return {"repeats": None, "nondeterministic": None, "repeat_spread": None}
+    spread = result.repeat_spread or {}
+    n = len(result.repeats)
+    if result.nondeterministic:
+        worst = max(spread.get("distributed_max_abs") or 0.0, spread.get("standalone_max_abs") or 0.0)
+        column = f"{n} differ by {worst:.2g}"
+        statuses = spread.get("statuses") or []
+        if len(set(statuses)) > 1:
+            column += f" ({'/'.join(statuses)})"
+    else:
+        column = f"{n} agree"
+    return {"repeats": column, "nondeterministic": bool(result.nondeterministic), "repeat_spread": spread or None}
+
+
+def _notes(row: Dict[str, Any]) -> Optional[str]:
+    result = row.get("result")
+    notes = list(row.get("engine_notes") or []) + (list(result.notes) if result is not None else [])
+    if row["ranks_agree"] is False:
+        notes.append("ranks disagree")
+    if row["policy_applied"] is False:
+        notes.append(f"policy not applied (configured/ran {row['dtypes_configured']} vs {row['dtypes_ran']})")
+    notes.extend(n for n in row.get("dtype_notes") or [] if not (row["policy_applied"] is False
+                                                                   and n.startswith("param forward")))
+    return "; ".join(notes) or None
+
+
+RUN_SWITCHES = ("resume", "replace_grid", "gate", "logger")  # how a multirun runs (and is logged), never a factor
+
+
+def _pairs(overrides: Sequence[str]) -> Dict[str, str]:
+    """``["a=1", "+b=2"]`` -> ``{"a": "1", "b": "2"}``, without the run switches
+    (:data:`RUN_SWITCHES`)."""
+    pairs = {}
+    for item in overrides:
+        key, _, value = str(item).partition("=")
+        if key.lstrip("+~") not in RUN_SWITCHES:
+            pairs[key.lstrip("+~")] = value
+    return pairs
+
+
+def planned_overrides(hydra_cfg: Any) -> Optional[List[List[str]]]:
+    """The override list of every job of a multirun, in job order, as Hydra's basic
+    sweeper forms them from the ``hydra`` config node (``hydra.sweeper.params`` then the
+    command-line overrides, which replace a key's grid); ``None`` for another sweeper."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if not str(hydra_cfg.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return None
+    params = hydra_cfg.sweeper.get("params") or {}
+    arguments = [f"{k}={v}" for k, v in params.items()] + list(hydra_cfg.overrides.task)
+    overrides = OverridesParser.create().parse_overrides(arguments)
+    return [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+
+
+def planned_jobs(sweep_dir: Path | str) -> Optional[List[List[str]]]:
+    """:func:`planned_overrides` of the multirun in ``sweep_dir`` (its ``multirun.yaml``,
+    which Hydra writes before the first job); ``None`` without it."""
+    path = SweepDir(sweep_dir).multirun_yaml
+    if not path.exists():
+        return None
+    try:
+        hydra_cfg = OmegaConf.load(path).get("hydra")
+        return planned_overrides(hydra_cfg) if hydra_cfg is not None else None
+    except Exception as exc:  # not YAML, or not a multirun's config: the job dirs alone tell
+        print(f"warning: {path} is unreadable ({str(exc).splitlines()[0]}); reporting the job dirs found",
+              file=sys.stderr)
+        return None
+
+
+def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
+    """One dict per job, in job order: every job dir, and every job the multirun planned
+    (:func:`planned_jobs`) even if it never started. ``job`` (its number), ``overrides`` (key ->
+    value), the metrics of :data:`METRICS` (``None`` where not applicable: errored jobs
+    have no losses, older results no ``dtypes``), ``policy_applied``, ``reason`` and
+    ``result`` (the job's :class:`sweep.records.JobRecord`, or ``None`` if missing, or
+    unreadable or of the wrong shape: then the job is ``missing`` and ``reason`` says why).
+
+    Raises:
+        FileNotFoundError: ``sweep_dir`` does not exist.
+    """
+    sweep_dir = Path(sweep_dir)
+    if not sweep_dir.is_dir():
+        raise FileNotFoundError(f"no sweep dir {sweep_dir}")
+    layout = SweepDir(sweep_dir)
+    expected = planned_jobs(sweep_dir)
+    if not layout.multirun_yaml.exists() and not layout.job_dirs():
+        raise FileNotFoundError(
+            f"{sweep_dir} is not a multirun dir (no multirun.yaml, no numbered job dirs); "
+            "a single run's verdict is in its result.json"
+        )
+    dirs = {int(p.name): p for p in layout.job_dirs()}
+    rows = []
+    # With a plan, the report covers the planned jobs only (a dir never mixes grids: sweep.run.sweep_dir).
+    nums = range(len(expected)) if expected is not None else sorted(dirs)
+    for num in nums:
+        job_dir = dirs.get(num, sweep_dir / str(num))
+        overrides = _pairs(expected[num]) if expected is not None else _overrides(job_dir)
+        row: Dict[str, Any] = {"job": num, "overrides": overrides, "policy_applied": None, "engine_notes": [],
+                               "period": None, "onset_from": None, "onset_until": None, "nondeterministic": None,
+                               "repeat_spread": None}
+        row.update({k: None for k in METRICS})
+        result_path = JobDir(job_dir).result
+        try:
+            result = JobRecord.read(result_path) if result_path.exists() else None
+        except (OSError, RecordError) as exc:
+            result = None
+            row["reason"] = f"unreadable result.json: {exc}"
+        row["result"] = result
+        if result is not None and expected is not None and result.overrides \
+                and _pairs(result.overrides) != overrides:
+            row["reason"] = "result.json belongs to another grid's job (" + " ".join(result.overrides) + ")"
+            result = row["result"] = None
+        if result is None:
+            row["status"] = "missing"
+            row.setdefault(
+                "reason",
+                "no result.json (still running or killed)" if job_dir.exists() else "never started (no job dir)",
+            )
+        else:
+            row.update(_result_metrics(result), status=result.status, reason=result.reason)
+            if not row["overrides"]:
+                row["overrides"] = _pairs(result.overrides)
+        row["drift"] = drift_class(row)
+        row["notes"] = _notes(row)
+        rows.append(row)
+    return rows
+
+
+def table_rows(rows: Sequence[Dict[str, Any]], metrics: Sequence[str] = METRICS) -> Tuple[List[str], List[List[Any]]]:
+    """Header and cell values, one row per job in the given order: job, each factor, then ``metrics``."""
+    keys = factors(rows)
+    header = ["job", *keys, *metrics]
+    body = [[row["job"], *(row["overrides"].get(k, "") for k in keys), *(row[m] for m in metrics)] for row in rows]
+    return header, body
+
+
+def _fmt(value: Any) -> Any:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        return f"{value:.3g}"
+    return "" if value is None else value
+
+
+def _failing_first(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Fail, timeout, error, missing, then ok; within a status the largest drift first."""
+    def key(row: Dict[str, Any]) -> tuple:
+        size = row["max_abs_diff"] if row["max_abs_diff"] is not None and not math.isnan(row["max_abs_diff"]) else 0.0
+        return STATUS_ORDER.index(row["status"]), -size, row["job"]
+
+    return sorted(rows, key=key)
+
+
+def _table(header: Sequence[str], body: Sequence[Sequence[Any]], tablefmt: str, max_rows: Optional[int]) -> str:
+    """Tabulated, without columns that are empty in every row, cut after ``max_rows`` rows
+    (``None``: all) with a line pointing to the full files."""
+    keep = [i for i, column in enumerate(zip(header, *body)) if any(v not in (None, "") for v in column[1:])]
+    shown = body if max_rows is None else body[:max_rows]
+    text = tabulate(
+        [[_fmt(r[i]) for i in keep] for r in shown], headers=[header[i] for i in keep], tablefmt=tablefmt,
+        disable_numparse=True,
+    )
+    if len(shown) < len(body):
+        text += f"\n... {len(body) - len(shown)} more rows: see summary.md / summary.csv / summary.json"
+    return text
+
+
+def _legend(metrics: Sequence[str]) -> str:
+    """The meaning of each of ``metrics`` that has an entry in :data:`LEGEND`, wrapped."""
+    return "\n".join(
+        textwrap.fill(f"- {m}: {LEGEND[m]}", width=100, subsequent_indent="  ") for m in metrics if m in LEGEND
+    )
+
+
+def _listing(lines: Sequence[str], max_rows: Optional[int], empty: str, numbered: bool = False) -> str:
+    """Lines as a bulleted (or numbered) list, ``empty`` if none, cut like :func:`_table`."""
+    if not lines:
+        return empty
+    shown = lines if max_rows is None else lines[:max_rows]
+    text = "\n".join(f"{i}. {line}" if numbered else f"- {line}" for i, line in enumerate(shown, 1))
+    if len(shown) < len(lines):
+        text += f"\n... {len(lines) - len(shown)} more: see summary.md / summary.json"
+    return text
+
+
+def _factor_tables(att: Dict[str, Any], tablefmt: str, max_rows: Optional[int]) -> Tuple[str, str]:
+    """The factor-level and one-factor-contrast tables, the factors that flip pass/fail
+    most often first (so the culprit's levels lead even when the table is cut)."""
+    if not att["factors"]:
+        return "no factor varies", "no factor varies"
+    ordered = sorted(att["contrasts"], key=lambda c: -(c["flip_rate_pct"] or 0.0))
+    rank = {c["factor"]: i for i, c in enumerate(ordered)}
+    levels = sorted(att["levels"], key=lambda s: rank[s["factor"]])
+    level_body = [[label(s[k]) if k == "level" else s[k] for k in LEVEL_COLUMNS] for s in levels]
+    contrast_body = [[c[k] for k in CONTRAST_COLUMNS] for c in ordered]
+    return (
+        _table(LEVEL_COLUMNS, level_body, tablefmt, max_rows),
+        _table(CONTRAST_COLUMNS, contrast_body, tablefmt, max_rows),
+    )
+
+
+def _sections(
+    rows: Sequence[Dict[str, Any]], att: Dict[str, Any], tablefmt: str, max_rows: Optional[int], metrics: Sequence[str]
+) -> List[Tuple[str, str]]:
+    """``(title, body)`` of each report section after the verdict."""
+    levels, contrasts = _factor_tables(att, tablefmt, max_rows)
+    header, body = table_rows(_failing_first(rows), metrics)
+    not_judged = [f"job {j['job']} {j['status']}: {j['reason'] or 'no reason recorded'}" for j in att["not_judged"]]
+    return [
+        ("Culprits (ranked by one-factor flips)",
+         _listing([c["evidence"] for c in att["culprits"]], max_rows, "none", numbered=True)),
+        ("Factor levels (pass rate over judged jobs: ok/fail; not_judged = error/timeout/missing)", levels),
+        ("One-factor contrasts (pairs of judged jobs differing in that factor alone)", contrasts),
+        ("Interactions", _listing([i["evidence"] for i in att["interactions"]], max_rows, "none")),
+        ("Jobs (failing first)", _table(header, body, tablefmt, max_rows) + "\n\n" + _legend(metrics)),
+        ("Not judged (excluded from pass rates)", _listing(not_judged, max_rows, "none")),
+    ]
+
+
+def render(
+    rows: Sequence[Dict[str, Any]], tablefmt: str = "simple", max_rows: Optional[int] = MAX_ROWS,
+    att: Optional[Dict[str, Any]] = None,
+) -> str:
+    """The terminal report: the verdict, then culprits, factor tables, interactions, the
+    jobs (:data:`BRIEF_METRICS`, failing first) and the jobs not judged, every list cut
+    after ``max_rows`` (``None``: all). Tables in any tabulate format (``simple``,
+    ``github``, ``grid``, ...). ``att`` is :func:`sweep.analysis.attribution.attribute` of ``rows``
+    (computed when not given)."""
+    att = att or attribute(rows)
+    parts = [att["verdict"]]
+    parts += [f"{title}:\n{body}" for title, body in _sections(rows, att, tablefmt, max_rows, BRIEF_METRICS)]
+    return "\n\n".join(parts)
+
+
+def render_markdown(
+    sweep_dir: Path, rows: Sequence[Dict[str, Any]], att: Dict[str, Any], plots: Sequence[Path]
+) -> str:
+    """``summary.md``: the same sections as :func:`render`, complete, with every metric,
+    and links to the ``plots`` (paths under ``sweep_dir``)."""
+    parts = [f"# Sweep {sweep_dir}", att["verdict"]]
+    parts += [f"## {title}\n\n{body}" for title, body in _sections(rows, att, "github", None, METRICS)]
+    links = [f"[{p.stem}]({p.relative_to(sweep_dir)})" for p in plots]
+    parts.append("## Plots\n\n" + (", ".join(links) if links else "none"))
+    return "\n\n".join(parts) + "\n"
+
+
+def constant_overrides(rows: Sequence[Dict[str, Any]]) -> List[str]:
+    """Override keys that every job has with one and the same value, in first-seen order
+    (the complement of :func:`sweep.analysis.attribution.factors`)."""
+    keys: List[str] = []
+    for row in rows:
+        keys.extend(k for k in row["overrides"] if k not in keys)
+    varying = set(factors(rows))
+    return [k for k in keys if k not in varying]
+
+
+def csv_rows(rows: Sequence[Dict[str, Any]]) -> Tuple[List[str], List[List[Any]]]:
+    """Header and cells of ``summary.csv``: job, each factor, each constant override,
+    every column of :data:`METRICS`, ``reason``, then ``versions.<name>`` of every
+    version any job recorded (``sweep``, ``python``, ``torch``, ...; empty for missing jobs)."""
+    header, body = table_rows(rows)
+    constant = constant_overrides(rows)
+    versions: List[str] = []
+    for row in rows:
+        result = row.get("result")
+        versions.extend(k for k in ((result.versions or {}) if result is not None else {}) if k not in versions)
+    n_factors = len(factors(rows))
+    header = header[:1 + n_factors] + constant + header[1 + n_factors:] + ["reason"] + [f"versions.{v}" for v in versions]
+    cells = []
+    for row, line in zip(rows, body):
+        result = row.get("result")
+        found = (result.versions or {}) if result is not None else {}
+        cells.append(line[:1 + n_factors] + [row["overrides"].get(k, "") for k in constant] + line[1 + n_factors:]
+                     + [row.get("reason")] + [found.get(v) for v in versions])
+    return header, cells
+
+
+def to_csv(rows: Sequence[Dict[str, Any]]) -> str:
+    """One row per job in job order: the columns of :func:`csv_rows`."""
+    header, body = csv_rows(rows)
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(header)
+    writer.writerows([["" if v is None else v for v in r] for r in body])
+    return buf.getvalue()
+
+
+def write_report(
+    sweep_dir: Path | str, tablefmt: str = "simple", max_rows: Optional[int] = MAX_ROWS,
+    outcome: Optional[Dict[str, Any]] = None,
+) -> str:
+    """Write ``summary.md``, ``summary.csv``, ``summary.json`` and ``plots/*.png`` into
+    ``sweep_dir``; returns the terminal report (:func:`render`). ``outcome`` (a dict)
+    receives ``counts`` and ``judged`` of the report, for an exit status.
+
+    ``summary.json`` keys: ``sweep_dir``, ``verdict``, ``factors``, ``counts`` (status ->
+    jobs), ``judged``, ``not_judged`` (``[{job, status, reason}]``), ``culprits``,
+    ``interactions``, ``levels``, ``contrasts``, ``drift`` (class -> job numbers),
+    ``drift_rule`` (all as in :func:`sweep.analysis.attribution.attribute`), ``plots`` (paths
+    relative to ``sweep_dir``), ``nondeterministic`` (``[{job, spread, ...}]``: jobs whose
+    repeats disagree, :func:`sweep.analysis.attribution.nondeterministic_jobs`) and ``jobs``
+    (``[{job, overrides, status, reason, policy_applied, nondeterministic, repeat_spread,
+    metrics of METRICS...}]``; the loss sequences stay in each job's ``result.json``).
+
+    Raises:
+        FileNotFoundError: ``sweep_dir`` does not exist.
+    """
+    sweep_dir = Path(sweep_dir)
+    layout = SweepDir(sweep_dir)
+    rows = collect(sweep_dir)
+    att = attribute(rows)
+    if outcome is not None:
+        outcome.update(counts=att["counts"], judged=att["judged"], culprit=bool(att["culprits"]))
+    plots = write_plots(layout.plots, rows, att["levels"])
+    layout.summary("md").write_text(render_markdown(sweep_dir, rows, att, plots))
+    layout.summary("csv").write_text(to_csv(rows))
+    layout.summary("html").write_text(render_html(
+        f"Sweep {sweep_dir}", att["verdict"], _sections(rows, att, "html", None, METRICS), plots
+    ))
+    (sweep_dir / "junit.xml").write_text(to_junit(rows, sweep_dir.name))
+    write_json(
+        layout.summary("json"),
+        {
+            "sweep_dir": str(sweep_dir),
+            **att,
+            "plots": [str(p.relative_to(sweep_dir)) for p in plots],
+            "jobs": [{k: v for k, v in row.items() if k != "result"} for row in rows],
+        },
+    )
+    return render(rows, tablefmt, max_rows, att)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sweep.report", description=__doc__.splitlines()[0])
+    parser.add_argument("sweep_dir", type=Path, help="a multirun dir, e.g. outputs/multirun/2026-11-30_10-00-00")
+    parser.add_argument("--format", default="simple", choices=tabulate_formats, metavar="FORMAT",
+                        help="tabulate table format: simple, github, grid, ... (any of tabulate.tabulate_formats)")
+    parser.add_argument(
+        "--max-rows", type=int, default=MAX_ROWS,
+        help=f"rows per table and list on screen (default {MAX_ROWS}; 0 or -1: all)",
+    )
+    parser.add_argument("--against", type=Path, default=None, metavar="OLD_DIR",
+                        help="another sweep dir: match jobs by config and show what changed (fixed, broke, ...)")
+    args = parser.parse_args(argv)
+    max_rows = args.max_rows if args.max_rows > 0 else None
+    try:
+        print(write_report(args.sweep_dir, args.format, max_rows))
+        if args.against is not None:
+            from sweep.report import against
+
+            found = against.match(collect(args.sweep_dir), collect(args.against))
+            print("\n" + against.render(found, str(args.sweep_dir), str(args.against), args.format, max_rows))
+    except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"\nwritten: {args.sweep_dir / 'summary.md'}, summary.html, summary.csv, summary.json, junit.xml, plots/",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""Process reuse: one distributed launch runs many jobs, one after another.
+
+Within a multirun, jobs with the same :func:`pool_key` (the config fields with the
+``launch`` role, the framework's ``launch_fields`` and the world size) share a *pool*:
+one distributed launch whose ranks wait for jobs and run each with the same per-job
+code as a fresh launch (the framework's ``run_job``: every seed and switch is set per
+job), writing into the job's own dir. Start-up (interpreter, framework import,
+rendezvous, ``init()``) is then paid once per pool instead of once per job.
+
+The framework starts a pool's launch (``Framework.start_shared``: torch forks it from
+``sweep.launch.forkserver``'s server). This module owns every pool's lifetime: started on
+first use (:func:`get_pool`), replaced when it died, stopped at the end of the multirun
+or at interpreter exit (:func:`close_all`).
+
+Protocol, all files in the pool dir ``SWEEP_DIR/.pools/<name>/`` (``sweep.layout``):
+``pool.yaml`` (the first job's config), ``owner.pid`` (this process: idle ranks leave
+when it is gone), ``queue/000000``, ``queue/000001``, ...: each holds the path of a job
+dir, or ``STOP``; every rank polls for the next number. A job is done when every rank
+has written its result. A rank that fails a job exits; the launcher then stops the
+pool, the job is recorded as an error, and the next job starts a new pool.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Tuple, Type
+
+from omegaconf import OmegaConf
+
+from sweep.config.schema import LAUNCH, fields_with, select
+from sweep.frameworks import Framework
+from sweep.launch import supervise
+from sweep.layout import STOP, JobDir, PoolDir, SweepDir
+
+POLL_S = 0.05
+
+
+def runs_jobs_in_process(hydra_launcher: Any) -> bool:
+    """Whether Hydra's launcher (the ``hydra.launcher`` config) runs the jobs one after
+    another in this process (Hydra's basic launcher): only then can jobs share launches.
+    Under submitit every job is a process of its own."""
+    return str(hydra_launcher.get("_target_", "")).endswith("BasicLauncher")
+
+
+def rank_env(cfg: Any) -> Dict[str, str]:
+    """What a job adds to its ranks' environment: ``framework.env`` and
+    ``OMP_NUM_THREADS=execution.omp_num_threads``."""
+    return dict(cfg.framework.env, OMP_NUM_THREADS=str(cfg.execution.omp_num_threads))
+
+
+def prestart(cfg: Any, sweep_dir: Path) -> None:
+    """At the start of a multirun whose primary config ``cfg`` shares launches, let the
+    framework start what they need (torch: the fork server, whose imports then overlap
+    Hydra's composing of the first jobs)."""
+    from sweep import frameworks
+
+    if cfg.execution.reuse_processes:
+        frameworks.load(cfg).prestart(cfg, Path(sweep_dir).resolve(), rank_env(cfg))
+
+
+def pool_key(config: Dict[str, Any], framework: Type[Framework], world: int) -> Tuple:
+    """Jobs with equal keys can share one launch: the values of the fields with the
+    ``launch`` role (``sweep.config.schema``), of the framework's ``launch_fields``, and the
+    world size. ``config`` is the resolved job config (plain dict)."""
+    fields = select(config, fields_with(LAUNCH) + list(framework.launch_fields))
+    return tuple(sorted((k, repr(v)) for k, v in fields.items())) + (("world_size", world),)
+
+
+class RankPool:
+    """A running shared launch of ``world`` ranks (see the module docstring)."""
+
+    def __init__(
+        self, pool_dir: Path, config: dict, framework: Type[Framework], world: int, env: Dict[str, str]
+    ) -> None:
+        self.dir = pool_dir
+        self.paths = PoolDir(pool_dir)
+        self.world = world
+        self.paths.queue.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(OmegaConf.create(config), self.paths.config)
+        self.paths.owner.write_text(str(os.getpid()))
+        self.handle: supervise.Handle = framework.start_shared(
+            config["framework"]["pool_launcher"], world, pool_dir, env
+        )
+        self.log_path = self.paths.launcher_log
+        self.seq = 0
+        self.jobs = 0
+        self.stopping = False
+
+    @property
+    def kill_tag(self) -> str:
+        """What the launch's processes carry (the fork server's tag for a forked launch)."""
+        from sweep.launch import forkserver
+
+        return self.handle.kill_tag or str(forkserver.tag())
+
+    @property
+    def argv(self) -> List[str]:
+        spec = getattr(self.handle, "spec", None)
+        return list(spec.argv) if spec is not None else list(getattr(self.handle, "argv", []))
+
+    def alive(self) -> bool:
+        """Whether the launcher process (and so the ranks) is still running."""
+        return self.handle.poll() is None
+
+    def _post(self, item: str) -> None:
+        path = self.paths.item(self.seq)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(item)
+        os.replace(tmp, path)
+        self.seq += 1
+
+    def run_job(self, job_dir: Path, timeout_s: float) -> supervise.LaunchOutcome:
+        """Hand ``job_dir`` to the ranks and wait until each wrote its result, the pool
+        died, or ``timeout_s`` passed (then the pool is killed).
+
+        Raises:
+            KeyboardInterrupt: re-raised after the pool's processes are killed.
+        """
+        began = time.monotonic()
+        self._post(str(job_dir))
+        self.jobs += 1
+        paths = [JobDir(job_dir).rank_result(r) for r in range(self.world)]
+        try:
+            while not all(p.exists() for p in paths):
+                if not self.alive():
+                    return supervise.LaunchOutcome(
+                        returncode=self.handle.poll(), timed_out=False, wall_s=time.monotonic() - began,
+                        killed=supervise.kill_processes(None, self.handle.kill_tag),
+                    )
+                if time.monotonic() - began > timeout_s:
+                    killed = self.handle.kill()
+                    return supervise.LaunchOutcome(
+                        returncode=None, timed_out=True, wall_s=time.monotonic() - began, killed=killed
+                    )
+                time.sleep(POLL_S)
+        except BaseException:
+            self.handle.kill()
+            raise
+        return supervise.LaunchOutcome(returncode=0, timed_out=False, wall_s=time.monotonic() - began, killed=0)
+
+    def stop(self) -> None:
+        """Ask the ranks to stop after the job they run (``STOP``); does not wait."""
+        if self.alive() and not self.stopping:
+            self._post(STOP)
+            self.stopping = True
+
+    def close(self, grace_s: float = 30.0) -> None:
+        """Ask the ranks to stop, wait up to ``grace_s``, then kill what is left."""
+        self.stop()
+        try:
+            self.handle.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        self.handle.kill()
+
+
+_POOLS: Dict[Tuple, RankPool] = {}
+_STARTED: List[str] = []  # names of the pools this process started (unique dirs, also across processes)
+
+
+def get_pool(
+    sweep_dir: Path, config: dict, framework: Type[Framework], world: int, env: Dict[str, str]
+) -> RankPool:
+    """The live pool for the job ``config`` (:func:`pool_key`), started on first use or
+    after the previous one died."""
+    key = pool_key(config, framework, world)
+    pool = _POOLS.get(key)
+    if pool is not None and not pool.alive():
+        pool.handle.kill()
+        pool = None
+    if pool is None:
+        # (Again) at exit: atexit runs hooks last-registered-first, and this one must run
+        # before multiprocessing's, which waits for a forked launch whose ranks wait for jobs.
+        atexit.register(close_all)
+        name = f"{framework.name}_w{world}_{config['device']}_{os.getpid()}_{len(_STARTED)}"
+        _STARTED.append(name)
+        pool = RankPool(SweepDir(sweep_dir).pools / name, config, framework, world, env)
+        _POOLS[key] = pool
+    return pool
+
+
+def close_all(grace_s: float = 30.0) -> None:
+    """Stop every pool of this process (end of the multirun, or interpreter exit): all
+    are asked at once, so their teardowns overlap; what is left after ``grace_s`` is killed."""
+    pools = list(_POOLS.values())
+    _POOLS.clear()
+    for pool in pools:
+        pool.stop()
+    deadline = time.monotonic() + grace_s
+    for pool in pools:
+        pool.close(grace_s=max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(close_all)

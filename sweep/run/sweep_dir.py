@@ -1,0 +1,111 @@
+"""A multirun's claim on its sweep dir: one sweep at a time, one grid per dir.
+
+At the start of a multirun (``sweep.run.callbacks.SweepDirCallback``), before Hydra writes
+anything into ``hydra.sweep.dir``, :func:`claim` creates the dir, takes an exclusive lock
+on ``SWEEP_DIR/.lock`` (``fcntl.flock``: released by the kernel when the process ends,
+however it ends) and compares the grid about to run with the one the dir already holds
+(its ``multirun.yaml``). Another grid is refused unless ``replace_grid=true``, which
+moves the old jobs aside (to ``SWEEP_DIR/.replaced/<time>/``) instead of mixing them in.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from sweep.errors import ConfigError
+from sweep.layout import SUMMARY_FILES, TRACKER_FILES, SweepDir
+
+LOCK = ".lock"
+REPLACED = ".replaced"
+IGNORED_KEYS = ("resume", "replace_grid", "gate", "logger")  # switches of the run, not of the grid
+
+
+def grid_text(jobs: Sequence[Sequence[str]]) -> str:
+    """A grid as ``N jobs: key=v1,v2 ...`` (every key with its values in first-seen order)."""
+    values: dict = {}
+    for job in jobs:
+        for item in job:
+            key, _, value = str(item).partition("=")
+            if key.lstrip("+~") in IGNORED_KEYS:
+                continue
+            values.setdefault(key, [])
+            if value not in values[key]:
+                values[key].append(value)
+    return f"{len(jobs)} jobs: " + (" ".join(f"{k}={','.join(v)}" for k, v in values.items()) or "(defaults)")
+
+
+def _comparable(jobs: Sequence[Sequence[str]]) -> List[List[str]]:
+    return [sorted(i for i in job if str(i).partition("=")[0].lstrip("+~") not in IGNORED_KEYS) for job in jobs]
+
+
+class Claim:
+    """The held lock of a sweep dir; :meth:`release` (or process exit) lets it go."""
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self.fd, self.path = fd, path
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = -1
+
+
+def claim(sweep_dir: Path | str, planned: Optional[List[List[str]]], previous: Optional[List[List[str]]],
+          replace_grid: bool = False) -> Claim:
+    """Create ``sweep_dir``, lock it for this process, and check its grid.
+
+    ``planned``: the job overrides about to run (``None``: unknown, e.g. another
+    sweeper); ``previous``: those of the multirun the dir holds (from its
+    ``multirun.yaml``; ``None``: none).
+
+    Raises:
+        ConfigError: the dir cannot be created; another sweep holds it; or it holds
+            another grid with jobs in it and ``replace_grid`` is false.
+    """
+    layout = SweepDir(sweep_dir)
+    try:
+        layout.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(layout.path / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise ConfigError(f"hydra.sweep.dir={layout.path} cannot be created: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise ConfigError(
+            f"hydra.sweep.dir={layout.path} is in use by another sweep ({holder}); wait for it to end, "
+            "or use another hydra.sweep.dir"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
+    held = Claim(fd, layout.path / LOCK)
+    if planned is not None and previous is not None and layout.job_dirs() \
+            and _comparable(planned) != _comparable(previous):
+        if not replace_grid:
+            held.release()
+            raise ConfigError(
+                f"hydra.sweep.dir={layout.path} holds another grid ({grid_text(previous)}); this sweep is "
+                f"{grid_text(planned)}. Use another hydra.sweep.dir, or add replace_grid=true to move the old "
+                f"jobs to {layout.path / REPLACED}/ and run this grid there"
+            )
+        _move_aside(layout)
+    return held
+
+
+def _move_aside(layout: SweepDir) -> Path:
+    """Move the old grid's job dirs, report, plan and tracker logs to ``.replaced/<time>/``."""
+    target = layout.path / REPLACED / time.strftime("%Y-%m-%d_%H-%M-%S")
+    target.mkdir(parents=True, exist_ok=True)
+    names = [p.name for p in layout.job_dirs()] + [layout.multirun_yaml.name, layout.plots.name, *SUMMARY_FILES,
+                                                    *TRACKER_FILES]
+    for name in names:
+        if (layout.path / name).exists():
+            shutil.move(str(layout.path / name), str(target / name))
+    return target

@@ -1,0 +1,164 @@
+"""The house's layout: which wing of ``sweep`` may import which.
+
+Every import in the package is read from the source (``ast``: also the lazy ones inside
+functions) and held against :data:`MAY_IMPORT`. A new import that breaks a rule fails
+here, naming the file, the line and the import. The rules make the flow one way: the
+config at the bottom, pure analysis and the report beside it, models and engines, the
+rank code, the processes that start it, the frameworks, and the job on top.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Dict, FrozenSet, List
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "sweep"
+
+# The contracts every wing shares: files at the top of the package (and the package itself,
+# ``import sweep``, for its ``__version__``).
+CONTRACTS = frozenset({"errors", "io", "records", "layout"})
+# Files at the top that are no contract: the public API, the entry point, the old paths' hook.
+FACE = frozenset({"__init__", "__main__", "_moved"})
+
+# wing -> the other wings it may import (the contracts always)
+MAY_IMPORT: Dict[str, FrozenSet[str]] = {
+    "contracts": frozenset(),
+    "config": frozenset(),
+    "analysis": frozenset({"config"}),
+    "models": frozenset({"config"}),
+    "engines": frozenset({"config", "models"}),
+    "train": frozenset({"config", "models", "engines", "analysis"}),
+    "launch": frozenset({"config", "train"}),
+    "frameworks": frozenset({"config", "launch"}),
+    "report": frozenset({"config", "analysis"}),
+    "trackers": frozenset({"config", "analysis", "report"}),
+    "run": frozenset({"config", "analysis", "models", "engines", "launch", "frameworks", "report"}),
+    "hydra_plugins": frozenset({"config", "analysis", "report"}),
+    "face": frozenset({"config", "analysis", "models", "engines", "train", "launch", "frameworks", "report",
+                       "trackers", "run"}),
+}
+WINGS = frozenset(MAY_IMPORT) - {"contracts", "hydra_plugins", "face"}
+
+
+def wing_of(module: str) -> str:
+    """The wing of a dotted module name (``sweep.run.job`` -> ``run``)."""
+    parts = module.split(".")
+    if parts[0] == "hydra_plugins":
+        return "hydra_plugins"
+    if len(parts) == 1 or parts[1] in CONTRACTS:
+        return "contracts"
+    if parts[1] in FACE:
+        return "face"
+    return parts[1]
+
+
+def imported_modules(tree: ast.AST) -> List[tuple]:
+    """``(line, dotted name)`` of every ``sweep`` import in ``tree``; ``from sweep import x``
+    names ``sweep.x``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "sweep":
+                found += [(node.lineno, f"sweep.{a.name}") for a in node.names]
+            else:
+                found.append((node.lineno, node.module))
+    return [(line, name) for line, name in found if name.split(".")[0] == "sweep"]
+
+
+def violations(path: Path, source: str) -> List[str]:
+    """The imports in ``source`` (the file at ``path``, relative to the repository) that
+    its wing may not make, one line each: file, line, import, and what the wing may import."""
+    module = ".".join(path.with_suffix("").parts)
+    wing = wing_of(module)
+    allowed = MAY_IMPORT[wing] | {wing, "contracts"}
+    out = []
+    for line, name in imported_modules(ast.parse(source)):
+        target = wing_of(name)
+        if target not in allowed:
+            may = ", ".join(sorted(MAY_IMPORT[wing])) or "nothing"
+            out.append(f"{path}:{line}: imports {name} (wing {target}); wing {wing} may import: {may} "
+                       "and the contracts (sweep.errors, io, records, layout)")
+    return out
+
+
+def package_files() -> List[Path]:
+    return sorted(p.relative_to(ROOT) for p in list(PACKAGE.rglob("*.py")) + list((ROOT / "hydra_plugins").rglob("*.py")))
+
+
+def test_every_import_follows_the_wing_rules():
+    found = [v for path in package_files() for v in violations(path, (ROOT / path).read_text())]
+    assert found == [], "imports that break the layout:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("path, added, named", [
+    ("sweep/analysis/compare.py", "from sweep.run import job", "imports sweep.run (wing run)"),
+    ("sweep/report/summary.py", "def f():\n    from sweep.train import torch_step", "imports sweep.train (wing train)"),
+    ("sweep/config/schema.py", "def f():\n    from sweep import frameworks", "imports sweep.frameworks (wing frameworks)"),
+    ("sweep/train/torch_rank.py", "from sweep.frameworks import by_path", "imports sweep.frameworks (wing frameworks)"),
+    ("sweep/records.py", "import sweep.models", "imports sweep.models (wing models)"),
+])
+def test_a_forbidden_import_is_named_with_its_file(path, added, named):
+    source = (ROOT / path).read_text() + "\n\n" + added + "\n"
+    lines = len(source.splitlines())  # the added import is the last line
+    found = violations(Path(path), source)
+    assert len(found) == 1 and found[0].startswith(f"{path}:{lines}: {named}"), found
+
+
+def test_the_top_of_the_package_holds_only_contracts_and_its_face():
+    top = {p.stem for p in PACKAGE.glob("*.py")}
+    assert top <= CONTRACTS | FACE, f"a module at the top of sweep/ belongs in a wing: {sorted(top - CONTRACTS - FACE)}"
+    dirs = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert dirs == WINGS, f"subpackages {sorted(dirs)} != the wings the rules know {sorted(WINGS)}"
+
+
+@pytest.mark.parametrize("wing", sorted(WINGS))
+def test_every_wing_says_what_lives_there_and_what_it_may_import(wing):
+    doc = ast.get_docstring(ast.parse((PACKAGE / wing / "__init__.py").read_text()))
+    assert doc, f"sweep/{wing}/__init__.py has no docstring"
+    assert doc.splitlines()[0].endswith("."), f"sweep/{wing}: the first line is one sentence"
+    assert "May import:" in doc, f"sweep/{wing}: the docstring says what it may import"
+
+
+@pytest.mark.parametrize("old, new", [
+    ("sweep.schema", "sweep.config.schema"),
+    ("sweep.data", "sweep.models.data"),
+    ("sweep.summary", "sweep.report.summary"),
+    ("sweep.frame", "sweep.report.frame"),
+    ("sweep.cluster", "sweep.run.cluster"),
+    ("sweep.train.fork_launch", "sweep.launch.fork_launch"),
+])
+def test_a_moved_module_imports_from_its_old_path_with_a_deprecation_warning(old, new):
+    code = (f"import warnings, importlib; warnings.simplefilter('error', DeprecationWarning)\n"
+            f"try:\n    importlib.import_module({old!r})\nexcept DeprecationWarning as w:\n    print('warned', w)\n"
+            f"warnings.simplefilter('ignore')\nm = importlib.import_module({old!r})\n"
+            f"print(m is importlib.import_module({new!r}), m.__spec__.name)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert f"warned {old} moved to {new}" in out
+    assert f"True {new}" in out
+
+
+def test_old_factory_paths_in_a_config_still_resolve():
+    from hydra.utils import get_method
+
+    from sweep.models import data
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert get_method("sweep.data.regression") is data.regression
+    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
+
+
+def test_python_m_on_an_old_path_runs_the_new_module():
+    done = subprocess.run([sys.executable, "-m", "sweep.summary", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "python -m sweep.report" in done.stdout
+    assert "is now python -m sweep.report.summary" in done.stderr
