@@ -26,6 +26,12 @@ KINDS = ("initial", "grad", "weight")  # in a step's order; "initial" at step 0 
 # 1.2e-7 and a few steps of accumulation stay far below 1e-4), not a fault, which moves
 # its first tensor by 1e-3 or more (a scale, a missing reduction, a skipped step).
 ROUNDING_REL = 1e-4
+# A tensor whose largest value is below this share of the largest value of its kind in that
+# step (every gradient, every weight) is zero up to rounding: a gradient that cancels
+# exactly in theory (a bias feeding a normalisation) carries rounding noise of the size
+# of the terms that cancel, so its difference is judged against its kind's scale, never
+# against its own near-zero values (whose relative difference is O(1) noise).
+NEAR_ZERO = 1e-3
 
 
 def differing_shards(a: np.ndarray, b: np.ndarray, shards: int, noise_floor: float = 0.0) -> List[int]:
@@ -47,8 +53,11 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
     trace order (names sorted within a kind), or ``None`` if none does.
 
     Returns ``{"step", "kind", "name", "abs_diff", "rel_diff", "weights_identical_before",
-    "grads_recorded", "description"}``: ``rel_diff`` is ``abs_diff / max|standalone|``
-    (``inf`` for a zero reference); a shape mismatch counts as a difference with
+    "grads_recorded", "description"}``: ``rel_diff`` is ``abs_diff / scale``, ``scale`` the
+    standalone tensor's ``max|.|``, or, for a tensor that is zero up to rounding in both
+    copies (``max|.|`` below :data:`NEAR_ZERO` x the largest ``max|.|`` of any standalone
+    tensor of that kind in that step), that largest one (then ``"near_zero": True``);
+    ``inf`` for a zero scale; a shape mismatch counts as a difference with
     ``abs_diff`` ``inf``; ``grads_recorded``: the trace holds this step's gradient of that
     parameter (so a weight difference can say its gradients were identical). With
     ``layout`` (parameter name -> its number of dim-0 shards, gathered into the full
@@ -60,7 +69,9 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
     for step in range(min(len(standalone), len(distributed))):
         for kind in KINDS:
             ours, theirs = standalone[step].get(kind, {}), distributed[step].get(kind, {})
-            for name in sorted(set(ours) & set(theirs)):
+            shared = sorted(set(ours) & set(theirs))
+            kind_scale = max((_scale(ours[n]) for n in shared), default=0.0)
+            for name in shared:
                 a, b = np.asarray(ours[name], np.float64), np.asarray(theirs[name], np.float64)
                 if a.shape != b.shape:
                     diff = float("inf")
@@ -68,7 +79,9 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
                     diff = float(np.max(np.abs(a - b))) if a.size else 0.0
                 if not diff > noise_floor:
                     continue
-                scale = float(np.max(np.abs(a))) if a.size else 0.0
+                both = max(_scale(a), _scale(b)) if a.shape == b.shape else _scale(a)
+                near_zero = both < NEAR_ZERO * kind_scale  # in both copies: a fault that makes it large is no noise
+                scale = kind_scale if near_zero else _scale(a)
                 rel = diff / scale if scale > 0 else float("inf")
                 if rel < min_rel:
                     continue
@@ -76,6 +89,8 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
                 found = {"step": step, "kind": kind, "name": name, "abs_diff": diff, "rel_diff": rel,
                          "weights_identical_before": before,
                          "grads_recorded": bool(ours_grads := standalone[step].get("grad")) and name in ours_grads}
+                if near_zero:
+                    found["near_zero"] = True
                 k = (layout or {}).get(name, 1)
                 parts = differing_shards(a, b, k, noise_floor) if k > 1 and a.shape == b.shape else []
                 if parts and len(parts) < k:
@@ -84,6 +99,12 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
                 found["description"] = describe(found)
                 return found
     return None
+
+
+def _scale(tensor: Any) -> float:
+    """``max|tensor|`` (0.0 for an empty one), float64."""
+    values = np.asarray(tensor, np.float64)
+    return float(np.max(np.abs(values))) if values.size else 0.0
 
 
 def to_shards(standalone: Trace, distributed: Trace, rank: int) -> Trace:
@@ -154,6 +175,8 @@ def describe(found: Dict[str, Any]) -> str:
                f"rel {found['rel_diff']:.3g}"
     text = f"{found['name']} {found['kind']} at step {found['step']}, abs {found['abs_diff']:.3g}, " \
            f"rel {found['rel_diff']:.3g}"
+    if found.get("near_zero"):
+        text += f" (zero up to rounding: rel to the largest {found['kind']})"
     if found["kind"] == "grad":
         text += "; weights identical before" if found["step"] > 0 else "; the first gradient (initial weights equal)"
     elif found.get("grads_recorded", True):

@@ -168,7 +168,8 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
     metrics["first_tensor_rel"] = beyond["rel_diff"] if beyond else tensor.get("rel_diff")
     if result.comparison and result.losses:
         metrics.update(_real_onset(metrics, tensor, read_floats(result.losses["standalone"]),
-                                   read_floats(result.losses["distributed"])))
+                                   read_floats(result.losses["distributed"]),
+                                   within_tolerance=result.status == "ok"))
     located = tensor.get("description") and "step" in tensor and tensor.get("rank") is not None
     if located and (result.world_size or 1) > 1 and not tensor.get("shards"):  # (else the description names them)
         every = len(tensor.get("ranks") or []) == result.world_size
@@ -184,33 +185,52 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
     return metrics
 
 
-def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float], got: List[float]) -> Dict[str, Any]:
+def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float], got: List[float],
+                within_tolerance: bool = False) -> Dict[str, Any]:
     """``first_real_step`` (the first loss step a difference beyond float rounding can
-    reach: the first differing step, unless the traced tensors differ by rounding first,
-    then one step past the first tensor or update beyond it, ``sweep.analysis.trace.ROUNDING_REL``
-    relative to the tensor or to the update; ``None`` when the traced steps differ by
-    rounding only) and the onset from the update differences when traced
-    (``onset_from``: ``"updates"`` or ``"losses"``; ``sweep.analysis.trace.UPDATE_ONSET_RULE``).
-    A difference beyond rounding at step 0 (the step-0 losses, or the initial weights)
-    keeps ``step0``: the copies differ before any update."""
+    reach) and the onset from the update differences when traced (``onset_from``:
+    ``"updates"`` or ``"losses"``; ``sweep.analysis.trace.UPDATE_ONSET_RULE``).
+
+    The step follows the first *real* difference, whatever the data split: a loss step
+    counts only where the losses themselves differ beyond rounding
+    (``sweep.analysis.trace.ROUNDING_REL`` relative to the standalone loss; sharded data
+    makes the copies' losses differ by summation order from step 0); a traced gradient
+    or weight of step ``s`` beyond rounding counts as loss step ``s + 1`` (a reduced
+    gradient or an update that differs: ``first_update`` for ``s = 0``); initial weights
+    that differ count as step 0, as does a step-0 loss difference beyond rounding (the
+    copies differ before any update). Untraced, the first differing loss step counts.
+    ``None`` when every traced sign stays within rounding.
+
+    ``within_tolerance`` (the job passed): the update differences alone make no real
+    difference and no onset unless they are systematic (one sign along every update). A
+    rounding-size error that Adam normalises to full-size steps (a gradient that is zero
+    up to rounding) errs with random signs and a pattern of the step count: no cause."""
     first = metrics.get("first_diff_step")
     out: Dict[str, Any] = {"first_real_step": first, "onset_from": "losses" if first is not None else None}
     if first is None:
         return out
-    step0_real = first == 0 and abs(got[0] - ref[0]) > ROUNDING_REL * abs(ref[0])
     updates = tensor.get("updates")
+    if updates and within_tolerance and not updates.get("systematic"):
+        updates = None
+    traced = "step" in tensor
+
+    def loss_real(step: int) -> bool:
+        return abs(got[step] - ref[step]) > ROUNDING_REL * abs(ref[step])
+
     # each traced sign of a real difference, as the loss step that can first see it; they may
     # precede ``first``: the losses can round a small weight difference away for a few steps
     if "beyond_rounding" in tensor:  # the first traced difference is float rounding
         beyond = tensor["beyond_rounding"]
         reals = [beyond["step"] + 1] if beyond else []
+    elif traced:
+        reals = [0] if tensor.get("kind") == "initial" else [tensor["step"] + 1]
     else:
-        reals = [first] + ([tensor["step"] + 1] if tensor.get("kind") in ("grad", "weight") else [])
+        reals = [first]
+    if traced:
+        reals += [s for s in range(first, min(len(ref), len(got))) if loss_real(s)][:1]
     if updates and updates["real_step"] is not None:
         reals.append(updates["real_step"] + 1)
-    out["first_real_step"] = 0 if step0_real else min(reals, default=None)
-    if tensor.get("kind") == "initial":  # the copies start from different weights
-        out["first_real_step"] = 0
+    out["first_real_step"] = min(reals, default=None)
     if updates and updates["pattern"] != "none" and out["first_real_step"] != 0:
         out.update(onset=updates["pattern"], period=updates["period"], onset_from="updates",
                    onset_until=updates.get("until"))

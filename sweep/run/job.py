@@ -432,6 +432,21 @@ def nondeterminism_note(spread: Dict[str, Any], traced: bool) -> str:
     )
 
 
+def worst_rank(comparisons: Dict[int, Any]) -> int:
+    """The rank a job is judged by (its losses, scale and sign, first steps and class in the
+    report): the worst one, not rank 0. Among failing ranks, the earliest first failing
+    step, then the largest ``max_abs_diff``; when all pass, the earliest first differing
+    step, then the largest ``max_abs_diff``; ties go to the lowest rank.
+    ``comparisons``: rank -> ``sweep.analysis.compare.Comparison``."""
+    def key(item: Any) -> tuple:
+        rank, c = item
+        step = c.first_fail_step if not c.passed else c.first_diff_step
+        size = float(c.max_abs_diff) if c.max_abs_diff == c.max_abs_diff else 0.0  # nan: no steps
+        return (c.passed, step is None, step if step is not None else 0, -size, rank)
+
+    return min(comparisons.items(), key=key)[0]
+
+
 def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalone: List[Any]) -> None:
     """Fill the record from the ranks' results: every rank judged against the standalone
     sequence (a job fails if any rank fails, or if its ranks disagree beyond tolerance),
@@ -452,7 +467,7 @@ def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalo
         for rank, (_, c) in sorted(judged.items())
     ]
     failing = [rank for rank, (_, c) in sorted(judged.items()) if not c.passed]
-    record.judged_rank = failing[0] if failing else min(judged)
+    record.judged_rank = worst_rank({rank: c for rank, (_, c) in judged.items()})
     distributed, comparison = judged[record.judged_rank]
     record.versions.update(first.versions)
     record.losses = {"standalone": standalone, "distributed": distributed}
@@ -480,7 +495,7 @@ def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalo
     record.comparison = comparison.to_dict()
     reasons = []
     if failing:
-        where = f"rank {failing[0]}: " if len(judged) > 1 else ""
+        where = f"rank {record.judged_rank}: " if len(judged) > 1 else ""
         others = f" (failing ranks: {', '.join(map(str, failing))} of {len(judged)})" if len(judged) > 1 else ""
         reasons.append(
             f"{where}{comparison.n_fail}/{comparison.n_steps} steps outside rtol={cfg.compare.rtol}, "

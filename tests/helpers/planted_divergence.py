@@ -136,3 +136,21 @@ class NondetNoiseFSDP2(_Counting, TorchFSDP2):
                     local = param.grad.to_local() if hasattr(param.grad, "to_local") else param.grad
                     local.add_(torch.randn(local.shape, generator=self._gen).to(local.dtype).mul_(NOISE))
 
+
+
+class SumReduceFSDP2(TorchFSDP2):
+    """Reduces gradients by a sum where FSDP2 takes a mean: FSDP2's own knobs,
+    ``set_gradient_divide_factor(1.0)`` on every ``fully_shard`` unit (with
+    ``set_force_sum_reduction_for_comms``: gloo has no ``PREMUL_SUM``). Every reduced
+    gradient is ``world_size`` times the standalone one, from step 0's reduction on: the
+    copies agree before any update, whatever the data split."""
+
+    def parallelize(self, model):
+        from torch.distributed.fsdp import FSDPModule
+
+        model = super().parallelize(model)
+        for module in model.modules():
+            if isinstance(module, FSDPModule):
+                module.set_force_sum_reduction_for_comms(True)
+                module.set_gradient_divide_factor(1.0)
+        return model

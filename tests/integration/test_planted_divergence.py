@@ -201,3 +201,16 @@ def test_a_clean_sweep_names_no_culprit_and_no_divergence(tmp_path):
     assert summary["culprits"] == [] and all(v == [] for v in summary["drift"].values())
     assert summary["verdict"] == "2 jobs: 2 ok. No culprit: every judged job passes, bit for bit where the run is " \
                                  "deterministic."
+
+
+def test_a_fault_in_the_reduced_gradient_of_step_0_is_first_update_whatever_the_data_split(tmp_path):
+    # with sharded data the losses differ by summation order from step 0: that is rounding, not the class
+    summary, jobs, records = _sweep(tmp_path, "steps=8", "optimizer=sgd", "mesh=dp2", f"engine.impl.torch={P}SumReduceFSDP2",
+                                    "data.split=replicated,sharded")
+    for num in (0, 1):
+        t = records[num]["first_tensor"]
+        assert jobs[num]["status"] == "fail" and jobs[num]["drift"] == "first_update", jobs[num]
+        assert jobs[num]["first_real_step"] == 1
+        found = t.get("beyond_rounding") or t
+        assert (found["step"], found["kind"]) == (0, "grad") and found["rel_diff"] > 0.5
+    assert jobs[1]["first_diff_step"] == 0  # sharded: the step-0 losses differ, by rounding

@@ -362,3 +362,71 @@ def test_a_weight_past_the_recorded_gradients_makes_no_claim_about_them():
         found["description"]
     theirs[0]["weight"] = {"w": 2 * w}
     assert "gradients of that step identical (as reduced)" in first_difference(ours, theirs)["description"]
+
+
+def test_a_gradient_that_is_zero_up_to_rounding_is_rounding_whatever_its_own_relative_difference():
+    """A bias feeding a normalisation has a gradient of rounding noise: its own relative
+    difference is O(1), against the largest gradient it is rounding (issue 24)."""
+    from sweep.analysis.trace import NEAR_ZERO, locate
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(8)
+    big = rng.standard_normal(8) * 1e-2
+    noise = rng.standard_normal(4) * 1e-10  # the bias: zero up to rounding
+    step = {"initial": {"layer0.weight": w, "layer1.bias": np.zeros(4)},
+            "grad": {"layer0.weight": big, "layer1.bias": noise}}
+    other = {"initial": step["initial"], "grad": {"layer0.weight": big.copy(), "layer1.bias": -0.7 * noise}}
+    found = locate([step], [other], 0.0, 0)
+    assert found["name"] == "layer1.bias" and found.get("near_zero") is True
+    assert found["rel_diff"] < 1e-6 and found["beyond_rounding"] is None
+    assert "zero up to rounding" in found["description"] and "rounding only" in found["description"]
+    # a real fault in a small tensor (above NEAR_ZERO of its kind) is still beyond rounding
+    small = np.full(4, 10 * NEAR_ZERO * 1e-2)
+    faulty = locate([dict(step, grad={"layer0.weight": big, "layer1.bias": small})],
+                    [dict(other, grad={"layer0.weight": big, "layer1.bias": 2 * small})], 0.0, 0)
+    assert faulty["name"] == "layer1.bias" and not faulty.get("near_zero") and faulty["rel_diff"] == pytest.approx(1.0)
+
+
+def _real(first_diff, tensor, ref, got, ok=False):
+    from sweep.report.summary import _real_onset
+
+    return _real_onset({"first_diff_step": first_diff}, tensor, ref, got, within_tolerance=ok)
+
+
+def test_the_real_step_follows_the_first_real_difference_not_a_rounding_loss_step():
+    """Sharded data: the step-0 losses differ by summation order; a reduced gradient of
+    step 0 beyond rounding is the first update (issue 24), not step0."""
+    ref = [1.0, 0.9, 0.8]
+    rounding = [1.0 + 1e-7, 0.9 + 2e-3, 0.8 + 3e-3]
+    grad = {"step": 0, "kind": "grad", "name": "w", "rel_diff": 1.0}
+    assert _real(0, grad, ref, rounding)["first_real_step"] == 1
+    forward = [1.0 + 1e-2, 0.9 + 2e-3, 0.8 + 3e-3]  # the step-0 losses differ beyond rounding: the forward
+    assert _real(0, grad, ref, forward)["first_real_step"] == 0
+    assert _real(0, {"step": 0, "kind": "initial", "rel_diff": 1.0}, ref, rounding)["first_real_step"] == 0
+    assert _real(0, {}, ref, rounding)["first_real_step"] == 0  # untraced: the losses decide
+
+
+def test_a_passing_job_gets_no_cause_from_its_update_differences_unless_systematic():
+    ref, got = [1.0, 0.9, 0.8, 0.7], [1.0, 0.9 + 1e-7, 0.8 - 1e-7, 0.7 + 2e-7]
+    rounding_first = {"step": 0, "kind": "grad", "rel_diff": 1e-7, "beyond_rounding": None,
+                      "updates": {"pattern": "periodic", "period": 2, "real_step": 0}}
+    failing = _real(1, rounding_first, ref, got)
+    assert failing["first_real_step"] == 1 and failing["onset"] == "periodic"
+    passing = _real(1, rounding_first, ref, got, ok=True)
+    assert passing["first_real_step"] is None and "onset" not in passing
+    systematic = dict(rounding_first, updates=dict(rounding_first["updates"], systematic=True))
+    assert _real(1, systematic, ref, got, ok=True)["onset"] == "periodic"
+
+
+def test_a_job_is_judged_by_its_worst_rank_not_rank_0():
+    from sweep.run.job import worst_rank
+
+    ref = np.linspace(1.0, 0.5, 40)
+    late = ref.copy()
+    late[33:] += 1e-2  # rank 0: a buffer's effect reaches it through the reduction at step 33
+    early = ref + 1e-2  # ranks 1-3: their own buffer is wrong from step 0
+    comparisons = {0: compare_losses(ref, late, rtol=1e-4, atol=1e-4), 1: compare_losses(ref, early, rtol=1e-4, atol=1e-4), 2: compare_losses(ref, early + 1e-3, rtol=1e-4, atol=1e-4),
+                   3: compare_losses(ref, early, rtol=1e-4, atol=1e-4)}
+    assert worst_rank(comparisons) == 2  # the earliest failure, then the largest difference
+    passing = {0: compare_losses(ref, ref, rtol=1e-4, atol=1e-4), 1: compare_losses(ref, ref + 1e-7, rtol=1e-4, atol=1e-4), 2: compare_losses(ref, ref, rtol=1e-4, atol=1e-4)}
+    assert worst_rank(passing) == 1
