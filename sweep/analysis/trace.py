@@ -260,6 +260,17 @@ def update_series(standalone: Trace, distributed: Trace) -> Dict[str, List[float
     return series
 
 
+def one_sign_along(updates: Dict[str, Any]) -> bool:
+    """Whether the update error keeps one sign along the update on every differing step
+    (``along_t`` of :func:`update_series` where ``rel_t > 0``, two or more of them): a
+    systematic error (a scale, a skipped or repeated update), which rounding is not (it
+    takes both signs)."""
+    rel = np.asarray(updates.get("rel") or [], np.float64)
+    along = np.asarray(updates.get("along") or [], np.float64)
+    signs = np.sign(along[(rel > 0) & np.isfinite(rel)]) if rel.size == along.size else np.zeros(0)
+    return signs.size >= 2 and bool(np.all(signs == signs[0])) and signs[0] != 0
+
+
 def _period(rel: np.ndarray, along: np.ndarray, start: int) -> Optional[Any]:
     """``(n, steps)``: the smallest period ``n >= 2`` whose steps ``start + r + i n`` (3 or
     more) stand apart from every other step from ``start`` on, by a gap of

@@ -36,7 +36,7 @@ from sweep.analysis.attribution import (
     label,
 )
 from sweep.analysis.compare import drift_metrics, onset
-from sweep.analysis.trace import ROUNDING_REL
+from sweep.analysis.trace import ROUNDING_REL, one_sign_along
 from sweep.errors import RecordError
 from sweep.io import read_floats, write_json
 from sweep.layout import JobDir, SweepDir
@@ -202,16 +202,19 @@ def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float
     ``None`` when every traced sign stays within rounding.
 
     ``within_tolerance`` (the job passed): the update differences alone make no real
-    difference and no onset unless they are systematic (one sign along every update). A
-    rounding-size error that Adam normalises to full-size steps (a gradient that is zero
-    up to rounding) errs with random signs and a pattern of the step count: no cause."""
+    difference, and their onset is noise, unless they are systematic (one sign along
+    every differing update, :func:`sweep.analysis.trace.one_sign_along`). A rounding-size
+    error that Adam normalises to full-size steps (a gradient that is zero up to rounding)
+    errs with random signs and draws a pattern of the step count: no cause."""
     first = metrics.get("first_diff_step")
     out: Dict[str, Any] = {"first_real_step": first, "onset_from": "losses" if first is not None else None}
     if first is None:
         return out
     updates = tensor.get("updates")
-    if updates and within_tolerance and not updates.get("systematic"):
-        updates = None
+    if updates and within_tolerance and not (updates.get("systematic") or one_sign_along(updates)):
+        # random-sign update differences of a passing job: noise, whatever pattern their sizes draw
+        updates = dict(updates, real_step=None, pattern="noise" if updates["pattern"] != "none" else "none",
+                       period=None)
     traced = "step" in tensor
 
     def loss_real(step: int) -> bool:
