@@ -169,7 +169,8 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
     if result.comparison and result.losses:
         metrics.update(_real_onset(metrics, tensor, read_floats(result.losses["standalone"]),
                                    read_floats(result.losses["distributed"]),
-                                   within_tolerance=result.status == "ok"))
+                                   within_tolerance=result.status == "ok",
+                                   sharded=((result.config or {}).get("data") or {}).get("split") == "sharded"))
     located = tensor.get("description") and "step" in tensor and tensor.get("rank") is not None
     if located and (result.world_size or 1) > 1 and not tensor.get("shards"):  # (else the description names them)
         every = len(tensor.get("ranks") or []) == result.world_size
@@ -186,35 +187,40 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
 
 
 def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float], got: List[float],
-                within_tolerance: bool = False) -> Dict[str, Any]:
+                within_tolerance: bool = False, sharded: bool = False) -> Dict[str, Any]:
     """``first_real_step`` (the first loss step a difference beyond float rounding can
     reach) and the onset from the update differences when traced (``onset_from``:
     ``"updates"`` or ``"losses"``; ``sweep.analysis.trace.UPDATE_ONSET_RULE``).
 
-    The step follows the first *real* difference, whatever the data split: a loss step
-    counts only where the losses themselves differ beyond rounding
-    (``sweep.analysis.trace.ROUNDING_REL`` relative to the standalone loss; sharded data
-    makes the copies' losses differ by summation order from step 0); a traced gradient
-    or weight of step ``s`` beyond rounding counts as loss step ``s + 1`` (a reduced
-    gradient or an update that differs: ``first_update`` for ``s = 0``); initial weights
-    that differ count as step 0, as does a step-0 loss difference beyond rounding (the
-    copies differ before any update). Untraced, the first differing loss step counts.
-    ``None`` when every traced sign stays within rounding.
+    The step follows the first *real* difference, whatever the data split: a traced
+    gradient or weight of step ``s`` beyond rounding counts as loss step ``s + 1`` (a
+    reduced gradient or an update that differs: ``first_update`` for ``s = 0``), initial
+    weights that differ as step 0, and so does a differing loss: with replicated data
+    (``sharded=False``) any differing loss step (the copies compute the same rows from
+    the same weights: a differing forward), with ``sharded=True`` only one that differs
+    beyond rounding (``sweep.analysis.trace.ROUNDING_REL`` relative to the standalone
+    loss: the copies' losses differ by summation order from step 0). Untraced, the first
+    differing loss step counts. ``None`` when every traced sign stays within rounding.
 
-    ``within_tolerance`` (the job passed): the update differences alone make no real
-    difference, and their onset is noise, unless they are systematic (one sign along
-    every differing update, :func:`sweep.analysis.trace.one_sign_along`). A rounding-size
-    error that Adam normalises to full-size steps (a gradient that is zero up to rounding)
-    errs with random signs and draws a pattern of the step count: no cause."""
+    ``within_tolerance`` (the job passed): unless the difference is systematic (one sign
+    along every differing update, :func:`sweep.analysis.trace.one_sign_along`), the update
+    differences make no real difference and their onset is noise, and a tensor beyond
+    rounding that follows a first difference within it is rounding grown by the steps,
+    not a cause. A rounding-size error that Adam normalises to full-size steps (a gradient
+    that is zero up to rounding) errs with random signs and draws a pattern of the step
+    count. A passing job whose first difference is already beyond rounding (a precision:
+    bf16 against a float32 baseline) keeps it."""
     first = metrics.get("first_diff_step")
     out: Dict[str, Any] = {"first_real_step": first, "onset_from": "losses" if first is not None else None}
     if first is None:
         return out
     updates = tensor.get("updates")
-    if updates and within_tolerance and not (updates.get("systematic") or one_sign_along(updates)):
-        # random-sign update differences of a passing job: noise, whatever pattern their sizes draw
-        updates = dict(updates, real_step=None, pattern="noise" if updates["pattern"] != "none" else "none",
-                       period=None)
+    grown = False  # a passing job's rounding, grown past rounding's size by the steps: no cause
+    if within_tolerance and not (updates and (updates.get("systematic") or one_sign_along(updates))):
+        grown = "beyond_rounding" in tensor
+        if updates:  # random-sign update differences: noise, whatever pattern their sizes draw
+            updates = dict(updates, real_step=None, pattern="noise" if updates["pattern"] != "none" else "none",
+                           period=None)
     traced = "step" in tensor
 
     def loss_real(step: int) -> bool:
@@ -224,18 +230,19 @@ def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float
     # precede ``first``: the losses can round a small weight difference away for a few steps
     if "beyond_rounding" in tensor:  # the first traced difference is float rounding
         beyond = tensor["beyond_rounding"]
-        reals = [beyond["step"] + 1] if beyond else []
+        reals = [beyond["step"] + 1] if beyond and not grown else []
     elif traced:
         reals = [0] if tensor.get("kind") == "initial" else [tensor["step"] + 1]
+        # replicated data: the copies compute the same rows from the same weights, so a
+        # differing loss is a differing forward; sharded: a loss differs by summation order
+        reals += [s for s in range(first, min(len(ref), len(got))) if loss_real(s)][:1] if sharded else [first]
     else:
         reals = [first]
-    if traced:
-        reals += [s for s in range(first, min(len(ref), len(got))) if loss_real(s)][:1]
     if updates and updates["real_step"] is not None:
         reals.append(updates["real_step"] + 1)
     out["first_real_step"] = min(reals, default=None)
     if updates and updates["pattern"] != "none" and out["first_real_step"] != 0:
-        out.update(onset=updates["pattern"], period=updates["period"], onset_from="updates",
+        out.update(onset=updates["pattern"], period=updates.get("period"), onset_from="updates",
                    onset_until=updates.get("until"))
     return out
 

@@ -387,10 +387,10 @@ def test_a_gradient_that_is_zero_up_to_rounding_is_rounding_whatever_its_own_rel
     assert faulty["name"] == "layer1.bias" and not faulty.get("near_zero") and faulty["rel_diff"] == pytest.approx(1.0)
 
 
-def _real(first_diff, tensor, ref, got, ok=False):
+def _real(first_diff, tensor, ref, got, ok=False, sharded=True):
     from sweep.report.summary import _real_onset
 
-    return _real_onset({"first_diff_step": first_diff}, tensor, ref, got, within_tolerance=ok)
+    return _real_onset({"first_diff_step": first_diff}, tensor, ref, got, within_tolerance=ok, sharded=sharded)
 
 
 def test_the_real_step_follows_the_first_real_difference_not_a_rounding_loss_step():
@@ -404,6 +404,8 @@ def test_the_real_step_follows_the_first_real_difference_not_a_rounding_loss_ste
     assert _real(0, grad, ref, forward)["first_real_step"] == 0
     assert _real(0, {"step": 0, "kind": "initial", "rel_diff": 1.0}, ref, rounding)["first_real_step"] == 0
     assert _real(0, {}, ref, rounding)["first_real_step"] == 0  # untraced: the losses decide
+    # replicated data: the same rows from the same weights, so any step-0 loss difference is the forward's
+    assert _real(0, grad, ref, rounding, sharded=False)["first_real_step"] == 0
 
 
 def test_a_passing_job_gets_no_cause_from_its_update_differences_unless_systematic():
@@ -433,3 +435,16 @@ def test_a_job_is_judged_by_its_worst_rank_not_rank_0():
     assert worst_rank(comparisons) == 2  # the earliest failure, then the largest difference
     passing = {0: compare_losses(ref, ref, rtol=1e-4, atol=1e-4), 1: compare_losses(ref, ref + 1e-7, rtol=1e-4, atol=1e-4), 2: compare_losses(ref, ref, rtol=1e-4, atol=1e-4)}
     assert worst_rank(passing) == 1
+
+
+def test_a_passing_jobs_rounding_grown_past_roundings_size_is_no_cause():
+    """MindSpore, mlp_norm, Adam: a bias that is zero up to rounding, normalised by Adam,
+    differs beyond rounding after 8 steps, the losses by 2e-7 (issue 24)."""
+    ref, got = [1.0] * 12, [1.0] * 7 + [1.0 + 2e-7] * 5
+    grown = {"step": 0, "kind": "weight", "rel_diff": 1e-12, "near_zero": True,
+             "beyond_rounding": {"step": 8, "kind": "weight", "rel_diff": 1.2e-4},
+             "updates": {"pattern": "noise", "real_step": 3, "rel": [1e-9, 1e-6, 1e-3], "along": [1e-9, -1e-6, 1e-3]}}
+    assert _real(7, grown, ref, got, ok=True)["first_real_step"] is None
+    assert _real(7, grown, ref, got)["first_real_step"] == 4  # failing: the updates are real from update 3
+    precision = {"step": 0, "kind": "grad", "rel_diff": 4e-3}  # beyond rounding from the first difference on
+    assert _real(0, precision, [1.0, 0.9], [1.0 + 4e-7, 0.9], ok=True, sharded=False)["first_real_step"] == 0
