@@ -520,8 +520,8 @@ def replica_check(ranks: List[RankResult]) -> Optional[Dict[str, Any]]:
     ranks), so their per-step digests must be equal. Returns ``JobRecord.replicas``
     (``groups``: ranks by key, groups of two or more; ``coords``; ``mesh_dims``;
     ``first_step``: the first step where a group's digests disagree, ``None`` if none;
-    ``ranks``: that group's ranks whose digest differs from its first rank's then, with
-    the first rank), or ``None`` when no rank recorded digests."""
+    ``pairs``: ``[first rank of a group, a rank whose digest differs from it then]`` at
+    that step; ``ranks``: the ranks of those pairs), or ``None`` when no rank recorded digests."""
     held = [r for r in ranks if r.replica and r.replica.get("key") and r.replica.get("digests")]
     if not held:
         return None
@@ -531,7 +531,8 @@ def replica_check(ranks: List[RankResult]) -> Optional[Dict[str, Any]]:
     groups = [sorted(group, key=lambda r: r.rank) for group in by_key.values() if len(group) > 1]
     out: Dict[str, Any] = {"groups": sorted([r.rank for r in g] for g in groups),
                            "coords": {str(r.rank): r.replica.get("coords") for r in held},
-                           "mesh_dims": held[0].replica.get("mesh_dims"), "first_step": None, "ranks": []}
+                           "mesh_dims": held[0].replica.get("mesh_dims"), "first_step": None, "pairs": [],
+                           "ranks": []}
     disagree = []  # (step, the group's first rank, a rank that differs from it then)
     for group in groups:
         ref = group[0].replica["digests"]
@@ -543,18 +544,24 @@ def replica_check(ranks: List[RankResult]) -> Optional[Dict[str, Any]]:
                 disagree.append((step, group[0].rank, r.rank))
     if disagree:
         out["first_step"] = min(d[0] for d in disagree)
-        out["ranks"] = sorted({rank for d in disagree if d[0] == out["first_step"] for rank in d[1:]})
+        out["pairs"] = [[a, b] for step, a, b in disagree if step == out["first_step"]]
+        out["ranks"] = sorted({rank for pair in out["pairs"] for rank in pair})
     return out
 
 
 def replica_reason(replicas: Dict[str, Any]) -> str:
-    """The failure reason of replicas that disagree (:func:`replica_check`)."""
-    ranks, coords = replicas["ranks"], replicas.get("coords") or {}
-    dims = replicas.get("mesh_dims") or []
-    where = ", ".join(f"rank {r} at {'x'.join(dims) or 'mesh'} {coords.get(str(r))}" for r in ranks)
-    return (f"replicas disagree: ranks {', '.join(map(str, ranks))} hold the same shards of the weights but "
-            f"different values from step {replicas['first_step']} ({where}): the reduction across replicas "
-            "is missing or wrong")
+    """The failure reason of replicas that disagree (:func:`replica_check`): the first
+    step, and each pair of ranks holding the same shards that differ then, with their
+    coordinates on the job's mesh."""
+    coords, dims = replicas.get("coords") or {}, replicas.get("mesh_dims") or []
+
+    def at(rank: int) -> str:
+        where = coords.get(str(rank))
+        return f"rank {rank}" + (f" ({' x '.join(dims) or 'mesh'} {where})" if where is not None else "")
+
+    pairs = ", ".join(f"{at(a)} and {at(b)}" for a, b in replicas["pairs"])
+    return (f"replicas disagree from step {replicas['first_step']}: {pairs} hold the same shards of the weights "
+            "but different values (the reduction across replicas is missing or wrong)")
 
 
 def effect_notes(cfg: DictConfig, record: JobRecord) -> List[str]:

@@ -270,8 +270,13 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
-    replica: Optional[Dict[str, Any]] = dict(shard_key(distributed), digests=digests) if "distributed" in names \
-        else None
+    replica: Optional[Dict[str, Any]] = None
+    if "distributed" in names:
+        shape = [int(n) for n in cfg.mesh.mesh_shape]
+        replica = dict(shard_key(distributed), digests=digests)
+        if ctx.distributed and int(np.prod(shape)) == world:  # where init_device_mesh puts this rank (row-major)
+            replica.update(coords=[int(c) for c in np.unravel_index(rank, shape)],
+                           mesh_dims=[str(d) for d in cfg.mesh.mesh_dim_names])
     info = dict(engine.info()) if "distributed" in names else {}
     result = RankResult(
         rank=rank, world_size=world, framework="torch", versions={"torch": torch.__version__, **info.pop("versions", {})},

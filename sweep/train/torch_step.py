@@ -150,7 +150,8 @@ def shard_key(model: Any) -> Dict[str, Any]:
     the same slices (replicas: an HSDP mesh's replicate dim, DDP's ranks). A plain tensor
     (DDP, no mesh) adds only its shape, so every rank holds the same key. ``coords``/
     ``mesh_dims``: this rank's coordinates on the first sharded parameter's mesh and its
-    dim names. A mesh this cannot read gives ``key`` ``None``: nothing compared."""
+    dim names (the rank code replaces them by those on the job's ``mesh``). A mesh this
+    cannot read gives ``key`` ``None``: nothing compared."""
     from sweep.analysis.trace import canonical_name
 
     parts, coords, dims = [], None, None
