@@ -205,11 +205,11 @@ def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float
         beyond = tensor["beyond_rounding"]
         reals = [beyond["step"] + 1] if beyond else []
     else:
-        reals = [first] + ([tensor["step"] + 1] if tensor.get("kind") in ("grad", "weight") else [])
+        reals = [first] + ([tensor["step"] + 1] if tensor.get("kind") in ("buffer", "grad", "weight") else [])
     if updates and updates["real_step"] is not None:
         reals.append(updates["real_step"] + 1)
     out["first_real_step"] = 0 if step0_real else min(reals, default=None)
-    if tensor.get("kind") == "initial":  # the copies start from different weights
+    if tensor.get("kind") in ("initial", "initial_buffer"):  # the copies start from different weights or buffers
         out["first_real_step"] = 0
     if updates and updates["pattern"] != "none" and out["first_real_step"] != 0:
         out.update(onset=updates["pattern"], period=updates["period"], onset_from="updates",
