@@ -29,8 +29,8 @@ def test_dropout_draws_the_same_masks_in_both_copies_whatever_the_order_and_the_
     runs = {}
     for wraps in ("root,per_layer", "per_layer,root"):
         for reuse in ("true", "false"):
-            runs[wraps, reuse] = _multirun(tmp_path / f"{wraps.replace(',', '_')}-{reuse}", DROPOUT, "steps=12", f"wrap={wraps}",
-                                           f"execution.reuse_baselines={reuse}")
+            runs[wraps, reuse] = _multirun(tmp_path / f"{wraps.replace(',', '_')}-{reuse}", DROPOUT, "steps=12",
+                                           f"wrap={wraps}", f"execution.reuse_baselines={reuse}")
     for (wraps, reuse), (jobs, _) in runs.items():
         assert [r["status"] for r in jobs.values()] == ["ok", "ok"], {n: r["reason"] for n, r in jobs.items()}
         for r in jobs.values():
