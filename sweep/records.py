@@ -81,6 +81,16 @@ class RankResult(_Record):
     per trained copy, seconds. ``engine_notes``: what the engine did besides the
     library's own behaviour (workarounds, emulated collectives); ``engine``: the engine's
     own record (``Engine.info()``: the API that ran, emulated collectives, call counts).
+    ``random_draws``: per copy this process trained, whether its training advanced a
+    random generator (torch's CPU or accelerator one, numpy's: the forward draws random
+    numbers, e.g. dropout); each copy trains in its own stream, seeded alike.
+    ``initial``: both copies' weights and buffers before any step, compared by canonical
+    name (``{"first": first differing tensor or None, "missing": [{name, kind, step,
+    only_in}]}``, ``sweep.train.torch_rank.initial_check``); ``None`` where not compared.
+    ``replica``: the distributed copy's local weights per step, ``{"key": which shards
+    this rank holds, "coords": its mesh coordinates, "mesh_dims": their names,
+    "digests": [sha1 hex of the local weights after each step]}``; ranks with one key
+    must give equal digests (``sweep.run.job``); ``None`` where not recorded.
     """
 
     rank: int
@@ -97,6 +107,9 @@ class RankResult(_Record):
     engine_notes: List[str] = field(default_factory=list)
     engine: Dict[str, Any] = field(default_factory=dict)
     first_tensor: Optional[Dict[str, Any]] = None
+    random_draws: Dict[str, bool] = field(default_factory=dict)
+    initial: Optional[Dict[str, Any]] = None
+    replica: Optional[Dict[str, Any]] = None
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
@@ -142,6 +155,11 @@ class JobRecord(_Record):
     record holds; ``sweep.run.job.run_repeats``), else ``None``; ``nondeterministic``: whether
     the repeats disagree (any loss of any rank, or the outcome), ``None`` without repeats;
     ``repeat_spread``: how far they disagree (``sweep.run.job.repeat_spread``);
+    ``random_draws``: some copy's training drew random numbers on some rank
+    (``RankResult.random_draws``; ``None`` when no rank says); ``replicas``: the ranks
+    that hold the same shards, compared step by step (``{"groups": [[rank, ...]],
+    "coords": {rank: [..]}, "mesh_dims": [...], "first_step": first step a replica
+    disagrees or None, "ranks": the ranks that disagree then}``; ``None`` without digests);
     ``started``/``finished``: UTC ISO-8601.
     """
 
@@ -174,6 +192,8 @@ class JobRecord(_Record):
     nondeterministic: Optional[bool] = None
     repeat_spread: Optional[Dict[str, Any]] = None
     resumed: bool = False
+    random_draws: Optional[bool] = None
+    replicas: Optional[Dict[str, Any]] = None
     started: Optional[str] = None
     finished: Optional[str] = None
     schema_version: int = SCHEMA_VERSION

@@ -26,7 +26,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from sweep.analysis.compare import ONSET_RULE
+from sweep.analysis.compare import COPY_NOTE_KINDS, ONSET_RULE, RANDOM_DRAWS_NOTE
 from sweep.analysis.trace import ROUNDING_REL, UPDATE_ONSET_RULE
 
 Row = Dict[str, Any]
@@ -335,9 +335,13 @@ def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
                     f"{factor}={label(level)} exposes it and {factor}={others} hides it below tolerance; "
                     f"{factor} changes its size, it does not cause it"
                 )
+            drawn = all(_has_note(x, RANDOM_DRAWS_NOTE) for x, _ in to_fail)
+            if drawn:
+                evidence += f"; but every such failing job notes: {RANDOM_DRAWS_NOTE}"
             found.append({
                 "factor": factor,
                 "level": level,
+                "random_draws_only": drawn,
                 "pairs": len(oriented),
                 "to_fail": len(to_fail),
                 "to_pass": to_pass,
@@ -466,6 +470,25 @@ def notes_summary(rows: Sequence[Row]) -> Optional[str]:
     return "Notes: " + "; ".join(f"{kind} ({n} job{'s' if n > 1 else ''})" for kind, n in kinds.most_common(6))
 
 
+def _has_note(row: Row, note: str) -> bool:
+    return note in (row.get("notes") or "").split("; ")
+
+
+def copy_notes(rows: Sequence[Row]) -> Optional[str]:
+    """The notes saying the two copies are not equal in what they draw or hold
+    (``sweep.analysis.compare.COPY_NOTE_KINDS``: random draws under sharded data, tensors
+    only one copy holds), each in full with its jobs, in one sentence; ``None`` without."""
+    jobs: Dict[str, List[int]] = defaultdict(list)
+    for row in rows:
+        for note in (row.get("notes") or "").split("; "):
+            if note.split(":")[0] in COPY_NOTE_KINDS:
+                jobs[note].append(row["job"])
+    if not jobs:
+        return None
+    return "Copies not equal: " + "; ".join(
+        f"{note} (job{'s' if len(js) > 1 else ''} {', '.join(map(str, js))})" for note, js in jobs.items())
+
+
 def nondeterministic_jobs(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     """The jobs whose repeats disagree (``repeat=N``; ``sweep.run.job.run_repeats``): ``job``,
     ``status`` (repeat 0's), ``overrides``, ``spread`` (``repeat_spread`` of the record)."""
@@ -575,9 +598,12 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
 
     scaled = "".join(f" {s['evidence']}." for s in scalers(rows)[:3])
 
+    unequal = copy_notes(rows)
+
     def tails(evidence: Optional[Iterable[int]] = None) -> str:
         repeats = repeats_sentence(rows, evidence)
-        return scaled + (f" {repeats}." if repeats else "") + (f" {notes}." if notes else "")
+        return scaled + (f" {repeats}." if repeats else "") + (f" {unequal}." if unequal else "") + \
+            (f" {notes}." if notes else "")
 
     tail = tails()
     if not counts["fail"]:
@@ -599,6 +625,8 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
         only = [i for i in found if (i["factor"], i["level"]) == (top["factor"], top["level"])]
         context = f"; only with {only[0]['with_factor']}={'/'.join(map(label, only[0]['with_levels']))}" if only else ""
         word = "Exposed by (not caused by)" if top.get("exposes_only") else "Culprit"
+        if top.get("random_draws_only"):
+            word = "No culprit from this alone (the failing jobs draw random numbers on sharded data)"
         tied = ties(ranked, rows)
         together = [t for t in tied if t["together"]]
         tied = [t for t in tied if not t["together"]]

@@ -15,6 +15,17 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+# Notes on copies that are not equal in what they draw or hold (``JobRecord.notes``): one
+# note each (no "; " inside: the report splits a job's notes on it). The text before the
+# first ":" is the note's kind (``sweep.analysis.attribution.notes_summary``), the whole
+# note reaches the verdict (``sweep.analysis.attribution.copy_notes``).
+RANDOM_DRAWS_NOTE = (
+    "the forward draws random numbers (dropout?): with data.split=sharded the copies' masks differ, so their "
+    "losses cannot match, and no culprit follows from this alone"
+)
+MISSING_PREFIX = "the copies hold different tensors: "
+COPY_NOTE_KINDS = (RANDOM_DRAWS_NOTE.split(":")[0], MISSING_PREFIX.split(":")[0])
+
 
 def _as_pair(standalone: Sequence[float], distributed: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     """Both sequences as float64 arrays of one 1-D shape.

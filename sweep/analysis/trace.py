@@ -1,12 +1,15 @@
 """The first tensor that differs: per-parameter gradients (after reduction) and weights
 (after the step) of the two copies, step by step, compared to find where the runs part.
 
-A *trace* is a list, one entry per step, of ``{"grad": {name: array}, "weight": {name:
-array}}`` with full (unsharded) float arrays: a rank gathers a sharded tensor before it
-records it (``DTensor.full_tensor()``). Within a step the gradients come first (the
-backward, then the reduction), then the weights (the optimizer step). Step 0's entry
-also holds ``"initial"``, the weights before any step; steps past the gradient window
-hold only ``"weight"``. Pure numpy.
+A *trace* is a list, one entry per step, of ``{"buffer": {name: array}, "grad": {name:
+array}, "weight": {name: array}}`` with full (unsharded) float arrays: a rank gathers a
+sharded tensor before it records it (``DTensor.full_tensor()``). Within a step the
+buffers come first (the forward updates them: running statistics), then the gradients
+(the backward, then the reduction), then the weights (the optimizer step). Step 0's
+entry also holds ``"initial"`` and ``"initial_buffer"``, the weights and buffers before
+any step; steps past the gradient window hold no ``"grad"``. Names are canonical
+(:func:`canonical_name`); a name one copy records and the other lacks is reported
+(:func:`missing_names`), never dropped silently. Pure numpy.
 
 Where the two copies part is :func:`locate`'s answer; how the difference starts (the
 onset) is :func:`update_onset`'s, from the per-step *update differences*
@@ -21,7 +24,47 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 Trace = List[Dict[str, Dict[str, np.ndarray]]]
-KINDS = ("initial", "grad", "weight")  # in a step's order; "initial" at step 0 only
+KINDS = ("initial", "initial_buffer", "buffer", "grad", "weight")  # a step's order; "initial*" at step 0 only
+# Path segments that wrappers insert into parameter names (activation checkpointing, FSDP1,
+# torch.compile, DDP/DataParallel): dropped anywhere in a dotted name (canonical_name).
+WRAPPER_SEGMENTS = ("_checkpoint_wrapped_module", "_fsdp_wrapped_module", "_orig_mod", "module")
+
+
+def canonical_name(name: str) -> str:
+    """A parameter's or buffer's dotted name without the segments wrappers insert
+    (:data:`WRAPPER_SEGMENTS`, anywhere in the path): ``module.layers.0._checkpoint_wrapped_module.w``
+    -> ``layers.0.w``, so both copies name one tensor alike whatever wraps them."""
+    return ".".join(part for part in name.split(".") if part not in WRAPPER_SEGMENTS)
+
+
+def missing_names(standalone: Trace, distributed: Trace) -> List[Dict[str, Any]]:
+    """The tensors one copy records and the other lacks, over every step and kind of the
+    two traces: ``[{"name", "kind", "step", "only_in": "standalone" | "distributed"}]``,
+    one entry per (name, side), at the first step it is missing, sorted by name. A
+    gradient that only one copy has is left out (a frozen or unused parameter has none),
+    so are steps only one trace reaches."""
+    seen: Dict[tuple, Dict[str, Any]] = {}
+    for step in range(min(len(standalone), len(distributed))):
+        for kind in KINDS:
+            if kind == "grad" or kind not in standalone[step] or kind not in distributed[step]:
+                continue
+            ours, theirs = set(standalone[step][kind]), set(distributed[step][kind])
+            for side, names in (("standalone", ours - theirs), ("distributed", theirs - ours)):
+                for name in names:
+                    seen.setdefault((name, side), {"name": name, "kind": kind, "step": step, "only_in": side})
+    return sorted(seen.values(), key=lambda m: (m["name"], m["only_in"]))
+
+
+def missing_text(missing: Sequence[Dict[str, Any]]) -> str:
+    """One sentence naming every tensor of :func:`missing_names` (no ``"; "`` inside, so it
+    stays one note): ``only the distributed copy has the parameter extra.weight, ...``."""
+    parts = []
+    for side in ("distributed", "standalone"):
+        names = [m for m in missing if m["only_in"] == side]
+        if names:
+            listed = ", ".join(f"{'buffer' if 'buffer' in m['kind'] else 'parameter'} {m['name']}" for m in names)
+            parts.append(f"only the {side} copy has the {listed}")
+    return " and ".join(parts) + " (not compared: the copies differ in what they hold)" if parts else ""
 # Relative differences below this are float rounding (summation order; fp32's epsilon is
 # 1.2e-7 and a few steps of accumulation stay far below 1e-4), not a fault, which moves
 # its first tensor by 1e-3 or more (a scale, a missing reduction, a skipped step).
@@ -85,7 +128,7 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
                 rel = diff / scale if scale > 0 else float("inf")
                 if rel < min_rel:
                     continue
-                before = kind != "initial" and (step > 0 or kind == "weight")
+                before = kind not in ("initial", "initial_buffer") and (step > 0 or kind == "weight")
                 found = {"step": step, "kind": kind, "name": name, "abs_diff": diff, "rel_diff": rel,
                          "weights_identical_before": before,
                          "grads_recorded": bool(ours_grads := standalone[step].get("grad")) and name in ours_grads}
@@ -139,13 +182,21 @@ def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step:
     differs in steps 0-<last_step>"}`` if none differs. ``updates`` holds the onset from
     the update differences (:func:`update_onset`, with ``rel`` and ``along`` per step) when
     the traces have initial weights. ``layout`` and ``rank``: as for
-    :func:`first_difference` (which shards, so which ranks, differ)."""
+    :func:`first_difference` (which shards, so which ranks, differ). Tensors only one
+    copy holds (:func:`missing_names`) are listed under ``missing`` and named in the
+    description (which then says "no tensor both copies hold differs" when nothing else does)."""
     series = update_series(standalone, distributed)
     updates = dict(update_onset(series), **series) if series["rel"] else None
     found = _locate(standalone, distributed, noise_floor, last_step, layout, rank,
                     systematic=bool(updates and updates.get("systematic")))
     if updates is not None:
         found["updates"] = updates
+    missing = missing_names(standalone, distributed)
+    if missing:  # never silently: "initial weights equal" holds only for what both copies hold
+        found["missing"] = missing
+        if "step" not in found:
+            found["description"] = f"no tensor both copies hold differs in steps 0-{last_step}"
+        found["description"] += "; " + missing_text(missing)
     return found
 
 
@@ -173,6 +224,12 @@ def describe(found: Dict[str, Any]) -> str:
     if found["kind"] == "initial":
         return f"{found['name']} initial weights (before any step), abs {found['abs_diff']:.3g}, " \
                f"rel {found['rel_diff']:.3g}"
+    if found["kind"] == "initial_buffer":
+        return f"buffer {found['name']} initial value (before any step), abs {found['abs_diff']:.3g}, " \
+               f"rel {found['rel_diff']:.3g}"
+    if found["kind"] == "buffer":
+        return f"buffer {found['name']} after the forward of step {found['step']}, abs {found['abs_diff']:.3g}, " \
+               f"rel {found['rel_diff']:.3g}" + ("; weights identical before" if found["step"] > 0 else "")
     text = f"{found['name']} {found['kind']} at step {found['step']}, abs {found['abs_diff']:.3g}, " \
            f"rel {found['rel_diff']:.3g}"
     if found.get("near_zero"):

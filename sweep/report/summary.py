@@ -232,7 +232,9 @@ def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float
         beyond = tensor["beyond_rounding"]
         reals = [beyond["step"] + 1] if beyond and not grown else []
     elif traced:
-        reals = [0] if tensor.get("kind") == "initial" else [tensor["step"] + 1]
+        # initial weights or buffers that differ: the copies do not start equal; a buffer after a
+        # step's forward, a gradient or a weight after an update: the loss of the next step
+        reals = [0] if tensor.get("kind") in ("initial", "initial_buffer") else [tensor["step"] + 1]
         # replicated data: the copies compute the same rows from the same weights, so a
         # differing loss is a differing forward; sharded: a loss differs by summation order
         reals += [s for s in range(first, min(len(ref), len(got))) if loss_real(s)][:1] if sharded else [first]

@@ -27,8 +27,8 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 import sweep
-from sweep.analysis.compare import compare_losses
-from sweep.analysis.trace import KINDS
+from sweep.analysis.compare import MISSING_PREFIX, RANDOM_DRAWS_NOTE, compare_losses
+from sweep.analysis.trace import KINDS, missing_text
 from sweep.config.schema import (
     NUMERIC,
     fields_with,
@@ -483,6 +483,16 @@ def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalo
     record.engine_notes = list(dict.fromkeys(note for r in ranks for note in r.engine_notes))
     record.engine = first.engine  # engine.info(): the API that ran, workarounds, emulated collectives
     record.notes = effect_notes(cfg, record)
+    record.random_draws = any(any(r.random_draws.values()) for r in ranks) if any(r.random_draws for r in ranks) \
+        else None
+    if record.random_draws and sharded:
+        record.notes.append(RANDOM_DRAWS_NOTE)
+    missing = list({(m["name"], m["only_in"]): m for r in ranks for m in (r.initial or {}).get("missing", [])}
+                   .values())
+    if missing:
+        record.notes.append(MISSING_PREFIX + missing_text(sorted(missing, key=lambda m: (m["name"], m["only_in"]))))
+    unequal = [(r.rank, r.initial["first"]) for r in ranks if r.initial and r.initial.get("first")]
+    record.replicas = replica_check(ranks)
     record.dtypes = {
         "configured": {**{k: record.config["mp_policy"][k] for k in ("param_dtype", "reduce_dtype", "output_dtype")},
                        "init_dtype": record.config["model"].get("init_dtype", "float32")},
@@ -505,10 +515,68 @@ def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalo
         rank, c = apart[0]
         reasons.append(f"ranks disagree: rank {rank} against rank 0 from step {c.first_fail_step} "
                        f"(max |diff| {c.max_abs_diff:.3g})")
+    if unequal:
+        rank, found = unequal[0]
+        others = f" (ranks {', '.join(str(r) for r, _ in unequal)})" if len(unequal) > 1 else ""
+        reasons.append(f"the copies do not start equal: rank {rank}: {found['description']}{others}")
+        if not record.first_tensor:
+            record.first_tensor = dict(found, rank=rank, ranks=[r for r, _ in unequal])
+    if record.replicas and record.replicas.get("first_step") is not None:
+        reasons.append(replica_reason(record.replicas))
     if reasons:  # (when only the ranks disagree, each is within tolerance of standalone: comparison.passed)
         record.status, record.reason = "fail", "; ".join(reasons)
     else:
         record.status, record.reason = "ok", None
+
+
+def replica_check(ranks: List[RankResult]) -> Optional[Dict[str, Any]]:
+    """Hold the replicas of each shard against each other: ranks whose ``replica["key"]``
+    is equal hold the same slices of the weights (an HSDP mesh's replicate dim, DDP's
+    ranks), so their per-step digests must be equal. Returns ``JobRecord.replicas``
+    (``groups``: ranks by key, groups of two or more; ``coords``; ``mesh_dims``;
+    ``first_step``: the first step where a group's digests disagree, ``None`` if none;
+    ``pairs``: ``[first rank of a group, a rank whose digest differs from it then]`` at
+    that step; ``ranks``: the ranks of those pairs), or ``None`` when no rank recorded digests."""
+    held = [r for r in ranks if r.replica and r.replica.get("key") and r.replica.get("digests")]
+    if not held:
+        return None
+    by_key: Dict[str, List[RankResult]] = {}
+    for r in held:
+        by_key.setdefault(r.replica["key"], []).append(r)
+    groups = [sorted(group, key=lambda r: r.rank) for group in by_key.values() if len(group) > 1]
+    out: Dict[str, Any] = {"groups": sorted([r.rank for r in g] for g in groups),
+                           "coords": {str(r.rank): r.replica.get("coords") for r in held},
+                           "mesh_dims": held[0].replica.get("mesh_dims"), "first_step": None, "pairs": [],
+                           "ranks": []}
+    disagree = []  # (step, the group's first rank, a rank that differs from it then)
+    for group in groups:
+        ref = group[0].replica["digests"]
+        for r in group[1:]:
+            mine = r.replica["digests"]
+            step = next((i for i, (a, b) in enumerate(zip(ref, mine)) if a != b),
+                        None if len(ref) == len(mine) else min(len(ref), len(mine)))
+            if step is not None:
+                disagree.append((step, group[0].rank, r.rank))
+    if disagree:
+        out["first_step"] = min(d[0] for d in disagree)
+        out["pairs"] = [[a, b] for step, a, b in disagree if step == out["first_step"]]
+        out["ranks"] = sorted({rank for pair in out["pairs"] for rank in pair})
+    return out
+
+
+def replica_reason(replicas: Dict[str, Any]) -> str:
+    """The failure reason of replicas that disagree (:func:`replica_check`): the first
+    step, and each pair of ranks holding the same shards that differ then, with their
+    coordinates on the job's mesh."""
+    coords, dims = replicas.get("coords") or {}, replicas.get("mesh_dims") or []
+
+    def at(rank: int) -> str:
+        where = coords.get(str(rank))
+        return f"rank {rank}" + (f" ({' x '.join(dims) or 'mesh'} {where})" if where is not None else "")
+
+    pairs = ", ".join(f"{at(a)} and {at(b)}" for a, b in replicas["pairs"])
+    return (f"replicas disagree from step {replicas['first_step']}: {pairs} hold the same shards of the weights "
+            "but different values (the reduction across replicas is missing or wrong)")
 
 
 def effect_notes(cfg: DictConfig, record: JobRecord) -> List[str]:

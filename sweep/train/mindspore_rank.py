@@ -6,7 +6,8 @@ Started by msrun (which also runs this file in its scheduler process up to
 ``np.random.seed(seed)``, ``init()``, build the standalone net, build the distributed
 net, copy the distributed net's initial weights into the standalone one
 (``weights.transfer``; the report shares storage), parallelise, build the optimizers
-(standalone first), train in ``order`` (the report: standalone first). A step is
+(standalone first), train in ``order`` (the report: standalone first), each copy
+after ``set_seed(seed)`` again (:func:`in_own_stream`: both draw alike). A step is
 ``value_and_grad(forward_fn, None, optimizer.parameters)`` then ``optimizer(grads)``.
 """
 
@@ -193,6 +194,22 @@ def train(
     return losses
 
 
+def in_own_stream(seed: int, fn: Any) -> Any:
+    """``fn()`` in one copy's random stream: ``mindspore.set_seed(seed)`` (which also
+    restarts the operators' seeds, e.g. ``Dropout``'s) and ``np.random.seed(seed)``
+    first, numpy's global state restored after, so both copies draw alike whichever
+    trains first (as ``sweep.train.torch_rank.copy_random_stream``)."""
+    import mindspore as ms
+
+    numpy_state = np.random.get_state()
+    try:
+        ms.set_seed(seed)
+        np.random.seed(seed)
+        return fn()
+    finally:
+        np.random.set_state(numpy_state)
+
+
 @dataclass
 class RankContext:
     """This process's place in the job: ``rank`` of ``world``; ``distributed`` is false
@@ -259,16 +276,19 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     traces: Dict[str, list] = {"standalone": [], "distributed": []} if until is not None else {}
     until_step = until if until is not None else -1
     weights_step = max(until_step, int(cfg.compare.get("onset_until") or -1))  # weights only past until_step
+    def own_stream(fn: Any) -> Any:
+        return lambda: in_own_stream(int(cfg.seed), fn)
+
     losses, moved, seconds = train_phases(
         names,
         train={
-            "standalone": lambda: train(standalone, opt_standalone, global_np, alone, cfg.train,
-                                        grad_api=cfg.framework.grad_api, trace=traces.get("standalone"),
-                                        trace_until=until_step, weights_until=weights_step),
-            "distributed": lambda: train(distributed, opt_distributed, local_np, engine, cfg.train,
-                                         grad_api=cfg.framework.grad_api, zero_grad=bool(cfg.zero_grad),
-                                         observed=observed, trace=traces.get("distributed"), trace_until=until_step,
-                                         weights_until=weights_step),
+            "standalone": own_stream(lambda: train(standalone, opt_standalone, global_np, alone, cfg.train,
+                                                   grad_api=cfg.framework.grad_api, trace=traces.get("standalone"),
+                                                   trace_until=until_step, weights_until=weights_step)),
+            "distributed": own_stream(lambda: train(distributed, opt_distributed, local_np, engine, cfg.train,
+                                                    grad_api=cfg.framework.grad_api, zero_grad=bool(cfg.zero_grad),
+                                                    observed=observed, trace=traces.get("distributed"),
+                                                    trace_until=until_step, weights_until=weights_step)),
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )

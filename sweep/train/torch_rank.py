@@ -4,19 +4,28 @@ Started by torchrun (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` in the environment
 Order of RNG use, as in the report: seed, build the standalone model, build the
 distributed model, copy the distributed model's initial weights into the standalone
 one (``weights.transfer``), then parallelise the distributed one and train the copies
-in ``order``. The standalone copy always clears its gradients; the distributed
-copy does so only with ``zero_grad=true``.
+in ``order``. Each copy trains in a random stream of its own, seeded alike
+(:func:`copy_random_stream`): a forward that draws random numbers (dropout) draws the
+same ones in both copies, whichever trains first and whether or not the standalone one
+trains here at all (a cached baseline). The standalone copy always clears its
+gradients; the distributed copy does so only with ``zero_grad=true``.
+
+Before training, both copies' weights and buffers are compared by canonical name
+(:func:`initial_check`); while training, the distributed copy's local weights are
+digested per step (``RankResult.replica``), so the job can hold replicas against each
+other (``sweep.run.job``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List, Optional
 
 import numpy as np
 
@@ -33,7 +42,7 @@ from sweep.train import (
     train_phases,
     write_rank_result,
 )
-from sweep.train.torch_step import train
+from sweep.train.torch_step import host_copy, named_state, record_tensors, shard_key, train
 
 
 def build_optimizer(opt_cfg: Any, params: Any) -> Any:
@@ -81,13 +90,74 @@ def copy_weights(dst: Any, src: Any, how: str, path: Path) -> None:
 
 
 def local_params(model: Any) -> List[np.ndarray]:
-    """This rank's parameter values as numpy copies (a DTensor gives its local shard)."""
-    out = []
-    for param in model.parameters():
-        data = param.detach()
-        data = data.to_local() if hasattr(data, "to_local") else data
-        out.append(data.float().cpu().numpy().copy())
-    return out
+    """This rank's parameter and buffer values as float32 numpy arrays copied out of live
+    storage (``sweep.train.torch_step.host_copy``; a DTensor gives its local shard), in
+    ``named_parameters`` then ``named_buffers`` order."""
+    return [host_copy(t) for kind in ("weight", "buffer") for t in named_state(model, kind, gather=False).values()]
+
+
+def _rng_states(device: Any) -> List[Any]:
+    """The generator states a training step could advance: torch's CPU generator, the
+    accelerator's (``device``'s, unless CPU) and numpy's global one."""
+    import torch
+
+    states = [torch.get_rng_state()]
+    if device.type != "cpu":
+        states.append(getattr(torch, device.type).get_rng_state(device))
+    kind, keys, pos, gauss, cached = np.random.get_state()
+    return states + [np.asarray(keys).copy(), (kind, pos, gauss, cached)]
+
+
+def _same_states(a: List[Any], b: List[Any]) -> bool:
+    import torch
+
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor):
+            if not torch.equal(x, y):
+                return False
+        elif isinstance(x, np.ndarray):
+            if not np.array_equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def copy_random_stream(seed: int, device: Any, drew: Dict[str, bool], name: str) -> Iterator[None]:
+    """While entered, the random stream of one copy's training: torch's CPU generator and
+    ``device``'s (``torch.random.fork_rng``: CUDA, NPU, ...), and numpy's global one, all
+    seeded with ``seed``; on exit every generator is back where it was, so the other copy
+    (and the next job in a reused process) starts from the same state whatever this one
+    drew. Sets ``drew[name]``: whether the training advanced any of them (the forward
+    draws random numbers: dropout)."""
+    import torch
+
+    accelerator = device.type != "cpu"
+    with torch.random.fork_rng(devices=[device] if accelerator else [],
+                               device_type=device.type if accelerator else "cuda"):
+        numpy_state = np.random.get_state()
+        try:
+            torch.manual_seed(seed)
+            np.random.seed(seed)
+            before = _rng_states(device)
+            yield
+            drew[name] = not _same_states(before, _rng_states(device))
+        finally:
+            np.random.set_state(numpy_state)
+
+
+def initial_check(standalone: Any, distributed: Any, noise_floor: float) -> Dict[str, Any]:
+    """Both copies' weights and buffers before any step, compared by canonical name
+    (full tensors: a sharded ``DTensor`` is gathered, a collective every rank makes here).
+    Returns ``{"first": sweep.analysis.trace.first_difference's dict (kind ``initial`` or
+    ``initial_buffer``) or None, "missing": sweep.analysis.trace.missing_names's list}``."""
+    from sweep.analysis.trace import first_difference, missing_names
+
+    ours = [{"initial": record_tensors(standalone, "weight"), "initial_buffer": record_tensors(standalone, "buffer")}]
+    theirs = [{"initial": record_tensors(distributed, "weight"),
+               "initial_buffer": record_tensors(distributed, "buffer")}]
+    return {"first": first_difference(ours, theirs, noise_floor), "missing": missing_names(ours, theirs)}
 
 
 @dataclass
@@ -175,25 +245,45 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     until_step = until if until is not None else -1
     weights_step = max(until_step, int(cfg.compare.get("onset_until") or -1))  # weights only past until_step
     input_dtype = getattr(torch, as_str(cfg.model.init_dtype))
+    initial = initial_check(standalone, distributed, float(cfg.compare.noise_floor)) if "distributed" in names \
+        else None
+    drew: Dict[str, bool] = {}
+    digests: List[str] = []
+
+    def own_stream(name: str, fn: Any) -> Any:
+        def run() -> Any:
+            with copy_random_stream(int(cfg.seed), device, drew, name):
+                return fn()
+        return run
+
     losses, moved, seconds = train_phases(
         names,
         train={
-            "standalone": lambda: train(standalone, to_device(global_np), alone, opt_standalone, cfg.train,
-                                        input_dtype=input_dtype, trace=traces.get("standalone"),
-                                        trace_until=until_step, weights_until=weights_step),
-            "distributed": lambda: train(distributed, to_device(local_np), engine, opt_distributed, cfg.train,
-                                         clear_grads=bool(cfg.zero_grad), input_dtype=input_dtype, observed=observed,
-                                         trace=traces.get("distributed"), trace_until=until_step,
-                                         weights_until=weights_step),
+            "standalone": own_stream("standalone", lambda: train(
+                standalone, to_device(global_np), alone, opt_standalone, cfg.train, input_dtype=input_dtype,
+                trace=traces.get("standalone"), trace_until=until_step, weights_until=weights_step)),
+            "distributed": own_stream("distributed", lambda: train(
+                distributed, to_device(local_np), engine, opt_distributed, cfg.train,
+                clear_grads=bool(cfg.zero_grad), input_dtype=input_dtype, observed=observed,
+                trace=traces.get("distributed"), trace_until=until_step, weights_until=weights_step,
+                digests=digests)),
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
+    replica: Optional[Dict[str, Any]] = None
+    if "distributed" in names:
+        shape = [int(n) for n in cfg.mesh.mesh_shape]
+        replica = dict(shard_key(distributed), digests=digests)
+        if ctx.distributed and int(np.prod(shape)) == world:  # where init_device_mesh puts this rank (row-major)
+            replica.update(coords=[int(c) for c in np.unravel_index(rank, shape)],
+                           mesh_dims=[str(d) for d in cfg.mesh.mesh_dim_names])
     info = dict(engine.info()) if "distributed" in names else {}
     result = RankResult(
         rank=rank, world_size=world, framework="torch", versions={"torch": torch.__version__, **info.pop("versions", {})},
         standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
         dtypes_observed=observed, zero_grad_effective=bool(cfg.zero_grad),
         engine_notes=list(info.get("notes") or engine.notes), engine=info,
+        random_draws=drew, initial=initial, replica=replica,
     )
     if traces.get("standalone") and traces.get("distributed"):
         from sweep.analysis.trace import locate

@@ -83,20 +83,94 @@ class _ObserveReduce:
             setattr(dist, name, original)
 
 
-def record_tensors(model: Any, kind: str) -> Dict[str, np.ndarray]:
-    """Every parameter's gradient (``kind="grad"``) or value (``"weight"``) as a full numpy
-    array: a sharded ``DTensor`` is gathered (``full_tensor()``, a collective every rank
-    makes at the same point), DDP's ``module.`` prefix is dropped from the names."""
+def host_copy(tensor: Any) -> np.ndarray:
+    """A float32 numpy array copied out of ``tensor`` (any dtype, any device; a ``DTensor``
+    gives its local shard): ``detach().to("cpu", float32, copy=True)``. The copy is the
+    point: ``.float()``/``.cpu()`` return the tensor itself for an fp32 CPU tensor, and
+    ``.numpy()`` on live storage marks it non-resizable, after which FSDP2's reshard of an
+    unsharded parameter raises "Trying to resize storage that is not resizable". Every
+    snapshot of a live tensor (trace, ``moved``, digests, step-0 check) goes through here."""
+    import torch
+
+    data = tensor.detach()
+    data = data.to_local() if hasattr(data, "to_local") else data
+    return data.to("cpu", torch.float32, copy=True).numpy()
+
+
+def named_state(model: Any, kind: str, gather: bool = True) -> Dict[str, Any]:
+    """``{canonical name: tensor}`` of ``model``: ``kind="weight"`` its parameters,
+    ``"grad"`` their gradients (``None`` ones left out), ``"buffer"`` every buffer
+    (persistent or not, ``named_buffers()``). Names go through
+    ``sweep.analysis.trace.canonical_name`` (wrapper segments dropped), so both copies
+    name a tensor alike. ``gather``: a sharded ``DTensor`` becomes the full tensor
+    (``full_tensor()``, a collective every rank makes at the same point); else it stays as
+    it is (``host_copy`` takes its local shard)."""
+    from sweep.analysis.trace import canonical_name
+
+    items = model.named_buffers() if kind == "buffer" else model.named_parameters()
     out = {}
-    for name, param in model.named_parameters():
-        tensor = param.grad if kind == "grad" else param.detach()
+    for name, tensor in items:
+        if kind == "grad":
+            tensor = tensor.grad
         if tensor is None:
             continue
-        if hasattr(tensor, "full_tensor"):
+        if gather and hasattr(tensor, "full_tensor"):
             tensor = tensor.full_tensor()
-        out[name[len("module."):] if name.startswith("module.") else name] = \
-            tensor.detach().float().cpu().numpy().copy()
+        out[canonical_name(name)] = tensor
     return out
+
+
+def record_tensors(model: Any, kind: str) -> Dict[str, np.ndarray]:
+    """Every parameter's gradient (``kind="grad"``) or value (``"weight"``), or every
+    buffer (``"buffer"``), as a full float32 numpy array copied out of live storage
+    (:func:`host_copy`), by canonical name (:func:`named_state`): a sharded ``DTensor``
+    is gathered (``full_tensor()``, a collective every rank makes at the same point)."""
+    return {name: host_copy(tensor) for name, tensor in named_state(model, kind).items()}
+
+
+def local_digest(model: Any) -> str:
+    """sha1 (hex) of this rank's local parameter values, in ``named_parameters`` order:
+    each parameter's local shard (a ``DTensor``'s ``to_local()``) as float32 bytes,
+    copied out of live storage (:func:`host_copy`). Ranks that hold the same shards
+    (replicas across an HSDP mesh's replicate dim, or DDP's ranks) must give equal
+    digests."""
+    import hashlib
+
+    digest = hashlib.sha1()
+    for _, param in model.named_parameters():
+        digest.update(np.ascontiguousarray(host_copy(param)).tobytes())
+    return digest.hexdigest()
+
+
+def shard_key(model: Any) -> Dict[str, Any]:
+    """Which shards of the weights this rank holds, and where it sits on the mesh:
+    ``{"key": str | None, "coords": [int] | None, "mesh_dims": [str] | None}``. ``key``
+    lists, per parameter (canonical name), its local shape and the index of its local
+    shard on every mesh dim its placement does not replicate; ranks with equal keys hold
+    the same slices (replicas: an HSDP mesh's replicate dim, DDP's ranks). A plain tensor
+    (DDP, no mesh) adds only its shape, so every rank holds the same key. ``coords``/
+    ``mesh_dims``: this rank's coordinates on the first sharded parameter's mesh and its
+    dim names (the rank code replaces them by those on the job's ``mesh``). A mesh this
+    cannot read gives ``key`` ``None``: nothing compared."""
+    from sweep.analysis.trace import canonical_name
+
+    parts, coords, dims = [], None, None
+    try:
+        for name, param in model.named_parameters():
+            mesh = getattr(param, "device_mesh", None)
+            local = param.to_local() if hasattr(param, "to_local") else param
+            entry = f"{canonical_name(name)}{tuple(local.shape)}"
+            if mesh is not None:
+                where = list(mesh.get_coordinate() or [])
+                if coords is None:
+                    coords, dims = [int(c) for c in where], list(mesh.mesh_dim_names or [])
+                held = [f"{i}:{where[i]}/{mesh.size(i)}" for i, p in enumerate(param.placements)
+                        if type(p).__name__ != "Replicate"]
+                entry += "@" + ",".join(held)
+            parts.append(entry)
+    except Exception:  # another library's mesh: no replica check rather than a false one
+        return {"key": None, "coords": coords, "mesh_dims": dims}
+    return {"key": ";".join(parts), "coords": coords, "mesh_dims": dims}
 
 
 def shard_layout(model: Any) -> Dict[str, int]:
@@ -106,12 +180,13 @@ def shard_layout(model: Any) -> Dict[str, int]:
     sharded on dim 0 (plain tensors, DDP) are left out."""
     from torch.distributed.tensor import Shard
 
+    from sweep.analysis.trace import canonical_name
+
     out = {}
     for name, param in model.named_parameters():
         for mesh_dim, placement in enumerate(getattr(param, "placements", ()) or ()):
             if isinstance(placement, Shard) and placement.dim == 0:
-                out[name[len("module."):] if name.startswith("module.") else name] = \
-                    int(param.device_mesh.size(mesh_dim))
+                out[canonical_name(name)] = int(param.device_mesh.size(mesh_dim))
     return out
 
 
@@ -128,6 +203,7 @@ def train(
     trace: Optional[List[Dict[str, Dict[str, np.ndarray]]]] = None,
     trace_until: int = -1,
     weights_until: int = -1,
+    digests: Optional[List[str]] = None,
 ) -> List[float]:
     """Train one pass over ``samples`` (per step a pair of tensors, ``(rows, ...)``) with
     the step of the module docstring. Returns the loss of every step (float).
@@ -144,9 +220,14 @@ def train(
     ``exp_avg``; none for plain SGD).
 
     If ``trace`` is a list, each step up to ``max(trace_until, weights_until)`` appends
-    ``{"grad": ..., "weight": ...}`` (:func:`record_tensors`): the gradients after the
-    backward (and its reduction; up to ``trace_until`` only), the weights after the step;
-    step 0's entry also ``"initial"``, the weights before it (``sweep.analysis.trace``).
+    ``{"buffer": ..., "grad": ..., "weight": ...}`` (:func:`record_tensors`): the buffers
+    after the forward (BatchNorm's running statistics), the gradients after the backward
+    (and its reduction; up to ``trace_until`` only), the weights after the step; step 0's
+    entry also ``"initial"`` and ``"initial_buffer"``, the weights and buffers before it
+    (``sweep.analysis.trace``).
+
+    If ``digests`` is a list, each step appends :func:`local_digest` of the weights after
+    the step (this rank's local shards; the replica check of ``sweep.run.job``).
 """
     loss_fn = loss_function(str(train_cfg.loss))
     accum = int(train_cfg.grad_accum_steps)
@@ -164,7 +245,8 @@ def train(
     for i, (x, y) in enumerate(samples):
         traced = trace is not None and i <= max(trace_until, weights_until)
         if traced:
-            trace.append({"initial": record_tensors(model, "weight")} if i == 0 else {})
+            trace.append({"initial": record_tensors(model, "weight"),
+                          "initial_buffer": record_tensors(model, "buffer")} if i == 0 else {})
         watch = _ObserveReduce(observed) if handle is not None else contextlib.nullcontext()
         if input_dtype is not None and x.is_floating_point():
             x = x.to(input_dtype)
@@ -184,6 +266,8 @@ def train(
             observed["grad"] = _dtype(next(model.parameters()).grad)
         if scaler is not None:
             scaler.unscale_(optimizer)
+        if traced:
+            trace[-1]["buffer"] = record_tensors(model, "buffer")
         if traced and i <= trace_until:
             trace[-1]["grad"] = record_tensors(model, "grad")
         if clip is not None:
@@ -195,6 +279,8 @@ def train(
             engine.optimizer_step(optimizer)
         if traced:
             trace[-1]["weight"] = record_tensors(model, "weight")
+        if digests is not None:
+            digests.append(local_digest(model))
         if handle is not None:
             handle = None
             observed["master"] = _dtype(next(model.parameters()).detach())
