@@ -190,7 +190,9 @@ class _Standalone:
 
 class StandaloneTorch(_Standalone, TorchEngine):
     """The standalone copy's engine: one process, no parallelism. It runs the same
-    training step as the distributed copy; only the engine differs."""
+    training step as the distributed copy; only the engine differs. (With
+    ``baseline.precision=policy`` its subclass ``sweep.engines.torch_fsdp2.StandaloneFSDP2``
+    runs the job's policy on one rank instead.)"""
 
     def parallelize(self, model: Any) -> Any:
         return model
