@@ -76,8 +76,10 @@ class RankResult(_Record):
     ``standalone``/``distributed``: the loss of every step of the copies this process
     trained (``None`` for a copy it did not train). ``moved``: max |change| of one copy's
     parameters while the other trained, keyed ``"<other>_during_<trained>"`` (0.0 for
-    independent copies). ``dtypes_observed``: dtype names seen at step 0
-    (``param_forward``, ``output``, ``grad``). ``timings_s``: ``setup`` and one entry
+    independent copies). ``dtypes_observed``: dtype names the distributed copy ran at
+    step 0 (``param_forward``, ``output``, ``grad``, ...; ``sweep.train.torch_step.train``);
+    ``dtypes_observed_standalone``: the same for the standalone copy, if this process
+    trained it (torch). ``timings_s``: ``setup`` and one entry
     per trained copy, seconds. ``engine_notes``: what the engine did besides the
     library's own behaviour (workarounds, emulated collectives); ``engine``: the engine's
     own record (``Engine.info()``: the API that ran, emulated collectives, call counts).
@@ -101,6 +103,7 @@ class RankResult(_Record):
     distributed: Optional[List[Loss]] = None
     moved: Dict[str, float] = field(default_factory=dict)
     dtypes_observed: Dict[str, Optional[str]] = field(default_factory=dict)
+    dtypes_observed_standalone: Dict[str, Optional[str]] = field(default_factory=dict)
     zero_grad_effective: Optional[bool] = None
     timings_s: Dict[str, float] = field(default_factory=dict)
     python: Optional[str] = None
@@ -141,7 +144,9 @@ class JobRecord(_Record):
     ranks with ``data.split=sharded``); ``first_tensor``: where the copies' tensors first
     differ (``sweep.analysis.trace.first_difference``, from the job's tracing rerun, with its
     ``rank``), or why it was not traced; ``ranks_agree``: every rank recorded the same losses;
-    ``dtypes``: ``{"configured": {...}, "observed": {...}}``; ``weights_moved``; ``launch``:
+    ``dtypes``: ``{"configured": {...}, "observed": {...}, "observed_standalone": {...}}``
+    (``observed``: what the distributed copy ran at step 0, ``observed_standalone``: the
+    standalone copy, e.g. ``param_forward: bfloat16`` with ``baseline.precision=policy``); ``weights_moved``; ``launch``:
     the framework launcher's ``argv``, ``returncode``, ``timed_out``, ``killed``,
     ``timeout_s`` and ``kill_tag`` (the ``SWEEP_KILL_TAG`` its processes carry);
     ``timings_s``: ``wall``, ``launch`` and per-phase maxima over ranks (s); ``pool``:

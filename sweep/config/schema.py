@@ -14,8 +14,11 @@ to each component.
 **Field roles.** Every field declares what it affects (:func:`affects`, stored in the
 dataclass field's metadata): ``baseline`` (the standalone loss sequence depends on it),
 ``distributed`` (the distributed sequence does), ``verdict`` (the judgement of the
-two), ``launch`` (jobs that differ in it cannot share one distributed launch). A field
-with none of them changes no number (time limits, reuse switches). Baseline reuse
+two), ``launch`` (jobs that differ in it cannot share one distributed launch),
+``policy_baseline`` (the standalone sequence depends on it when
+``baseline.precision=policy``: the policy and the wrapping the standalone copy then
+runs; :func:`baseline_fields`). A field with none of them changes no number (time
+limits, reuse switches). Baseline reuse
 (``sweep.run.baseline``), shared launches (``sweep.run.pool``) and resume (``sweep.run.job``) derive
 their field lists from these roles (:func:`fields_with`); ``tests/unit/test_schema.py``
 fails when a field has no declared role.
@@ -42,7 +45,8 @@ from sweep.errors import ConfigError
 __all__ = ["ConfigError", "SweepConfig", "check_fields", "world_size", "fields_with", "to_container"]
 
 BASELINE, DISTRIBUTED, VERDICT, LAUNCH = "baseline", "distributed", "verdict", "launch"
-ROLES = (BASELINE, DISTRIBUTED, VERDICT, LAUNCH)
+POLICY_BASELINE = "policy_baseline"  # baseline too, when baseline.precision=policy
+ROLES = (BASELINE, DISTRIBUTED, VERDICT, LAUNCH, POLICY_BASELINE)
 NUMERIC = (BASELINE, DISTRIBUTED, VERDICT)  # what a result depends on: must match on resume
 
 
@@ -174,17 +178,20 @@ class EngineConfig:
 class MixedPrecisionPolicyConfig:
     """Fields and defaults of ``torch.distributed.fsdp.MixedPrecisionPolicy`` (and
     hyper-parallel's class of the same name): ``None`` keeps the parameter dtype.
-    Inputs are cast only when ``param_dtype`` is set."""
+    Inputs are cast only when ``param_dtype`` is set. The distributed copy runs the
+    policy; the standalone copy runs it too with ``baseline.precision=policy``
+    (:class:`BaselineConfig`), so its dtype fields then affect the baseline (role
+    ``policy_baseline``); ``name`` only labels the preset."""
 
     name: str = affects(DISTRIBUTED, default=MISSING)
-    param_dtype: Optional[DType] = affects(DISTRIBUTED, default=None)
-    reduce_dtype: Optional[DType] = affects(DISTRIBUTED, default=None)
-    output_dtype: Optional[DType] = affects(DISTRIBUTED, default=None)
-    cast_forward_inputs: bool = affects(DISTRIBUTED, default=True)
+    param_dtype: Optional[DType] = affects(DISTRIBUTED, POLICY_BASELINE, default=None)
+    reduce_dtype: Optional[DType] = affects(DISTRIBUTED, POLICY_BASELINE, default=None)
+    output_dtype: Optional[DType] = affects(DISTRIBUTED, POLICY_BASELINE, default=None)
+    cast_forward_inputs: bool = affects(DISTRIBUTED, POLICY_BASELINE, default=True)
     # Per-module policies: {module name: {param_dtype: ..., reduce_dtype: ..., ...}}, each
     # merged over this policy for that module, which becomes a fully_shard unit of its
     # own, e.g. +mp_policy.overrides.layer1.param_dtype=float32 under mp_policy=bf16.
-    overrides: Dict[str, Any] = affects(DISTRIBUTED, default_factory=dict)
+    overrides: Dict[str, Any] = affects(DISTRIBUTED, POLICY_BASELINE, default_factory=dict)
 
     @staticmethod
     def check(policy: Any) -> None:
@@ -286,7 +293,8 @@ class ModelConfig:
     ``weight_init="normal"`` (``mindspore.common.initializer.Normal(sigma=0.01)``).
     ``init_dtype``: the dtype the parameters are created in (``module.to(dtype)`` after
     the factory), in both copies: it sets the master-weight and optimizer-state dtype,
-    unlike ``mp_policy.param_dtype``, which only casts the distributed copy's compute.
+    unlike ``mp_policy.param_dtype``, which only casts the compute (of the distributed
+    copy; of both with ``baseline.precision=policy``).
     """
 
     name: str = affects(*ALL_NUMERIC, default="mlp")
@@ -453,6 +461,38 @@ class CompareConfig:
                 raise ConfigError(f"compare.{key}={compare[key]}: must be a finite number >= 0")
 
 
+class BaselinePrecision(str, enum.Enum):
+    """The precision the standalone copy computes in (:class:`BaselineConfig`)."""
+
+    float32 = "float32"
+    policy = "policy"
+
+
+@dataclass
+class BaselineConfig:
+    """What the distributed copy is compared with: the standalone copy's precision.
+
+    ``precision=float32`` (the default, the report's setup): the standalone copy is a
+    plain module, no mixed precision: it computes in the dtype its parameters were created
+    in (``model.init_dtype``, float32 unless set), so a job whose ``mp_policy`` sets
+    ``param_dtype`` differs from it by the precision itself.
+
+    ``precision=policy``: the standalone copy computes forward and backward in the
+    policy's ``param_dtype``, keeps ``model.init_dtype`` master weights and optimizer
+    state, and applies ``output_dtype``, ``cast_forward_inputs``, ``reduce_dtype`` and
+    the ``mp_policy.overrides`` as ``fully_shard`` does: it is itself ``fully_shard``-ed,
+    with the same policy, wrapping (``wrap``) and ``reshard_after_forward``, on a mesh of
+    one rank (``sweep.engines.torch_fsdp2.StandaloneFSDP2``, where the docstring says why
+    that is "the policy on one device" and how ``reduce_dtype`` applies on one rank).
+    Then the fields of role ``policy_baseline`` (the policy, ``wrap``,
+    ``reshard_after_forward``) affect the baseline too (:func:`baseline_fields`). torch
+    only; engines that declare it (``Engine.policy_baseline``: ``torch_fsdp2``); refused
+    before launch elsewhere, one line naming why.
+    """
+
+    precision: BaselinePrecision = affects(BASELINE, default=BaselinePrecision.float32)
+
+
 @dataclass
 class ExecutionConfig:
     """How a job's ranks are run and supervised (not how they compute).
@@ -496,8 +536,9 @@ class SweepConfig:
     weights: WeightsConfig = field(default_factory=WeightsConfig)
     order: Order = affects(DISTRIBUTED, default=Order.standalone_first)
     zero_grad: bool = affects(DISTRIBUTED, default=True)  # clear the distributed copy's gradients every step
-    reshard_after_forward: bool = affects(DISTRIBUTED, default=True)
-    wrap: Wrap = affects(DISTRIBUTED, default=Wrap.root)
+    reshard_after_forward: bool = affects(DISTRIBUTED, POLICY_BASELINE, default=True)
+    wrap: Wrap = affects(DISTRIBUTED, POLICY_BASELINE, default=Wrap.root)
+    baseline: BaselineConfig = field(default_factory=BaselineConfig)
     deterministic: bool = affects(*ALL_NUMERIC, default=True)
     seed: int = affects(*ALL_NUMERIC, default=42)
     steps: int = affects(*ALL_NUMERIC, default=1000)
@@ -567,10 +608,22 @@ def fields_with(role: str, schema: type = SweepConfig, prefix: str = "") -> List
     return paths
 
 
+def baseline_fields(config: Dict[str, Any]) -> List[str]:
+    """Dotted paths of the fields a job's standalone sequence depends on, for this
+    ``config`` (a plain dict, :func:`to_container`): those of role ``baseline``, and with
+    ``baseline.precision=policy`` those of role ``policy_baseline`` too (the policy and
+    the wrapping its standalone copy runs), in schema order."""
+    paths = fields_with(BASELINE)
+    if (config.get("baseline") or {}).get("precision") == BaselinePrecision.policy.value:
+        paths += [p for p in fields_with(POLICY_BASELINE) if p not in paths]
+    return paths
+
+
 _SECTIONS = {
     cls.__name__: cls
     for cls in (FrameworkConfig, EngineConfig, MixedPrecisionPolicyConfig, MeshConfig, OptimizerConfig, ModelConfig,
-                DataConfig, TrainConfig, GradScalerConfig, WeightsConfig, CompareConfig, ExecutionConfig)
+                DataConfig, TrainConfig, GradScalerConfig, WeightsConfig, CompareConfig, BaselineConfig,
+                ExecutionConfig)
 }
 
 

@@ -46,6 +46,10 @@ class Engine:
     # Config fields this engine never reads: a job that sets one gets a note saying it had
     # no effect (sweep.run.job.effect_notes), so a sweep over it is not mistaken for evidence.
     unused_fields: ClassVar[tuple] = ()
+    # Its distributed copy applies mp_policy as torch's fully_shard does, so the standalone
+    # copy may run the same policy on one rank (baseline.precision=policy,
+    # sweep.engines.torch_fsdp2.StandaloneFSDP2); other engines refuse that before launch.
+    policy_baseline: ClassVar[bool] = False
 
     @dataclasses.dataclass
     class Options:
@@ -77,13 +81,30 @@ class Engine:
     @classmethod
     def check(cls, cfg: Any) -> None:
         """Everything this engine requires of a job config, before launch: its options
-        (:meth:`options_of`), then :meth:`check_config`.
+        (:meth:`options_of`), then :meth:`check_config`, then :meth:`check_baseline`.
 
         Raises:
             ConfigError: one line naming the field and what is allowed.
         """
         cls.options_of(cfg)
         cls.check_config(cfg)
+        cls.check_baseline(cfg)
+
+    @classmethod
+    def check_baseline(cls, cfg: Any) -> None:
+        """``baseline.precision=policy`` needs an engine that declares
+        :attr:`policy_baseline`.
+
+        Raises:
+            ConfigError: it does not.
+        """
+        baseline = cfg.get("baseline") or {}
+        if as_str(baseline.get("precision", "float32")) == "policy" and not cls.policy_baseline:
+            raise ConfigError(
+                f"baseline.precision=policy: engine={cfg.engine.name} ({cls.__name__}) does not declare that it applies "
+                "mp_policy as torch's fully_shard does (Engine.policy_baseline), which the standalone copy then runs "
+                "on one rank; use engine=torch_fsdp2 or baseline.precision=float32"
+            )
 
     @classmethod
     def check_config(cls, cfg: Any) -> None:
@@ -169,7 +190,9 @@ class _Standalone:
 
 class StandaloneTorch(_Standalone, TorchEngine):
     """The standalone copy's engine: one process, no parallelism. It runs the same
-    training step as the distributed copy; only the engine differs."""
+    training step as the distributed copy; only the engine differs. (With
+    ``baseline.precision=policy`` its subclass ``sweep.engines.torch_fsdp2.StandaloneFSDP2``
+    runs the job's policy on one rank instead.)"""
 
     def parallelize(self, model: Any) -> Any:
         return model

@@ -34,8 +34,18 @@ def _no_policy(cfg: Any) -> None:
                           "has no meaning without sharding units (use wrap=root)")
 
 
+def _no_policy_baseline(cfg: Any) -> None:
+    """Raises: ConfigError: ``baseline.precision=policy``: with no policy, this copy computes
+    in the parameters' dtype, which the default baseline already does; refused rather than
+    run as a float32 baseline under another name."""
+    if as_str((cfg.get("baseline") or {}).get("precision", "float32")) == "policy":
+        raise ConfigError(f"baseline.precision=policy: engine={cfg.engine.name} has no mixed-precision policy (its copy "
+                          "computes in the parameters' dtype, as the default baseline does); use baseline.precision=float32")
+
+
 class TorchDDP(TorchEngine):
     check_config = staticmethod(_no_policy)
+    check_baseline = staticmethod(_no_policy_baseline)
     unused_fields = ("reshard_after_forward", "mp_policy.cast_forward_inputs")
 
     def parallelize(self, model: Any) -> Any:
@@ -47,6 +57,7 @@ class TorchDDP(TorchEngine):
 
 class MindSporeGradReducer(MindSporeEngine):
     check_config = staticmethod(_no_policy)
+    check_baseline = staticmethod(_no_policy_baseline)
     unused_fields = ("reshard_after_forward", "mp_policy.cast_forward_inputs")
 
     def __init__(self, cfg: Any, **kwargs: Any) -> None:

@@ -1,12 +1,15 @@
 """PyTorch's native FSDP2: ``torch.distributed.fsdp.fully_shard`` on the root module,
 over ``init_device_mesh(device_type, mesh_shape, mesh_dim_names)``. A 2-D mesh gives
-HSDP (replicate over dim 0, shard over dim 1), per the ``fully_shard`` docs."""
+HSDP (replicate over dim 0, shard over dim 1), per the ``fully_shard`` docs.
+
+Also the standalone copy of ``baseline.precision=policy`` (:class:`StandaloneFSDP2`):
+the same ``fully_shard`` calls on a mesh of one rank."""
 
 from __future__ import annotations
 
 from typing import Any, Dict
 
-from sweep.engines.base import TorchEngine, dtype_name
+from sweep.engines.base import StandaloneTorch, TorchEngine, dtype_name
 
 
 def torch_mp_policy(mp_cfg: Any) -> Any:
@@ -26,24 +29,35 @@ def torch_mp_policy(mp_cfg: Any) -> Any:
     )
 
 
+def shard_on(model: Any, cfg: Any, mesh: Any) -> tuple:
+    """``fully_shard`` every unit of ``sweep.engines.wrapping`` (``wrap``,
+    ``mp_policy.overrides``), then the root, over ``mesh``, with ``reshard_after_forward``
+    and each unit's ``MixedPrecisionPolicy``. Returns ``(model, units record)``: what
+    :class:`TorchFSDP2` and :class:`StandaloneFSDP2` both run, so the two copies are
+    sharded by the same calls and differ in the mesh only."""
+    from torch.distributed.fsdp import fully_shard
+
+    from sweep.engines import wrapping
+
+    def shard(module: Any, policy: Any) -> Any:
+        return fully_shard(module, mesh=mesh, reshard_after_forward=bool(cfg.reshard_after_forward),
+                           mp_policy=torch_mp_policy(policy))
+
+    return wrapping.shard(model, cfg, shard, cfg.mp_policy)
+
+
 class TorchFSDP2(TorchEngine):
+    policy_baseline = True
+
     def parallelize(self, model: Any) -> Any:
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
-
-        from sweep.engines import wrapping
 
         mesh = init_device_mesh(
             self.device.type,
             tuple(int(n) for n in self.cfg.mesh.mesh_shape),
             mesh_dim_names=tuple(self.cfg.mesh.mesh_dim_names),
         )
-
-        def shard(module: Any, policy: Any) -> Any:
-            return fully_shard(module, mesh=mesh, reshard_after_forward=bool(self.cfg.reshard_after_forward),
-                               mp_policy=torch_mp_policy(policy))
-
-        model, units = wrapping.shard(model, self.cfg, shard, self.cfg.mp_policy)
+        model, units = shard_on(model, self.cfg, mesh)
         self.units = units
         return model
 
@@ -60,5 +74,92 @@ class TorchFSDP2(TorchEngine):
     def info(self) -> Dict[str, Any]:
         out = super().info()
         if getattr(self, "units", None):
+            out["units"] = self.units
+        return out
+
+
+ONE_RANK_DIMS = ("standalone_ranks", "standalone")  # the one-rank mesh's 2-D parent: (world, 1)
+
+
+def one_rank_mesh(device_type: str) -> Any:
+    """A 1-D ``DeviceMesh`` of size 1 holding only this rank, in the initialised default
+    process group of ``N`` ranks: ``init_device_mesh(device_type, (N, 1),
+    mesh_dim_names=ONE_RANK_DIMS)["standalone"]``. Collective (``init_device_mesh``
+    creates the groups of both dims through the default group): every rank of the group
+    calls it at the same point. The standalone-only process of ``order=separate`` calls
+    it in a default group of one rank (``N = 1``).
+
+    Raises:
+        RuntimeError: no default process group is initialised.
+    """
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    if not dist.is_initialized():
+        raise RuntimeError("one_rank_mesh needs an initialised default process group (torch.distributed)")
+    mesh = init_device_mesh(device_type, (dist.get_world_size(), 1), mesh_dim_names=ONE_RANK_DIMS)
+    return mesh[ONE_RANK_DIMS[1]]
+
+
+class StandaloneFSDP2(StandaloneTorch):
+    """The standalone copy in the policy's precision (``baseline.precision=policy``):
+    the distributed copy's ``fully_shard`` calls (:func:`shard_on`: the same units,
+    ``MixedPrecisionPolicy`` per unit and ``reshard_after_forward``) on a mesh of one
+    rank (:func:`one_rank_mesh`), so only the mesh, i.e. the engine, differs.
+
+    Why that is "the policy on one device": ``fully_shard`` keeps the sharded parameter
+    (here the whole parameter, ``Shard(0)`` over one rank) in its own dtype
+    (``model.init_dtype``: the master weights, which the optimizer steps and keeps its
+    state in). Before each unit's forward it casts that parameter to ``param_dtype`` (the
+    all-gather input; on one rank torch 2.13's ``FSDPParamGroup.unshard`` skips the
+    collective and copies the cast input, "consistent with the world_size > 1 path"; an
+    all-gather of one shard would give the same values), casts
+    floating inputs to ``param_dtype`` (``cast_forward_inputs``) and outputs to
+    ``output_dtype``; backward runs in ``param_dtype``; the gradient is cast to
+    ``reduce_dtype`` (default ``param_dtype``), reduced, and cast to the master dtype.
+    That is PyTorch's own reference for FSDP2 mixed precision
+    (``test/distributed/_composable/fsdp/test_fully_shard_mixed_precision.py``,
+    ``_test_reduce_dtype_fp32_reduce``: a ``param_dtype`` copy runs forward and backward,
+    its gradients are cast to float32, an fp32 optimizer steps the fp32 weights, which are
+    copied back into the low-precision copy), with FSDP2's own code doing each cast.
+
+    ``reduce_dtype`` on one rank: it applies as on any mesh, and only the reduction
+    itself is trivial. ``foreach_reduce`` casts the gradient to ``reduce_dtype`` and, on a
+    group of one, copies it instead of calling ``reduce_scatter`` (a reduction of one
+    operand is exact in any dtype; the divide factor is 1). So bf16 gradients under
+    ``reduce_dtype=float32`` are widened exactly; under ``reduce_dtype=bfloat16`` they stay
+    bf16 until cast to the master dtype; and under gradient accumulation with sync off
+    the unsharded gradients accumulate in ``reduce_dtype`` (the ``MixedPrecisionPolicy``
+    docs), here as in the distributed copy. No reduction runs, so
+    ``dtypes.observed_standalone.reduce`` is ``None``.
+
+    A gradient scaler is ``ShardedGradScaler`` over the one-rank group (its inf check
+    all-reduces over that group only)."""
+
+    def __init__(self, cfg: Any, *, device: Any = None, world_size: int = 1) -> None:
+        super().__init__(cfg, device=device, world_size=world_size)
+        self.mesh: Any = None
+        self.units: Dict[str, Any] = {}
+
+    def parallelize(self, model: Any) -> Any:
+        """``model`` ``fully_shard``-ed on :func:`one_rank_mesh` (collective: every rank of
+        the process's default group calls it at the same point)."""
+        self.mesh = one_rank_mesh(self.device.type)
+        model, self.units = shard_on(model, self.cfg, self.mesh)
+        return model
+
+    def grad_scaler(self, scaler_cfg: Any) -> Any:
+        """``ShardedGradScaler`` whose inf/NaN check all-reduces over the one-rank group."""
+        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+        from sweep.engines.base import _scaler_kwargs
+
+        return ShardedGradScaler(device=self.device.type, process_group=self.mesh.get_group(),
+                                 **_scaler_kwargs(scaler_cfg))
+
+    def info(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"api": {"name": "fully_shard", "mesh": "one rank",
+                                       "reshard_after_forward": bool(self.cfg.reshard_after_forward)}}
+        if self.units:
             out["units"] = self.units
         return out

@@ -48,13 +48,15 @@ class Framework:
     # Its ranks record gradients and weights in a tracing rerun (compare.trace_until): the
     # first differing tensor (sweep.analysis.trace).
     traces_tensors: ClassVar[bool] = False
+    # Its standalone copy can run the job's mp_policy (baseline.precision=policy).
+    policy_baselines: ClassVar[bool] = False
 
     # --- checks -------------------------------------------------------------------
     @classmethod
     def check(cls, cfg: Any, world: int) -> None:
         """Everything about the framework a job needs before launch: its launchers, its
         gradient API, the device (in ``framework.device_map`` and present on this host),
-        and the framework installed. What its step cannot run of the ``train`` and
+        the framework installed, and the baseline it can train (:meth:`check_baseline`). What its step cannot run of the ``train`` and
         ``model`` sections is :meth:`check_train`'s (``sweep.run.checks`` asks it after the
         model and the data).
 
@@ -85,6 +87,19 @@ class Framework:
                 "(on CPU machines add -c constraints/cpu.txt)"
             )
         cls.check_installed(cfg)
+        cls.check_baseline(cfg)
+
+    @classmethod
+    def check_baseline(cls, cfg: Any) -> None:
+        """``baseline.precision=policy`` needs a framework whose standalone copy can run the
+        policy (:attr:`policy_baselines`).
+
+        Raises:
+            ConfigError: it cannot.
+        """
+        if as_str((cfg.get("baseline") or {}).get("precision", "float32")) == "policy" and not cls.policy_baselines:
+            raise ConfigError(f"baseline.precision=policy is not implemented for framework={cls.name} (its standalone "
+                              "copy trains in the parameters' dtype only); use baseline.precision=float32")
 
     @classmethod
     def check_train(cls, cfg: Any) -> None:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from sweep.config.enums import as_str
 from sweep.errors import ConfigError
 from sweep.frameworks.base import Framework, per_node
 from sweep.launch import supervise
@@ -54,6 +55,23 @@ class TorchFramework(Framework):
     multi_node_launchers = ("torchrun",)
     grad_apis = ("backward",)
     traces_tensors = True
+    policy_baselines = True
+
+    @classmethod
+    def check_baseline(cls, cfg: Any) -> None:
+        """``baseline.precision=policy`` (its standalone copy is ``fully_shard``-ed on one
+        rank, ``sweep.engines.torch_fsdp2.StandaloneFSDP2``) with ``weights.transfer=shared``
+        is refused: ``fully_shard`` copies the parameters into storage of its own, so the
+        copies would share nothing.
+
+        Raises:
+            ConfigError: that combination.
+        """
+        super().check_baseline(cfg)
+        if as_str(cfg.baseline.precision) == "policy" and as_str(cfg.weights.transfer) == "shared":
+            raise ConfigError("baseline.precision=policy with weights.transfer=shared: fully_shard moves the standalone "
+                              "copy's parameters into storage of its own, so nothing would be shared; use "
+                              "weights.transfer=independent or checkpoint")
 
     @classmethod
     def check_device(cls, device: str, world: int) -> None:

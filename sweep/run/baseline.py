@@ -1,15 +1,20 @@
 """Baseline reuse: the standalone loss sequence of a sweep, computed once per distinct baseline.
 
 The standalone copy's losses depend on the config fields with the ``baseline`` role
-(``sweep.config.schema``): not on the mesh, the engine, ``reshard_after_forward``,
-``mp_policy``, ``zero_grad`` or ``compare``. :func:`key_fields` takes exactly those,
-plus ``world_size`` when ``data.split=sharded`` (the global batch grows with it). A job
+(``sweep.config.schema``): not on the mesh, the engine, ``zero_grad`` or ``compare``,
+and, with the default ``baseline.precision=float32``, not on ``mp_policy``, ``wrap`` or
+``reshard_after_forward`` either. With ``baseline.precision=policy`` the standalone copy
+runs the policy and the wrapping (``fully_shard`` on one rank), so those fields (role
+``policy_baseline``) join the key: a float32 baseline is never reused for a policy one,
+nor one policy's for another's. :func:`key_fields` takes exactly
+``sweep.config.schema.baseline_fields``, plus ``world_size`` when ``data.split=sharded``
+(the global batch grows with it). A job
 whose standalone copy shares storage with the distributed one
 (``weights.transfer=shared``) is not cached: there the baseline is part of what is
 tested (training one copy moves the other).
 
 Entries live in ``SWEEP_DIR/.baselines/<key>.json``: ``{"key_fields", "standalone",
-"job_dir"}``.
+"job_dir", "dtypes_observed"}``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from sweep.config.schema import BASELINE, fields_with, select
+from sweep.config.schema import baseline_fields, select
 from sweep.io import read_json, write_json
 from sweep.layout import SweepDir
 
@@ -29,7 +34,7 @@ def key_fields(config: Dict[str, Any], world: int) -> Optional[Dict[str, Any]]:
     reused (``weights.transfer=shared``). ``config`` is the resolved job config (plain dict)."""
     if config["weights"]["transfer"] == "shared":
         return None
-    fields = select(config, fields_with(BASELINE))
+    fields = select(config, baseline_fields(config))
     fields["world_size"] = world if config["data"]["split"] == "sharded" else None
     return fields
 
@@ -54,6 +59,9 @@ def lookup(sweep_dir: Path, fields: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     return entry if entry.get("key_fields") == json.loads(json.dumps(fields)) else None
 
 
-def store(sweep_dir: Path, fields: Dict[str, Any], standalone: List[Any], job_dir: Path) -> None:
-    """Cache ``standalone`` (the loss list as in ``result.json``) for ``fields``."""
-    write_json(_path(sweep_dir, fields), {"key_fields": fields, "standalone": standalone, "job_dir": str(job_dir)})
+def store(sweep_dir: Path, fields: Dict[str, Any], standalone: List[Any], job_dir: Path,
+          dtypes_observed: Optional[Dict[str, Any]] = None) -> None:
+    """Cache ``standalone`` (the loss list as in ``result.json``) for ``fields``, with the
+    dtypes the standalone copy ran (``dtypes_observed``: ``RankResult.dtypes_observed_standalone``)."""
+    write_json(_path(sweep_dir, fields), {"key_fields": fields, "standalone": standalone, "job_dir": str(job_dir),
+                                          "dtypes_observed": dict(dtypes_observed or {})})

@@ -179,13 +179,15 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
         return
 
     present = [r for r in ranks if r is not None]
-    if paths.standalone_result.exists():
-        standalone = read_json(paths.standalone_result)["standalone"]
+    if paths.standalone_result.exists():  # order=separate's process, or the cached baseline
+        entry = read_json(paths.standalone_result)
+        standalone, observed_standalone = entry["standalone"], entry.get("dtypes_observed_standalone") or {}
     else:
-        standalone = present[0].standalone
+        standalone, observed_standalone = present[0].standalone, present[0].dtypes_observed_standalone
     if fields and not cached:
-        baseline.store(sweep_dir, fields, standalone, job_dir)
+        baseline.store(sweep_dir, fields, standalone, job_dir, dtypes_observed=observed_standalone)
     _judge(cfg, record, present, standalone)
+    record.dtypes["observed_standalone"] = observed_standalone  # what the standalone copy ran (baseline.precision)
     # (the rerun's dir holds no cached baseline: its ranks train both copies, to trace them)
     _trace(cfg, framework, job_dir, record, world, env, limit, sweep_dir, share_launches)
     run_repeats(cfg, framework, job_dir, record, world, env, limit, _sequences(cfg, present, standalone))
@@ -207,7 +209,8 @@ def _launch(
     paths = JobDir(job_dir)
     if cached:
         # The ranks see ranks/standalone.json and train the distributed copy only.
-        write_json(paths.standalone_result, {"standalone": cached["standalone"], "from": cached["job_dir"]})
+        write_json(paths.standalone_result, {"standalone": cached["standalone"], "from": cached["job_dir"],
+                                             "dtypes_observed_standalone": cached.get("dtypes_observed") or {}})
         record.baseline = {"source": "cache", "job_dir": cached["job_dir"]}
     elif cfg.order == "separate":
         # The standalone baseline in a process of its own, before the distributed launch.

@@ -3,8 +3,9 @@
 Started by torchrun (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` in the environment).
 Order of RNG use, as in the report: seed, build the standalone model, build the
 distributed model, copy the distributed model's initial weights into the standalone
-one (``weights.transfer``), then parallelise the distributed one and train the copies
-in ``order``. Each copy trains in a random stream of its own, seeded alike
+one (``weights.transfer``), then parallelise the distributed one (and, with
+``baseline.precision=policy``, the standalone one: :func:`standalone_engine`) and train
+the copies in ``order``. Each copy trains in a random stream of its own, seeded alike
 (:func:`copy_random_stream`): a forward that draws random numbers (dropout) draws the
 same ones in both copies, whichever trains first and whether or not the standalone one
 trains here at all (a cached baseline). The standalone copy always clears its
@@ -32,7 +33,7 @@ import numpy as np
 from sweep import models
 from sweep.config.enums import as_str
 from sweep.engines import load_engine
-from sweep.engines.base import StandaloneTorch
+from sweep.engines.base import StandaloneTorch, TorchEngine
 from sweep.layout import JobDir
 from sweep.records import RankResult
 from sweep.train import (
@@ -194,14 +195,35 @@ def init_rank(cfg: Any, distributed: bool = True) -> RankContext:
     return RankContext(rank=rank, world=world, device=device, distributed=distributed)
 
 
+def standalone_engine(cfg: Any, ctx: RankContext, trains: bool) -> TorchEngine:
+    """The standalone copy's engine, per ``baseline.precision``: ``float32`` (the default):
+    ``StandaloneTorch``, a plain module; ``policy``: ``StandaloneFSDP2``, the job's
+    ``fully_shard`` calls on a one-rank mesh (``sweep.engines.torch_fsdp2``), which its
+    ``parallelize`` makes collectively: every rank calls it, when ``trains`` (the standalone
+    copy trains in this process: the same on every rank of a job). In the standalone-only
+    process of ``order=separate`` (no process group) that mesh needs a default group: one
+    of one rank is initialised here (in-process ``HashStore``; ``close_rank`` destroys it)."""
+    if as_str((cfg.get("baseline") or {}).get("precision", "float32")) != "policy":
+        return StandaloneTorch(cfg, device=ctx.device, world_size=1)
+    import torch.distributed as dist
+
+    from sweep.engines.torch_fsdp2 import StandaloneFSDP2
+
+    if trains and not dist.is_initialized():
+        dist.init_process_group(backend=cfg.framework.device_map[as_str(cfg.device)], store=dist.HashStore(),
+                                rank=0, world_size=1)
+    return StandaloneFSDP2(cfg, device=ctx.device, world_size=1)
+
+
 def close_rank(ctx: RankContext, exit_process: bool = True) -> None:
-    """Destroy the process group and leave with ``os._exit(0)``: gloo ranks can SIGABRT at
+    """Destroy the process group (also the one-rank group of a standalone-only process,
+    :func:`standalone_engine`) and leave with ``os._exit(0)``: gloo ranks can SIGABRT at
     interpreter shutdown otherwise ("terminate called without an active exception").
     ``exit_process=False``
     returns instead (a forked rank, see ``sweep.launch.fork_launch``)."""
     import torch.distributed as dist
 
-    if ctx.distributed:
+    if ctx.distributed or dist.is_initialized():
         dist.destroy_process_group()
     if not exit_process:
         return
@@ -229,9 +251,11 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
     names = phase_order(cfg.order, phase, job_dir)
     engine = load_engine(cfg, "torch", device=device, world_size=world)
-    alone = StandaloneTorch(cfg, device=device, world_size=1)
+    alone = standalone_engine(cfg, ctx, "standalone" in names)
     if "distributed" in names:
         distributed = engine.parallelize(distributed)
+    if "standalone" in names:
+        standalone = alone.parallelize(standalone)
     opt_standalone = build_optimizer(cfg.optimizer, standalone.parameters())
     opt_distributed = build_optimizer(cfg.optimizer, distributed.parameters())
     global_np, local_np = rank_samples(cfg, rank)
@@ -240,6 +264,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         return [(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)) for x, y in pairs]
 
     observed: Dict[str, str] = {}
+    observed_standalone: Dict[str, str] = {}
     until = cfg.compare.get("trace_until")
     traces: Dict[str, list] = {"standalone": [], "distributed": []} if until is not None else {}
     until_step = until if until is not None else -1
@@ -261,7 +286,8 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         train={
             "standalone": own_stream("standalone", lambda: train(
                 standalone, to_device(global_np), alone, opt_standalone, cfg.train, input_dtype=input_dtype,
-                trace=traces.get("standalone"), trace_until=until_step, weights_until=weights_step)),
+                observed=observed_standalone, trace=traces.get("standalone"), trace_until=until_step,
+                weights_until=weights_step)),
             "distributed": own_stream("distributed", lambda: train(
                 distributed, to_device(local_np), engine, opt_distributed, cfg.train,
                 clear_grads=bool(cfg.zero_grad), input_dtype=input_dtype, observed=observed,
@@ -281,7 +307,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     result = RankResult(
         rank=rank, world_size=world, framework="torch", versions={"torch": torch.__version__, **info.pop("versions", {})},
         standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
-        dtypes_observed=observed, zero_grad_effective=bool(cfg.zero_grad),
+        dtypes_observed=observed, dtypes_observed_standalone=observed_standalone, zero_grad_effective=bool(cfg.zero_grad),
         engine_notes=list(info.get("notes") or engine.notes), engine=info,
         random_draws=drew, initial=initial, replica=replica,
     )

@@ -1,6 +1,7 @@
 """The PyTorch training step both copies run (``train`` section), and what a step
 observes (dtypes that ran, tensors for ``sweep.analysis.trace``). The two copies differ only in
-their engine (``sweep.engines``): the standalone copy's is ``StandaloneTorch``.
+their engine (``sweep.engines``): the standalone copy's is ``StandaloneTorch`` (a plain
+module), or ``StandaloneFSDP2`` (``fully_shard`` on one rank) with ``baseline.precision=policy``.
 
 A step, per ``train``: for each of ``grad_accum_steps`` equal micro-batches (gradient
 sync off on all but the last, ``engine.no_sync``): forward, ``loss / grad_accum_steps``
