@@ -86,3 +86,18 @@ class NoReplicaReduceHSDP(TorchFSDP2):
 
         model, self.units = wrapping.shard(model, self.cfg, shard, self.cfg.mp_policy)
         return model
+
+
+class CheckpointWrappedFSDP2(TorchFSDP2):
+    """A correct engine whose wrapper renames every parameter: each direct child of the
+    root that holds parameters goes through torch's (non-reentrant) ``checkpoint_wrapper``
+    before ``fully_shard``, so the distributed copy's names gain
+    ``_checkpoint_wrapped_module.``; recomputing the forward changes no number."""
+
+    def parallelize(self, model):
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+        for name, child in list(model.named_children()):
+            if any(True for _ in child.parameters()):
+                setattr(model, name, checkpoint_wrapper(child))
+        return super().parallelize(model)

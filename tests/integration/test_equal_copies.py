@@ -107,3 +107,11 @@ def test_every_replica_of_a_shard_is_compared(tmp_path):
     assert ("replicas disagree from step 0: rank 0 (dp_replicate x dp_shard [0, 0]) and rank 2 "
             "(dp_replicate x dp_shard [1, 0])") in unreduced["reason"]
     assert unreduced["replicas"]["pairs"] == [[0, 2], [1, 3]]
+
+
+def test_a_wrapper_that_renames_every_parameter_changes_nothing_and_misses_nothing(tmp_path):
+    proc = run_cli(["steps=6", "model=mlp_norm", "train.batch_size=4", ENGINES + "CheckpointWrappedFSDP2"], tmp_path)
+    r = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert proc.returncode == 0 and r["status"] == "ok", r["reason"]
+    assert r["comparison"]["max_abs_diff"] == 0.0
+    assert not any("only the" in note for note in r["notes"]), r["notes"]  # no tensor is missing under its new name
