@@ -611,8 +611,9 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
         verb = "differs" if len(differ) == 1 else "differ"
         if differ and all(rounding_only(r) for r in differ):
             return text + (f". No culprit: every judged job passes; {len(differ)} {verb} from standalone by float "
-                           f"rounding only (every traced tensor within rel {ROUNDING_REL:g}: summation order, "
-                           "e.g. of sharded data), which no factor causes.") + tail
+                           f"rounding only (traced tensors within rel {ROUNDING_REL:g}, or grown past it with "
+                           "random signs below tolerance: summation order, e.g. of sharded data), which no factor "
+                           "causes.") + tail
         if differ:
             return text + (f". No job fails, but {len(differ)} {verb} from standalone below tolerance; the earliest "
                            f"{_onset_sentence(differ)}.") + tail

@@ -171,6 +171,9 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
                                    read_floats(result.losses["distributed"]),
                                    within_tolerance=result.status == "ok",
                                    sharded=((result.config or {}).get("data") or {}).get("split") == "sharded"))
+    if metrics.pop("rounding_grown", False) and metrics["first_tensor"]:
+        metrics["first_tensor"] += ("; the job passes and its update errors take both signs: float rounding grown "
+                                    "by the steps, no cause")
     located = tensor.get("description") and "step" in tensor and tensor.get("rank") is not None
     if located and (result.world_size or 1) > 1 and not tensor.get("shards"):  # (else the description names them)
         every = len(tensor.get("ranks") or []) == result.world_size
@@ -206,7 +209,8 @@ def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float
     along every differing update, :func:`sweep.analysis.trace.one_sign_along`), the update
     differences make no real difference and their onset is noise, and a tensor beyond
     rounding that follows a first difference within it is rounding grown by the steps,
-    not a cause. A rounding-size error that Adam normalises to full-size steps (a gradient
+    not a cause (``rounding_grown``: True); untraced, only a loss step beyond rounding is
+    real (on replicated data a step-0 difference too: the forward's). A rounding-size error that Adam normalises to full-size steps (a gradient
     that is zero up to rounding) errs with random signs and draws a pattern of the step
     count. A passing job whose first difference is already beyond rounding (a precision:
     bf16 against a float32 baseline) keeps it."""
@@ -238,11 +242,17 @@ def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float
         # replicated data: the copies compute the same rows from the same weights, so a
         # differing loss is a differing forward; sharded: a loss differs by summation order
         reals += [s for s in range(first, min(len(ref), len(got))) if loss_real(s)][:1] if sharded else [first]
+    elif within_tolerance and (sharded or first > 0):
+        # untraced and passing: no tensor says more than the losses, so only a loss step that
+        # differs beyond rounding is real (a step-0 difference on replicated data is the forward's)
+        reals = [s for s in range(first, min(len(ref), len(got))) if loss_real(s)][:1]
     else:
         reals = [first]
     if updates and updates["real_step"] is not None:
         reals.append(updates["real_step"] + 1)
     out["first_real_step"] = min(reals, default=None)
+    if grown and out["first_real_step"] is None:
+        out["rounding_grown"] = True
     if updates and updates["pattern"] != "none" and out["first_real_step"] != 0:
         out.update(onset=updates["pattern"], period=updates.get("period"), onset_from="updates",
                    onset_until=updates.get("until"))

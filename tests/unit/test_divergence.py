@@ -448,3 +448,14 @@ def test_a_passing_jobs_rounding_grown_past_roundings_size_is_no_cause():
     assert _real(7, grown, ref, got)["first_real_step"] == 4  # failing: the updates are real from update 3
     precision = {"step": 0, "kind": "grad", "rel_diff": 4e-3}  # beyond rounding from the first difference on
     assert _real(0, precision, [1.0, 0.9], [1.0 + 4e-7, 0.9], ok=True, sharded=False)["first_real_step"] == 0
+
+
+def test_an_untraced_passing_job_is_real_only_where_its_losses_differ_beyond_rounding():
+    ref = [1.0] * 10
+    tiny = [1.0] * 7 + [1.0 + 2.4e-7] * 3  # order=separate: no trace, MindSpore's rounding
+    assert _real(7, {}, ref, tiny, ok=True, sharded=False)["first_real_step"] is None
+    assert _real(7, {}, ref, tiny, ok=False, sharded=False)["first_real_step"] == 7  # failing: the losses decide
+    step0 = [1.0 + 4e-7] + [1.0] * 9  # replicated: a step-0 difference is the forward's (bf16)
+    assert _real(0, {}, ref, step0, ok=True, sharded=False)["first_real_step"] == 0
+    grown = {"step": 0, "kind": "weight", "rel_diff": 1e-12, "beyond_rounding": {"step": 8, "kind": "weight"}}
+    assert _real(7, grown, ref, tiny, ok=True, sharded=False)["rounding_grown"] is True
