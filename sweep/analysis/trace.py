@@ -132,6 +132,9 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
                 found = {"step": step, "kind": kind, "name": name, "abs_diff": diff, "rel_diff": rel,
                          "weights_identical_before": before,
                          "grads_recorded": bool(ours_grads := standalone[step].get("grad")) and name in ours_grads}
+                theirs_grads = distributed[step].get("grad") or {}
+                if ours_grads and theirs_grads and (name in ours_grads) != (name in theirs_grads):
+                    found["grad_only_in"] = "standalone" if name in ours_grads else "distributed"
                 if near_zero:
                     found["near_zero"] = True
                 k = (layout or {}).get(name, 1)
@@ -236,6 +239,9 @@ def describe(found: Dict[str, Any]) -> str:
         text += f" (zero up to rounding: rel to the largest {found['kind']})"
     if found["kind"] == "grad":
         text += "; weights identical before" if found["step"] > 0 else "; the first gradient (initial weights equal)"
+    elif found.get("grad_only_in"):
+        text += (f"; only the {found['grad_only_in']} copy has a gradient for it: requires_grad (or the "
+                 "parameter's use) differs between the copies")
     elif found.get("grads_recorded", True):
         text += "; gradients of that step identical (as reduced): it arises after the reduction, in clipping, " \
                 "scaling or the optimizer step"

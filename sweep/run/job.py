@@ -288,9 +288,9 @@ def _trace(
     found = [(r.first_tensor, r.rank) for r in _read_ranks(trace_dir, world) if r is not None and r.first_tensor]
     hits = [dict(t, rank=rank) for t, rank in found if "step" in t]
     if hits:
-        record.first_tensor = min(hits, key=lambda t: (t["step"], KINDS.index(t["kind"]), t["rank"]))
-        where = (record.first_tensor["step"], record.first_tensor["kind"])
-        record.first_tensor["ranks"] = [t["rank"] for t in hits if (t["step"], t["kind"]) == where]
+        record.first_tensor = min(hits, key=_first_tensor_order)
+        where = _first_tensor_order(record.first_tensor)[:3]  # (real or not, its step, its kind)
+        record.first_tensor["ranks"] = [t["rank"] for t in hits if _first_tensor_order(t)[:3] == where]
     elif found:
         record.first_tensor = dict(found[0][0], rank=found[0][1])
         if "description" in record.first_tensor:  # the losses differed, the rerun's tensors do not
@@ -300,6 +300,19 @@ def _trace(
     else:
         record.first_tensor = {"note": "not traced: the tracing rerun gave no result "
                                        f"({'timed out' if outcome.timed_out else f'exit {outcome.returncode}'})"}
+
+
+def _first_tensor_order(found: Dict[str, Any]) -> tuple:
+    """Which rank's first differing tensor is the job's: a real one (beyond float rounding,
+    or its ``beyond_rounding``) before one that is rounding only, so a fault on some ranks
+    is not hidden behind another rank's summation-order rounding (sharded data on an HSDP
+    mesh); then the earliest real step, kind and rank, then the earliest step, kind, rank."""
+    beyond = found.get("beyond_rounding")
+    real = found if "beyond_rounding" not in found else beyond
+    own = (found["step"], KINDS.index(found["kind"]), found["rank"])
+    if real is None:
+        return (1, 0, 0) + own
+    return (0, real["step"], KINDS.index(real["kind"])) + own
 
 
 REPEAT_DIR = "repeats"  # in a job dir: repeat i's own job dir is repeats/<i>/
@@ -493,7 +506,11 @@ def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalo
     missing = list({(m["name"], m["only_in"]): m for r in ranks for m in (r.initial or {}).get("missing", [])}
                    .values())
     if missing:
-        record.notes.append(MISSING_PREFIX + missing_text(sorted(missing, key=lambda m: (m["name"], m["only_in"]))))
+        held = [r.rank for r in ranks if (r.initial or {}).get("missing")]
+        where = "" if len(held) == len(ranks) or len(ranks) == 1 else \
+            f" (on rank{'s' if len(held) > 1 else ''} {', '.join(map(str, held))} only)"
+        record.notes.append(MISSING_PREFIX + missing_text(sorted(missing, key=lambda m: (m["name"], m["only_in"])))
+                            + where)
     unequal = [(r.rank, r.initial["first"]) for r in ranks if r.initial and r.initial.get("first")]
     record.replicas = replica_check(ranks)
     record.dtypes = {

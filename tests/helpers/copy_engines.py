@@ -101,3 +101,19 @@ class CheckpointWrappedFSDP2(TorchFSDP2):
             if any(True for _ in child.parameters()):
                 setattr(model, name, checkpoint_wrapper(child))
         return super().parallelize(model)
+
+
+class Replica1GradScaleHSDP(TorchFSDP2):
+    """HSDP (``mesh=hsdp2x2``): the ranks of replica 1 (global ranks 2 and 3) scale their
+    local gradient shards by 1.01 before the step, replica 0 is correct. With sharded data
+    rank 0's first difference is summation-order rounding; ranks 2 and 3 part for real."""
+
+    def optimizer_step(self, optimizer, grads=None, **kwargs):
+        import torch.distributed as dist
+
+        if dist.get_rank() >= 2:
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    if param.grad is not None:
+                        param.grad.to_local().mul_(1.01)
+        super().optimizer_step(optimizer, grads, **kwargs)

@@ -115,3 +115,13 @@ def test_a_wrapper_that_renames_every_parameter_changes_nothing_and_misses_nothi
     assert proc.returncode == 0 and r["status"] == "ok", r["reason"]
     assert r["comparison"]["max_abs_diff"] == 0.0
     assert not any("only the" in note for note in r["notes"]), r["notes"]  # no tensor is missing under its new name
+
+
+def test_a_fault_on_one_replica_is_named_on_its_ranks_not_hidden_behind_another_ranks_rounding(tmp_path):
+    proc = run_cli(["steps=8", "optimizer=sgd", "mesh=hsdp2x2", "data.split=sharded", "train.batch_size=4",
+                    ENGINES + "Replica1GradScaleHSDP"], tmp_path)
+    r = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert proc.returncode == 1 and r["status"] == "fail" and "replicas disagree from step 0" in r["reason"]
+    t = r["first_tensor"]
+    real = t.get("beyond_rounding") or t
+    assert t["rank"] in (2, 3) and real["rel_diff"] > 1e-3, t  # the faulty replica's ranks, beyond rounding

@@ -459,3 +459,15 @@ def test_an_untraced_passing_job_is_real_only_where_its_losses_differ_beyond_rou
     assert _real(0, {}, ref, step0, ok=True, sharded=False)["first_real_step"] == 0
     grown = {"step": 0, "kind": "weight", "rel_diff": 1e-12, "beyond_rounding": {"step": 8, "kind": "weight"}}
     assert _real(7, grown, ref, tiny, ok=True, sharded=False)["rounding_grown"] is True
+
+
+def test_a_gradient_only_one_copy_has_is_said_so_not_called_unrecorded():
+    from sweep.analysis.trace import locate
+
+    w = np.ones(3)
+    standalone = [{"initial": {"a": w, "b": w}, "grad": {"b": w}, "weight": {"a": w, "b": w - 0.1}}]
+    distributed = [{"initial": {"a": w, "b": w}, "grad": {"a": w, "b": w}, "weight": {"a": w - 0.1, "b": w - 0.1}}]
+    found = locate(standalone, distributed, 0.0, 0)  # "a" is frozen in the standalone copy only
+    assert (found["name"], found["kind"], found["grad_only_in"]) == ("a", "weight", "distributed")
+    assert "only the distributed copy has a gradient for it: requires_grad" in found["description"]
+    assert "past the steps" not in found["description"]
