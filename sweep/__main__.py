@@ -74,7 +74,9 @@ def entry() -> None:
     """The command: Hydra's main with this project's exit statuses.
 
     A single run exits 0 if its job passed, 1 if it failed the comparison, 2 if it
-    errored or timed out. A multirun exits 0 once every job has a result (with
+    errored or timed out. A command line that does not compose (an unknown key, option
+    or value type, any swept value included) or whose run dir cannot be created exits 2
+    before Hydra starts, with one line (``sweep.run.preflight``). A multirun exits 0 once every job has a result (with
     ``gate=true``: 1 when any job is not ``ok`` or the verdict names a culprit); 2 when no
     job could be judged (every job errored or timed out) or the sweep dir was refused;
     130 when interrupted (with the command that resumes it).
@@ -86,8 +88,12 @@ def entry() -> None:
         # working directory; last on the path, it cannot shadow an installed package.
         sys.path.append(os.getcwd())
     from sweep.layout import SweepDir
-    from sweep.run import callbacks
+    from sweep.run import callbacks, preflight
 
+    error = preflight.check_command_line(sys.argv[1:], CONF_DIR)
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
     try:
         main()
     except SystemExit as exc:

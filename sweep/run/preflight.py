@@ -1,0 +1,162 @@
+"""The command line checked before Hydra runs it: a typo is an input error (exit 2, one
+line naming the key and what is allowed), never a numerics failure (exit 1) or a page of
+Hydra's text.
+
+``check_command_line(argv)`` composes the job config the way Hydra will
+(``hydra.compose`` on the package's tree), once with the first value of every swept
+override and once more for each other value, so every value a multirun would compose is
+tried (the values of each override in turn, not their product). Then it checks that the
+run dir (``hydra.run.dir``, or ``hydra.sweep.dir`` with ``-m``) can be created: no part of
+its path is a file and its nearest existing folder takes a new entry.
+
+Hydra's own options (``--help``, ``--cfg``, ``-c``, ...) and overrides of Hydra's own
+groups (``hydra/launcher=...``, ``hydra/sweeper=...``, found by plugins) are left to Hydra.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tempfile
+from pathlib import Path
+from typing import Any, List, Optional, Sequence
+
+MULTIRUN_FLAGS = ("-m", "--multirun")
+
+
+def _hydra_own(key: str) -> bool:
+    return key.lstrip("+~").startswith(("hydra/", "hydra."))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split("\n")[0].split())
+    cause = exc.__cause__
+    if cause is not None:
+        text += f" ({' '.join(str(cause).splitlines()[0].split())})" if str(cause).strip() else ""
+    return text
+
+
+def _options(conf_dir: Path, group: str) -> List[str]:
+    folder = conf_dir / group
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def _explain(override: str, exc: BaseException, conf_dir: Path, base: Any) -> str:
+    """One line for a failed composition with ``override`` (``key=value``)."""
+    from hydra.errors import MissingConfigException
+    from omegaconf import OmegaConf
+
+    key, _, value = override.partition("=")
+    key = key.lstrip("+~")
+    if isinstance(exc, MissingConfigException) or "Could not find" in str(exc):
+        options = _options(conf_dir, key.replace(".", "/"))
+        if options:
+            return f"{key}={value}: no such option; {key} is one of: {', '.join(options)}"
+    if "not in" in str(exc.__cause__ or exc) or "Could not override" in str(exc) or "Could not append" in str(exc):
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(base, parent) if parent else base
+        names = [str(k) for k in node.keys()] if hasattr(node, "keys") else []
+        close = difflib.get_close_matches(leaf, names, n=1)
+        hint = f" (did you mean {(parent + '.' if parent else '') + close[0]}?)" if close else ""
+        return f"{key}={value}: no such key{hint}"
+    return f"{override}: {_one_line(exc)}"
+
+
+def _variants(parsed: Sequence[Any]) -> List[tuple]:
+    """``(the override tried, the override list)`` pairs: every override at its first value
+    (``None`` tried: any may fail), then each other value of each swept override, the rest
+    at their first values."""
+    def line(o: Any, value: str) -> str:
+        return o.get_key_element() if o.is_delete() else f"{o.get_key_element()}={value}"
+
+    values = [list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
+              for o in parsed]
+    first = [line(o, v[0]) for o, v in zip(parsed, values)]
+    out: List[tuple] = [(None, first)]
+    for i, (o, vs) in enumerate(zip(parsed, values)):
+        out += [(line(o, v), first[:i] + [line(o, v)] + first[i + 1:]) for v in vs[1:]]
+    return out
+
+
+def _dir_error(key: str, path: str) -> Optional[str]:
+    """Why ``path`` (a run or sweep dir) cannot be created, in one line, or ``None``."""
+    target = Path(path)
+    probe = target if target.is_absolute() else Path.cwd() / target
+    for parent in [probe, *probe.parents]:
+        if parent.exists():
+            if not parent.is_dir():
+                return f"{key}={path} cannot be created: {parent} is a file, not a folder"
+            try:
+                tempfile.TemporaryDirectory(dir=parent).cleanup()
+            except OSError as exc:
+                return f"{key}={path} cannot be created in {parent}: {exc.strerror or exc}"
+            return None
+    return None
+
+
+def check_command_line(argv: Sequence[str], conf_dir: Path) -> Optional[str]:
+    """Compose every value of the command line's overrides and check the run dir.
+
+    Args:
+        argv: the command line after the program name (``sys.argv[1:]``).
+        conf_dir: the Hydra config tree (``sweep.config.CONF_DIR``).
+
+    Returns:
+        ``None`` when Hydra may run it, else one line: the override (``key=value``), why it
+        fails and what is allowed (the options of a group, the closest key).
+    """
+    if any(a.startswith("-") and a not in MULTIRUN_FLAGS for a in argv):
+        return None  # Hydra's own options: its help, --cfg, -c, ...
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from sweep.config.schema import register_configs
+
+    register_configs()  # the schema the tree's defaults list names (base_config)
+    multirun = any(a in MULTIRUN_FLAGS for a in argv)
+    overrides = [a for a in argv if not a.startswith("-")]
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException as exc:
+        return _one_line(exc)
+    ours = [o for o in parsed if not _hydra_own(o.get_key_element())]
+    dirs = {o.get_key_element(): o.get_value_element_as_str() for o in parsed
+            if o.get_key_element() in ("hydra.run.dir", "hydra.sweep.dir") and not o.is_sweep_override()}
+    if GlobalHydra.instance().is_initialized():
+        return None  # inside a running Hydra app (tests): nothing to check from here
+    with initialize_config_dir(str(conf_dir), version_base="1.3"):
+        base = None
+        for tried, lines in _variants(ours):
+            try:
+                cfg = compose("config", overrides=lines, return_hydra_config=True)
+            except (HydraException, OmegaConfBaseException) as exc:
+                if base is None:
+                    base = compose("config", return_hydra_config=True)
+                culprit = tried or _first_failing(compose, lines)
+                return _explain(culprit, exc, conf_dir, base)
+            if base is None:
+                base = cfg
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    path = dirs.get(key)
+    if path is None or "${" in path:
+        try:
+            path = str(OmegaConf.select(base, key))
+        except OmegaConfBaseException:
+            return None
+    return _dir_error(key, path)
+
+
+def _first_failing(compose: Any, lines: List[str]) -> str:
+    """The first of ``lines`` whose composition alone fails (the one to name)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    for line in lines:
+        try:
+            compose("config", overrides=[line], return_hydra_config=True)
+        except (HydraException, OmegaConfBaseException):
+            return line
+    return " ".join(lines)
