@@ -83,7 +83,8 @@ class SweepDirCallback(Callback):
             previous = None
         try:
             self.claim = claim(sweep_dir, planned_overrides(config.hydra), previous,
-                               replace_grid=bool(config.get("replace_grid", False)))
+                               replace_grid=bool(config.get("replace_grid", False)),
+                               resume=bool(config.get("resume", False)))
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr, flush=True)
             sys.exit(2)

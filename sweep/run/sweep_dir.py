@@ -5,7 +5,9 @@ anything into ``hydra.sweep.dir``, :func:`claim` creates the dir, takes an exclu
 on ``SWEEP_DIR/.lock`` (``fcntl.flock``: released by the kernel when the process ends,
 however it ends) and compares the grid about to run with the one the dir already holds
 (its ``multirun.yaml``). Another grid is refused unless ``replace_grid=true``, which
-moves the old jobs aside (to ``SWEEP_DIR/.replaced/<time>/``) instead of mixing them in.
+moves the old jobs aside (to ``SWEEP_DIR/.replaced/<time>/``) instead of mixing them in;
+the same grid again, with results in the dir, is refused unless ``resume=true`` (run
+what is not complete) or ``replace_grid=true`` (move them aside, run it anew).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ class Claim:
 
 
 def claim(sweep_dir: Path | str, planned: Optional[List[List[str]]], previous: Optional[List[List[str]]],
-          replace_grid: bool = False) -> Claim:
+          replace_grid: bool = False, resume: bool = False) -> Claim:
     """Create ``sweep_dir``, lock it for this process, and check its grid.
 
     ``planned``: the job overrides about to run (``None``: unknown, e.g. another
@@ -65,8 +67,10 @@ def claim(sweep_dir: Path | str, planned: Optional[List[List[str]]], previous: O
     ``multirun.yaml``; ``None``: none).
 
     Raises:
-        ConfigError: the dir cannot be created; another sweep holds it; or it holds
-            another grid with jobs in it and ``replace_grid`` is false.
+        ConfigError: the dir cannot be created; another sweep holds it; it holds
+            another grid with jobs in it and ``replace_grid`` is false; or it holds this
+            grid's results and neither ``resume`` nor ``replace_grid`` says what to do
+            with them (never overwritten silently).
     """
     layout = SweepDir(sweep_dir)
     try:
@@ -96,7 +100,22 @@ def claim(sweep_dir: Path | str, planned: Optional[List[List[str]]], previous: O
                 f"jobs to {layout.path / REPLACED}/ and run this grid there"
             )
         _move_aside(layout)
+    elif planned is not None and previous is not None and not resume and _results(layout):
+        if not replace_grid:
+            held.release()
+            raise ConfigError(
+                f"hydra.sweep.dir={layout.path} already holds the results of this grid ({len(_results(layout))} "
+                f"of {len(previous)} jobs). Add resume=true to run only the jobs that are not complete, or "
+                f"replace_grid=true to move them to {layout.path / REPLACED}/ and run the grid anew "
+                "(or use another hydra.sweep.dir)"
+            )
+        _move_aside(layout)
     return held
+
+
+def _results(layout: SweepDir) -> List[Path]:
+    """The job dirs of ``layout`` that hold a ``result.json``."""
+    return [p for p in layout.job_dirs() if (p / "result.json").exists()]
 
 
 def _move_aside(layout: SweepDir) -> Path:

@@ -1,0 +1,42 @@
+"""A sweep dir holds one grid and its results are never overwritten silently
+(``sweep.run.sweep_dir.claim``): the same grid again is refused with the two ways out."""
+
+import pytest
+
+from sweep.errors import ConfigError
+from sweep.run.sweep_dir import REPLACED, claim
+
+GRID = [["optimizer=adam"], ["optimizer=sgd"]]
+
+
+def _with_results(tmp_path, n=2):
+    for i in range(n):
+        (tmp_path / str(i)).mkdir()
+        (tmp_path / str(i) / "result.json").write_text("{}")
+
+
+def test_the_same_grid_into_a_dir_with_its_results_is_refused_with_the_two_ways_out(tmp_path):
+    _with_results(tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        claim(tmp_path, GRID, GRID)
+    message = str(caught.value)
+    assert "already holds the results of this grid (2 of 2 jobs)" in message
+    assert "resume=true" in message and "replace_grid=true" in message
+    assert (tmp_path / "0" / "result.json").exists()  # nothing moved, nothing lost
+
+
+def test_resume_runs_into_it_and_replace_grid_moves_the_results_aside(tmp_path):
+    _with_results(tmp_path)
+    claim(tmp_path, GRID, GRID, resume=True).release()
+    assert (tmp_path / "0" / "result.json").exists()
+    claim(tmp_path, GRID, GRID, replace_grid=True).release()
+    assert not (tmp_path / "0").exists()
+    assert len(list((tmp_path / REPLACED).glob("*/0/result.json"))) == 1
+
+
+def test_a_dir_whose_jobs_never_finished_or_an_unknown_plan_is_taken(tmp_path):
+    (tmp_path / "0").mkdir()  # started, no result: nothing to lose
+    claim(tmp_path, GRID, GRID).release()
+    (tmp_path / "other").mkdir()
+    _with_results(tmp_path / "other")
+    claim(tmp_path / "other", None, GRID).release()  # another sweeper: its plan is not known here
