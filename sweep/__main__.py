@@ -38,6 +38,10 @@ def main(cfg: DictConfig) -> dict:
     if hc.mode == RunMode.RUN:
         paths = JobDir(hc.runtime.output_dir)
         print(f"result: {paths.result}", flush=True)
+        from sweep.report.summary import job_headline
+
+        for line in job_headline(paths.path):
+            print(f"  {line}", flush=True)
         if record.losses and record.comparison:
             from sweep.report.plots import plot_record
 

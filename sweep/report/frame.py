@@ -71,16 +71,11 @@ def _rows(path: Path) -> List[Dict[str, Any]]:
             row["job_dir"] = str(path / str(row["job"]))
         return rows
     # a single run: the same row the report would build for it, as job 0
-    import shutil
-    import tempfile
+    from sweep.report.summary import collect_job
 
-    with tempfile.TemporaryDirectory() as tmp:
-        job = Path(tmp) / "0"
-        job.mkdir()
-        shutil.copy(JobDir(path).result, JobDir(job).result)
-        rows = collect(tmp)
-    rows[0]["job_dir"] = str(path)
-    return rows
+    row = collect_job(path)
+    row["job_dir"] = str(path)
+    return [row]
 
 
 def load(path: Path | str) -> Any:

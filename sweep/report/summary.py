@@ -627,3 +627,42 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def collect_job(job_dir: Path | str) -> Dict[str, Any]:
+    """The row :func:`collect` gives a single run's job (as job 0 of a one-job dir).
+
+    Raises:
+        FileNotFoundError: ``job_dir`` holds no ``result.json``.
+    """
+    import shutil
+    import tempfile
+
+    source = JobDir(job_dir).result
+    if not source.exists():
+        raise FileNotFoundError(f"no {source}")
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "0").mkdir()
+        shutil.copy(source, JobDir(Path(tmp) / "0").result)
+        return collect(tmp)[0]
+
+
+def job_headline(job_dir: Path | str) -> List[str]:
+    """What a single run says under its status line: where the copies part (the first
+    step, the drift class, the first differing tensor) and the notes that explain it,
+    each line short; empty for a job without a difference or a result."""
+    from sweep.analysis.attribution import DRIFT_CLASSES, drift_class
+
+    if not JobDir(job_dir).result.exists():
+        return []
+    row = collect_job(job_dir)
+    lines = []
+    cls = drift_class(row)
+    step = row.get("first_real_step") if row.get("first_real_step") is not None else row.get("first_diff_step")
+    if cls is not None:
+        lines.append(f"the copies part at step {step}: {cls} ({DRIFT_CLASSES[cls]})")
+    if row.get("first_tensor") and cls not in (None, "rounding"):
+        lines.append(f"first differing tensor: {row['first_tensor']}")
+    record = row.get("result")
+    lines += [f"note: {note}" for note in (record.notes if record is not None else [])]
+    return lines

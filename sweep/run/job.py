@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 import sweep
 from sweep.analysis.compare import MISSING_PREFIX, RANDOM_DRAWS_NOTE, compare_losses
 from sweep.analysis.trace import KINDS, missing_text
+from sweep.config.enums import as_str
 from sweep.config.schema import (
     NUMERIC,
     fields_with,
@@ -603,8 +604,9 @@ def effect_notes(cfg: DictConfig, record: JobRecord) -> List[str]:
     """Settings of the job that had no effect, so that a sweep over them is not read as
     evidence: a field the engine never reads (``Engine.unused_fields``) that the job's
     overrides set; ``weights.transfer=shared`` when neither copy moved the other (the
-    engine copied the parameters); ``zero_grad=true`` set by the overrides when the
-    engine's gradients are functional (nothing to clear)."""
+    engine copied the parameters); a copy whose weights moved while the other trained
+    (shared storage: the copies are not independent); ``zero_grad=true`` set by the
+    overrides when the engine's gradients are functional (nothing to clear)."""
     from sweep import engines
 
     notes = []
@@ -619,6 +621,12 @@ def effect_notes(cfg: DictConfig, record: JobRecord) -> List[str]:
             f"weights.transfer=shared had no effect: engine={cfg.engine.name} copied the parameters, so neither "
             "copy moved the other (weights_moved 0.0 both ways)"
         )
+    shared = [(key.partition("_during_"), value) for key, value in sorted(moved.items()) if value > 0.0]
+    if shared:  # the copies are not independent: one trains on the other's updates
+        how = ", ".join(f"the {other} copy's weights moved by {value:.3g} while the {trained} copy trained"
+                        for (other, _, trained), value in shared)
+        notes.append(f"the copies share storage (weights.transfer={as_str(cfg.weights.transfer)}): {how}, so each "
+                     "trains on the other's updates")
     if cfg.zero_grad and record.zero_grad_effective is False and "zero_grad" in overridden:
         notes.append(f"zero_grad=true had no effect: engine={cfg.engine.name}'s gradients are functional "
                      "(nothing accumulates to clear)")

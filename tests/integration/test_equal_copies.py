@@ -125,3 +125,16 @@ def test_a_fault_on_one_replica_is_named_on_its_ranks_not_hidden_behind_another_
     t = r["first_tensor"]
     real = t.get("beyond_rounding") or t
     assert t["rank"] in (2, 3) and real["rel_diff"] > 1e-3, t  # the faulty replica's ranks, beyond rounding
+
+
+def test_a_single_run_says_where_the_copies_part_and_names_shared_storage(tmp_path):
+    proc = run_cli(["weights.transfer=shared", "engine=data_parallel", "steps=5", "compare.trace_after=0"], tmp_path)
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    status = next(i for i, line in enumerate(lines) if line.startswith("[   fail]"))
+    headline = [line.strip() for line in lines[status + 1:] if line.startswith("  ")]
+    assert headline[0].startswith("the copies part at step 0: step0")
+    assert any(line.startswith("note: the copies share storage (weights.transfer=shared): the distributed copy's "
+                               "weights moved by") for line in headline), headline
+    r = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert any("share storage" in note for note in r["notes"])
