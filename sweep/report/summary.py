@@ -54,6 +54,9 @@ BRIEF_METRICS = (
     "status", "drift", "first_diff_step", "first_tensor", "first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff",
     "runs_low_pct", "notes",
 )
+# The terminal's job table (at most 120 columns with the default grid's five factors); the
+# rest with --wide and in the files.
+TERMINAL_METRICS = ("status", "drift", "first_diff_step", "max_abs_diff")
 LEVEL_COLUMNS = (
     "factor", "level", "jobs", "judged", "not_judged", "pass_rate_pct", "mean_signed_diff", "worst_abs_diff",
 )
@@ -418,14 +421,26 @@ def _failing_first(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return sorted(rows, key=key)
 
 
-def _table(header: Sequence[str], body: Sequence[Sequence[Any]], tablefmt: str, max_rows: Optional[int]) -> str:
+TERMINAL_LABELS = {"first_diff_step": "first\nstep", "max_abs_diff": "max abs\ndiff"}
+
+
+def _terminal_header(name: str) -> str:
+    """A column name as a narrow header: words on lines of at most 13 characters."""
+    label = TERMINAL_LABELS.get(name, name.replace("_", " "))
+    return "\n".join(textwrap.wrap(label, 13, break_long_words=False, replace_whitespace=False)) if "\n" not in label \
+        else label
+
+
+def _table(header: Sequence[str], body: Sequence[Sequence[Any]], tablefmt: str, max_rows: Optional[int],
+           narrow: bool = False) -> str:
     """Tabulated, without columns that are empty in every row, cut after ``max_rows`` rows
-    (``None``: all) with a line pointing to the full files."""
+    (``None``: all) with a line pointing to the full files; ``narrow``: headers on short
+    lines (:func:`_terminal_header`), for a terminal."""
     keep = [i for i, column in enumerate(zip(header, *body)) if any(v not in (None, "") for v in column[1:])]
     shown = body if max_rows is None else body[:max_rows]
+    names = [_terminal_header(header[i]) if narrow else header[i] for i in keep]
     text = tabulate(
-        [[_fmt(r[i]) for i in keep] for r in shown], headers=[header[i] for i in keep], tablefmt=tablefmt,
-        disable_numparse=True,
+        [[_fmt(r[i]) for i in keep] for r in shown], headers=names, tablefmt=tablefmt, disable_numparse=True,
     )
     if len(shown) < len(body):
         text += f"\n... {len(body) - len(shown)} more rows: see summary.md / summary.csv / summary.json"
@@ -479,23 +494,26 @@ def _sections(
         ("Factor levels (pass rate over judged jobs: ok/fail; not_judged = error/timeout/missing)", levels),
         ("One-factor contrasts (pairs of judged jobs differing in that factor alone)", contrasts),
         ("Interactions", _listing([i["evidence"] for i in att["interactions"]], max_rows, "none")),
-        ("Jobs (failing first)", _table(header, body, tablefmt, max_rows) + "\n\n" + _legend(metrics)),
+        ("Jobs (failing first)", _table(header, body, tablefmt, max_rows, narrow=metrics is TERMINAL_METRICS)
+         + "\n\n" + _legend(metrics)),
         ("Not judged (excluded from pass rates)", _listing(not_judged, max_rows, "none")),
     ]
 
 
 def render(
     rows: Sequence[Dict[str, Any]], tablefmt: str = "simple", max_rows: Optional[int] = MAX_ROWS,
-    att: Optional[Dict[str, Any]] = None,
+    att: Optional[Dict[str, Any]] = None, wide: bool = False,
 ) -> str:
     """The terminal report: the verdict, then culprits, factor tables, interactions, the
-    jobs (:data:`BRIEF_METRICS`, failing first) and the jobs not judged, every list cut
-    after ``max_rows`` (``None``: all). Tables in any tabulate format (``simple``,
-    ``github``, ``grid``, ...). ``att`` is :func:`sweep.analysis.attribution.attribute` of ``rows``
-    (computed when not given)."""
+    jobs (failing first: the swept factors and :data:`TERMINAL_METRICS`, or with ``wide``
+    :data:`BRIEF_METRICS`, the first tensor and notes too) and the jobs not judged, every
+    list cut after ``max_rows`` (``None``: all). Tables in any tabulate format
+    (``simple``, ``github``, ``grid``, ...). ``att`` is
+    :func:`sweep.analysis.attribution.attribute` of ``rows`` (computed when not given)."""
     att = att or attribute(rows)
     parts = [att["verdict"]]
-    parts += [f"{title}:\n{body}" for title, body in _sections(rows, att, tablefmt, max_rows, BRIEF_METRICS)]
+    metrics = BRIEF_METRICS if wide else TERMINAL_METRICS
+    parts += [f"{title}:\n{body}" for title, body in _sections(rows, att, tablefmt, max_rows, metrics)]
     return "\n\n".join(parts)
 
 
@@ -554,7 +572,7 @@ def to_csv(rows: Sequence[Dict[str, Any]]) -> str:
 
 def write_report(
     sweep_dir: Path | str, tablefmt: str = "simple", max_rows: Optional[int] = MAX_ROWS,
-    outcome: Optional[Dict[str, Any]] = None,
+    outcome: Optional[Dict[str, Any]] = None, wide: bool = False,
 ) -> str:
     """Write ``summary.md``, ``summary.csv``, ``summary.json`` and ``plots/*.png`` into
     ``sweep_dir``; returns the terminal report (:func:`render`). ``outcome`` (a dict)
@@ -594,7 +612,7 @@ def write_report(
             "jobs": [{k: v for k, v in row.items() if k != "result"} for row in rows],
         },
     )
-    return render(rows, tablefmt, max_rows, att)
+    return render(rows, tablefmt, max_rows, att, wide=wide)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -606,12 +624,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--max-rows", type=int, default=MAX_ROWS,
         help=f"rows per table and list on screen (default {MAX_ROWS}; 0 or -1: all)",
     )
+    parser.add_argument("--wide", action="store_true",
+                        help="the job table with every brief column (first tensor, notes, ...), not only what fits "
+                             "120 columns")
     parser.add_argument("--against", type=Path, default=None, metavar="OLD_DIR",
                         help="another sweep dir: match jobs by config and show what changed (fixed, broke, ...)")
     args = parser.parse_args(argv)
     max_rows = args.max_rows if args.max_rows > 0 else None
     try:
-        print(write_report(args.sweep_dir, args.format, max_rows))
+        print(write_report(args.sweep_dir, args.format, max_rows, wide=args.wide))
         if args.against is not None:
             from sweep.report import against
 

@@ -232,3 +232,22 @@ def test_the_time_left_leaves_out_the_start_up():
     progress.total, progress.done, progress.failed = 10, 2, 0
     progress.durations = [30.0, 2.0]  # the first job paid for starting the shared launch
     assert progress.line(32.0).endswith("~0m16s left")
+
+
+def test_the_terminal_job_table_fits_120_columns_and_wide_shows_the_rest(tmp_path, capsys):
+    """The default grid's five factors (issue 28): factors, status, drift class, first step,
+    max difference; the first tensor and the notes only with --wide and in the files."""
+    grids = (["mp_policy=fp32", "reshard_after_forward=false", "mesh=hsdp2x2", "deterministic=false", "optimizer=adam"],
+             ["mp_policy=bf16", "reshard_after_forward=true", "mesh=dp2", "deterministic=true", "optimizer=sgd"])
+    for num, overrides in enumerate(grids):
+        _job(tmp_path, num, overrides, "ok", _cmp(True, None, 6.01e-5 * num),
+             first_tensor={"description": "layer0.bias grad at step 0, abs 4.31e-05, rel 0.00395; the first gradient "
+                                          "(initial weights equal)", "step": 0, "kind": "grad", "rel_diff": 4e-3})
+    (tmp_path / "multirun.yaml").write_text("{}")
+    text = write_report(tmp_path)
+    table = text[text.index("Jobs (failing first):"):text.index("\n- ")]
+    assert max(len(line) for line in table.splitlines()) <= 120, table
+    assert "layer0.bias" not in table and "reshard after" in table
+    assert main([str(tmp_path), "--wide"]) == 0
+    wide = capsys.readouterr().out
+    assert "first_tensor" in wide and "layer0.bias grad at step 0" in wide
