@@ -668,10 +668,69 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
     ) + tail
 
 
+def _separating_level(rows: Sequence[Row], differ: Sequence[Row]) -> Optional[Tuple[str, Any]]:
+    """The one ``(factor, level)`` whose jobs are exactly the jobs in ``differ``, if any
+    (the first in factor order)."""
+    nums = {r["job"] for r in differ}
+    for factor in factors(rows):
+        for level in _levels(rows, factor):
+            if {r["job"] for r in rows if _level(r, factor) == level} == nums:
+                return factor, level
+    return None
+
+
+def headline(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> str:
+    """The verdict in at most three short sentences, without nested parentheses: the job
+    counts; then the deciding factor with its evidence, or, when nothing fails, the factor
+    that changes the losses at all and by how much against the tolerance
+    (``tolerance_ratio``: the largest ``|diff| / (atol + rtol |standalone|)`` of a job,
+    ``numpy.isclose``'s bound); the details are :func:`verdict`'s."""
+    if not rows:
+        return "0 jobs: nothing to judge."
+    counts = Counter(r["status"] for r in rows)
+    text = f"{len(rows)} jobs: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s]) + "."
+    judged = _judged(rows)
+    if not judged:
+        return text + " Nothing could be judged: no job produced a comparison."
+    if counts["fail"]:
+        if not ranked:
+            return text + " No single swept factor decides it: see the details."
+        top = ranked[0]
+        name = f"{top['factor']}={label(top['level'])}"
+        if top.get("random_draws_only"):
+            return text + f" No culprit: the failing {name} jobs draw random numbers on sharded data."
+        word = "Exposed by, not caused by" if top.get("exposes_only") else "Culprit"
+        failing = [r for r in rows if r["job"] in set(top.get("failing_jobs") or [])]
+        steps = [s for s in (parting_step(r) for r in failing) if s is not None]
+        classes = Counter(c for c in (drift_class(r) for r in failing) if c)
+        where = f" They part from standalone from step {min(steps)}" if steps else ""
+        if where and classes:
+            where += f", {classes.most_common(1)[0][0]}"
+        return text + f" {word}: {name}, failing in {top['to_fail']} of {top['pairs']} one-factor pairs." + \
+            (where + "." if where else "")
+    differ = [r for r in judged if r.get("first_diff_step") is not None]
+    if not differ:
+        return text + " No job fails: every job equals standalone bit for bit."
+    size = _max(r.get("max_abs_diff") for r in differ)
+    ratio = _max(r.get("tolerance_ratio") for r in differ)
+    against = f", {ratio:.1g}x the tolerance" if ratio is not None else ""
+    steps = [s for s in (parting_step(r) for r in differ) if s is not None]
+    since = f", from step {min(steps)}" if steps else ""
+    found = _separating_level(rows, differ)
+    if all(rounding_only(r) for r in differ):
+        return text + (f" No job fails. {len(differ)} of {len(judged)} differ by float rounding only, up to "
+                       f"{size:.1e}{against}.")
+    if found is not None and len(differ) < len(judged):
+        return text + (f" No job fails. Only {found[0]}={label(found[1])} changes the losses: {len(differ)} of "
+                       f"{len(differ)} jobs, up to {size:.1e}{against}{since}.")
+    return text + f" No job fails. {len(differ)} of {len(judged)} differ below tolerance, up to {size:.1e}{against}{since}."
+
+
 def attribute(rows: Sequence[Row]) -> Dict[str, Any]:
     """Everything above for one sweep, JSON-ready.
 
-    Keys: ``verdict`` (str), ``factors``, ``counts`` (status -> jobs), ``judged``,
+    Keys: ``headline`` (:func:`headline`: at most three short sentences), ``verdict``
+    (the details, one paragraph), ``factors``, ``counts`` (status -> jobs), ``judged``,
     ``not_judged`` (``[{job, status, reason}]``), ``levels`` (:func:`level_stats`),
     ``contrasts``, ``culprits``, ``interactions``, ``ties`` (:func:`ties`), ``scalers``
     (:func:`scalers`), ``nondeterministic`` (:func:`nondeterministic_jobs`), ``drift`` (class ->
@@ -687,6 +746,7 @@ def attribute(rows: Sequence[Row]) -> Dict[str, Any]:
             drift[cls].append(row["job"])
     counts = Counter(r["status"] for r in rows)
     return {
+        "headline": headline(rows, ranked),
         "verdict": verdict(rows, ranked, found),
         "factors": factors(rows),
         "counts": {s: counts[s] for s in STATUSES},

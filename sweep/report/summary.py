@@ -25,6 +25,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 from omegaconf import OmegaConf
 from tabulate import tabulate, tabulate_formats
 
@@ -158,6 +159,8 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
         losses = result.losses
         ref, got = read_floats(losses["standalone"]), read_floats(losses["distributed"])
         metrics.update(drift_metrics(ref, got))
+        metrics["tolerance_ratio"] = tolerance_ratio(ref, got, result.comparison.get("rtol"),
+                                                     result.comparison.get("atol"))
         shape = onset(ref, got, float(result.comparison.get("noise_floor") or 0.0))
         metrics.update(first_diff_step=shape["first_diff_step"], onset=shape["pattern"], period=shape["period"])
         for rank in result.rank_comparisons or []:  # every rank judged: the earliest divergence of any rank
@@ -190,6 +193,24 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
         str(note).split(" -- ")[0] for note in result.engine_notes
     ]
     return metrics
+
+
+def tolerance_ratio(ref: Sequence[float], got: Sequence[float], rtol: Optional[float],
+                    atol: Optional[float]) -> Optional[float]:
+    """The largest ``|got - ref| / (atol + rtol |ref|)`` over the finite steps: how far the
+    worst step is from failing (``numpy.isclose``'s bound; 1.0 is the tolerance), ``None``
+    without a tolerance or a finite step."""
+    if rtol is None or atol is None:
+        return None
+    a, b = np.asarray(ref, np.float64), np.asarray(got, np.float64)
+    n = min(a.size, b.size)
+    a, b = a[:n], b[:n]
+    finite = np.isfinite(a) & np.isfinite(b)
+    if not finite.any():
+        return None
+    bound = float(atol) + float(rtol) * np.abs(a[finite])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.max(np.abs(b[finite] - a[finite]) / bound))
 
 
 def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float], got: List[float],
@@ -511,7 +532,7 @@ def render(
     (``simple``, ``github``, ``grid``, ...). ``att`` is
     :func:`sweep.analysis.attribution.attribute` of ``rows`` (computed when not given)."""
     att = att or attribute(rows)
-    parts = [att["verdict"]]
+    parts = [att["headline"], "Details: " + att["verdict"]]
     metrics = BRIEF_METRICS if wide else TERMINAL_METRICS
     parts += [f"{title}:\n{body}" for title, body in _sections(rows, att, tablefmt, max_rows, metrics)]
     return "\n\n".join(parts)
@@ -522,7 +543,7 @@ def render_markdown(
 ) -> str:
     """``summary.md``: the same sections as :func:`render`, complete, with every metric,
     and links to the ``plots`` (paths under ``sweep_dir``)."""
-    parts = [f"# Sweep {sweep_dir}", att["verdict"]]
+    parts = [f"# Sweep {sweep_dir}", f"**{att['headline']}**", "Details: " + att["verdict"]]
     parts += [f"## {title}\n\n{body}" for title, body in _sections(rows, att, "github", None, METRICS)]
     links = [f"[{p.stem}]({p.relative_to(sweep_dir)})" for p in plots]
     parts.append("## Plots\n\n" + (", ".join(links) if links else "none"))
@@ -600,7 +621,7 @@ def write_report(
     layout.summary("md").write_text(render_markdown(sweep_dir, rows, att, plots))
     layout.summary("csv").write_text(to_csv(rows))
     layout.summary("html").write_text(render_html(
-        f"Sweep {sweep_dir}", att["verdict"], _sections(rows, att, "html", None, METRICS), plots
+        f"Sweep {sweep_dir}", att["headline"] + " Details: " + att["verdict"], _sections(rows, att, "html", None, METRICS), plots
     ))
     (sweep_dir / "junit.xml").write_text(to_junit(rows, sweep_dir.name))
     write_json(

@@ -179,7 +179,7 @@ class SummaryCallback(Callback):
 
         pool.close_all()
         report = write_report(sweep_dir, self.tablefmt, self.max_rows, outcome=OUTCOME)
-        print("\n" + report, flush=True)
-        verdict = report.split("\n\n", 1)[0]  # the report's first paragraph, again where the eye is
+        headline, details = report.split("\n\n", 1)
+        print("\n" + details, flush=True)  # the headline once, at the end, where the eye is
         rerender = "python -m sweep.report " + shlex.quote(str(sweep_dir))
-        print(f"\n{verdict}\nsummary: {sweep_dir / 'summary.md'} (re-render: {rerender})", flush=True)
+        print(f"\n{headline}\nsummary: {sweep_dir / 'summary.md'} (re-render: {rerender})", flush=True)

@@ -65,7 +65,11 @@ def test_cli_rerenders_in_any_tabulate_format(sweep_dir, capsys):
 
 def test_report_leads_with_the_verdict_then_culprits_tables_and_errored_jobs(sweep_dir):
     text = write_report(sweep_dir, "simple")
-    verdict = text.splitlines()[0]
+    headline, details = text.split("\n\n")[:2]
+    assert headline.startswith("4 jobs: 1 ok, 1 fail, 1 error, 1 missing. Culprit: optimizer=sgd, failing in 1 of 1 "
+                               "one-factor pairs.")
+    assert headline.count(". ") <= 2 and "(" not in headline  # three short sentences at most, no parentheses
+    verdict = details.removeprefix("Details: ")
     assert "Culprit: optimizer=sgd: fails in 1 of 1 one-factor pairs where optimizer=adam passes" in verdict
     assert "2 not judged" in verdict
     md = (sweep_dir / "summary.md").read_text()
@@ -78,11 +82,11 @@ def test_report_leads_with_the_verdict_then_culprits_tables_and_errored_jobs(swe
     assert "job 2 error: launcher exited with code 1" in not_judged and "job 10 missing" in not_judged
     summary = json.loads((sweep_dir / "summary.json").read_text())
     assert set(summary) == {
-        "sweep_dir", "verdict", "factors", "counts", "judged", "not_judged", "culprits", "interactions", "levels",
+        "sweep_dir", "headline", "verdict", "factors", "counts", "judged", "not_judged", "culprits", "interactions", "levels",
         "contrasts", "drift", "drift_rule", "plots", "jobs", "ties", "scalers", "onset_rule", "confounded",
         "nondeterministic",
     }
-    assert summary["verdict"] == verdict and summary["culprits"][0]["level"] == "sgd"
+    assert summary["verdict"] == verdict and summary["headline"] == headline and summary["culprits"][0]["level"] == "sgd"
     assert [j["job"] for j in summary["not_judged"]] == [2, 10]
     assert summary["drift"]["step0"] == [1] and summary["plots"] == ["plots/job_1.png", "plots/factor_effects.png"]
 
