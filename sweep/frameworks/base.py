@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Any, ClassVar, Dict, List, Optional, Tuple
@@ -182,6 +183,26 @@ class Framework:
     def rank_functions(cls) -> Any:
         """The imported :attr:`rank_module`."""
         return importlib.import_module(cls.rank_module)
+
+
+def npu_count(env: Optional[Dict[str, str]] = None, dev: Path = Path("/dev")) -> int:
+    """The Ascend NPUs this host lets a job use, without starting a framework: the devices
+    ``ASCEND_RT_VISIBLE_DEVICES`` lists (CANN's own restriction, comma-separated ids) when
+    it is set, else the ``/dev/davinci<N>`` device files the driver creates, one per NPU
+    (``davinci_manager`` and the like are not devices)."""
+    env = os.environ if env is None else env
+    visible = env.get("ASCEND_RT_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip()])
+    return len([p for p in dev.glob("davinci*") if p.name[len("davinci"):].isdigit()])
+
+
+def check_npus(world: int) -> None:
+    """Raises: ConfigError: fewer NPUs than ``world`` ranks (:func:`npu_count`)."""
+    found = npu_count()
+    if found < world:
+        raise ConfigError(f"device=npu needs {world} NPUs for this mesh, this host has {found} "
+                          "(/dev/davinci*, or ASCEND_RT_VISIBLE_DEVICES where set)")
 
 
 def rank_script() -> str:

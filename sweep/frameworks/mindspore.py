@@ -9,7 +9,7 @@ from typing import Any, List, Optional
 
 from sweep.config.enums import as_str
 from sweep.errors import ConfigError
-from sweep.frameworks.base import Framework, per_node, rank_script
+from sweep.frameworks.base import Framework, check_npus, per_node, rank_script
 from sweep.launch import supervise
 from sweep.launch.topology import DEFAULT_PORT, Topology
 from sweep.layout import JobDir
@@ -56,16 +56,19 @@ class MindSporeFramework(Framework):
     @classmethod
     def check_device(cls, device: str, world: int) -> None:
         """``npu`` needs the Ascend toolkit's environment (``ASCEND_HOME_PATH`` or
-        ``ASCEND_TOOLKIT_HOME``, set by its ``set_env.sh``).
+        ``ASCEND_TOOLKIT_HOME``, set by its ``set_env.sh``) and ``world`` NPUs
+        (``sweep.frameworks.base.npu_count``).
 
         Raises:
-            ConfigError: the toolkit's environment is missing.
+            ConfigError: the toolkit's environment or NPUs are missing.
         """
         if device == "npu" and not (os.environ.get("ASCEND_HOME_PATH") or os.environ.get("ASCEND_TOOLKIT_HOME")):
             raise ConfigError(
                 "device=npu with framework=mindspore needs the Ascend toolkit: source its set_env.sh "
                 "(ASCEND_HOME_PATH is not set on this host)"
             )
+        if device == "npu":
+            check_npus(world)
 
     @classmethod
     def check_train(cls, cfg: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 
 from sweep.config.enums import as_str
 from sweep.errors import ConfigError
-from sweep.frameworks.base import Framework, per_node
+from sweep.frameworks.base import Framework, check_npus, per_node
 from sweep.launch import supervise
 from sweep.launch.topology import Topology
 
@@ -75,13 +75,16 @@ class TorchFramework(Framework):
 
     @classmethod
     def check_device(cls, device: str, world: int) -> None:
-        """``npu`` needs ``torch_npu``; ``cuda`` needs ``torch.cuda.device_count() >= world``.
+        """``npu`` needs ``torch_npu`` and ``world`` NPUs (``sweep.frameworks.base.npu_count``);
+        ``cuda`` needs ``torch.cuda.device_count() >= world``.
 
         Raises:
             ConfigError: the device is missing, naming what was looked for.
         """
         if device == "npu" and importlib.util.find_spec("torch_npu") is None:
             raise ConfigError("device=npu with framework=torch needs torch_npu (not installed on this host)")
+        if device == "npu":
+            check_npus(world)
         if device == "cuda" and importlib.util.find_spec("torch") is not None:
             import torch  # only for this check
 

@@ -131,3 +131,16 @@ def test_seed_issue_preset_is_the_report_as_config(compose_cfg):
     assert cfg.weights.transfer.value == "shared" and cfg.order.value == "standalone_first"
     assert cfg.zero_grad is False and cfg.framework.grad_api.value == "value_and_grad"
     assert cfg.optimizer.name.value == "adam" and cfg.optimizer.lr == 1e-4
+
+
+def test_npus_are_counted_before_launch_as_gpus_are(tmp_path, monkeypatch):
+    from sweep.frameworks.base import check_npus, npu_count
+
+    for name in ("davinci0", "davinci1", "davinci_manager", "davinci"):
+        (tmp_path / name).write_text("")
+    assert npu_count({}, tmp_path) == 2  # one /dev/davinci<N> per NPU
+    assert npu_count({"ASCEND_RT_VISIBLE_DEVICES": "4,5,6"}, tmp_path) == 3  # CANN's own restriction wins
+    monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "0,1")
+    with pytest.raises(ConfigError, match=r"device=npu needs 4 NPUs for this mesh, this host has 2"):
+        check_npus(4)
+    check_npus(2)
