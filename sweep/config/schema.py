@@ -147,7 +147,8 @@ class FrameworkConfig:
     (``sweep.run.pool``; torch's ``elastic_fork``: ``sweep.launch.fork_launch``).
     ``device_map`` maps ``device`` to the framework's own name for it (torch: the
     process-group backend, gloo on CPU; MindSpore: ``device_target``). ``env`` is added
-    to every rank's environment (e.g. ``MS_DEV_HOST_BLOCKING_RUN=1``).
+    to every rank's environment (e.g. ``GLOG_v=3``); ``device_env[device]`` too, on that
+    device only (MindSpore's ``MS_DEV_HOST_BLOCKING_RUN=1``, measured to help on CPU).
     """
 
     name: str = affects(BASELINE, DISTRIBUTED, LAUNCH, default=MISSING)
@@ -157,6 +158,7 @@ class FrameworkConfig:
     grad_api: GradApi = affects(BASELINE, DISTRIBUTED, default=GradApi.backward)
     device_map: Dict[str, str] = affects(BASELINE, DISTRIBUTED, LAUNCH, default_factory=dict)
     env: Dict[str, str] = affects(BASELINE, DISTRIBUTED, LAUNCH, default_factory=dict)
+    device_env: Dict[str, Dict[str, str]] = affects(BASELINE, DISTRIBUTED, LAUNCH, default_factory=dict)
 
 
 @dataclass

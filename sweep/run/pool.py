@@ -33,6 +33,7 @@ from omegaconf import OmegaConf
 
 from sweep.config.schema import LAUNCH, fields_with, select
 from sweep.frameworks import Framework
+from sweep.config.enums import as_str
 from sweep.launch import supervise
 from sweep.layout import STOP, JobDir, PoolDir, SweepDir
 
@@ -47,9 +48,12 @@ def runs_jobs_in_process(hydra_launcher: Any) -> bool:
 
 
 def rank_env(cfg: Any) -> Dict[str, str]:
-    """What a job adds to its ranks' environment: ``framework.env`` and
+    """What a job adds to its ranks' environment: ``framework.env``, the job device's
+    ``framework.device_env`` (settings measured to help on one device only) and
     ``OMP_NUM_THREADS=execution.omp_num_threads``."""
-    return dict(cfg.framework.env, OMP_NUM_THREADS=str(cfg.execution.omp_num_threads))
+    device = as_str(cfg.device)
+    extra = (cfg.framework.get("device_env") or {}).get(device) or {}
+    return dict(cfg.framework.env, **extra, OMP_NUM_THREADS=str(cfg.execution.omp_num_threads))
 
 
 def prestart(cfg: Any, sweep_dir: Path) -> None:

@@ -144,3 +144,12 @@ def test_npus_are_counted_before_launch_as_gpus_are(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=r"device=npu needs 4 NPUs for this mesh, this host has 2"):
         check_npus(4)
     check_npus(2)
+
+
+def test_a_setting_measured_on_one_device_reaches_the_ranks_on_that_device_only(compose_cfg):
+    from sweep.run.pool import rank_env
+
+    cpu = rank_env(compose_cfg(["framework=mindspore", "engine=data_parallel"]))
+    npu = rank_env(compose_cfg(["framework=mindspore", "engine=data_parallel", "device=npu"]))
+    assert cpu["MS_DEV_HOST_BLOCKING_RUN"] == "1" and "MS_DEV_HOST_BLOCKING_RUN" not in npu
+    assert cpu["GLOG_v"] == npu["GLOG_v"] == "3"

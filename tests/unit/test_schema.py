@@ -47,6 +47,7 @@ def test_derived_lists_follow_the_roles():
     assert "mesh.mesh_shape" not in fields_with(BASELINE) and "compare.rtol" not in fields_with(BASELINE)
     assert set(fields_with(LAUNCH)) == {
         "framework.name", "framework.impl", "framework.pool_launcher", "framework.device_map", "framework.env",
+        "framework.device_env",
         "execution.omp_num_threads", "device",
     }
     assert fields_with("verdict") == ["compare.rtol", "compare.atol", "compare.noise_floor", "repeat"]
