@@ -49,6 +49,9 @@ class Framework:
     # Its ranks record gradients and weights in a tracing rerun (compare.trace_until): the
     # first differing tensor (sweep.analysis.trace).
     traces_tensors: ClassVar[bool] = False
+    # Its launcher's log lines that say a rank died while the others wait for it: the job
+    # ends then, as error with that line, not at its time limit (sweep.launch.supervise).
+    early_exit_patterns: ClassVar[Tuple[str, ...]] = ()
     # Its standalone copy can run the job's mp_policy (baseline.precision=policy).
     policy_baselines: ClassVar[bool] = False
 
@@ -164,14 +167,15 @@ class Framework:
             env = dict(env, MASTER_ADDR=str(topology.master_addr), MASTER_PORT=str(topology.master_port))
         else:
             argv = cls.argv(launcher, nproc, job_dir)
-        return supervise.LaunchSpec(argv=argv, env=env, log_path=JobDir(job_dir).launcher_log, timeout_s=timeout_s)
+        return supervise.LaunchSpec(argv=argv, env=env, log_path=JobDir(job_dir).launcher_log, timeout_s=timeout_s,
+                                    fail_patterns=cls.early_exit_patterns)
 
     @classmethod
     def start_shared(cls, launcher: str, nproc: int, pool_dir: Path, env: Dict[str, str]) -> supervise.Launch:
         """Start a shared launch of ``nproc`` ranks serving ``pool_dir`` (``sweep.run.pool``)."""
         spec = supervise.LaunchSpec(
             argv=cls.argv(launcher, nproc, pool_dir), env=env, log_path=PoolDir(pool_dir).launcher_log,
-            timeout_s=float("inf"),
+            timeout_s=float("inf"), fail_patterns=cls.early_exit_patterns,
         )
         return supervise.start(spec)
 

@@ -52,6 +52,9 @@ class MindSporeFramework(Framework):
     # jobs of one setting only.
     launch_fields = ("deterministic",)
     traces_tensors = True
+    # msrun (--join=True) logs a worker that died, then waits for the others, which wait in
+    # init() for it: without this a worker failing at start (a CANN/driver mismatch) is a timeout
+    early_exit_patterns = (r"Worker process \d+ exit with exception",)
 
     @classmethod
     def check_device(cls, device: str, world: int) -> None:

@@ -12,6 +12,7 @@ for it carries ``SWEEP_KILL_TAG`` in its environment and is killed by that tag
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -20,11 +21,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Protocol
+from typing import Dict, List, Optional, Protocol, Tuple
 
 import psutil
 
 TAG = "SWEEP_KILL_TAG"
+WATCH_S = 1.0  # how often a running launch's log is read for LaunchSpec.fail_patterns
 
 
 @dataclass
@@ -37,6 +39,10 @@ class LaunchSpec:
     log_path: Path
     timeout_s: float
     kill_tag: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # Regexes of a launcher's log line saying a rank died while the others wait for it
+    # (msrun: "Worker process N exit with exception"): the launch ends at once, not at
+    # its time limit (``Framework.early_exit_patterns``).
+    fail_patterns: Tuple[str, ...] = ()
 
 
 @dataclass
@@ -47,6 +53,34 @@ class LaunchOutcome:
     timed_out: bool
     wall_s: float
     killed: int  # processes of the launch that were still alive and got SIGKILL
+    failed_early: Optional[str] = None  # the log line of a rank that died first (LaunchSpec.fail_patterns)
+
+
+class LogWatch:
+    """Reads what a log file gained since the last :meth:`match` (or since it was made,
+    ``from_end``: a shared launch's log holds earlier jobs) and returns the first line
+    matching one of ``patterns`` (``re.search``), from the match on; ``None`` otherwise."""
+
+    def __init__(self, path: Path, patterns: Tuple[str, ...], from_end: bool = False) -> None:
+        self.path, self.patterns = path, [re.compile(p) for p in patterns]
+        self.offset = path.stat().st_size if from_end and path.exists() else 0
+        self.partial = ""
+
+    def match(self) -> Optional[str]:
+        if not self.patterns or not self.path.exists():
+            return None
+        with open(self.path, "rb") as log:
+            log.seek(self.offset)
+            chunk = log.read()
+        self.offset += len(chunk)
+        lines = (self.partial + chunk.decode(errors="replace")).split("\n")
+        self.partial = lines.pop()
+        for line in lines:
+            for pattern in self.patterns:
+                found = pattern.search(line)
+                if found:
+                    return line[found.start():].strip()
+        return None
 
 
 class Handle(Protocol):
@@ -175,15 +209,23 @@ def run(spec: LaunchSpec) -> LaunchOutcome:
     """
     began = time.monotonic()
     handle = start(spec)
-    timed_out = False
+    watch = LogWatch(spec.log_path, spec.fail_patterns)
+    timed_out, early = False, None
     try:
-        returncode: Optional[int] = handle.wait(timeout=spec.timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        returncode = None
+        while True:
+            try:
+                returncode: Optional[int] = handle.wait(timeout=min(WATCH_S, max(0.0, began + spec.timeout_s
+                                                                                  - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                early = watch.match()
+                if early is not None or time.monotonic() - began >= spec.timeout_s:
+                    timed_out, returncode = early is None, None
+                    break
     except BaseException:
         handle.kill()
         raise
-    # after a normal exit: stragglers with the tag (msrun's workers); after a timeout: all
-    killed = handle.kill() if timed_out else kill_processes(None, spec.kill_tag)
-    return LaunchOutcome(returncode=returncode, timed_out=timed_out, wall_s=time.monotonic() - began, killed=killed)
+    # after a normal exit: stragglers with the tag (msrun's workers); after a timeout or an early failure: all
+    killed = handle.kill() if returncode is None else kill_processes(None, spec.kill_tag)
+    return LaunchOutcome(returncode=returncode, timed_out=timed_out, wall_s=time.monotonic() - began, killed=killed,
+                         failed_early=early)

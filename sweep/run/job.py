@@ -59,12 +59,16 @@ def timeout_s(cfg: DictConfig) -> float:
 
 def log_tails(job_dir: Path, lines: int = TAIL_LINES, launcher_log: Optional[Path] = None) -> Dict[str, str]:
     """Last ``lines`` lines of every log of the job, by file name; ``launcher_log`` is the
-    shared launch's log when the job ran in one (``sweep.run.pool``)."""
+    shared launch's log when the job ran in one (``sweep.run.pool``), and the worker logs
+    beside it (a rank that died before it took the job) come as ``pool <name>``."""
     tails = {}
-    paths = sorted(JobDir(job_dir).logs.glob("*.log")) + ([launcher_log] if launcher_log else [])
-    for path in paths:
+    named = [(p.name, p) for p in sorted(JobDir(job_dir).logs.glob("*.log"))]
+    if launcher_log:
+        named.append((launcher_log.name, launcher_log))
+        named += [(f"pool {p.name}", p) for p in sorted(launcher_log.parent.glob("worker_*.log"))]
+    for name, path in named:
         text = path.read_text(errors="replace").splitlines()
-        tails[path.name] = "\n".join(text[-lines:])
+        tails[name] = "\n".join(text[-lines:])
     return tails
 
 
@@ -172,6 +176,11 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
         record.log_tails = log_tails(job_dir, launcher_log=log)
         if outcome.timed_out:
             record.status, record.reason = "timeout", f"no result after {limit:.0f} s from {', '.join(missing)}"
+        elif outcome.failed_early:
+            record.status = "error"
+            record.reason = (f"no result from rank(s) {', '.join(missing)}: a rank died at {outcome.wall_s:.0f} s and "
+                             f"the launch was stopped: {outcome.failed_early}; "
+                             + failure_cause(outcome.returncode, record.log_tails))
         else:
             record.status = "error"
             record.reason = f"no result from rank(s) {', '.join(missing)}: " + failure_cause(

@@ -125,6 +125,8 @@ class RankPool:
             KeyboardInterrupt: re-raised after the pool's processes are killed.
         """
         began = time.monotonic()
+        spec = getattr(self.handle, "spec", None)
+        watch = supervise.LogWatch(spec.log_path, spec.fail_patterns, from_end=True) if spec is not None else None
         self._post(str(job_dir))
         self.jobs += 1
         paths = [JobDir(job_dir).rank_result(r) for r in range(self.world)]
@@ -135,6 +137,10 @@ class RankPool:
                         returncode=self.handle.poll(), timed_out=False, wall_s=time.monotonic() - began,
                         killed=supervise.kill_processes(None, self.handle.kill_tag),
                     )
+                early = watch.match() if watch is not None else None
+                if early is not None:  # a rank died, the others wait for it: stop now, not at the time limit
+                    return supervise.LaunchOutcome(returncode=None, timed_out=False, wall_s=time.monotonic() - began,
+                                                   killed=self.handle.kill(), failed_early=early)
                 if time.monotonic() - began > timeout_s:
                     killed = self.handle.kill()
                     return supervise.LaunchOutcome(

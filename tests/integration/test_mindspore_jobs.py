@@ -1,6 +1,7 @@
 """Real MindSpore jobs through msrun on CPU (data parallel: AllReduce works on CPU)."""
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -94,3 +95,21 @@ def test_backward_grad_api_is_rejected_before_launch_where_mindspore_lacks_it(tm
     assert proc.returncode == 2 and result["status"] == "error"
     assert "framework.grad_api=backward" in result["reason"] and "no Tensor.backward" in result["reason"]
     assert not (tmp_path / "run" / "logs").exists()
+
+
+def test_a_worker_that_dies_before_it_joins_ends_its_job_at_once_with_its_line(tmp_path):
+    """A CANN/driver mismatch kills a worker at start; msrun logs it and waits for the
+    others, which wait in init() for it: the job is an error within seconds, in its own
+    launch and in a shared one (issue 28), not a timeout at its limit."""
+    early = ["framework=mindspore", "engine=data_parallel", "framework.impl=tests.helpers.early_exit.EarlyExitMindSpore",
+             "steps=5"]
+    began = time.monotonic()
+    proc = run_cli(early, tmp_path / "single")
+    r = json.loads((tmp_path / "single" / "run" / "result.json").read_text())
+    assert proc.returncode == 2 and r["status"] == "error" and time.monotonic() - began < 60
+    assert "a rank died at" in r["reason"] and "Worker process" in r["reason"] and "planted:" in r["reason"]
+    proc = run_cli(["-m", "ablation=none", *early, "optimizer=adam,sgd"], tmp_path / "shared")
+    summary = json.loads((tmp_path / "shared" / "multirun" / "summary.json").read_text())
+    assert [j["status"] for j in summary["jobs"]] == ["error", "error"]
+    assert all("a rank died at" in j["reason"] and "planted:" in j["reason"] for j in summary["jobs"])
+    assert time.monotonic() - began < 120

@@ -93,3 +93,29 @@ def test_a_crash_cause_keeps_an_exception_message_that_follows_its_line():
         "fail! Unsupported data type! The supported data types are input[Float32], output[Float32]; but get "
         "input[BFloat16 ]; worker_1.log: ValueError: bad shape"
     )
+
+
+def test_a_rank_that_dies_while_the_others_wait_ends_the_launch_at_once(tmp_path):
+    """msrun logs a worker that died, then waits for the others (which wait for it): the
+    launch ends at that line, not at its time limit (issue 28)."""
+    script = "import time; print('[ERROR] ME(1): Worker' + ' process 7 exit with exception. Error code: 1.', " \
+             "flush=True); time.sleep(60)"  # (the command line, first in the log, must not match)
+    spec = supervise.LaunchSpec(argv=[sys.executable, "-c", script], env={}, log_path=tmp_path / "launcher.log",
+                                timeout_s=50, fail_patterns=(r"Worker process \d+ exit with exception",))
+    outcome = supervise.run(spec)
+    assert outcome.failed_early == "Worker process 7 exit with exception. Error code: 1."
+    assert outcome.wall_s < 10 and not outcome.timed_out and outcome.returncode is None and outcome.killed >= 1
+    assert supervise.tagged_processes(spec.kill_tag) == []
+
+
+def test_a_log_watch_reads_only_what_came_after_it(tmp_path):
+    log = tmp_path / "pool.log"
+    log.write_text("Worker process 1 exit with exception (an earlier job)\n")
+    watch = supervise.LogWatch(log, (r"Worker process \d+ exit",), from_end=True)
+    assert watch.match() is None
+    with open(log, "a") as f:
+        f.write("noise\nWorker process 2 exit with")
+    assert watch.match() is None  # a line not finished yet
+    with open(log, "a") as f:
+        f.write(" exception\n")
+    assert watch.match() == "Worker process 2 exit with exception"
