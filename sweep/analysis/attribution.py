@@ -270,33 +270,6 @@ def _onset_sentence(jobs: Sequence[Row]) -> str:
     return text
 
 
-def level_shifts(rows: Sequence[Row]) -> List[Dict[str, Any]]:
-    """The effect of each level within its one-factor pairs (the other factors held
-    fixed), so that a factor whose marginal means only echo another factor shows none.
-
-    One dict per (factor, level) with pairs: ``factor``, ``level``, ``pairs``,
-    ``to_fail`` (pairs where switching to this level turns a pass into a fail),
-    ``to_pass`` (the reverse), ``mean_shift`` (mean change of ``mean_signed_diff`` when
-    switching to this level, loss units; ``None`` without finite values).
-    """
-    pairs = one_factor_pairs(rows)
-    out = []
-    for factor in factors(rows):
-        for level in _levels(rows, factor):
-            oriented = _oriented(pairs, factor, level)
-            if not oriented:
-                continue
-            out.append({
-                "factor": factor,
-                "level": level,
-                "pairs": len(oriented),
-                "to_fail": len(_flips_to_fail(oriented)),
-                "to_pass": sum(x["status"] == "ok" and y["status"] == "fail" for x, y in oriented),
-                "mean_shift": _mean(_shift(x, y) for x, y in oriented),
-            })
-    return out
-
-
 def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     """Culprit levels, most convincing first.
 

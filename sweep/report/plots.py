@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
-from sweep.analysis.attribution import label, level_shifts
+from sweep.analysis.attribution import label
 from sweep.io import read_floats
 
 STATUS_COLOURS = {"ok": "tab:green", "fail": "tab:red", "not judged": "tab:gray"}
@@ -72,19 +72,21 @@ def plot_job(row: Dict[str, Any], path: Path) -> Path:
             ax.axvline(first, color="black", linestyle=":", linewidth=1, label=f"first failing step {first}")
     magnitude.legend(fontsize="small")
     overrides = " ".join(f"{k}={v}" for k, v in row["overrides"].items())
-    fig.suptitle(f"job {row['job']} ({row['status']}, first failing step {first}): {overrides}",
-                 fontsize="small", wrap=True)
+    where = f"first failing step {first}" if first is not None else "within tolerance"
+    fig.suptitle(f"job {row['job']} ({row['status']}, {where}): {overrides}", fontsize="small", wrap=True)
     fig.savefig(path)
     return path
 
 
 def plot_factor_effects(rows: Sequence[Dict[str, Any]], levels: Sequence[Dict[str, Any]], path: Path) -> Path:
     """One column per factor. Top: jobs per level by outcome (ok, fail, not judged:
-    error/timeout/missing), so errored jobs are counted. Bottom: the effect of each level
-    within its one-factor pairs (:func:`sweep.analysis.attribution.level_shifts`: the mean change
-    of the mean signed difference, loss units, when only this factor changes to this
-    level), labelled with how many of those pairs flip pass to fail; a level with no
-    pair has no bar. Writes a PNG to ``path``; returns ``path``.
+    error/timeout/missing), so errored jobs are counted; red means fail and nothing else.
+    Bottom: how far the jobs of each level are from standalone, ``max_abs_diff`` (loss
+    units, log scale): the worst job and the median job of the level (blue shades), and
+    the tolerance at a loss of 1 (``atol + rtol``) as a dotted line; a level whose jobs
+    equal standalone bit for bit has no bar. Sizes, not signed means, so levels that drift
+    both ways do not cancel. The legend sits below the panels. Writes a PNG to ``path``;
+    returns ``path``.
 
     Raises:
         ValueError: ``levels`` is empty (no factor varies).
@@ -92,8 +94,10 @@ def plot_factor_effects(rows: Sequence[Dict[str, Any]], levels: Sequence[Dict[st
     names = list(dict.fromkeys(s["factor"] for s in levels))
     if not names:
         raise ValueError("no factor varies: nothing to plot")
-    shifts = {(s["factor"], s["level"]): s for s in level_shifts(rows)}
-    fig, axes = _figure(2, len(names), 3.4 * len(names), 6.5)
+    fig, axes = _figure(2, len(names), 3.2 * len(names) + 0.6, 6.5)
+    judged = [r for r in rows if r["status"] in ("ok", "fail") and r.get("max_abs_diff") is not None]
+    sizes = [float(r["max_abs_diff"]) for r in judged if float(r["max_abs_diff"]) > 0]
+    tol = _tolerance(judged)
     for col, name in enumerate(names):
         stats = [s for s in levels if s["factor"] == name]
         x = np.arange(len(stats))
@@ -109,21 +113,36 @@ def plot_factor_effects(rows: Sequence[Dict[str, Any]], levels: Sequence[Dict[st
         top.set_ylabel("jobs")
         top.yaxis.get_major_locator().set_params(integer=True)
         top.set_title(name)
-        effects = [shifts.get((name, s["level"])) for s in stats]
-        values = np.array([np.nan if e is None or e["mean_shift"] is None else e["mean_shift"] for e in effects])
-        bottom.bar(x, values, color=np.where(values < 0, "tab:red", "tab:blue"))
-        for i, e in enumerate(effects):
-            if e is not None:
-                bottom.annotate(f"{e['to_fail']}/{e['pairs']} flip to fail", (i, 0), ha="center",
-                                va="bottom", fontsize="x-small", rotation=90)
+        worst, median = [], []
+        for s in stats:
+            diffs = [float(r["max_abs_diff"]) for r in judged if r["overrides"].get(name) == s["level"]]
+            worst.append(max(diffs) if diffs and max(diffs) > 0 else np.nan)
+            median.append(float(np.median(diffs)) if diffs and np.median(diffs) > 0 else np.nan)
+        bottom.bar(x - 0.2, worst, width=0.4, color="tab:blue", label="worst job")
+        bottom.bar(x + 0.2, median, width=0.4, color="lightsteelblue", label="median job")
+        if tol is not None:
+            bottom.axhline(tol, color="black", linestyle=":", linewidth=1, label="tolerance at loss 1")
+        bottom.set_yscale("log")
+        if sizes:
+            bottom.set_ylim(min(sizes + ([tol] if tol else [])) / 3, max(sizes + ([tol] if tol else [])) * 3)
         bottom.set_xticks(x, ticks, rotation=45, ha="right")
-        bottom.set_ylabel("Δ mean signed diff\nwithin one-factor pairs (loss)")
-        bottom.axhline(0.0, color="black", linewidth=0.5)
-    axes[0, 0].legend(fontsize="small")
-    fig.suptitle("Factor effects: outcomes per level (top); the change when only this factor changes (bottom)",
+        bottom.set_ylabel("max |distributed - standalone|\n(loss, log)" if col == 0 else "")
+    handles = [h for ax in (axes[0, 0], axes[1, 0]) for h in ax.get_legend_handles_labels()[0]]
+    labels = [lab for ax in (axes[0, 0], axes[1, 0]) for lab in ax.get_legend_handles_labels()[1]]
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small")
+    fig.suptitle("Factor effects: outcomes per level (top); how far its jobs are from standalone (bottom)",
                  fontsize="small")
     fig.savefig(path)
     return path
+
+
+def _tolerance(rows: Sequence[Dict[str, Any]]) -> float | None:
+    """``atol + rtol`` of the jobs' comparisons (the tolerance at a loss of 1), if known."""
+    for row in rows:
+        comparison = getattr(row.get("result"), "comparison", None) or {}
+        if comparison.get("atol") is not None and comparison.get("rtol") is not None:
+            return float(comparison["atol"]) + float(comparison["rtol"])
+    return None
 
 
 def plot_record(record: Any, path: Path) -> Path:

@@ -591,6 +591,12 @@ def to_csv(rows: Sequence[Dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
+def _failing_plot(path: Path, rows: Sequence[Dict[str, Any]]) -> bool:
+    """False for the plot of a failing job (it comes first), True otherwise."""
+    failing = {f"job_{r['job']}" for r in rows if r["status"] == "fail"}
+    return path.stem not in failing
+
+
 def write_report(
     sweep_dir: Path | str, tablefmt: str = "simple", max_rows: Optional[int] = MAX_ROWS,
     outcome: Optional[Dict[str, Any]] = None, wide: bool = False,
@@ -621,7 +627,8 @@ def write_report(
     layout.summary("md").write_text(render_markdown(sweep_dir, rows, att, plots))
     layout.summary("csv").write_text(to_csv(rows))
     layout.summary("html").write_text(render_html(
-        f"Sweep {sweep_dir}", att["headline"] + " Details: " + att["verdict"], _sections(rows, att, "html", None, METRICS), plots
+        f"Sweep {sweep_dir}", att["headline"] + " Details: " + att["verdict"], _sections(rows, att, "html", None, METRICS),
+        sorted(plots, key=lambda p: (p.stem != "factor_effects", _failing_plot(p, rows))),
     ))
     (sweep_dir / "junit.xml").write_text(to_junit(rows, sweep_dir.name))
     write_json(

@@ -43,3 +43,29 @@ def test_plots_refuse_what_they_cannot_draw(tmp_path, rows):
     with pytest.raises(ValueError, match="no factor varies"):
         plot_factor_effects(rows, [], tmp_path / "factor_effects.png")
     assert not list(tmp_path.glob("*.png"))
+
+
+def test_a_page_of_many_plots_stays_under_1_mb_and_links_the_rest(tmp_path):
+    """summary.html embeds the factor effects and the failing jobs first, up to its budget,
+    and links the other plots beside it (the default grid wrote 4.1 MB before, issue 28)."""
+    from sweep.report.html import EMBED_BYTES, render_html
+
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    paths = []
+    for i in range(20):
+        path = plots / f"job_{i}.png"
+        path.write_bytes(PNG_MAGIC + bytes(180_000))  # the size of a job plot
+        paths.append(path)
+    page = render_html("Sweep x", "20 jobs: 20 ok.", [], paths)
+    assert len(page.encode()) < 1_000_000 and EMBED_BYTES < 1_000_000
+    assert page.count("data:image/png;base64,") == 3 and "<a href='plots/job_19.png'>job_19</a>" in page
+
+
+def test_a_job_plot_within_tolerance_says_so_not_none(tmp_path, rows, monkeypatch):
+    from matplotlib.figure import Figure
+
+    titles = []
+    monkeypatch.setattr(Figure, "suptitle", lambda self, text, **kw: titles.append(text))
+    plot_job(dict(rows[0], first_fail_step=None), tmp_path / "job_0.png")
+    assert titles == ["job 0 (ok, within tolerance): optimizer=adam"]
