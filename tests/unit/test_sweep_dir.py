@@ -36,7 +36,11 @@ def test_resume_runs_into_it_and_replace_grid_moves_the_results_aside(tmp_path):
 
 def test_a_dir_whose_jobs_never_finished_or_an_unknown_plan_is_taken(tmp_path):
     (tmp_path / "0").mkdir()  # started, no result: nothing to lose
-    claim(tmp_path, GRID, GRID).release()
+    held = claim(tmp_path, GRID, GRID)
+    assert held.fd >= 0 and (tmp_path / "0").is_dir()
+    held.release()
     (tmp_path / "other").mkdir()
     _with_results(tmp_path / "other")
-    claim(tmp_path / "other", None, GRID).release()  # another sweeper: its plan is not known here
+    held = claim(tmp_path / "other", None, GRID)  # another sweeper: its plan is not known here
+    assert held.fd >= 0 and (tmp_path / "other" / "0" / "result.json").exists()
+    held.release()
