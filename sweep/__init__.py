@@ -21,8 +21,8 @@ there and what it may import (``tests/unit/test_layout.py`` holds the rules):
 and at the top the contracts every wing shares: ``records`` (rank and job records),
 ``layout`` (where each file of a job, pool and sweep dir lives), ``errors``, ``io``.
 
-Public API: :func:`load` and :func:`load_steps` (``sweep.report.frame``, imported on
-first use so that ``import sweep`` imports neither pandas nor the report code).
+Public API: :func:`load`, :func:`load_steps` and :func:`load_trace` (``sweep.report.frame``,
+imported on first use so that ``import sweep`` imports neither pandas nor the report code).
 """
 
 from sweep import _moved
@@ -33,8 +33,9 @@ _moved.install()
 
 
 def __getattr__(name: str):
-    """``sweep.load`` and ``sweep.load_steps`` (:mod:`sweep.report.frame`), imported on first use."""
-    if name in ("load", "load_steps"):
+    """``sweep.load``, ``sweep.load_steps`` and ``sweep.load_trace`` (:mod:`sweep.report.frame`),
+    imported on first use."""
+    if name in ("load", "load_steps", "load_trace"):
         from sweep.report import frame
 
         return getattr(frame, name)

@@ -93,6 +93,16 @@ class RankResult(_Record):
     this rank holds, "coords": its mesh coordinates, "mesh_dims": their names,
     "digests": [sha1 hex of the local weights after each step]}``; ranks with one key
     must give equal digests (``sweep.run.job``); ``None`` where not recorded.
+    
+    ``collectives``: the distributed copy's ledger (``sweep.engines.collectives``) folded
+    per step (``calls``), the engine's ``expected`` contract (or ``unchecked``: why none),
+    FSDP2's ``divide_factors`` and the ``notes`` where they depart
+    (``sweep.analysis.collectives.ledger_notes``); step 0 in a job, every traced step in
+    its tracing rerun. ``optimizer``: ``{"standalone", "distributed": each param group's
+    hyper-parameters as the optimizer held them after step 0, "notes"}``. ``modules``:
+    the tracing rerun's module comparison (``sweep.analysis.modules.compare_modules``:
+    ``first``, ``description``, ``rows``); ``tensors``: its every traced tensor compared
+    (``sweep.analysis.trace.tensor_rows``).
     """
 
     rank: int
@@ -113,6 +123,10 @@ class RankResult(_Record):
     random_draws: Dict[str, bool] = field(default_factory=dict)
     initial: Optional[Dict[str, Any]] = None
     replica: Optional[Dict[str, Any]] = None
+    collectives: Optional[Dict[str, Any]] = None
+    optimizer: Optional[Dict[str, Any]] = None
+    modules: Optional[Dict[str, Any]] = None
+    tensors: Optional[List[Dict[str, Any]]] = None
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
@@ -165,6 +179,11 @@ class JobRecord(_Record):
     that hold the same shards, compared step by step (``{"groups": [[rank, ...]],
     "coords": {rank: [..]}, "mesh_dims": [...], "first_step": first step a replica
     disagrees or None, "ranks": the ranks that disagree then}``; ``None`` without digests);
+    ``first_module``: the first module whose inputs agree and whose output (or
+    output gradient) differs, over the tracing rerun's ranks
+    (``sweep.analysis.modules.first_over_ranks``), or ``{"description"}`` saying none did,
+    or ``None`` when not traced; ``collectives``: rank 0's ledger (``RankResult.collectives``)
+    and every rank's ``notes``; ``optimizer``: rank 0's (``RankResult.optimizer``).
     ``started``/``finished``: UTC ISO-8601.
     """
 
@@ -199,6 +218,9 @@ class JobRecord(_Record):
     resumed: bool = False
     random_draws: Optional[bool] = None
     replicas: Optional[Dict[str, Any]] = None
+    first_module: Optional[Dict[str, Any]] = None
+    collectives: Optional[Dict[str, Any]] = None
+    optimizer: Optional[Dict[str, Any]] = None
     started: Optional[str] = None
     finished: Optional[str] = None
     schema_version: int = SCHEMA_VERSION

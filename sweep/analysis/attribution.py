@@ -262,6 +262,8 @@ def _onset_sentence(jobs: Sequence[Row]) -> str:
         if first.get("onset_until") is not None:
             text += (f", over after update {first['onset_until']} (a fault on a few steps only: what differs "
                      "later is its aftermath)")
+    if first.get("first_module"):
+        text += f"; first differing module: {first['first_module']}"
     if first.get("first_tensor"):
         again = " (from another launch of this nondeterministic job)" if first.get("nondeterministic") else ""
         text += f"; first differing tensor{again}: {first['first_tensor']}"

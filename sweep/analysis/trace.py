@@ -23,6 +23,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from sweep.analysis.collectives import scale_signature
+
 Trace = List[Dict[str, Dict[str, np.ndarray]]]
 KINDS = ("initial", "initial_buffer", "buffer", "grad", "weight")  # a step's order; "initial*" at step 0 only
 # Path segments that wrappers insert into parameter names (activation checkpointing, FSDP1,
@@ -90,10 +92,12 @@ def differing_shards(a: np.ndarray, b: np.ndarray, shards: int, noise_floor: flo
 
 def first_difference(standalone: Trace, distributed: Trace, noise_floor: float = 0.0,
                      min_rel: float = 0.0, layout: Optional[Dict[str, int]] = None,
-                     rank: int = 0) -> Optional[Dict[str, Any]]:
+                     rank: int = 0, known: Optional[Dict[str, Optional[float]]] = None) -> Optional[Dict[str, Any]]:
     """The first ``(step, kind, name)`` whose two tensors differ by more than
     ``noise_floor`` (max absolute difference) and by at least ``min_rel`` (relative), in
-    trace order (names sorted within a kind), or ``None`` if none does.
+    trace order: kinds in :data:`KINDS` order, within a kind by cause where the step
+    records an ``"order"`` (the gradients as autograd produced them), else by name; or
+    ``None`` if none does.
 
     Returns ``{"step", "kind", "name", "abs_diff", "rel_diff", "weights_identical_before",
     "grads_recorded", "description"}``: ``rel_diff`` is ``abs_diff / scale``, ``scale`` the
@@ -107,12 +111,15 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
     tensors compared here) and when only some shards differ, also ``"shards": {"of": k,
     "differ": [i, ...], "ranks": [...]}``: the ranks that hold those shards in the shard
     group of ``rank`` (the rank that gathered the tensors), ``(rank // k) k + i`` (a mesh
-    ``(replicate, shard)`` of consecutive ranks, ``init_device_mesh``'s order).
+    ``(replicate, shard)`` of consecutive ranks, ``init_device_mesh``'s order). A gradient
+    that is a pure multiple of the standalone one (:func:`pure_scale`) adds ``"scale"``
+    and, where it matches a factor of ``known`` (``{"world_size": 4, ...}``,
+    ``sweep.analysis.collectives.scale_signature``), ``"scale_signature"``.
     """
     for step in range(min(len(standalone), len(distributed))):
         for kind in KINDS:
             ours, theirs = standalone[step].get(kind, {}), distributed[step].get(kind, {})
-            shared = sorted(set(ours) & set(theirs))
+            shared = _by_cause(set(ours) & set(theirs), standalone[step].get("order", {}).get(kind))
             kind_scale = max((_scale(ours[n]) for n in shared), default=0.0)
             for name in shared:
                 a, b = np.asarray(ours[name], np.float64), np.asarray(theirs[name], np.float64)
@@ -142,9 +149,39 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
                 if parts and len(parts) < k:
                     found["shards"] = {"of": k, "differ": parts,
                                        "ranks": [rank // k * k + i for i in parts]}
+                ratio = pure_scale(a, b) if a.shape == b.shape and kind == "grad" else None
+                if ratio is not None:
+                    found["scale"] = ratio
+                    signature = scale_signature(ratio, known or {})
+                    if signature:
+                        found["scale_signature"] = signature
                 found["description"] = describe(found)
                 return found
     return None
+
+
+PURE_SCALE_RESIDUAL = 1e-3  # b is r * a when |b - r a| <= this share of |b|
+
+
+def pure_scale(a: np.ndarray, b: np.ndarray) -> Optional[float]:
+    """``r`` when ``b`` is ``r`` times ``a`` (least squares ``r = a.b / a.a``, residual
+    within :data:`PURE_SCALE_RESIDUAL` of ``|b|``) and ``r`` is not 1, else ``None``."""
+    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    aa, bb = float(np.dot(a, a)), float(np.linalg.norm(b))
+    if aa == 0 or bb == 0:
+        return None
+    r = float(np.dot(a, b)) / aa
+    if abs(r - 1.0) < 1e-3 or float(np.linalg.norm(b - r * a)) > PURE_SCALE_RESIDUAL * bb:
+        return None
+    return r
+
+
+def _by_cause(names: Any, order: Optional[Sequence[str]]) -> List[str]:
+    """``names`` in the order the step produced them where the trace gives one (``order``:
+    a step's ``"order"[kind]``, e.g. the gradients in the order autograd produced them:
+    the last layer's first), then the rest by name."""
+    rank = {name: i for i, name in enumerate(order or ())}
+    return sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
 
 
 def _scale(tensor: Any) -> float:
@@ -178,7 +215,8 @@ def to_shards(standalone: Trace, distributed: Trace, rank: int) -> Trace:
 
 
 def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int,
-           layout: Optional[Dict[str, int]] = None, rank: int = 0) -> Dict[str, Any]:
+           layout: Optional[Dict[str, int]] = None, rank: int = 0,
+           known: Optional[Dict[str, Optional[float]]] = None) -> Dict[str, Any]:
     """:func:`first_difference`, and if that one is within float rounding
     (:data:`ROUNDING_REL`), also the first tensor beyond it (``beyond_rounding``: a dict
     like the first, or ``None``), added to the description; ``{"description": "no tensor
@@ -191,7 +229,7 @@ def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step:
     series = update_series(standalone, distributed)
     updates = dict(update_onset(series), **series) if series["rel"] else None
     found = _locate(standalone, distributed, noise_floor, last_step, layout, rank,
-                    systematic=bool(updates and updates.get("systematic")))
+                    systematic=bool(updates and updates.get("systematic")), known=known)
     if updates is not None:
         found["updates"] = updates
     missing = missing_names(standalone, distributed)
@@ -204,13 +242,14 @@ def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step:
 
 
 def _locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int,
-            layout: Optional[Dict[str, int]], rank: int, systematic: bool) -> Dict[str, Any]:
-    found = first_difference(standalone, distributed, noise_floor, layout=layout, rank=rank)
+            layout: Optional[Dict[str, int]], rank: int, systematic: bool,
+            known: Optional[Dict[str, Optional[float]]] = None) -> Dict[str, Any]:
+    found = first_difference(standalone, distributed, noise_floor, layout=layout, rank=rank, known=known)
     if found is None:
         return {"description": f"no tensor differs in steps 0-{last_step}"}
     if found["rel_diff"] < ROUNDING_REL:
         beyond = first_difference(standalone, distributed, noise_floor, min_rel=ROUNDING_REL, layout=layout,
-                                  rank=rank)
+                                  rank=rank, known=known)
         found["beyond_rounding"] = beyond
         if beyond:
             found["description"] += f"; first beyond rounding (rel >= {ROUNDING_REL:g}): " + beyond["description"]
@@ -237,6 +276,9 @@ def describe(found: Dict[str, Any]) -> str:
            f"rel {found['rel_diff']:.3g}"
     if found.get("near_zero"):
         text += f" (zero up to rounding: rel to the largest {found['kind']})"
+    if found.get("scale") is not None:
+        text += f"; the distributed {found['kind']} is x{found['scale']:.4g} the standalone one" + (
+            f" ({found['scale_signature']})" if found.get("scale_signature") else "")
     if found["kind"] == "grad":
         text += "; weights identical before" if found["step"] > 0 else "; the first gradient (initial weights equal)"
     elif found.get("grad_only_in"):
@@ -403,3 +445,27 @@ def update_onset(series: Dict[str, Sequence[float]]) -> Dict[str, Any]:
     half = rel.size // 2
     growing = half >= 1 and float(np.mean(rel[half:])) > 2.0 * float(np.mean(rel[:half]))
     return dict(out, pattern="growth" if growing else "noise")
+
+
+def tensor_rows(standalone: Trace, distributed: Trace) -> List[Dict[str, Any]]:
+    """Every tensor both traces hold, compared: ``[{"step", "kind", "name", "order", "abs",
+    "rel", "shape"}]`` in trace order (:func:`first_difference`'s: kinds in :data:`KINDS`
+    order, within a kind by cause), ``rel`` against the standalone tensor's ``max|.|``
+    (``inf`` for a zero one that differs; a shape mismatch gives ``inf`` for both). The
+    table behind ``sweep.load_trace``."""
+    rows: List[Dict[str, Any]] = []
+    for step in range(min(len(standalone), len(distributed))):
+        for kind in KINDS:
+            ours, theirs = standalone[step].get(kind, {}), distributed[step].get(kind, {})
+            names = _by_cause(set(ours) & set(theirs), standalone[step].get("order", {}).get(kind))
+            for i, name in enumerate(names):
+                a, b = np.asarray(ours[name], np.float64), np.asarray(theirs[name], np.float64)
+                if a.shape != b.shape:
+                    diff = rel = float("inf")
+                else:
+                    diff = float(np.max(np.abs(a - b))) if a.size else 0.0
+                    scale = _scale(a)
+                    rel = diff / scale if scale > 0 else (float("inf") if diff > 0 else 0.0)
+                rows.append({"step": step, "kind": kind, "name": name, "order": i, "abs": diff, "rel": rel,
+                             "shape": list(b.shape)})
+    return rows

@@ -447,6 +447,10 @@ class CompareConfig:
     # period up to a third of it shows); 0: the onset from the losses only. Memory: two
     # copies' weights per step, in the rank's host memory.
     onset_steps: int = affects(default=24)
+    # The tracing rerun also records every module's forward input and output and each
+    # output's gradient (summaries, sweep.train.torch_observe) to name the first module
+    # that differs (sweep.analysis.modules); false: tensors only.
+    module_trace: bool = affects(default=True)
     # Set by the job in its tracing rerun only: record gradients and weights up to
     # trace_until, weights up to onset_until.
     trace_until: Optional[int] = affects(default=None)

@@ -171,6 +171,25 @@ class TorchEngine(Engine):
 
         return torch.amp.GradScaler(self.device.type, **_scaler_kwargs(scaler_cfg))
 
+    # Why this engine's collectives have no contract to check (``expected_collectives``
+    # is None), for the record; None: it has one.
+    collectives_unchecked: Optional[str] = "the engine declares no collective contract"
+
+    def collectives(self) -> Any:
+        """A ledger of the collectives this copy issues while it is entered
+        (``sweep.engines.collectives.Ledger``)."""
+        from sweep.engines.collectives import Ledger
+
+        return Ledger()
+
+    def expected_collectives(self) -> Optional[Dict[str, Any]]:
+        """What the config implies for this engine's collectives, checked against the
+        ledger by ``sweep.analysis.collectives.ledger_notes``: ``{"mesh_shape",
+        "mesh_dim_names", "reduce_scatter" / "all_reduce" / "all_gather": {"dim", "size",
+        "dtypes", "why"} or None, "divide": the data-parallel degree, "units",
+        "grad_accum_steps"}``; ``None``: no contract (:attr:`collectives_unchecked` says why)."""
+        return None
+
     def optimizer_step(self, optimizer: Any, grads: Any = None, *, scaler: Any = None) -> None:
         """``optimizer.step()`` after ``loss.backward()`` (``grads`` is unused), or
         ``scaler.step(optimizer)`` (skipped on inf/NaN gradients) with a gradient scaler."""
@@ -227,7 +246,7 @@ class MindSporeEngine(Engine):
     def observe_reduce(self, observed: Dict[str, str]) -> ContextManager[None]:
         """A context that, while a step's gradients are computed and reduced, records in
         ``observed["reduce"]`` the dtype the gradient reduction ran in (as torch's
-        ``sweep.train.torch_step._ObserveReduce``). Nothing here: one process reduces nothing."""
+        a torch engine's ``collectives()`` ledger). Nothing here: one process reduces nothing."""
         return contextlib.nullcontext()
 
     def clip_grad_norm(self, grads: Any, max_norm: float) -> Any:

@@ -47,6 +47,7 @@ class TorchDDP(TorchEngine):
     check_config = staticmethod(_no_policy)
     check_baseline = staticmethod(_no_policy_baseline)
     unused_fields = ("reshard_after_forward", "mp_policy.cast_forward_inputs")
+    collectives_unchecked = "DDP reduces its gradient buckets from C++, out of the ledger's sight"
 
     def parallelize(self, model: Any) -> Any:
         from torch.nn.parallel import DistributedDataParallel

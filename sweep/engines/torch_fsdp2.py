@@ -7,7 +7,8 @@ the same ``fully_shard`` calls on a mesh of one rank."""
 
 from __future__ import annotations
 
-from typing import Any, Dict
+import math
+from typing import Any, Dict, Optional
 
 from sweep.engines.base import StandaloneTorch, TorchEngine, dtype_name
 
@@ -60,6 +61,43 @@ class TorchFSDP2(TorchEngine):
         model, units = shard_on(model, self.cfg, mesh)
         self.units = units
         return model
+
+    collectives_unchecked = None
+
+    def collectives(self) -> Any:
+        """The ledger with FSDP2's gradient divide factors (``sweep.engines.collectives.FSDP2Ledger``)."""
+        from sweep.engines.collectives import FSDP2Ledger
+
+        return FSDP2Ledger()
+
+    def expected_collectives(self) -> Optional[Dict[str, Any]]:
+        """FSDP2's contract on this config (``fully_shard`` docs and
+        ``_fsdp_collectives.foreach_reduce``): parameters all-gathered in ``param_dtype``
+        (else the master dtype, ``model.init_dtype``) over the mesh's last dim (shard);
+        gradients reduce-scattered in ``reduce_dtype`` (else the gradient's dtype:
+        ``param_dtype`` or the master dtype) over it and, on a 2-D mesh (HSDP),
+        all-reduced over dim 0 (replicate); divided in all by the data-parallel degree
+        (the mesh's size: a mean); one reduction per ``fully_shard`` unit (the root
+        included) per optimizer step."""
+        shape = [int(n) for n in self.cfg.mesh.mesh_shape]
+        dims = [str(d) for d in self.cfg.mesh.mesh_dim_names]
+        master = dtype_name(self.cfg.model.get("init_dtype")) or "float32"
+        policies = [self.cfg.mp_policy] + list((getattr(self, "units", None) or {}).values())
+        gather = sorted({dtype_name(p["param_dtype"]) or master for p in policies})
+        reduce = sorted({dtype_name(p["reduce_dtype"]) or dtype_name(p["param_dtype"]) or master for p in policies})
+        why_reduce = ("mp_policy.reduce_dtype, else param_dtype, else model.init_dtype: "
+                      f"reduce_dtype={dtype_name(self.cfg.mp_policy.reduce_dtype)}, "
+                      f"param_dtype={dtype_name(self.cfg.mp_policy.param_dtype)}")
+        why_gather = f"mp_policy.param_dtype={dtype_name(self.cfg.mp_policy.param_dtype)}, else model.init_dtype"
+        return {
+            "mesh_shape": shape, "mesh_dim_names": dims,
+            "all_gather": {"dim": dims[-1], "size": shape[-1], "dtypes": gather, "why": why_gather},
+            "reduce_scatter": {"dim": dims[-1], "size": shape[-1], "dtypes": reduce, "why": why_reduce},
+            "all_reduce": {"dim": dims[0], "size": shape[0], "dtypes": reduce, "why": why_reduce}
+            if len(shape) == 2 else None,
+            "divide": int(math.prod(shape)), "units": len(getattr(self, "units", None) or {}) + 1,
+            "grad_accum_steps": int(self.cfg.train.grad_accum_steps),
+        }
 
     def grad_scaler(self, scaler_cfg: Any) -> Any:
         """``ShardedGradScaler`` (torch.distributed.fsdp.sharded_grad_scaler): each rank

@@ -196,3 +196,51 @@ def load_steps(path: Path | str) -> Any:
     frame = pd.DataFrame.from_records(rows, columns=list(STEP_COLUMNS))
     return frame.astype({"job": "int64", "step": "int64", "rank": "int64", "standalone": "float64",
                          "distributed": "float64", "difference": "float64"})
+
+
+TRACE_COLUMNS = ("rank", "step", "phase", "order", "what", "name", "call", "rel_in", "abs", "rel", "shape",
+                 "dtype_standalone", "dtype_distributed")
+
+
+def load_trace(job_dir: Path | str) -> Any:
+    """A job's module and tensor comparison from its tracing rerun (``JOB_DIR/trace/``,
+    ``sweep.run.job``), as a ``pandas.DataFrame``, one row per rank and compared tensor,
+    in trace order: columns ``rank``, ``step``, ``phase`` (``forward``, ``backward`` for
+    module outputs and their gradients; ``initial``, ``initial_buffer``, ``buffer``,
+    ``grad``, ``weight`` for parameters and buffers), ``order`` (position within the
+    step's phase: execution order, autograd's order for gradients), ``what``
+    (``module`` or ``tensor``), ``name`` (the module's or the tensor's canonical name),
+    ``call`` (a module's k-th call in the step, 0 for tensors), ``rel_in`` (a module
+    input's relative difference), ``abs`` / ``rel`` (max absolute difference, relative to
+    the standalone tensor's ``max|.|``), ``shape``, ``dtype_standalone``,
+    ``dtype_distributed`` (modules only). Filter ``rel >= 1e-4`` for what is beyond
+    float rounding (``sweep.analysis.trace.ROUNDING_REL``).
+
+    Raises:
+        ImportError: pandas is not installed (names the extra).
+        FileNotFoundError: the job has no tracing rerun (its copies never differed, or
+            ``compare.trace_after=0``).
+    """
+    pd = _pandas()
+    trace = Path(job_dir) / "trace"
+    ranks = _rank_results(JobDir(trace))
+    if not ranks:
+        raise FileNotFoundError(f"no tracing rerun in {job_dir} (no {trace}/ranks/rank_*.json): its copies never "
+                                "differed, or compare.trace_after=0")
+    rows = []
+    for rank, result in sorted(ranks.items()):
+        for row in (result.modules or {}).get("rows") or []:
+            rows.append({"rank": rank, "step": row["step"], "phase": row["phase"], "order": row["order"],
+                         "what": "module", "name": row["module"], "call": row["call"], "rel_in": row["rel_in"],
+                         "abs": row["abs"], "rel": row["rel"], "shape": row["shape"],
+                         "dtype_standalone": row["dtype_standalone"], "dtype_distributed": row["dtype_distributed"]})
+        for row in result.tensors or []:
+            rows.append({"rank": rank, "step": row["step"], "phase": row["kind"], "order": row["order"],
+                         "what": "tensor", "name": row["name"], "call": 0, "rel_in": None, "abs": row["abs"],
+                         "rel": row["rel"], "shape": row["shape"], "dtype_standalone": None, "dtype_distributed": None})
+    phases = {p: i for i, p in enumerate(("initial", "initial_buffer", "forward", "buffer", "backward", "grad",
+                                          "weight"))}
+    rows.sort(key=lambda r: (r["rank"], r["step"], phases.get(r["phase"], len(phases)), r["order"]))
+    frame = pd.DataFrame.from_records(rows, columns=list(TRACE_COLUMNS))
+    return frame.astype({"rank": "int64", "step": "int64", "order": "int64", "call": "int64", "rel_in": "float64",
+                         "abs": "float64", "rel": "float64"})

@@ -48,11 +48,12 @@ from sweep.report.plots import write_plots
 
 COMPARISON = ("first_fail_step", "n_fail", "max_abs_diff", "max_rel_diff", "mean_signed_diff")
 METRICS = (
-    "status", "drift", "first_diff_step", "first_real_step", "onset", "first_tensor", *COMPARISON, "step0_diff",
+    "status", "drift", "first_diff_step", "first_real_step", "onset", "first_module", "first_tensor", *COMPARISON,
+    "step0_diff",
     "runs_low_pct", "trend", "final_ratio", "ranks_agree", "repeats", "dtypes_configured", "dtypes_ran", "notes", "wall_s",
 )
 BRIEF_METRICS = (
-    "status", "drift", "first_diff_step", "first_tensor", "first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff",
+    "status", "drift", "first_diff_step", "first_module", "first_tensor", "first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff",
     "runs_low_pct", "notes",
 )
 # The terminal's job table (at most 120 columns with the default grid's five factors); the
@@ -73,6 +74,8 @@ LEGEND = {
                        "the traced steps differ by rounding only",
     "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts, from the update "
              "differences of traced jobs, else from the losses (rules in summary.json)",
+    "first_module": "the first module whose inputs agree and whose forward output (or, if every forward agrees, "
+                    "whose backward's gradient) differs between the copies, from the tracing rerun's module trace",
     "first_tensor": "the first parameter gradient (after reduction) or weight (after the step) that differs between "
                     "the copies, from a rerun that records them (compare.trace_after steps past the first difference)",
     "mean_signed_diff": "mean of distributed - standalone over the steps, loss units (negative: distributed runs low)",
@@ -168,6 +171,7 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
             if step is not None and (metrics["first_diff_step"] is None or step < metrics["first_diff_step"]):
                 metrics["first_diff_step"] = step
     tensor = result.first_tensor or {}
+    metrics["first_module"] = (result.first_module or {}).get("description")
     metrics["first_tensor"] = tensor.get("description") or tensor.get("note")
     # the size of the first real difference: beyond float rounding if the first one is rounding
     beyond = tensor.get("beyond_rounding")
@@ -710,6 +714,8 @@ def job_headline(job_dir: Path | str) -> List[str]:
     step = row.get("first_real_step") if row.get("first_real_step") is not None else row.get("first_diff_step")
     if cls is not None:
         lines.append(f"the copies part at step {step}: {cls} ({DRIFT_CLASSES[cls]})")
+    if row.get("first_module") and cls not in (None, "rounding"):
+        lines.append(f"first differing module: {row['first_module']}")
     if row.get("first_tensor") and cls not in (None, "rounding"):
         lines.append(f"first differing tensor: {row['first_tensor']}")
     record = row.get("result")

@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import sweep
 from sweep.analysis.compare import MISSING_PREFIX, RANDOM_DRAWS_NOTE, compare_losses
+from sweep.analysis.modules import first_over_ranks
 from sweep.analysis.trace import KINDS, missing_text
 from sweep.config.enums import as_str
 from sweep.config.schema import (
@@ -295,12 +296,23 @@ def _trace(
     _, _, _, outcome = _run_ranks(cfg, framework, trace_dir, JobRecord(config=config), world, env, limit,
                                   sweep_dir, share_launches)
     record.timings_s["trace"] = time.perf_counter() - began
-    found = [(r.first_tensor, r.rank) for r in _read_ranks(trace_dir, world) if r is not None and r.first_tensor]
+    rerun = [r for r in _read_ranks(trace_dir, world) if r is not None]
+    modules = [((r.modules or {}).get("first"), r.rank) for r in rerun if r.modules is not None]
+    if modules:
+        record.first_module = first_over_ranks(modules) or {"description": next(
+            r.modules["description"] for r in rerun if r.modules is not None)}
+    later = _ranked_notes({r.rank: (r.collectives or {}).get("notes") or [] for r in rerun}, len(rerun))
+    record.notes.extend(n for n in later if n not in record.notes)  # the traced steps' collectives
+    found = [(r.first_tensor, r.rank) for r in rerun if r.first_tensor]
     hits = [dict(t, rank=rank) for t, rank in found if "step" in t]
     if hits:
         record.first_tensor = min(hits, key=_first_tensor_order)
         where = _first_tensor_order(record.first_tensor)[:3]  # (real or not, its step, its kind)
         record.first_tensor["ranks"] = [t["rank"] for t in hits if _first_tensor_order(t)[:3] == where]
+        module, tensor = record.first_module or {}, record.first_tensor
+        if module.get("step") is not None and module["step"] > tensor["step"]:  # came in through an update
+            module["description"] += (f"; the weights already differ after step {tensor['step']}'s update "
+                                      "(first differing tensor): the module computes on them")
     elif found:
         record.first_tensor = dict(found[0][0], rank=found[0][1])
         if "description" in record.first_tensor:  # the losses differed, the rerun's tensors do not
@@ -521,6 +533,7 @@ def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalo
             f" (on rank{'s' if len(held) > 1 else ''} {', '.join(map(str, held))} only)"
         record.notes.append(MISSING_PREFIX + missing_text(sorted(missing, key=lambda m: (m["name"], m["only_in"])))
                             + where)
+    record.collectives, record.optimizer = _inside_notes(record, ranks)
     unequal = [(r.rank, r.initial["first"]) for r in ranks if r.initial and r.initial.get("first")]
     record.replicas = replica_check(ranks)
     record.dtypes = {
@@ -557,6 +570,41 @@ def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalo
         record.status, record.reason = "fail", "; ".join(reasons)
     else:
         record.status, record.reason = "ok", None
+
+
+def _ranked_notes(per_rank: Dict[int, List[str]], world: int) -> List[str]:
+    """Notes of several ranks, each once, naming its ranks unless every rank has it."""
+    held: Dict[str, List[int]] = {}
+    for rank, notes in sorted(per_rank.items()):
+        for note in notes:
+            held.setdefault(note, []).append(rank)
+    return [note if len(ranks) == world or world == 1 else
+            f"{note} (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))})"
+            for note, ranks in held.items()]
+
+
+def _inside_notes(record: JobRecord, ranks: List[RankResult]) -> tuple:
+    """The job's ``collectives`` and ``optimizer`` (rank 0's, with every rank's notes;
+    ``sweep.train.torch_rank.collectives_record`` / ``optimizer_record``), their notes
+    added to ``record.notes``. MindSpore ranks record neither: ``collectives`` then says
+    it was not observed."""
+    first = ranks[0]
+    if first.collectives is None and record.config and record.config.get("framework", {}).get("name") != "torch":
+        collectives: Optional[Dict[str, Any]] = {"unchecked": "not observed: the ledger is wired for torch ranks only"}
+    else:
+        collectives = dict(first.collectives) if first.collectives is not None else None
+    notes: List[str] = []
+    if collectives is not None and first.collectives is not None:
+        collectives["notes"] = _ranked_notes({r.rank: (r.collectives or {}).get("notes") or [] for r in ranks},
+                                             len(ranks))
+        notes += collectives["notes"]
+    optimizer = dict(first.optimizer) if first.optimizer is not None else None
+    if optimizer is not None:
+        optimizer["notes"] = _ranked_notes({r.rank: (r.optimizer or {}).get("notes") or [] for r in ranks},
+                                           len(ranks))
+        notes += optimizer["notes"]
+    record.notes.extend(n for n in notes if n not in record.notes)
+    return collectives, optimizer
 
 
 def replica_check(ranks: List[RankResult]) -> Optional[Dict[str, Any]]:

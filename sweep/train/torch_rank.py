@@ -274,6 +274,14 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         else None
     drew: Dict[str, bool] = {}
     digests: List[str] = []
+    ledger: List[Dict[str, Any]] = []
+    ran: Dict[str, List[Dict[str, Any]]] = {"standalone": [], "distributed": []}
+    module_traces = {}
+    if until is not None and cfg.compare.get("module_trace", True):  # the tracing rerun: inside the model too
+        from sweep.train.torch_observe import ModuleTrace
+
+        module_traces = {name: ModuleTrace(model) for name, model in
+                         (("standalone", standalone), ("distributed", distributed)) if name in names}
 
     def own_stream(name: str, fn: Any) -> Any:
         def run() -> Any:
@@ -287,12 +295,14 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
             "standalone": own_stream("standalone", lambda: train(
                 standalone, to_device(global_np), alone, opt_standalone, cfg.train, input_dtype=input_dtype,
                 observed=observed_standalone, trace=traces.get("standalone"), trace_until=until_step,
-                weights_until=weights_step)),
+                weights_until=weights_step, modules=module_traces.get("standalone"),
+                optimizer_log=ran["standalone"])),
             "distributed": own_stream("distributed", lambda: train(
                 distributed, to_device(local_np), engine, opt_distributed, cfg.train,
                 clear_grads=bool(cfg.zero_grad), input_dtype=input_dtype, observed=observed,
                 trace=traces.get("distributed"), trace_until=until_step, weights_until=weights_step,
-                digests=digests)),
+                digests=digests, modules=module_traces.get("distributed"), ledger=ledger,
+                ledger_until=max(until_step, 0), optimizer_log=ran["distributed"])),
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
@@ -310,14 +320,59 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         dtypes_observed=observed, dtypes_observed_standalone=observed_standalone, zero_grad_effective=bool(cfg.zero_grad),
         engine_notes=list(info.get("notes") or engine.notes), engine=info,
         random_draws=drew, initial=initial, replica=replica,
+        collectives=collectives_record(engine, ledger, rank, world) if "distributed" in names else None,
+        optimizer=optimizer_record(cfg, ran),
     )
+    for trace_of in module_traces.values():
+        trace_of.remove()
+    if len(module_traces) == 2:
+        from sweep.analysis.modules import compare_modules
+
+        result.modules = compare_modules(module_traces["standalone"].steps, module_traces["distributed"].steps,
+                                         rank, sharded=as_str(cfg.data.split) == "sharded")
     if traces.get("standalone") and traces.get("distributed"):
-        from sweep.analysis.trace import locate
+        from sweep.analysis.trace import locate, tensor_rows
         from sweep.train.torch_step import shard_layout
 
+        result.tensors = tensor_rows(traces["standalone"], traces["distributed"])
+
+        shape = [int(n) for n in cfg.mesh.mesh_shape]
+        known = {"world_size": float(world), "grad_accum_steps": float(cfg.train.grad_accum_steps),
+                 "the replicate degree": float(shape[0]) if len(shape) == 2 else None}
         result.first_tensor = locate(traces["standalone"], traces["distributed"], float(cfg.compare.noise_floor),
-                                     weights_step, layout=shard_layout(distributed), rank=rank)
+                                     weights_step, layout=shard_layout(distributed), rank=rank, known=known)
     write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
+
+
+def collectives_record(engine: TorchEngine, ledger: List[Dict[str, Any]], rank: int, world: int) -> Dict[str, Any]:
+    """``RankResult.collectives``: the ledger folded per step
+    (``sweep.analysis.collectives.ledger_summary``), the engine's expected contract or
+    why it has none, FSDP2's divide factors of the first reduction, and the notes where
+    the ledger departs from the contract (``ledger_notes``)."""
+    from sweep.analysis.collectives import ledger_notes, ledger_summary
+
+    expected = engine.expected_collectives()
+    divide = [e for e in ledger if e["op"] == "divide_factors"]
+    out: Dict[str, Any] = {"expected": expected, "calls": ledger_summary(ledger, rank, world, expected),
+                           "divide_factors": divide[0] if divide else None,
+                           "notes": ledger_notes(ledger, expected, rank, world)}
+    if expected is None:
+        out["unchecked"] = engine.collectives_unchecked
+    return out
+
+
+def optimizer_record(cfg: Any, ran: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
+    """``RankResult.optimizer``: each copy's param groups as its optimizer held them
+    after step 0 and the notes where they depart from the ``optimizer`` section
+    (``sweep.analysis.collectives.optimizer_notes``)."""
+    from omegaconf import OmegaConf
+
+    from sweep.analysis.collectives import optimizer_notes
+
+    configured = OmegaConf.to_container(cfg.optimizer, resolve=True)
+    configured["name"] = as_str(cfg.optimizer.name)
+    held = {copy: groups for copy, groups in ran.items() if groups}
+    return dict(held, notes=optimizer_notes(held, configured))
 
 
 def run_rank(cfg: Any, job_dir: str, phase: str = "both") -> None:

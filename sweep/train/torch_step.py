@@ -43,47 +43,6 @@ def loss_function(name: str) -> Callable[[Any, Any], Any]:
     raise ValueError(f"train.loss={name!r}; allowed: mse, cross_entropy, or a dotted path")
 
 
-class _ObserveReduce:
-    """While entered, record the dtype of the first tensor torch.distributed reduces
-    (``reduce_scatter_single``/``reduce_scatter_tensor``: FSDP2's gradient reduction,
-    torch 2.13's ``_fsdp_collectives`` calls the former; ``all_reduce``: HSDP's
-    replicate dim, hyper-parallel) into ``observed["reduce"]``. It only looks: the call
-    goes through unchanged. DDP reduces in C++ (its buckets), out of sight: unknown."""
-
-    # name -> (position, keyword) of the tensor being reduced
-    WATCHED = {"reduce_scatter_tensor": (1, "input"), "reduce_scatter_single": (1, "input"),
-               "all_reduce": (0, "tensor")}
-
-    def __init__(self, observed: Dict[str, str]) -> None:
-        self.observed = observed
-        self.saved: Dict[str, Any] = {}
-
-    def _watch(self, original: Any, position: int, keyword: str) -> Any:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            tensor = kwargs.get(keyword, args[position] if len(args) > position else None)
-            if tensor is not None and hasattr(tensor, "dtype"):
-                self.observed.setdefault("reduce", _dtype(tensor))
-            return original(*args, **kwargs)
-
-        return wrapper
-
-    def __enter__(self) -> "_ObserveReduce":
-        import torch.distributed as dist
-
-        for name, (position, keyword) in self.WATCHED.items():
-            if not hasattr(dist, name):
-                continue
-            self.saved[name] = getattr(dist, name)
-            setattr(dist, name, self._watch(self.saved[name], position, keyword))
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        import torch.distributed as dist
-
-        for name, original in self.saved.items():
-            setattr(dist, name, original)
-
-
 def host_copy(tensor: Any) -> np.ndarray:
     """A float32 numpy array copied out of ``tensor`` (any dtype, any device; a ``DTensor``
     gives its local shard): ``detach().to("cpu", float32, copy=True)``. The copy is the
@@ -205,6 +164,10 @@ def train(
     trace_until: int = -1,
     weights_until: int = -1,
     digests: Optional[List[str]] = None,
+    modules: Optional[Any] = None,
+    ledger: Optional[List[Dict[str, Any]]] = None,
+    ledger_until: int = 0,
+    optimizer_log: Optional[List[Dict[str, Any]]] = None,
 ) -> List[float]:
     """Train one pass over ``samples`` (per step a pair of tensors, ``(rows, ...)``) with
     the step of the module docstring. Returns the loss of every step (float).
@@ -214,8 +177,9 @@ def train(
 
     If ``observed`` is a dict, step 0 fills it with the dtypes that actually ran:
     ``param_forward`` (the weight of the first module that has one, seen by its
-    forward), ``output`` (the model output), ``reduce`` (the gradients torch.distributed
-    reduced, :class:`_ObserveReduce`), ``grad`` (the gradient the optimizer reads),
+    forward), ``output`` (the model output), ``reduce`` (the dtype of the first reduction
+    torch.distributed was called with: the engine's ledger, ``engine.collectives()``),
+    ``grad`` (the gradient the optimizer reads),
     ``master`` (this rank's stored parameter: the master weights) and
     ``optimizer_state`` (the optimizer's first state tensor after the step, e.g. Adam's
     ``exp_avg``; none for plain SGD).
@@ -229,6 +193,16 @@ def train(
 
     If ``digests`` is a list, each step appends :func:`local_digest` of the weights after
     the step (this rank's local shards; the replica check of ``sweep.run.job``).
+
+    If ``modules`` is a ``sweep.train.torch_observe.ModuleTrace`` (already attached to
+    ``model``), each step up to ``trace_until`` is recorded by it, and that step's trace
+    entry gets ``"order": {"grad": [...]}``: the parameters in the order autograd produced
+    their modules' output gradients (the first tensor by cause, ``sweep.analysis.trace``).
+    If ``ledger`` is a list, the collectives of steps 0 to ``ledger_until`` (forward,
+    backward, unscale, clipping, optimizer step; not the trace's own gathers) are appended
+    to it (``engine.collectives()``, ``sweep.engines.collectives``). If ``optimizer_log``
+    is a list, it gets ``optimizer_ran(optimizer)`` after step 0's
+    optimizer step: the hyper-parameters the step ran with.
 """
     loss_fn = loss_function(str(train_cfg.loss))
     accum = int(train_cfg.grad_accum_steps)
@@ -248,7 +222,13 @@ def train(
         if traced:
             trace.append({"initial": record_tensors(model, "weight"),
                           "initial_buffer": record_tensors(model, "buffer")} if i == 0 else {})
-        watch = _ObserveReduce(observed) if handle is not None else contextlib.nullcontext()
+        watching = handle is not None or (ledger is not None and i <= ledger_until)
+        watch = engine.collectives() if watching else contextlib.nullcontext()
+        if watching:
+            watch.step = i
+        recording = modules is not None and traced and i <= trace_until
+        if recording:
+            modules.begin_step()
         if input_dtype is not None and x.is_floating_point():
             x = x.to(input_dtype)
         step_loss = 0.0
@@ -256,28 +236,38 @@ def train(
             for j, (xm, ym) in enumerate(micro_batches(x, y, accum)):
                 sync = engine.no_sync(model) if j < accum - 1 else contextlib.nullcontext()
                 with sync:
-                    out = model(xm)
+                    with modules if recording else contextlib.nullcontext():
+                        out = model(xm)
                     loss = loss_fn(out, ym)
                     scaled = loss if accum == 1 else loss / accum
                     (scaler.scale(scaled) if scaler is not None else scaled).backward()
                 step_loss += float(loss.item())
+            if scaler is not None:
+                scaler.unscale_(optimizer)
         if handle is not None:
             handle.remove()
             observed["output"] = _dtype(out)
             observed["grad"] = _dtype(next(model.parameters()).grad)
-        if scaler is not None:
-            scaler.unscale_(optimizer)
+            reduced = [e for e in watch.entries if e["op"].startswith(("reduce_scatter", "all_reduce"))]
+            observed.setdefault("reduce", reduced[0]["dtype"] if reduced else None)
         if traced:
             trace[-1]["buffer"] = record_tensors(model, "buffer")
         if traced and i <= trace_until:
             trace[-1]["grad"] = record_tensors(model, "grad")
-        if clip is not None:
-            engine.clip_grad_norm(model, float(clip))
-        if scaler is not None:
-            engine.optimizer_step(optimizer, scaler=scaler)
-            scaler.update()
-        else:
-            engine.optimizer_step(optimizer)
+            if recording:
+                trace[-1]["order"] = {"grad": _grad_order(modules)}
+        with watch if watching else contextlib.nullcontext():
+            if clip is not None:
+                engine.clip_grad_norm(model, float(clip))
+            if scaler is not None:
+                engine.optimizer_step(optimizer, scaler=scaler)
+                scaler.update()
+            else:
+                engine.optimizer_step(optimizer)
+        if watching and ledger is not None and i <= ledger_until:
+            ledger.extend(watch.entries)
+        if optimizer_log is not None and i == 0:
+            optimizer_log.extend(optimizer_ran(optimizer))
         if traced:
             trace[-1]["weight"] = record_tensors(model, "weight")
         if digests is not None:
@@ -292,6 +282,35 @@ def train(
             optimizer.zero_grad()
         losses.append(step_loss if accum == 1 else step_loss / accum)
     return losses
+
+
+OPTIMIZER_KEYS = ("lr", "betas", "eps", "weight_decay", "momentum")
+
+
+def optimizer_ran(optimizer: Any) -> List[Dict[str, Any]]:
+    """Each param group's hyper-parameters as ``optimizer`` holds them (``lr``, ``betas``,
+    ``eps``, ``weight_decay``, ``momentum``, those it has; a tensor ``lr`` as a float):
+    ``[{"group": i, "params": n, key: value}]``, JSON-ready."""
+    out = []
+    for i, group in enumerate(optimizer.param_groups):
+        entry: Dict[str, Any] = {"group": i, "params": len(group.get("params", []))}
+        for key in OPTIMIZER_KEYS:
+            if key in group:
+                value = group[key]
+                entry[key] = [float(v) for v in value] if isinstance(value, (tuple, list)) else float(value)
+        out.append(entry)
+    return out
+
+
+def _grad_order(modules: Any) -> List[str]:
+    """The parameters (canonical names) in the order autograd produced the gradients of
+    their modules' outputs in the last recorded step, each module's parameters by name;
+    parameters of modules whose output had no gradient follow, by name."""
+    by_module: Dict[str, List[str]] = {}
+    for param, module in modules.owners.items():
+        by_module.setdefault(module, []).append(param)
+    ordered = [p for module in modules.grad_order() for p in sorted(by_module.get(module, []))]
+    return ordered + sorted(set(modules.owners) - set(ordered))
 
 
 def _first_weighted(model: Any) -> Any:

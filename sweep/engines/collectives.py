@@ -1,0 +1,141 @@
+"""A ledger of the collectives a copy issues (torch): what ``torch.distributed`` is called
+with while the ledger is open, and, for FSDP2, the gradient divide factors its
+reduction chose. The engine owns it (``TorchEngine.collectives``): the step opens it
+around its forward, backward and optimizer step, never around the tracer's own gathers.
+
+Each call is one entry, ``{"op", "dtype", "numel", "group": [global ranks], "reduce_op",
+"step"}`` (``numel``: elements of the tensor sent, the input; ``reduce_op``: ``SUM``,
+``AVG``, ``PREMUL_SUM``, ... or ``None`` for a gather or broadcast). FSDP2's reduction
+adds ``{"op": "divide_factors", "predivide", "postdivide", "factor", "reduce_scatter_op",
+"all_reduce_op", "all_reduce_group", "step"}`` from
+``torch.distributed.fsdp._fully_shard._fsdp_collectives._get_gradient_divide_factors``
+(torch 2.13: the factors ``foreach_reduce`` divides by before and after the
+reduce-scatter, and the ops it reduces with). The ledger only looks: every call goes
+through unchanged. Collectives issued from C++ (DDP's reducer buckets) or through
+``torch.distributed._functional_collectives`` (DTensor redistribution) are out of its sight.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+# name -> (position of the tensor sent, its keyword, position of the reduce op or None)
+WATCHED = {
+    "all_gather_single": (1, "input_tensor", None), "all_gather_into_tensor": (1, "input_tensor", None),
+    "_all_gather_base": (1, "input_tensor", None), "all_gather": (1, "tensor", None),
+    "reduce_scatter_single": (1, "input", 2), "reduce_scatter_tensor": (1, "input", 2),
+    "_reduce_scatter_base": (1, "input", 2), "reduce_scatter": (1, "input_list", 2),
+    "all_reduce": (0, "tensor", 1), "broadcast": (0, "tensor", None), "all_to_all_single": (1, "input", None),
+}
+
+
+def op_name(op: Any) -> Optional[str]:
+    """``ReduceOp.SUM`` / ``RedOpType.AVG`` / a ``PREMUL_SUM`` op object -> ``"SUM"``, ``"AVG"``, ``"PREMUL_SUM"``."""
+    if op is None:
+        return None
+    text = str(op)
+    for name in ("PREMUL_SUM", "AVG", "SUM", "MAX", "MIN", "PRODUCT", "BAND", "BOR", "BXOR"):
+        if name in text or name in repr(op):
+            return name
+    return text
+
+
+def _ranks(group: Any) -> List[int]:
+    import torch.distributed as dist
+
+    try:
+        return [int(r) for r in dist.get_process_group_ranks(group if group is not None else dist.group.WORLD)]
+    except Exception:  # a group this rank is not in, or another library's
+        return []
+
+
+def _dtype(tensor: Any) -> Optional[str]:
+    if isinstance(tensor, (list, tuple)):
+        tensor = tensor[0] if tensor else None
+    return str(tensor.dtype).replace("torch.", "") if hasattr(tensor, "dtype") else None
+
+
+def _numel(tensor: Any) -> int:
+    if isinstance(tensor, (list, tuple)):
+        return sum(int(t.numel()) for t in tensor)
+    return int(tensor.numel()) if hasattr(tensor, "numel") else 0
+
+
+class Ledger:
+    """A context that records every watched ``torch.distributed`` call into ``entries``
+    (module docstring), tagging each with ``step`` (set :attr:`step` before entering).
+    Re-entrant use is not supported; patching is undone on exit."""
+
+    def __init__(self) -> None:
+        self.entries: List[Dict[str, Any]] = []
+        self.step = 0
+        self._saved: Dict[str, Any] = {}
+
+    def _watch(self, name: str, original: Any, position: int, keyword: str, op_position: Optional[int]) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            tensor = kwargs.get(keyword, args[position] if len(args) > position else None)
+            op = kwargs.get("op", args[op_position] if op_position is not None and len(args) > op_position
+                            else None)
+            if op is None and op_position is not None:
+                op = "SUM"  # the signature's default
+            self.entries.append({"op": name.lstrip("_"), "dtype": _dtype(tensor), "numel": _numel(tensor),
+                                 "group": _ranks(kwargs.get("group")), "reduce_op": op_name(op), "step": self.step})
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    def extra_patches(self) -> Dict[Any, Dict[str, Any]]:
+        """``{module: {attribute: wrapper factory}}`` an engine adds (:class:`FSDP2Ledger`)."""
+        return {}
+
+    def __enter__(self) -> "Ledger":
+        import torch.distributed as dist
+
+        for name, (position, keyword, op_position) in WATCHED.items():
+            if hasattr(dist, name):
+                self._saved[("dist", name)] = (dist, getattr(dist, name))
+                setattr(dist, name, self._watch(name, getattr(dist, name), position, keyword, op_position))
+        for module, patches in self.extra_patches().items():
+            for attr, factory in patches.items():
+                if hasattr(module, attr):
+                    self._saved[(module.__name__, attr)] = (module, getattr(module, attr))
+                    setattr(module, attr, factory(getattr(module, attr)))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for (_, attr), (module, original) in self._saved.items():
+            setattr(module, attr, original)
+        self._saved = {}
+
+
+class FSDP2Ledger(Ledger):
+    """:class:`Ledger` plus FSDP2's gradient divide factors (module docstring)."""
+
+    def extra_patches(self) -> Dict[Any, Dict[str, Any]]:
+        try:
+            from torch.distributed.fsdp._fully_shard import _fsdp_collectives as fc
+        except ImportError:  # another torch layout: the calls are still recorded
+            return {}
+
+        def factory(original: Any) -> Any:
+            def wrapper(reduce_scatter_group: Any, all_reduce_group: Any, reduce_dtype: Any, device_type: str = "",
+                        factor: Any = None, force_sum_reduction_for_comms: bool = False) -> Any:
+                out = original(reduce_scatter_group, all_reduce_group, reduce_dtype, device_type, factor,
+                               force_sum_reduction_for_comms)
+                pre, post, rs_op, ar_op = out
+                self.entries.append({
+                    "op": "divide_factors", "predivide": pre, "postdivide": post,
+                    "factor": None if factor is None else float(factor),
+                    "reduce_scatter_op": op_name(rs_op), "all_reduce_op": op_name(ar_op),
+                    "reduce_scatter_group": _ranks(reduce_scatter_group) if reduce_scatter_group is not None else [],
+                    "all_reduce_group": _ranks(all_reduce_group) if all_reduce_group is not None else [],
+                    "dtype": _dtype_name(reduce_dtype), "step": self.step})
+                return out
+
+            return wrapper
+
+        return {fc: {"_get_gradient_divide_factors": factory}}
+
+
+def _dtype_name(dtype: Any) -> Optional[str]:
+    return None if dtype is None else str(dtype).replace("torch.", "")

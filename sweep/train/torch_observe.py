@@ -1,0 +1,151 @@
+"""What a traced step observes inside the model (torch): every module's forward input and
+output and the gradient autograd produces for each output, in execution order
+(:class:`ModuleTrace`); the optimizer's hyper-parameters as it holds them are
+``sweep.train.torch_step.optimizer_ran``'s. Observers only look: hooks return ``None`` (the output and the
+gradient go through unchanged) and every value is copied out of live storage
+(``sweep.train.torch_step.host_copy``), so a run with them gives the same losses bit for
+bit as one without (``tests/integration/test_inside_model.py``).
+
+A tensor is kept as a *summary* (:func:`summarize`), not whole: its dtype, shape,
+``absmax``/``mean``/``norm`` (float64), a sha1 of its float32 values, and a *sample*: the
+tensor as ``(rows, columns)`` (dim 0 kept, the rest flattened), every row and up to
+:data:`SAMPLE_COLUMNS` evenly spaced columns; whole when it has at most
+:data:`WHOLE_ELEMENTS` elements. Rows are kept because dim 0 is the batch: with sharded
+data a rank's rows are a slice of the standalone copy's (``sweep.analysis.modules``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Dict, List
+
+import numpy as np
+
+SAMPLE_COLUMNS = 256  # columns kept per row of a large tensor (evenly spaced, the same in both copies)
+WHOLE_ELEMENTS = 16384  # a tensor of at most this many elements is kept whole
+ROOT = "(model)"  # the name of the root module in a module trace
+
+
+def summarize(tensor: Any) -> Dict[str, Any]:
+    """A tensor's summary (module docstring): ``{"dtype": str, "shape": [int], "absmax",
+    "mean", "norm": float, "sha1": hex of the float32 values, "sample": float32 ndarray
+    (rows, k), "columns": total columns or None when whole}``. Any dtype and device; a
+    ``DTensor`` gives its local shard."""
+    from sweep.train.torch_step import host_copy
+
+    dtype = str(getattr(tensor, "dtype", "")).replace("torch.", "")
+    values = host_copy(tensor)
+    table = values.reshape(values.shape[0], -1) if values.ndim and values.shape[0] else values.reshape(1, -1)
+    sample, columns = table, None
+    if values.size > WHOLE_ELEMENTS and table.shape[1] > SAMPLE_COLUMNS:
+        columns = int(table.shape[1])
+        sample = table[:, np.linspace(0, columns - 1, SAMPLE_COLUMNS).round().astype(np.int64)]
+    wide = values.astype(np.float64)
+    return {"dtype": dtype, "shape": [int(n) for n in values.shape],
+            "absmax": float(np.max(np.abs(wide))) if wide.size else 0.0,
+            "mean": float(np.mean(wide)) if wide.size else 0.0, "norm": float(np.linalg.norm(wide.ravel())),
+            "sha1": hashlib.sha1(np.ascontiguousarray(values).tobytes()).hexdigest(),
+            "sample": np.ascontiguousarray(sample, np.float32), "columns": columns}
+
+
+def _first_tensor(value: Any, floating: bool = True) -> Any:
+    """The first tensor in ``value`` (a tensor, or tuples, lists and dicts of them), a
+    floating one unless ``floating=False`` (token ids count as an input), or ``None``."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value if value.is_floating_point() or not floating else None
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else ()
+    for item in items:
+        found = _first_tensor(item, floating)
+        if found is not None:
+            return found
+    return None
+
+
+class ModuleTrace:
+    """Forward and backward hooks on every sub-module of ``model``, by canonical name
+    (``sweep.analysis.trace.canonical_name``; the root is :data:`ROOT`; a wrapper and the
+    module it wraps share a name: the outer one is watched).
+
+    Per step (:meth:`begin_step`, then per micro-batch :meth:`forward` around the model
+    call), ``steps[-1]`` is ``{"forward": [entry], "backward": [entry]}``. A forward entry
+    is appended when a module's forward returns (so children before their parent: the
+    execution order): ``{"module", "call": its k-th call in this micro-batch, "micro":
+    micro-batch index, "input": summary of the first tensor argument or None,
+    "output": summary of the first floating tensor it returns}``. A backward entry is
+    appended when autograd produces the gradient of such an output (a tensor hook, in
+    autograd's order): ``{"module", "call", "micro", "grad": summary}``. A forward that
+    runs outside :meth:`forward` (activation checkpointing's recompute in backward) is
+    not recorded again. :meth:`remove` takes every hook off."""
+
+    def __init__(self, model: Any) -> None:
+        from sweep.analysis.trace import canonical_name
+
+        self.steps: List[Dict[str, List[Dict[str, Any]]]] = []
+        self._micro = -1
+        self._calls: Dict[str, int] = {}
+        self._recording = False
+        self._handles: List[Any] = []
+        self.owners: Dict[str, str] = {}  # parameter canonical name -> its module's canonical name
+        seen = set()
+        for name, module in model.named_modules():
+            canon = canonical_name(name) or ROOT
+            if canon in seen:
+                continue
+            seen.add(canon)
+            for pname, _ in module.named_parameters(recurse=False):
+                self.owners[canonical_name(f"{name}.{pname}" if name else pname)] = canon
+            self._handles.append(module.register_forward_hook(self._hook(canon)))
+
+    def _hook(self, name: str) -> Any:
+        def hook(module: Any, args: Any, output: Any) -> None:
+            if not self._recording:
+                return None
+            call = self._calls.get(name, 0)
+            self._calls[name] = call + 1
+            inp, out = _first_tensor(args, floating=False), _first_tensor(output)
+            if out is None:
+                return None
+            entry = {"module": name, "call": call, "micro": self._micro,
+                     "input": summarize(inp) if inp is not None else None, "output": summarize(out)}
+            self.steps[-1]["forward"].append(entry)
+            if out.requires_grad:
+                where = self.steps[-1]["backward"]
+                micro = self._micro
+
+                def on_grad(grad: Any) -> None:
+                    where.append({"module": name, "call": call, "micro": micro, "grad": summarize(grad)})
+
+                out.register_hook(on_grad)
+            return None
+
+        return hook
+
+    def begin_step(self) -> None:
+        """Start a new step's record."""
+        self.steps.append({"forward": [], "backward": []})
+        self._micro = -1
+
+    def forward(self) -> "ModuleTrace":
+        """A context for one micro-batch's forward: only forwards inside it are recorded."""
+        return self
+
+    def __enter__(self) -> "ModuleTrace":
+        self._micro += 1
+        self._calls = {}
+        self._recording = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._recording = False
+
+    def grad_order(self) -> List[str]:
+        """The modules in the order autograd produced their outputs' gradients in the last
+        step (each once)."""
+        return list(dict.fromkeys(e["module"] for e in (self.steps[-1]["backward"] if self.steps else [])))
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []

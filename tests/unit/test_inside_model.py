@@ -1,0 +1,183 @@
+"""Inside the model (issue 25), the pure parts: the first module that differs
+(sweep.analysis.modules), the collective ledger against the config and the optimizer as it
+ran (sweep.analysis.collectives), gradients in autograd's order and known scales
+(sweep.analysis.trace), and the module trace's hooks on a real torch module."""
+
+import numpy as np
+import pytest
+
+from sweep.analysis.collectives import dim_groups, ledger_notes, optimizer_notes, scale_signature
+from sweep.analysis.modules import compare_modules, first_over_ranks
+from sweep.analysis.trace import first_difference, pure_scale, tensor_rows
+
+
+def _summary(values):
+    values = np.asarray(values, np.float32)
+    return {"sample": values.reshape(values.shape[0], -1), "shape": list(values.shape), "dtype": "float32"}
+
+
+def _step(outputs, grads=None, inputs=None):
+    """A module-trace step: ``outputs`` in execution order, ``{name: array}``."""
+    names = list(outputs)
+    inputs = inputs or {}
+    forward = [{"module": n, "call": 0, "micro": 0, "output": _summary(outputs[n]),
+                "input": _summary(inputs[n]) if n in inputs else _summary(np.ones((2, 3)))} for n in names]
+    backward = [{"module": n, "call": 0, "micro": 0, "grad": _summary(g)} for n, g in (grads or {}).items()]
+    return {"forward": forward, "backward": backward}
+
+
+X = np.arange(6, dtype=np.float32).reshape(2, 3) + 1.0
+
+
+def test_a_forward_fault_in_a_later_layer_names_that_layer_not_the_first():
+    ours = [_step({"layer0": X, "layer1": X * 2, "(model)": X * 2},
+                  inputs={"layer0": X, "layer1": X, "(model)": X})]
+    theirs = [_step({"layer0": X, "layer1": X * 2.02, "(model)": X * 2.02},
+                    inputs={"layer0": X, "layer1": X, "(model)": X})]
+    found = compare_modules(ours, theirs)["first"]
+    assert (found["module"], found["phase"], found["step"]) == ("layer1", "forward", 0)
+    assert found["rel_in"] == 0.0 and found["rel_out"] == pytest.approx(0.01, rel=1e-3)
+    assert found["description"].startswith("layer1 forward output at step 0, inputs equal, rel 0.01")
+
+
+def test_an_input_that_differs_before_any_module_is_named_for_its_input():
+    ours = [_step({"layer0": X}, inputs={"layer0": X})]
+    theirs = [_step({"layer0": X * 1.01}, inputs={"layer0": X * 1.01})]
+    found = compare_modules(ours, theirs)["first"]
+    assert found["where"] == "input" and "pre-forward hook" in found["description"]
+
+
+def test_a_backward_fault_names_the_module_whose_backward_produced_it():
+    grads = {"layer1": X, "layer0": X}
+    ours = [_step({"layer0": X, "layer1": X}, grads=grads)]
+    theirs = [_step({"layer0": X, "layer1": X}, grads={"layer1": X, "layer0": X * 3})]
+    found = compare_modules(ours, theirs)["first"]
+    assert (found["phase"], found["module"], found["gradient_of"]) == ("backward", "layer1", "layer0")
+
+
+def test_sharded_rows_are_compared_with_the_standalone_rows_of_the_rank_and_gradients_by_the_shard_count():
+    full = np.arange(8, dtype=np.float32).reshape(4, 2) + 1.0
+    ours = [_step({"layer0": full}, grads={"layer0": full}, inputs={"layer0": full})]
+    # rank 1 of 2 holds rows 2-3; a mean loss over half the rows gives each row twice the gradient
+    theirs = [_step({"layer0": full[2:]}, grads={"layer0": full[2:] * 2}, inputs={"layer0": full[2:]})]
+    result = compare_modules(ours, theirs, rank=1, sharded=True)
+    assert result["first"] is None, result["first"]
+    assert all(row["rel"] == 0.0 for row in result["rows"])
+
+
+def test_equal_traces_name_nothing_and_say_so():
+    result = compare_modules([_step({"layer0": X})], [_step({"layer0": X})])
+    assert result["first"] is None and "agree within rounding" in result["description"]
+
+
+def test_a_parent_that_returns_its_last_childs_output_is_not_blamed_for_the_next_gradient():
+    ours = [_step({"0": X, "1": X, "(model)": X}, grads={"1": X, "(model)": X, "0": X})]
+    theirs = [_step({"0": X, "1": X, "(model)": X}, grads={"1": X, "(model)": X, "0": X * 2})]
+    assert compare_modules(ours, theirs)["first"]["module"] == "1"
+
+
+def test_the_job_takes_the_earliest_module_over_its_ranks():
+    a = {"step": 1, "phase": "forward", "module": "layer1", "description": "layer1 forward output at step 1"}
+    b = {"step": 0, "phase": "backward", "module": "layer0", "description": "layer0 backward at step 0"}
+    found = first_over_ranks([(a, 0), (b, 1), (None, 2)])
+    assert found["module"] == "layer0" and found["ranks"] == [1] and found["description"].endswith("(rank 1)")
+
+
+def test_gradients_are_taken_in_autograd_order_when_the_trace_gives_one():
+    ones = {"layer0.weight": np.ones(3), "layer1.weight": np.ones(3)}
+    off = {"layer0.weight": np.ones(3) * 2, "layer1.weight": np.ones(3) * 2}
+    step = {"grad": ones, "order": {"grad": ["layer1.weight", "layer0.weight"]}}
+    found = first_difference([step], [{"grad": off}])
+    assert found["name"] == "layer1.weight"
+    assert first_difference([{"grad": ones}], [{"grad": off}])["name"] == "layer0.weight"  # by name without one
+    assert [r["name"] for r in tensor_rows([step], [{"grad": off}])] == ["layer1.weight", "layer0.weight"]
+
+
+def test_a_gradient_that_is_world_size_times_the_standalone_one_is_named_a_sum_for_a_mean():
+    g = np.array([0.5, -1.0, 2.0])
+    found = first_difference([{"grad": {"w": g}}], [{"grad": {"w": g * 4}}], known={"world_size": 4})
+    assert found["scale"] == pytest.approx(4.0)
+    assert "x4 = world_size: a sum where a mean was expected" in found["description"]
+    assert pure_scale(g, g + np.array([0.1, 0.0, 0.0])) is None  # not a pure scale
+    assert scale_signature(0.5, {"grad_accum_steps": 2.0}).startswith("x0.5 = 1/grad_accum_steps")
+    assert scale_signature(3.0, {"world_size": 4.0}) is None
+
+
+FSDP_HSDP = {"mesh_shape": [2, 2], "mesh_dim_names": ["dp_replicate", "dp_shard"],
+             "all_gather": {"dim": "dp_shard", "size": 2, "dtypes": ["bfloat16"], "why": "param_dtype"},
+             "reduce_scatter": {"dim": "dp_shard", "size": 2, "dtypes": ["float32"], "why": "reduce_dtype"},
+             "all_reduce": {"dim": "dp_replicate", "size": 2, "dtypes": ["float32"], "why": "reduce_dtype"},
+             "divide": 4, "units": 1, "grad_accum_steps": 1}
+
+
+def _call(op, dtype, group, step=0, numel=100):
+    return {"op": op, "dtype": dtype, "numel": numel, "group": group, "reduce_op": "AVG", "step": step}
+
+
+def _divide(rs_group, ar_group, rs_op="AVG", ar_op="AVG", post=None):
+    return {"op": "divide_factors", "predivide": None, "postdivide": post, "factor": None,
+            "reduce_scatter_op": rs_op, "all_reduce_op": ar_op, "reduce_scatter_group": rs_group,
+            "all_reduce_group": ar_group, "step": 0}
+
+
+def test_a_ledger_that_matches_the_config_gives_no_note():
+    assert dim_groups([2, 2], ["dp_replicate", "dp_shard"], 1) == {"dp_replicate": [1, 3], "dp_shard": [0, 1]}
+    entries = [_call("all_gather_single", "bfloat16", [0, 1]), _call("reduce_scatter_single", "float32", [0, 1]),
+               _call("all_reduce", "float32", [0, 2]), _divide([0, 1], [0, 2])]
+    assert ledger_notes(entries, FSDP_HSDP, rank=0, world_size=4) == []
+
+
+def test_a_ledger_names_a_wrong_dtype_a_missing_replicate_reduction_and_a_sum_for_a_mean():
+    entries = [_call("all_gather_single", "bfloat16", [0, 1]), _call("reduce_scatter_single", "bfloat16", [0, 1]),
+               _divide([0, 1], [], rs_op="SUM", ar_op="SUM")]
+    notes = ledger_notes(entries, FSDP_HSDP, rank=0, world_size=4)
+    assert any(n.startswith("reduce_scatter ran in bfloat16 over dp_shard, expected float32") for n in notes), notes
+    assert any(n.startswith("no all_reduce over dp_replicate in step 0") for n in notes), notes
+    assert "the gradient reduction sums over 2 ranks and divides by 1, expected a mean (divide by 2): the " \
+           "gradients run x2, the ranks summed: a sum where a mean was expected" in notes, notes
+    assert all("; " not in n for n in notes)  # one note each: the report splits on "; "
+
+
+def test_reductions_on_every_micro_batch_are_named():
+    expected = dict(FSDP_HSDP, mesh_shape=[2], mesh_dim_names=["dp"], all_reduce=None, divide=2, grad_accum_steps=2,
+                    all_gather={"dim": "dp", "size": 2, "dtypes": ["bfloat16"], "why": ""},
+                    reduce_scatter={"dim": "dp", "size": 2, "dtypes": ["float32"], "why": ""})
+    entries = [_call("reduce_scatter_single", "float32", [0, 1]), _divide([0, 1], []),
+               _call("reduce_scatter_single", "float32", [0, 1]), _divide([0, 1], [])]
+    notes = ledger_notes(entries, expected, rank=0, world_size=2)
+    assert any("gradient sync is not off between micro-batches" in n for n in notes), notes
+
+
+def test_an_optimizer_hyper_parameter_that_ran_otherwise_is_named_with_both_values():
+    configured = {"name": "adam", "lr": 1e-4, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0}
+    ran = {"standalone": [dict(configured, group=0)], "distributed": [dict(configured, group=0, eps=1e-5)]}
+    assert optimizer_notes(ran, configured) == [
+        "optimizer eps ran 1e-05 in the distributed copy (param group 0), configured 1e-08"]
+    assert optimizer_notes({"distributed": [dict(configured, group=0)]}, configured) == []
+
+
+def test_the_module_trace_only_looks_and_records_in_execution_and_autograd_order():
+    torch = pytest.importorskip("torch")
+    from sweep.train.torch_observe import ROOT, ModuleTrace
+    from sweep.train.torch_step import optimizer_ran
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    x = torch.randn(5, 3)
+    plain = model(x).sum()
+    plain.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    trace = ModuleTrace(model)
+    trace.begin_step()
+    with trace.forward():
+        out = model(x)
+    out.sum().backward()
+    assert torch.equal(out.sum(), plain) and all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), grads))
+    assert [e["module"] for e in trace.steps[0]["forward"]] == ["0", "1", "2", ROOT]
+    # the root's output is its last child's (one tensor, two hooks: in registration order)
+    assert [e["module"] for e in trace.steps[0]["backward"]] == ["2", ROOT, "1", "0"]
+    assert trace.owners["2.weight"] == "2"
+    trace.remove()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-6)
+    assert optimizer_ran(opt)[0]["eps"] == 1e-6 and optimizer_ran(opt)[0]["betas"] == [0.9, 0.999]
