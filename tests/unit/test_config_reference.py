@@ -2,6 +2,7 @@
 rendered page names every field, with its type, its default and its roles."""
 
 import dataclasses
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,25 @@ def test_a_field_without_a_doc_is_caught(monkeypatch):
     with pytest.raises(ValueError, match="fields without a doc .*: new_factor"):
         reference.render()
     assert schema.affects(doc="  two\n   lines ", default=1).metadata["doc"] == "two lines"
+
+
+def test_the_docs_build_renders_it_into_the_page(page):
+    """``docs/config-reference.md`` holds the marker, not a hand-written copy, and the
+    MkDocs hook (named in ``mkdocs.yml``) replaces it with the generated tables."""
+    source = (ROOT / "docs/config-reference.md").read_text()
+    assert reference.MARKER in source and "| `steps` |" not in source
+    assert "docs/hooks.py" in (ROOT / "mkdocs.yml").read_text()
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs/hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+
+    class File:
+        src_uri = "config-reference.md"
+
+    class Page:
+        file = File()
+
+    rendered = hooks.on_page_markdown(source, Page(), None, None)
+    assert reference.MARKER not in rendered and page in rendered
+    File.src_uri = "index.md"
+    assert hooks.on_page_markdown(source, Page(), None, None) == source
