@@ -163,6 +163,17 @@ def test_the_readme_is_a_guide():
     assert len(lines) <= 250, f"README.md has {len(lines)} lines; the reference belongs in docs/"
 
 
+def test_the_readme_and_getting_started_give_the_same_two_commands():
+    def setup(page: str) -> List[str]:
+        text = _text(ROOT / page)
+        return [line for line in text.splitlines() if line.startswith("python3 -m venv")] + re.findall(
+            r"\((\d+) tests:", text)
+
+    readme = setup("README.md")
+    assert len(readme) == 3 and readme == setup("docs/getting-started.md")
+    assert "-e '.[torch,mindspore,test]' --config-settings editable_mode=compat" in _text(ROOT / ".ci/run")
+
+
 def test_nothing_outside_the_clone_and_no_deprecated_setting():
     for page in PAGES:
         text = _text(page)
