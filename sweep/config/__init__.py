@@ -1,7 +1,8 @@
 """The config wing: the dataclass schema and its field roles, enums, calling a factory a config names, and the Hydra tree (``conf/``).
 
 May import: the contracts at the top (``sweep.errors``, ``sweep.io``, ``sweep.records``, ``sweep.layout``) only; no framework, engine or model.
-Modules: ``schema`` (sections, their field-local checks, roles), ``enums``, ``factories``.
+Modules: ``schema`` (sections, their field-local checks, roles, each field's doc), ``enums``, ``factories``,
+``reference`` (the config reference rendered from the schema: ``python -m sweep.config.reference``).
 """
 
 from pathlib import Path

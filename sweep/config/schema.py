@@ -50,13 +50,21 @@ ROLES = (BASELINE, DISTRIBUTED, VERDICT, LAUNCH, POLICY_BASELINE)
 NUMERIC = (BASELINE, DISTRIBUTED, VERDICT)  # what a result depends on: must match on resume
 
 
-def affects(*roles: str, **kwargs: Any) -> Any:
+def affects(*roles: str, doc: Optional[str] = None, **kwargs: Any) -> Any:
     """A dataclass ``field`` whose metadata declares the roles of the field (see the
-    module docstring); ``affects()`` with no role: the field changes no number."""
+    module docstring); ``affects()`` with no role: the field changes no number.
+
+    ``doc`` is the field's help text (its docstring), kept in the metadata as ``"doc"``
+    with its whitespace folded to single spaces; the config reference
+    (``docs/config-reference.md``, rendered by ``sweep.config.reference``) shows it, and
+    ``tests/unit/test_config_reference.py`` fails when a field has none."""
     unknown = set(roles) - set(ROLES)
     if unknown:
         raise ValueError(f"unknown roles {sorted(unknown)}; allowed: {', '.join(ROLES)}")
-    return field(metadata={"affects": frozenset(roles)}, **kwargs)
+    metadata: Dict[str, Any] = {"affects": frozenset(roles)}
+    if doc is not None:
+        metadata["doc"] = " ".join(doc.split())
+    return field(metadata=metadata, **kwargs)
 
 
 ALL_NUMERIC = (BASELINE, DISTRIBUTED)
@@ -151,14 +159,29 @@ class FrameworkConfig:
     device only (MindSpore's ``MS_DEV_HOST_BLOCKING_RUN=1``, measured to help on CPU).
     """
 
-    name: str = affects(BASELINE, DISTRIBUTED, LAUNCH, default=MISSING)
-    impl: str = affects(BASELINE, DISTRIBUTED, LAUNCH, default=MISSING)
-    launcher: str = affects(default=MISSING)
-    pool_launcher: str = affects(LAUNCH, default=MISSING)
-    grad_api: GradApi = affects(BASELINE, DISTRIBUTED, default=GradApi.backward)
-    device_map: Dict[str, str] = affects(BASELINE, DISTRIBUTED, LAUNCH, default_factory=dict)
-    env: Dict[str, str] = affects(BASELINE, DISTRIBUTED, LAUNCH, default_factory=dict)
-    device_env: Dict[str, Dict[str, str]] = affects(BASELINE, DISTRIBUTED, LAUNCH, default_factory=dict)
+    name: str = affects(BASELINE, DISTRIBUTED, LAUNCH, default=MISSING,
+                        doc="The framework of the ranks, as the preset names it (``torch``, ``mindspore``).")
+    impl: str = affects(BASELINE, DISTRIBUTED, LAUNCH, default=MISSING,
+                        doc="Dotted path of the framework's class (a ``sweep.frameworks.base.Framework`` "
+                            "subclass): its launchers, checks and rank entry point.")
+    launcher: str = affects(default=MISSING,
+                            doc="The launcher of a job's own launch (``torchrun``, ``msrun``).")
+    pool_launcher: str = affects(LAUNCH, default=MISSING,
+                                 doc="How a multirun's shared launch starts (``execution.reuse_processes``): "
+                                     "torch ``elastic_fork`` (torchrun's engine forking the ranks from a "
+                                     "process that imported torch once) or ``torchrun``; MindSpore ``msrun``.")
+    grad_api: GradApi = affects(BASELINE, DISTRIBUTED, default=GradApi.backward,
+                                doc="How a step takes gradients: ``backward`` (torch; MindSpore only where "
+                                    "its ``Tensor`` has one) or ``value_and_grad`` (MindSpore, the report's).")
+    device_map: Dict[str, str] = affects(BASELINE, DISTRIBUTED, LAUNCH, default_factory=dict,
+                                         doc="``device`` -> the framework's name for it: torch's process-group "
+                                             "backend (gloo on CPU, nccl, hccl), MindSpore's ``device_target``.")
+    env: Dict[str, str] = affects(BASELINE, DISTRIBUTED, LAUNCH, default_factory=dict,
+                                  doc="Added to every rank's environment (MindSpore: ``GLOG_v=3``).")
+    device_env: Dict[str, Dict[str, str]] = affects(
+        BASELINE, DISTRIBUTED, LAUNCH, default_factory=dict,
+        doc="``device`` -> more environment for the ranks on that device only (MindSpore on CPU: "
+            "``MS_DEV_HOST_BLOCKING_RUN=1``, measured to help there).")
 
 
 @dataclass
@@ -171,9 +194,15 @@ class EngineConfig:
     engine's own settings, checked against the loaded class's ``Options`` dataclass.
     """
 
-    name: str = affects(DISTRIBUTED, default=MISSING)
-    impl: Dict[str, str] = affects(DISTRIBUTED, default_factory=dict)
-    options: Dict[str, Any] = affects(DISTRIBUTED, default_factory=dict)
+    name: str = affects(DISTRIBUTED, default=MISSING,
+                        doc="The engine preset's name (``torch_fsdp2``, ``hyper_parallel``, ``data_parallel``).")
+    impl: Dict[str, str] = affects(DISTRIBUTED, default_factory=dict,
+                                   doc="Framework name -> dotted path of the engine class; the engine exists "
+                                       "for a framework iff it has an entry. Override one entry to plug in "
+                                       "an engine of your own (``engine.impl.torch=my_pkg.MyEngine``).")
+    options: Dict[str, Any] = affects(DISTRIBUTED, default_factory=dict,
+                                      doc="The engine's own settings, checked against its class's ``Options`` "
+                                          "dataclass (hyper_parallel: ``skip_dtensor_dispatch``).")
 
 
 @dataclass
@@ -185,15 +214,23 @@ class MixedPrecisionPolicyConfig:
     (:class:`BaselineConfig`), so its dtype fields then affect the baseline (role
     ``policy_baseline``); ``name`` only labels the preset."""
 
-    name: str = affects(DISTRIBUTED, default=MISSING)
-    param_dtype: Optional[DType] = affects(DISTRIBUTED, POLICY_BASELINE, default=None)
-    reduce_dtype: Optional[DType] = affects(DISTRIBUTED, POLICY_BASELINE, default=None)
-    output_dtype: Optional[DType] = affects(DISTRIBUTED, POLICY_BASELINE, default=None)
-    cast_forward_inputs: bool = affects(DISTRIBUTED, POLICY_BASELINE, default=True)
-    # Per-module policies: {module name: {param_dtype: ..., reduce_dtype: ..., ...}}, each
-    # merged over this policy for that module, which becomes a fully_shard unit of its
-    # own, e.g. +mp_policy.overrides.layer1.param_dtype=float32 under mp_policy=bf16.
-    overrides: Dict[str, Any] = affects(DISTRIBUTED, POLICY_BASELINE, default_factory=dict)
+    name: str = affects(DISTRIBUTED, default=MISSING, doc="Labels the preset (``fp32``, ``bf16``, ...).")
+    param_dtype: Optional[DType] = affects(DISTRIBUTED, POLICY_BASELINE, default=None,
+                                           doc="The dtype the unsharded parameters compute in "
+                                               "(forward and backward); ``null``: the parameters' own.")
+    reduce_dtype: Optional[DType] = affects(DISTRIBUTED, POLICY_BASELINE, default=None,
+                                            doc="The dtype of the gradient reduction; ``null``: ``param_dtype``'s.")
+    output_dtype: Optional[DType] = affects(DISTRIBUTED, POLICY_BASELINE, default=None,
+                                            doc="The dtype the module's floating outputs are cast to; "
+                                                "``null``: no cast.")
+    cast_forward_inputs: bool = affects(DISTRIBUTED, POLICY_BASELINE, default=True,
+                                        doc="Cast the floating forward inputs to ``param_dtype`` (nothing to "
+                                            "cast without ``param_dtype``).")
+    overrides: Dict[str, Any] = affects(
+        DISTRIBUTED, POLICY_BASELINE, default_factory=dict,
+        doc="Per-module policies: {module name or class: {param_dtype: ..., reduce_dtype: ..., ...}}, each "
+            "merged over this policy for that module, which becomes a ``fully_shard`` unit of its own, e.g. "
+            "``+mp_policy.overrides.layer1.param_dtype=float32`` under ``mp_policy=bf16``.")
 
     @staticmethod
     def check(policy: Any) -> None:
@@ -228,9 +265,12 @@ class MeshConfig:
     (``fully_shard`` semantics in PyTorch and hyper-parallel).
     """
 
-    name: str = affects(DISTRIBUTED, default=MISSING)
-    mesh_shape: List[int] = affects(DISTRIBUTED, default=MISSING)
-    mesh_dim_names: List[str] = affects(DISTRIBUTED, default=MISSING)
+    name: str = affects(DISTRIBUTED, default=MISSING, doc="Labels the preset (``dp2``, ``dp4``, ``hsdp2x2``).")
+    mesh_shape: List[int] = affects(DISTRIBUTED, default=MISSING,
+                                    doc="Ranks per mesh dim; their product is ``world_size``.")
+    mesh_dim_names: List[str] = affects(DISTRIBUTED, default=MISSING,
+                                        doc="One name per dim of ``mesh_shape`` (e.g. ``[dp]``, "
+                                            "``[replicate, shard]``).")
 
     @staticmethod
     def check(mesh: Any, world_size: Optional[int] = None) -> int:
@@ -260,12 +300,13 @@ class OptimizerConfig:
     """Optimizer and its hyperparameters. ``lr`` is the learning rate; ``betas`` and
     ``eps`` apply to adam/adamw, ``momentum`` to sgd."""
 
-    name: OptimizerName = affects(*ALL_NUMERIC, default=MISSING)
-    lr: float = affects(*ALL_NUMERIC, default=1e-4)
-    betas: List[float] = affects(*ALL_NUMERIC, default_factory=lambda: [0.9, 0.999])
-    eps: float = affects(*ALL_NUMERIC, default=1e-8)
-    weight_decay: float = affects(*ALL_NUMERIC, default=0.0)
-    momentum: float = affects(*ALL_NUMERIC, default=0.0)
+    name: OptimizerName = affects(*ALL_NUMERIC, default=MISSING, doc="The optimizer.")
+    lr: float = affects(*ALL_NUMERIC, default=1e-4, doc="Learning rate (finite, > 0).")
+    betas: List[float] = affects(*ALL_NUMERIC, default_factory=lambda: [0.9, 0.999],
+                                 doc="adam/adamw: the two moment decays, each in [0, 1).")
+    eps: float = affects(*ALL_NUMERIC, default=1e-8, doc="adam/adamw: the denominator's epsilon (finite, > 0).")
+    weight_decay: float = affects(*ALL_NUMERIC, default=0.0, doc="Weight decay (>= 0).")
+    momentum: float = affects(*ALL_NUMERIC, default=0.0, doc="sgd: momentum (>= 0).")
 
     @staticmethod
     def check(opt: Any) -> None:
@@ -287,7 +328,7 @@ class ModelConfig:
     The presets (``conf/model/``): ``mlp``, the report's Dense(in, hidden) -> ReLU ->
     Dense(hidden, out) (the default); ``mlp_norm`` (Linear, LayerNorm, ReLU, Linear,
     BatchNorm1d); ``transformer`` (a tiny causal decoder; torch only). A user's model:
-    ``model._target_=my_pkg.build_model`` (see README "Bring your own model": the factory
+    ``model._target_=my_pkg.build_model`` (see ``docs/own-model.md``: the factory
     is called through ``hydra.utils.instantiate`` with ``framework=`` and those of the
     sizes, ``init_std`` and ``args`` entries it names).
 
@@ -299,15 +340,22 @@ class ModelConfig:
     copy; of both with ``baseline.precision=policy``).
     """
 
-    name: str = affects(*ALL_NUMERIC, default="mlp")
-    _target_: str = affects(*ALL_NUMERIC, default="sweep.models.mlp")
-    in_size: int = affects(*ALL_NUMERIC, default=32)
-    hidden_size: int = affects(*ALL_NUMERIC, default=64)
-    out_size: int = affects(*ALL_NUMERIC, default=24)
-    init_std: float = affects(*ALL_NUMERIC, default=0.01)
-    init_dtype: DType = affects(*ALL_NUMERIC, default=DType.float32)
-    # More keyword arguments of the factory (e.g. the transformer's num_layers).
-    args: Dict[str, Any] = affects(*ALL_NUMERIC, default_factory=dict)
+    name: str = affects(*ALL_NUMERIC, default="mlp", doc="Labels the model (the preset's name, or yours).")
+    _target_: str = affects(*ALL_NUMERIC, default="sweep.models.mlp",
+                            doc="Dotted path of the model factory, called through ``hydra.utils.instantiate`` "
+                                "once per copy with ``framework=`` and the keyword arguments its signature names.")
+    in_size: int = affects(*ALL_NUMERIC, default=32, doc="Input features (>= 1).")
+    hidden_size: int = affects(*ALL_NUMERIC, default=64, doc="Hidden width (>= 1).")
+    out_size: int = affects(*ALL_NUMERIC, default=24, doc="Output features (>= 1).")
+    init_std: float = affects(*ALL_NUMERIC, default=0.01,
+                              doc="Weights ~ N(0, init_std^2), biases zero; 0.01 is MindSpore's "
+                                  "``weight_init=\"normal\"``.")
+    init_dtype: DType = affects(*ALL_NUMERIC, default=DType.float32,
+                                doc="The dtype the parameters are created in, in both copies: the master "
+                                    "weights' and the optimizer state's (not ``mp_policy.param_dtype``).")
+    args: Dict[str, Any] = affects(*ALL_NUMERIC, default_factory=dict,
+                                   doc="More keyword arguments of the factory (e.g. the transformer's "
+                                       "``num_layers``).")
 
     @staticmethod
     def check(model: Any) -> None:
@@ -329,11 +377,21 @@ class DataConfig:
     ``batch_size`` is the old name of ``train.batch_size`` (deprecated; :func:`normalize`).
     """
 
-    _target_: str = affects(*ALL_NUMERIC, default="sweep.models.data.regression")
-    seed_offset: int = affects(*ALL_NUMERIC, default=44)
-    split: DataSplit = affects(*ALL_NUMERIC, default=DataSplit.replicated)
-    args: Dict[str, Any] = affects(*ALL_NUMERIC, default_factory=dict)
-    batch_size: Optional[int] = affects(default=None)
+    _target_: str = affects(*ALL_NUMERIC, default="sweep.models.data.regression",
+                            doc="Dotted path of the data factory: ``sweep.models.data.regression`` (the "
+                                "report's), ``sweep.models.data.tokens``, or yours; it returns ``steps`` "
+                                "pairs ``(inputs, targets)`` of numpy arrays.")
+    seed_offset: int = affects(*ALL_NUMERIC, default=44,
+                               doc="Sample ``i`` is drawn from ``RandomState(seed_offset + i)`` "
+                                   "(in [0, 2**32)).")
+    split: DataSplit = affects(*ALL_NUMERIC, default=DataSplit.replicated,
+                               doc="``replicated``: the same sample on every rank (the report); ``sharded``: "
+                                   "each rank its shard of a global batch, which the standalone copy trains on.")
+    args: Dict[str, Any] = affects(*ALL_NUMERIC, default_factory=dict,
+                                   doc="More keyword arguments of the data factory.")
+    batch_size: Optional[int] = affects(default=None,
+                                        doc="Deprecated: the old name of ``train.batch_size`` "
+                                            "(moved there with a warning).")
 
     @staticmethod
     def check(data: Any) -> None:
@@ -365,11 +423,15 @@ class GradScalerConfig:
     """Loss scaling for fp16 (``torch.amp.GradScaler``'s arguments; FSDP2 uses
     ``ShardedGradScaler``, whose inf check is all-reduced over the ranks)."""
 
-    enabled: bool = affects(*ALL_NUMERIC, default=False)
-    init_scale: float = affects(*ALL_NUMERIC, default=65536.0)
-    growth_factor: float = affects(*ALL_NUMERIC, default=2.0)
-    backoff_factor: float = affects(*ALL_NUMERIC, default=0.5)
-    growth_interval: int = affects(*ALL_NUMERIC, default=2000)
+    enabled: bool = affects(*ALL_NUMERIC, default=False,
+                            doc="Scale the loss (fp16): the scaler's ``unscale_`` before clipping, its "
+                                "``step`` and ``update``.")
+    init_scale: float = affects(*ALL_NUMERIC, default=65536.0, doc="The initial scale (> 0).")
+    growth_factor: float = affects(*ALL_NUMERIC, default=2.0,
+                                   doc="The scale's factor after ``growth_interval`` steps without inf/NaN.")
+    backoff_factor: float = affects(*ALL_NUMERIC, default=0.5, doc="The scale's factor after a step with inf/NaN.")
+    growth_interval: int = affects(*ALL_NUMERIC, default=2000,
+                                   doc="Steps without inf/NaN before the scale grows (>= 1).")
 
 
 @dataclass
@@ -385,10 +447,18 @@ class TrainConfig:
     ``batch_size``: rows per step on each rank (``data.split=replicated``) or per rank
     of a global batch of ``batch_size * world_size`` (``sharded``)."""
 
-    batch_size: int = affects(*ALL_NUMERIC, default=1)
-    grad_accum_steps: int = affects(*ALL_NUMERIC, default=1)
-    clip_grad_norm: Optional[float] = affects(*ALL_NUMERIC, default=None)
-    loss: str = affects(*ALL_NUMERIC, default="mse")
+    batch_size: int = affects(*ALL_NUMERIC, default=1,
+                              doc="Rows per step on each rank (``data.split=replicated``), or per rank of "
+                                  "a global batch of ``batch_size * world_size`` rows (``sharded``).")
+    grad_accum_steps: int = affects(*ALL_NUMERIC, default=1,
+                                    doc="Micro-batches per optimizer step (must divide ``batch_size``); "
+                                        "gradient sync off on all but the last.")
+    clip_grad_norm: Optional[float] = affects(*ALL_NUMERIC, default=None,
+                                              doc="Max global gradient 2-norm (over sharded gradients: the "
+                                                  "full tensors'); ``null``: no clipping.")
+    loss: str = affects(*ALL_NUMERIC, default="mse",
+                        doc="``mse``, ``cross_entropy``, or a dotted path to "
+                            "``loss(output, target) -> scalar tensor``.")
     grad_scaler: GradScalerConfig = field(default_factory=GradScalerConfig)
 
     @staticmethod
@@ -424,8 +494,14 @@ class WeightsConfig:
     ``copy`` is the old name of ``transfer`` (deprecated: it collides with
     ``DictConfig.copy``); :func:`normalize` moves it to ``transfer`` with a warning."""
 
-    transfer: WeightTransfer = affects(*ALL_NUMERIC, default=WeightTransfer.independent)
-    copy: Optional[WeightTransfer] = affects(default=None)
+    transfer: WeightTransfer = affects(*ALL_NUMERIC, default=WeightTransfer.independent,
+                                       doc="How the standalone copy gets the distributed copy's initial "
+                                           "weights: ``independent`` (a copy of the values), ``shared`` (shared "
+                                           "storage: MindSpore ``set_data(param)`` as in the report, torch "
+                                           "``.data =``), ``checkpoint`` (a checkpoint round trip).")
+    copy: Optional[WeightTransfer] = affects(default=None,
+                                             doc="Deprecated: the old name of ``weights.transfer`` (moved "
+                                                 "there with a warning).")
 
 
 @dataclass
@@ -433,28 +509,33 @@ class CompareConfig:
     """Tolerance of the per-step comparison, ``numpy.isclose`` semantics:
     ``|distributed - standalone| <= atol + rtol * |standalone|``."""
 
-    rtol: float = affects(VERDICT, default=1e-4)
-    atol: float = affects(VERDICT, default=1e-4)
-    # Differences up to this size (loss units) do not count as the two runs parting
-    # (first_diff_step); 0.0: any difference counts (deterministic CPU runs are exact).
-    noise_floor: float = affects(VERDICT, default=0.0)
-    # A job whose copies differ is rerun up to this many steps past its first differing
-    # step with every gradient and weight recorded, to name the first tensor that differs
-    # (sweep.analysis.trace); 0: no tracing rerun.
-    trace_after: int = affects(default=3)
-    # The tracing rerun also records the weights this many steps past the first differing
-    # step, to classify the onset from the update differences (sweep.analysis.trace.update_onset: a
-    # period up to a third of it shows); 0: the onset from the losses only. Memory: two
-    # copies' weights per step, in the rank's host memory.
-    onset_steps: int = affects(default=24)
-    # The tracing rerun also records every module's forward input and output and each
-    # output's gradient (summaries, sweep.train.torch_observe) to name the first module
-    # that differs (sweep.analysis.modules); false: tensors only.
-    module_trace: bool = affects(default=True)
-    # Set by the job in its tracing rerun only: record gradients and weights up to
-    # trace_until, weights up to onset_until.
-    trace_until: Optional[int] = affects(default=None)
-    onset_until: Optional[int] = affects(default=None)
+    rtol: float = affects(VERDICT, default=1e-4, doc="Relative tolerance (finite, >= 0).")
+    atol: float = affects(VERDICT, default=1e-4, doc="Absolute tolerance (finite, >= 0).")
+    noise_floor: float = affects(
+        VERDICT, default=0.0,
+        doc="Differences up to this size (loss units) do not count as the two runs parting "
+            "(``first_diff_step``); 0.0: any difference counts (deterministic CPU runs are exact).")
+    trace_after: int = affects(
+        default=3,
+        doc="A job whose copies differ is rerun up to this many steps past its first differing step with "
+            "every gradient and weight recorded, to name the first tensor that differs "
+            "(``sweep.analysis.trace``); 0: no tracing rerun.")
+    onset_steps: int = affects(
+        default=24,
+        doc="The tracing rerun also records the weights this many steps past the first differing step, to "
+            "classify the onset from the update differences (``sweep.analysis.trace.update_onset``: a period "
+            "up to a third of it shows); 0: the onset from the losses only. Memory: two copies' weights per "
+            "step, in the rank's host memory.")
+    module_trace: bool = affects(
+        default=True,
+        doc="The tracing rerun also records every module's forward input and output and each output's "
+            "gradient (summaries, ``sweep.train.torch_observe``) to name the first module that differs "
+            "(``sweep.analysis.modules``); false: tensors only.")
+    trace_until: Optional[int] = affects(
+        default=None,
+        doc="Set by the job in its tracing rerun only: record gradients and weights up to this step.")
+    onset_until: Optional[int] = affects(
+        default=None, doc="Set by the job in its tracing rerun only: record weights up to this step.")
 
     @staticmethod
     def check(compare: Any) -> None:
@@ -496,7 +577,10 @@ class BaselineConfig:
     before launch elsewhere, one line naming why.
     """
 
-    precision: BaselinePrecision = affects(BASELINE, default=BaselinePrecision.float32)
+    precision: BaselinePrecision = affects(
+        BASELINE, default=BaselinePrecision.float32,
+        doc="``float32``: a plain standalone copy, no mixed precision; ``policy``: the standalone copy runs "
+            "``mp_policy`` (``fully_shard`` on a one-rank mesh; torch, ``torch_fsdp2`` only).")
 
 
 @dataclass
@@ -509,12 +593,22 @@ class ExecutionConfig:
     ``sweep.run.baseline``; the same losses, bit for bit on CPU).
     """
 
-    timeout_s: Optional[float] = affects(default=None)
-    base_timeout_s: float = affects(default=180.0)
-    per_step_s: float = affects(default=0.1)
-    omp_num_threads: int = affects(LAUNCH, default=1)
-    reuse_processes: bool = affects(default=True)
-    reuse_baselines: bool = affects(default=True)
+    timeout_s: Optional[float] = affects(
+        default=None,
+        doc="Wall-clock limit of the job's launch in seconds; ``null``: "
+            "``base_timeout_s + per_step_s * steps * world_size``.")
+    base_timeout_s: float = affects(default=180.0, doc="The fixed part of the default time limit (s, > 0).")
+    per_step_s: float = affects(default=0.1,
+                                doc="The default time limit's seconds per step and rank (> 0).")
+    omp_num_threads: int = affects(LAUNCH, default=1, doc="``OMP_NUM_THREADS`` of every rank (>= 1).")
+    reuse_processes: bool = affects(
+        default=True,
+        doc="Multirun: jobs of one framework, world size and device share one distributed launch "
+            "(``sweep.run.pool``).")
+    reuse_baselines: bool = affects(
+        default=True,
+        doc="Multirun: each distinct standalone sequence is computed once and reused (``sweep.run.baseline``; "
+            "never with ``weights.transfer=shared``).")
 
     @staticmethod
     def check(execution: Any) -> None:
@@ -540,29 +634,48 @@ class SweepConfig:
     compare: CompareConfig = field(default_factory=CompareConfig)
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
     weights: WeightsConfig = field(default_factory=WeightsConfig)
-    order: Order = affects(DISTRIBUTED, default=Order.standalone_first)
-    zero_grad: bool = affects(DISTRIBUTED, default=True)  # clear the distributed copy's gradients every step
-    reshard_after_forward: bool = affects(DISTRIBUTED, POLICY_BASELINE, default=True)
-    wrap: Wrap = affects(DISTRIBUTED, POLICY_BASELINE, default=Wrap.root)
+    order: Order = affects(DISTRIBUTED, default=Order.standalone_first,
+                           doc="Which copy trains first in a rank, or ``separate``: the standalone copy in a "
+                               "process of its own.")
+    zero_grad: bool = affects(DISTRIBUTED, default=True,
+                              doc="Clear the distributed copy's gradients every step (a no-op for MindSpore's "
+                                  "functional gradients).")
+    reshard_after_forward: bool = affects(DISTRIBUTED, POLICY_BASELINE, default=True,
+                                          doc="``fully_shard``'s: free the unsharded parameters after forward "
+                                              "and gather them again for backward.")
+    wrap: Wrap = affects(DISTRIBUTED, POLICY_BASELINE, default=Wrap.root,
+                         doc="``fully_shard`` units: ``root`` (the whole model) or ``per_layer`` (each layer, "
+                             "then the root).")
     baseline: BaselineConfig = field(default_factory=BaselineConfig)
-    deterministic: bool = affects(*ALL_NUMERIC, default=True)
-    seed: int = affects(*ALL_NUMERIC, default=42)
-    steps: int = affects(*ALL_NUMERIC, default=1000)
-    device: Device = affects(*ALL_NUMERIC, LAUNCH, default=Device.cpu)
-    world_size: Optional[int] = affects(DISTRIBUTED, default=None)  # None: the product of mesh.mesh_shape
-    # Run each job this many times (different launches, same seeds; sweep.run.job): repeats that
-    # disagree mark the job nondeterministic. No number of one run depends on it, the
-    # verdict does (and a resumed record must have as many repeats).
-    repeat: int = affects(VERDICT, default=1)
-    # Re-running a sweep into the same hydra.sweep.dir: skip jobs whose result.json is
-    # complete (ok/fail) for the same config, run the rest.
-    resume: bool = affects(default=False)
-    # Running another grid into a sweep dir that holds one: move the old jobs aside
-    # (SWEEP_DIR/.replaced/<time>/) instead of refusing (sweep.run.sweep_dir).
-    replace_grid: bool = affects(default=False)
-    # CI gate: a multirun exits 1 when any job fails, errors, times out or is missing, or
-    # the verdict names a culprit (default: 0 once every job has a result).
-    gate: bool = affects(default=False)
+    deterministic: bool = affects(*ALL_NUMERIC, default=True,
+                                  doc="Deterministic algorithms in the ranks (torch "
+                                      "``use_deterministic_algorithms``, MindSpore ``set_deterministic``).")
+    seed: int = affects(*ALL_NUMERIC, default=42,
+                        doc="The ranks' seed (``torch.manual_seed`` / ``mindspore.set_seed``, and numpy's): "
+                            "the model's initialisation and each copy's random stream (in [0, 2**32)).")
+    steps: int = affects(*ALL_NUMERIC, default=1000, doc="Optimizer steps each copy trains (> 0).")
+    device: Device = affects(*ALL_NUMERIC, LAUNCH, default=Device.cpu,
+                             doc="Where the ranks compute; rank ``r`` uses local device ``r``.")
+    world_size: Optional[int] = affects(DISTRIBUTED, default=None,
+                                        doc="Number of ranks; ``null``: the product of ``mesh.mesh_shape`` "
+                                            "(which it must equal when set).")
+    repeat: int = affects(
+        VERDICT, default=1,
+        doc="Run each job this many times (different launches, same seeds; ``sweep.run.job``): repeats that "
+            "disagree mark the job nondeterministic. No number of one run depends on it, the verdict does "
+            "(and a resumed record must have as many repeats).")
+    resume: bool = affects(
+        default=False,
+        doc="Re-running a sweep into the same ``hydra.sweep.dir``: skip jobs whose ``result.json`` is complete "
+            "(ok/fail) for the same config, run the rest.")
+    replace_grid: bool = affects(
+        default=False,
+        doc="Running another grid into a sweep dir that holds one: move the old jobs aside "
+            "(``SWEEP_DIR/.replaced/<time>/``) instead of refusing (``sweep.run.sweep_dir``).")
+    gate: bool = affects(
+        default=False,
+        doc="CI gate: a multirun exits 1 when any job fails, errors, times out or is missing, or the verdict "
+            "names a culprit (default: 0 once every job has a result).")
 
     @staticmethod
     def check(cfg: Any) -> None:

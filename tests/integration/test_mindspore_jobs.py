@@ -11,7 +11,7 @@ from tests.conftest import run_cli
 pytest.importorskip("mindspore")
 pytestmark = [pytest.mark.slow, pytest.mark.mindspore]
 
-# shared/notes/reference_values.md: the report's standalone losses on MindSpore 2.10, CPU.
+# docs/seed/reference_values.md: the report's standalone losses on MindSpore 2.10, CPU.
 REFERENCE = {
     0: 1.0775717496871948, 1: 0.9553347229957581, 2: 0.6933079361915588, 3: 0.9145568013191223,
     4: 1.774917483329773, 99: 0.762568473815918, 199: 1.839326024055481, 499: 1.3644771575927734,
