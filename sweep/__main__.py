@@ -94,6 +94,9 @@ def entry() -> None:
     from sweep.layout import SweepDir
     from sweep.run import callbacks, preflight
 
+    from sweep.config.shorthands import expand
+
+    sys.argv[1:] = expand(sys.argv[1:])  # compile=true -> compile.enabled=true
     error = preflight.check_command_line(sys.argv[1:], CONF_DIR)
     if error is not None:
         print(f"error: {error}", file=sys.stderr)

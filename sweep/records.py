@@ -102,7 +102,10 @@ class RankResult(_Record):
     hyper-parameters as the optimizer held them after step 0, "notes"}``. ``modules``:
     the tracing rerun's module comparison (``sweep.analysis.modules.compare_modules``:
     ``first``, ``description``, ``rows``); ``tensors``: its every traced tensor compared
-    (``sweep.analysis.trace.tensor_rows``).
+    (``sweep.analysis.trace.tensor_rows``). ``features``: what both copies ran with besides
+    the engine (``sweep.train.copies.features_record``: frozen and tied parameters, the
+    modules activation checkpointing wrapped, activation offload, compile, ``model.init``,
+    the lr schedule and its ``lr`` per step of each copy trained here).
     """
 
     rank: int
@@ -127,6 +130,7 @@ class RankResult(_Record):
     optimizer: Optional[Dict[str, Any]] = None
     modules: Optional[Dict[str, Any]] = None
     tensors: Optional[List[Dict[str, Any]]] = None
+    features: Optional[Dict[str, Any]] = None
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
@@ -183,7 +187,8 @@ class JobRecord(_Record):
     output gradient) differs, over the tracing rerun's ranks
     (``sweep.analysis.modules.first_over_ranks``), or ``{"description"}`` saying none did,
     or ``None`` when not traced; ``collectives``: rank 0's ledger (``RankResult.collectives``)
-    and every rank's ``notes``; ``optimizer``: rank 0's (``RankResult.optimizer``).
+    and every rank's ``notes``; ``optimizer``: rank 0's (``RankResult.optimizer``);
+    ``features``: rank 0's ``RankResult.features`` (what both copies ran with).
     ``started``/``finished``: UTC ISO-8601.
     """
 
@@ -219,6 +224,7 @@ class JobRecord(_Record):
     random_draws: Optional[bool] = None
     replicas: Optional[Dict[str, Any]] = None
     first_module: Optional[Dict[str, Any]] = None
+    features: Optional[Dict[str, Any]] = None
     collectives: Optional[Dict[str, Any]] = None
     optimizer: Optional[Dict[str, Any]] = None
     started: Optional[str] = None

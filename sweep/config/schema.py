@@ -35,7 +35,7 @@ import enum
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
@@ -321,6 +321,40 @@ class OptimizerConfig:
                 raise ConfigError(f"optimizer.{key}={opt[key]}: must be a finite number >= 0")
 
 
+class CheckpointMode(str, enum.Enum):
+    """``activation_checkpoint.mode`` (:class:`ActivationCheckpointConfig`)."""
+
+    none = "none"
+    full = "full"
+    selective = "selective"
+
+
+class LrScheduler(str, enum.Enum):
+    """``train.lr_scheduler``: ``none``, ``linear_warmup`` (lr from ``lr / warmup_steps`` up to ``lr``
+    over ``warmup_steps``, then constant), ``cosine`` (that warmup, then a cosine decay to 0 at
+    the last step)."""
+
+    none = "none"
+    linear_warmup = "linear_warmup"
+    cosine = "cosine"
+
+
+class OffloadPolicy(str, enum.Enum):
+    """``offload_policy``: ``none``, or ``cpu`` (FSDP2's ``CPUOffloadPolicy``: sharded parameters,
+    gradients and the optimizer step on the CPU)."""
+
+    none = "none"
+    cpu = "cpu"
+
+
+class ModelInit(str, enum.Enum):
+    """``model.init``: ``eager`` (built with storage), or ``meta`` (built on the meta device,
+    sharded, materialised with ``to_empty`` and initialised; ``sweep.train.model_init``)."""
+
+    eager = "eager"
+    meta = "meta"
+
+
 @dataclass
 class ModelConfig:
     """The model both copies train: a factory named by ``_target_`` (``sweep.models``).
@@ -356,6 +390,17 @@ class ModelConfig:
     args: Dict[str, Any] = affects(*ALL_NUMERIC, default_factory=dict,
                                    doc="More keyword arguments of the factory (e.g. the transformer's "
                                        "``num_layers``).")
+    init: ModelInit = affects(*ALL_NUMERIC, default=ModelInit.eager,
+                              doc="``eager``, or ``meta``: the distributed copy is built on the meta device, "
+                                  "sharded, materialised (``to_empty``) and initialised "
+                                  "(``reset_parameters`` under ``seed``); the standalone copy gets its initial "
+                                  "weights per ``weights.transfer`` (torch, FSDP2 engines).")
+    frozen: List[str] = affects(*ALL_NUMERIC, default_factory=list,
+                                doc="Parameter name patterns (``fnmatch``, e.g. ``layer0.*``) trained with "
+                                    "``requires_grad=False`` in both copies.")
+    tie: List[List[str]] = affects(*ALL_NUMERIC, default_factory=list,
+                                   doc="Pairs ``[a, b]`` of parameter names: ``b`` becomes ``a`` (one Parameter) "
+                                       "in both copies, before sharding; shapes must match.")
 
     @staticmethod
     def check(model: Any) -> None:
@@ -419,6 +464,46 @@ class Wrap(str, enum.Enum):
 
 
 @dataclass
+class ActivationCheckpointConfig:
+    """Activation checkpointing, applied to both copies alike (``sweep.train.activations``):
+    ``full`` wraps every ``layers`` unit, else each direct child with parameters (the units
+    of ``wrap=per_layer``), in torch's non-reentrant ``checkpoint_wrapper``; ``selective``
+    wraps the same modules with a policy (``create_selective_checkpoint_contexts``) that
+    saves the outputs of ``save_ops``, recomputes ``recompute_ops`` and prefers to
+    recompute the rest (torchtitan's selective AC). MindSpore: ``full`` is
+    ``Cell.recompute()`` on those cells; ``selective`` is refused."""
+
+    mode: CheckpointMode = affects(*ALL_NUMERIC, default=CheckpointMode.none,
+                                   doc="``none``, ``full`` (recompute each wrapped module's forward in "
+                                       "backward) or ``selective`` (recompute only ``recompute_ops``).")
+    preserve_rng_state: bool = affects(*ALL_NUMERIC, default=True,
+                                       doc="Replay the forward's random draws in the recompute (dropout masks "
+                                           "equal); torch ``checkpoint(preserve_rng_state=)``.")
+    save_ops: List[str] = affects(
+        *ALL_NUMERIC, default_factory=lambda: ["aten.mm.default", "aten.addmm.default", "aten.bmm.default",
+                                               "aten._scaled_dot_product_efficient_attention.default",
+                                               "aten._scaled_dot_product_flash_attention.default",
+                                               "aten._scaled_dot_product_flash_attention_for_cpu.default"],
+        doc="``selective``: the aten ops whose outputs are saved (``CheckpointPolicy.MUST_SAVE``; "
+            "torchtitan's default keeps the matmuls and attention).")
+    recompute_ops: List[str] = affects(
+        *ALL_NUMERIC, default_factory=list,
+        doc="``selective``: aten ops always recomputed (``MUST_RECOMPUTE``, the report's ``policy_fn``); every "
+            "op in neither list is recomputed by preference (``PREFER_RECOMPUTE``).")
+
+
+@dataclass
+class CompileConfig:
+    """``torch.compile`` of both copies' models (after sharding), with ``backend``;
+    ``compile=true`` on the command line is ``compile.enabled=true`` (``sweep.__main__``)."""
+
+    enabled: bool = affects(*ALL_NUMERIC, default=False, doc="Compile both copies' models (torch only).")
+    backend: str = affects(*ALL_NUMERIC, default="inductor",
+                           doc="``torch.compile(backend=)``: ``inductor``, or ``aot_eager`` (no code generation: "
+                               "fast on CPU), ``eager``.")
+
+
+@dataclass
 class GradScalerConfig:
     """Loss scaling for fp16 (``torch.amp.GradScaler``'s arguments; FSDP2 uses
     ``ShardedGradScaler``, whose inf check is all-reduced over the ranks)."""
@@ -460,6 +545,12 @@ class TrainConfig:
                         doc="``mse``, ``cross_entropy``, or a dotted path to "
                             "``loss(output, target) -> scalar tensor``.")
     grad_scaler: GradScalerConfig = field(default_factory=GradScalerConfig)
+    lr_scheduler: LrScheduler = affects(*ALL_NUMERIC, default=LrScheduler.none,
+                                        doc="``none``, ``linear_warmup`` or ``cosine`` (after ``warmup_steps``), "
+                                            "stepped once per optimizer step in both copies; the lr of each "
+                                            "step is recorded.")
+    warmup_steps: int = affects(*ALL_NUMERIC, default=0,
+                                doc="Steps of linear warmup from ``lr / warmup_steps`` to ``lr`` (>= 0).")
 
     @staticmethod
     def check(train: Any) -> None:
@@ -482,6 +573,8 @@ class TrainConfig:
                 f"train.loss={loss}: allowed: {', '.join(LOSSES)}, or a dotted path to "
                 "a function loss(output, target) -> scalar tensor"
             )
+        if train.get("warmup_steps", 0) < 0:
+            raise ConfigError(f"train.warmup_steps={train.warmup_steps}: must be >= 0")
         scaler = train.grad_scaler
         _positive("train.grad_scaler", scaler, "init_scale", "growth_factor", "backoff_factor")
         if scaler.growth_interval < 1:
@@ -640,9 +733,19 @@ class SweepConfig:
     zero_grad: bool = affects(DISTRIBUTED, default=True,
                               doc="Clear the distributed copy's gradients every step (a no-op for MindSpore's "
                                   "functional gradients).")
-    reshard_after_forward: bool = affects(DISTRIBUTED, POLICY_BASELINE, default=True,
-                                          doc="``fully_shard``'s: free the unsharded parameters after forward "
-                                              "and gather them again for backward.")
+    reshard_after_forward: Union[bool, int] = affects(
+        DISTRIBUTED, POLICY_BASELINE, default=True,
+        doc="``fully_shard``'s: free the unsharded parameters after forward and gather them again for "
+            "backward (``true``), keep them (``false``), or an int: reshard to groups of that many ranks "
+            "(FSDP2; a divisor of the shard dim other than 1 and itself).")
+    activation_checkpoint: ActivationCheckpointConfig = field(default_factory=ActivationCheckpointConfig)
+    activation_offload: bool = affects(*ALL_NUMERIC, default=False,
+                                       doc="Keep the activations saved for backward on the CPU in both copies "
+                                           "(``torch.autograd.graph.save_on_cpu``; torch only).")
+    offload_policy: OffloadPolicy = affects(DISTRIBUTED, POLICY_BASELINE, default=OffloadPolicy.none,
+                                            doc="``fully_shard``'s ``offload_policy``: ``none`` or ``cpu`` "
+                                                "(``CPUOffloadPolicy``; FSDP2 only).")
+    compile: CompileConfig = field(default_factory=CompileConfig)
     wrap: Wrap = affects(DISTRIBUTED, POLICY_BASELINE, default=Wrap.root,
                          doc="``fully_shard`` units: ``root`` (the whole model) or ``per_layer`` (each layer, "
                              "then the root).")
@@ -687,6 +790,13 @@ class SweepConfig:
             raise ConfigError(f"repeat={cfg.repeat}: must be >= 1 (runs of each job)")
         if not 0 <= cfg.seed < 2**32:
             raise ConfigError(f"seed={cfg.seed}: must be in [0, 2**32) (numpy's, torch's and MindSpore's seeds)")
+        if _value((cfg.get("model") or {}).get("init", "eager")) == "meta":
+            if _value(cfg.weights.transfer) == "shared":
+                raise ConfigError("model.init=meta with weights.transfer=shared: the distributed copy's weights are "
+                                  "sharded, there is no storage to share; use independent or checkpoint")
+            if _value(cfg.order) == "separate":
+                raise ConfigError("model.init=meta with order=separate: the standalone process has no distributed "
+                                  "copy to take its initial weights from; use standalone_first or distributed_first")
 
 
 SECTION_CHECKS = {
@@ -731,10 +841,16 @@ def baseline_fields(config: Dict[str, Any]) -> List[str]:
     """Dotted paths of the fields a job's standalone sequence depends on, for this
     ``config`` (a plain dict, :func:`to_container`): those of role ``baseline``, and with
     ``baseline.precision=policy`` those of role ``policy_baseline`` too (the policy and
-    the wrapping its standalone copy runs), in schema order."""
+    the wrapping its standalone copy runs), and with ``model.init=meta`` those of role
+    ``distributed`` too (its initial weights are the distributed copy's, drawn on the
+    shards), in schema order."""
     paths = fields_with(BASELINE)
     if (config.get("baseline") or {}).get("precision") == BaselinePrecision.policy.value:
         paths += [p for p in fields_with(POLICY_BASELINE) if p not in paths]
+    if (config.get("model") or {}).get("init") == ModelInit.meta.value:
+        # the standalone copy starts from the distributed copy's initial weights, drawn on its
+        # sharded parameters: they may depend on everything that shapes the shards
+        paths += [p for p in fields_with(DISTRIBUTED) if p not in paths]
     return paths
 
 

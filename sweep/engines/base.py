@@ -38,6 +38,24 @@ def dtype_name(value: Any) -> Optional[str]:
     return name
 
 
+def _reshard_int(cfg: Any) -> bool:
+    value = cfg.get("reshard_after_forward", True)
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# feature -> (whether the config sets it, the setting as text, which engines run it)
+FEATURES: Dict[str, Any] = {
+    "reshard_int": (_reshard_int, lambda cfg: f"reshard_after_forward={cfg.reshard_after_forward}",
+                    "an int (reshard to a smaller group) is FSDP2's: engine=torch_fsdp2, or true/false"),
+    "offload_policy": (lambda cfg: as_str(cfg.get("offload_policy", "none")) != "none",
+                       lambda cfg: f"offload_policy={as_str(cfg.offload_policy)}",
+                       "CPUOffloadPolicy is FSDP2's: engine=torch_fsdp2"),
+    "meta_init": (lambda cfg: as_str((cfg.get("model") or {}).get("init", "eager")) == "meta",
+                  lambda cfg: "model.init=meta",
+                  "sharding on the meta device, then to_empty: engine=torch_fsdp2"),
+}
+
+
 class Engine:
     """Base of every engine. Subclasses set :attr:`framework` and implement
     :meth:`parallelize`; they may declare :class:`Options` and extend :meth:`check_config`."""
@@ -50,6 +68,9 @@ class Engine:
     # copy may run the same policy on one rank (baseline.precision=policy,
     # sweep.engines.torch_fsdp2.StandaloneFSDP2); other engines refuse that before launch.
     policy_baseline: ClassVar[bool] = False
+    # Optional features of the config this engine runs (FEATURES); a job that sets one an
+    # engine lacks is refused before launch with the reason (check_features).
+    supports: ClassVar[frozenset] = frozenset()
 
     @dataclasses.dataclass
     class Options:
@@ -87,8 +108,22 @@ class Engine:
             ConfigError: one line naming the field and what is allowed.
         """
         cls.options_of(cfg)
+        cls.check_features(cfg)
         cls.check_config(cfg)
         cls.check_baseline(cfg)
+
+    @classmethod
+    def check_features(cls, cfg: Any) -> None:
+        """Each optional feature the config sets (:data:`FEATURES`) must be in
+        :attr:`supports`.
+
+        Raises:
+            ConfigError: naming the setting, the engine and the engines that run it.
+        """
+        for feature, (is_set, setting, runs_on) in FEATURES.items():
+            if is_set(cfg) and feature not in cls.supports:
+                raise ConfigError(f"{setting(cfg)}: engine={cfg.engine.name} ({cls.__name__}) does not run it; "
+                                  f"{runs_on}")
 
     @classmethod
     def check_baseline(cls, cfg: Any) -> None:

@@ -11,6 +11,7 @@ import math
 from typing import Any, Dict, Optional
 
 from sweep.engines.base import StandaloneTorch, TorchEngine, dtype_name
+from sweep.errors import ConfigError
 
 
 def torch_mp_policy(mp_cfg: Any) -> Any:
@@ -40,15 +41,58 @@ def shard_on(model: Any, cfg: Any, mesh: Any) -> tuple:
 
     from sweep.engines import wrapping
 
+    reshard = reshard_after_forward(cfg, mesh)
+    offload = offload_policy(cfg)
+
     def shard(module: Any, policy: Any) -> Any:
-        return fully_shard(module, mesh=mesh, reshard_after_forward=bool(cfg.reshard_after_forward),
-                           mp_policy=torch_mp_policy(policy))
+        return fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=torch_mp_policy(policy),
+                           offload_policy=offload)
 
     return wrapping.shard(model, cfg, shard, cfg.mp_policy)
 
 
+def reshard_after_forward(cfg: Any, mesh: Any) -> Any:
+    """``fully_shard``'s ``reshard_after_forward``: ``true``/``false``, or an int (reshard to
+    groups of that many ranks after forward; FSDP2 docs). On a mesh of one rank (the
+    standalone copy of ``baseline.precision=policy``) an int is ``True``: there is no
+    smaller group, and resharding moves no value."""
+    value = cfg.reshard_after_forward
+    if isinstance(value, bool) or not isinstance(value, int):
+        return bool(value)
+    return True if mesh.size() == 1 else int(value)
+
+
+def offload_policy(cfg: Any) -> Any:
+    """``offload_policy=cpu``: ``CPUOffloadPolicy`` (pinned host memory only with an
+    accelerator); ``none``: FSDP2's default ``OffloadPolicy()`` (no offload)."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy
+
+    from sweep.config.enums import as_str
+
+    if as_str(cfg.get("offload_policy", "none")) == "cpu":
+        return CPUOffloadPolicy(pin_memory=as_str(cfg.device) != "cpu")
+    return OffloadPolicy()
+
+
 class TorchFSDP2(TorchEngine):
     policy_baseline = True
+    supports = frozenset({"reshard_int", "offload_policy", "meta_init"})
+
+    @classmethod
+    def check_config(cls, cfg: Any) -> None:
+        """An int ``reshard_after_forward`` is a divisor of the shard dim's size other than
+        1 and the size itself (FSDP2's ``fully_shard`` docs).
+
+        Raises:
+            ConfigError: it is not.
+        """
+        value = cfg.reshard_after_forward
+        if isinstance(value, int) and not isinstance(value, bool):
+            shard = int(list(cfg.mesh.mesh_shape)[-1])
+            if value <= 1 or value >= shard or shard % value:
+                raise ConfigError(f"reshard_after_forward={value}: an int must divide the shard dim "
+                                  f"({cfg.mesh.mesh_dim_names[-1]}={shard}) and lie strictly between 1 and {shard}; "
+                                  "or true/false")
 
     def parallelize(self, model: Any) -> Any:
         from torch.distributed.device_mesh import init_device_mesh
@@ -81,6 +125,7 @@ class TorchFSDP2(TorchEngine):
         included) per optimizer step."""
         shape = [int(n) for n in self.cfg.mesh.mesh_shape]
         dims = [str(d) for d in self.cfg.mesh.mesh_dim_names]
+        reshard = self.cfg.reshard_after_forward
         master = dtype_name(self.cfg.model.get("init_dtype")) or "float32"
         policies = [self.cfg.mp_policy] + list((getattr(self, "units", None) or {}).values())
         gather = sorted({dtype_name(p["param_dtype"]) or master for p in policies})
@@ -91,7 +136,9 @@ class TorchFSDP2(TorchEngine):
         why_gather = f"mp_policy.param_dtype={dtype_name(self.cfg.mp_policy.param_dtype)}, else model.init_dtype"
         return {
             "mesh_shape": shape, "mesh_dim_names": dims,
-            "all_gather": {"dim": dims[-1], "size": shape[-1], "dtypes": gather, "why": why_gather},
+            "all_gather": {"dim": dims[-1], "size": shape[-1], "dtypes": gather, "why": why_gather,
+                           "sizes": [shape[-1], reshard] if isinstance(reshard, int) and not isinstance(reshard, bool)
+                           else [shape[-1]]},
             "reduce_scatter": {"dim": dims[-1], "size": shape[-1], "dtypes": reduce, "why": why_reduce},
             "all_reduce": {"dim": dims[0], "size": shape[0], "dtypes": reduce, "why": why_reduce}
             if len(shape) == 2 else None,
@@ -197,7 +244,7 @@ class StandaloneFSDP2(StandaloneTorch):
 
     def info(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"api": {"name": "fully_shard", "mesh": "one rank",
-                                       "reshard_after_forward": bool(self.cfg.reshard_after_forward)}}
+                                       "reshard_after_forward": reshard_after_forward(self.cfg, self.mesh)}}
         if self.units:
             out["units"] = self.units
         return out

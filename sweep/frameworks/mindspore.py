@@ -76,11 +76,13 @@ class MindSporeFramework(Framework):
     @classmethod
     def check_train(cls, cfg: Any) -> None:
         """sweep's MindSpore step (``sweep.train.mindspore_rank``) runs float32 parameters,
-        the MSE loss, gradient accumulation and clipping; not a gradient scaler.
+        the MSE loss, gradient accumulation and clipping, frozen parameters, full
+        recompute and the lr schedules; not a gradient scaler, selective recompute,
+        activation offload, compile or tied parameters.
 
         Raises:
             ConfigError: ``model.init_dtype`` other than float32, ``train.loss`` other than
-                mse, or ``train.grad_scaler.enabled``.
+                mse, ``train.grad_scaler.enabled``, or a setting listed above it does not run.
         """
         dtype = as_str(cfg.model.init_dtype)
         if dtype != "float32":
@@ -92,6 +94,17 @@ class MindSporeFramework(Framework):
         if cfg.train.grad_scaler.enabled:
             raise ConfigError("train.grad_scaler.enabled=true: sweep's MindSpore step has no loss scaler "
                               "(mindspore.amp.DynamicLossScaler is not wired); run it with framework=torch")
+        unsupported = {
+            "activation_checkpoint.mode=selective": as_str(cfg.activation_checkpoint.mode) == "selective",
+            "activation_offload=true": bool(cfg.activation_offload),
+            "compile.enabled=true": bool(cfg.compile.enabled),
+            "model.tie": bool(list(cfg.model.get("tie") or [])),
+        }
+        for setting, is_set in unsupported.items():
+            if is_set:
+                raise ConfigError(f"{setting}: sweep's MindSpore step does not run it (its recompute is full only: "
+                                  "Cell.recompute(); no activation offload, compile or tied parameters); run it with "
+                                  "framework=torch")
 
     @classmethod
     def check_installed(cls, cfg: Any) -> None:

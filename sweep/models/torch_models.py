@@ -23,8 +23,13 @@ class MLP(nn.Module):
         super().__init__()
         self.layer0 = nn.Linear(in_size, hidden_size)
         self.layer1 = nn.Linear(hidden_size, out_size)
+        self.init_std = init_std
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        """Weights ~ N(0, init_std^2), biases zero (also after ``to_empty``: ``model.init=meta``)."""
         for layer in (self.layer0, self.layer1):
-            _init_linear(layer, init_std)
+            _init_linear(layer, self.init_std)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layer1(torch.relu(self.layer0(x)))
@@ -39,8 +44,15 @@ class MLPNorm(nn.Module):
         self.norm0 = nn.LayerNorm(hidden_size)
         self.layer1 = nn.Linear(hidden_size, out_size)
         self.norm1 = nn.BatchNorm1d(out_size)
+        self.init_std = init_std
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        """Linear weights ~ N(0, init_std^2), biases zero; the norms' defaults."""
         for layer in (self.layer0, self.layer1):
-            _init_linear(layer, init_std)
+            _init_linear(layer, self.init_std)
+        for norm in (self.norm0, self.norm1):
+            norm.reset_parameters()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm1(self.layer1(torch.relu(self.norm0(self.layer0(x)))))
@@ -58,8 +70,15 @@ class Block(nn.Module):
         self.mlp_norm = nn.RMSNorm(dim)
         self.up = nn.Linear(dim, 4 * dim)
         self.down = nn.Linear(4 * dim, dim)
+        self.init_std = init_std
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        """Linear weights ~ N(0, init_std^2), biases zero; the norms' defaults."""
         for layer in (self.qkv, self.proj, self.up, self.down):
-            _init_linear(layer, init_std)
+            _init_linear(layer, self.init_std)
+        for norm in (self.attn_norm, self.mlp_norm):
+            norm.reset_parameters()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows, seq, dim = x.shape
@@ -85,6 +104,16 @@ class TinyDecoder(nn.Module):
         self.norm = nn.RMSNorm(hidden_size)
         self.head = nn.Linear(hidden_size, vocab_size, bias=False)
         _init_linear(self.head, init_std)
+        self.init_std = init_std
+
+    def init_weights(self) -> None:
+        """The construction's initialisation in its order (embedding, each block, head): for
+        ``model.init=meta``, after ``to_empty``."""
+        nn.init.normal_(self.embed.weight, mean=0.0, std=self.init_std)
+        for block in self.layers:
+            block.init_weights()
+        self.norm.reset_parameters()
+        _init_linear(self.head, self.init_std)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.embed(tokens)

@@ -534,6 +534,7 @@ def _judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalo
         record.notes.append(MISSING_PREFIX + missing_text(sorted(missing, key=lambda m: (m["name"], m["only_in"])))
                             + where)
     record.collectives, record.optimizer = _inside_notes(record, ranks)
+    record.features = first.features
     unequal = [(r.rank, r.initial["first"]) for r in ranks if r.initial and r.initial.get("first")]
     record.replicas = replica_check(ranks)
     record.dtypes = {

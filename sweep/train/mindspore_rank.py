@@ -22,10 +22,12 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from sweep import models
+from sweep.config.enums import as_str
 from sweep.engines import load_engine
 from sweep.engines.base import StandaloneMindSpore
 from sweep.layout import JobDir
 from sweep.records import RankResult
+from sweep.train.schedules import lr_values
 from sweep.train import (
     micro_batches,
     phase_order,
@@ -35,8 +37,10 @@ from sweep.train import (
 )
 
 
-def build_optimizer(opt_cfg: Any, params: Any) -> Any:
-    """``nn.Adam`` / ``nn.AdamWeightDecay`` / ``nn.SGD`` with the config's hyperparameters.
+def build_optimizer(opt_cfg: Any, params: Any, lr: Optional[List[float]] = None) -> Any:
+    """``nn.Adam`` / ``nn.AdamWeightDecay`` / ``nn.SGD`` with the config's hyperparameters;
+    ``lr``: a per-step list (a ``train.lr_scheduler``, ``sweep.train.schedules.lr_values``:
+    MindSpore's dynamic learning rate, entry ``t`` at step ``t``) instead of ``optimizer.lr``.
 
     Raises:
         ValueError: unknown optimizer name.
@@ -44,15 +48,16 @@ def build_optimizer(opt_cfg: Any, params: Any) -> Any:
     from mindspore import nn
 
     name = opt_cfg.name
+    rate = lr if lr is not None else opt_cfg.lr
     beta1, beta2 = (float(b) for b in opt_cfg.betas)
     if name == "adam":
-        return nn.Adam(params, learning_rate=opt_cfg.lr, beta1=beta1, beta2=beta2, eps=opt_cfg.eps,
+        return nn.Adam(params, learning_rate=rate, beta1=beta1, beta2=beta2, eps=opt_cfg.eps,
                        weight_decay=opt_cfg.weight_decay)
     if name == "adamw":
-        return nn.AdamWeightDecay(params, learning_rate=opt_cfg.lr, beta1=beta1, beta2=beta2, eps=opt_cfg.eps,
+        return nn.AdamWeightDecay(params, learning_rate=rate, beta1=beta1, beta2=beta2, eps=opt_cfg.eps,
                                   weight_decay=opt_cfg.weight_decay)
     if name == "sgd":
-        return nn.SGD(params, learning_rate=opt_cfg.lr, momentum=opt_cfg.momentum, weight_decay=opt_cfg.weight_decay)
+        return nn.SGD(params, learning_rate=rate, momentum=opt_cfg.momentum, weight_decay=opt_cfg.weight_decay)
     raise ValueError(f"optimizer.name={name!r}; allowed: adam, adamw, sgd")
 
 
@@ -247,6 +252,43 @@ def run_rank(cfg: Any, job_dir: str, phase: str = "both") -> None:
     run_job(cfg, job_dir, ctx, phase)
 
 
+def prepare_cells(cfg: Any, net: Any) -> Dict[str, Any]:
+    """What both MindSpore copies get alike before sharding: ``model.frozen`` (matching
+    parameters get ``requires_grad=False``, so ``trainable_params()`` leaves them out) and
+    ``activation_checkpoint.mode=full`` (``Cell.recompute()`` on each cell of
+    ``sweep.engines.wrapping.layer_names``'s rule: the ``layers`` entries, else each direct
+    child with parameters). Returns ``{"frozen": [names], "tied": [], "activation_checkpoint":
+    {"mode", "wrapped", "preserve_rng_state"}}`` (``sweep.train.copies.prepare``'s shape).
+
+    Raises:
+        ValueError: a ``model.frozen`` pattern that matches no parameter.
+    """
+    import fnmatch
+
+    names = [p.name for p in net.get_parameters()]
+    frozen: List[str] = []
+    for pattern in list(cfg.model.get("frozen") or []):
+        hits = [n for n in names if fnmatch.fnmatchcase(n, str(pattern))]
+        if not hits:
+            raise ValueError(f"model.frozen: {pattern!r} matches no parameter; the model's: {', '.join(names)}")
+        frozen += [h for h in hits if h not in frozen]
+    for param in net.get_parameters():
+        if param.name in frozen:
+            param.requires_grad = False
+    mode = as_str(cfg.activation_checkpoint.mode)
+    ac: Dict[str, Any] = {"mode": mode, "wrapped": [], "preserve_rng_state": bool(cfg.activation_checkpoint.preserve_rng_state)}
+    if mode == "full":
+        cells = dict(net.name_cells())
+        layers = cells.get("layers")
+        targets = [(f"layers.{i}", c) for i, c in enumerate(layers.cell_list)] if hasattr(layers, "cell_list") else \
+            [(n, c) for n, c in cells.items() if list(c.get_parameters())]
+        for name, cell in targets:
+            cell.recompute()
+            ac["wrapped"].append(name)
+        ac["mechanism"] = "MindSpore Cell.recompute()"
+    return {"tied": [], "frozen": frozen, "activation_checkpoint": ac}
+
+
 def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both") -> None:
     """Train this process's copies for one job and write its result file (see
     ``sweep.train``); seeds are (re)set here, so a reused process gives the same losses."""
@@ -261,14 +303,17 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     distributed = models.build(cfg, "mindspore")
     ckpt = JobDir(job_dir).checkpoint("standalone" if not distributed_phase else f"rank_{rank}", ".ckpt")
     copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
+    applied = prepare_cells(cfg, standalone)
+    prepare_cells(cfg, distributed)
     names = phase_order(cfg.order, phase, job_dir)
     engine = load_engine(cfg, "mindspore", device=cfg.device, world_size=world)
     alone = StandaloneMindSpore(cfg, device=cfg.device, world_size=1)
     if "distributed" in names:
         distributed = engine.parallelize(distributed)
     global_np, local_np = rank_samples(cfg, rank)
-    opt_standalone = build_optimizer(cfg.optimizer, standalone.trainable_params())
-    opt_distributed = build_optimizer(cfg.optimizer, distributed.trainable_params())
+    lr = lr_values(cfg) if as_str(cfg.train.lr_scheduler) != "none" else None  # the per-step list MindSpore takes
+    opt_standalone = build_optimizer(cfg.optimizer, standalone.trainable_params(), lr)
+    opt_distributed = build_optimizer(cfg.optimizer, distributed.trainable_params(), lr)
     zero_grad_effective = bool(cfg.zero_grad) and hasattr(distributed, "zero_grad")
 
     observed: Dict[str, str] = {}
@@ -299,6 +344,8 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
         dtypes_observed=observed, zero_grad_effective=zero_grad_effective,
         engine_notes=list(info.get("notes") or engine.notes), engine=info,
+        features=dict(applied, activation_offload=False, compile=None, init="eager",
+                      lr_scheduler=as_str(cfg.train.lr_scheduler), lr={"schedule": lr} if lr else None),
     )
     if traces.get("standalone") and traces.get("distributed"):
         from sweep.analysis.trace import locate, to_shards

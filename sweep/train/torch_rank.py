@@ -43,7 +43,22 @@ from sweep.train import (
     train_phases,
     write_rank_result,
 )
+from sweep.train.copies import compile_model, features_record, prepare
+from sweep.train.schedules import torch_scheduler
 from sweep.train.torch_step import host_copy, named_state, record_tensors, shard_key, train
+
+
+def initial_weights(standalone: Any, state: Dict[str, Any], how: str, path: Path) -> None:
+    """Give ``standalone`` the distributed copy's initial weights ``state`` (full tensors,
+    ``sweep.train.model_init.full_state``; ``model.init=meta``), per ``weights.transfer``:
+    ``independent`` loads a copy, ``checkpoint`` round-trips it through ``torch.save``
+    at ``path`` (``shared`` is refused before launch: sharded storage cannot be shared)."""
+    import torch
+
+    if as_str(how) == "checkpoint":
+        torch.save(state, path)
+        state = torch.load(path, weights_only=True)
+    standalone.load_state_dict({k: v.to(next(standalone.parameters()).device) for k, v in state.items()})
 
 
 def build_optimizer(opt_cfg: Any, params: Any) -> Any:
@@ -245,19 +260,34 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     np.random.seed(cfg.seed)
     if cfg.deterministic or torch.are_deterministic_algorithms_enabled():
         torch.use_deterministic_algorithms(bool(cfg.deterministic))
+    meta = as_str(cfg.model.init) == "meta"
     standalone = models.build(cfg, "torch").to(device)
-    distributed = models.build(cfg, "torch").to(device)
+    if meta:  # built without storage; sharded, then materialised (sweep.train.model_init)
+        with torch.device("meta"):
+            distributed = models.build(cfg, "torch")
+    else:
+        distributed = models.build(cfg, "torch").to(device)
     ckpt = JobDir(job_dir).checkpoint(f"rank_{rank}" if ctx.distributed else "standalone", ".pt")
-    copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
+    if not meta:
+        copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
+    applied = prepare(cfg, standalone)
+    prepare(cfg, distributed)
     names = phase_order(cfg.order, phase, job_dir)
     engine = load_engine(cfg, "torch", device=device, world_size=world)
     alone = standalone_engine(cfg, ctx, "standalone" in names)
     if "distributed" in names:
         distributed = engine.parallelize(distributed)
+    if meta:
+        from sweep.train.model_init import full_state, materialize
+
+        materialize(distributed, device, int(cfg.seed))
+        initial_weights(standalone, full_state(distributed), cfg.weights.transfer, ckpt)
     if "standalone" in names:
         standalone = alone.parallelize(standalone)
+    standalone, distributed = compile_model(cfg, standalone), compile_model(cfg, distributed)
     opt_standalone = build_optimizer(cfg.optimizer, standalone.parameters())
     opt_distributed = build_optimizer(cfg.optimizer, distributed.parameters())
+    sched_standalone, sched_distributed = torch_scheduler(opt_standalone, cfg), torch_scheduler(opt_distributed, cfg)
     global_np, local_np = rank_samples(cfg, rank)
 
     def to_device(pairs: List[Any]) -> List[Any]:
@@ -276,6 +306,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     digests: List[str] = []
     ledger: List[Dict[str, Any]] = []
     ran: Dict[str, List[Dict[str, Any]]] = {"standalone": [], "distributed": []}
+    lrs: Dict[str, List[float]] = {"standalone": [], "distributed": []}
     module_traces = {}
     if until is not None and cfg.compare.get("module_trace", True):  # the tracing rerun: inside the model too
         from sweep.train.torch_observe import ModuleTrace
@@ -296,13 +327,15 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
                 standalone, to_device(global_np), alone, opt_standalone, cfg.train, input_dtype=input_dtype,
                 observed=observed_standalone, trace=traces.get("standalone"), trace_until=until_step,
                 weights_until=weights_step, modules=module_traces.get("standalone"),
-                optimizer_log=ran["standalone"])),
+                optimizer_log=ran["standalone"], scheduler=sched_standalone,
+                lrs=lrs["standalone"] if sched_standalone else None, offload=bool(cfg.activation_offload))),
             "distributed": own_stream("distributed", lambda: train(
                 distributed, to_device(local_np), engine, opt_distributed, cfg.train,
                 clear_grads=bool(cfg.zero_grad), input_dtype=input_dtype, observed=observed,
                 trace=traces.get("distributed"), trace_until=until_step, weights_until=weights_step,
                 digests=digests, modules=module_traces.get("distributed"), ledger=ledger,
-                ledger_until=max(until_step, 0), optimizer_log=ran["distributed"])),
+                ledger_until=max(until_step, 0), optimizer_log=ran["distributed"], scheduler=sched_distributed,
+                lrs=lrs["distributed"] if sched_distributed else None, offload=bool(cfg.activation_offload))),
         },
         snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
     )
@@ -322,6 +355,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         random_draws=drew, initial=initial, replica=replica,
         collectives=collectives_record(engine, ledger, rank, world) if "distributed" in names else None,
         optimizer=optimizer_record(cfg, ran),
+        features=dict(features_record(cfg, applied), lr={k: v for k, v in lrs.items() if v} or None),
     )
     for trace_of in module_traces.values():
         trace_of.remove()

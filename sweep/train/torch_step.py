@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from sweep.train import micro_batches
+from sweep.train.activations import offload as activation_offload
 
 
 def loss_function(name: str) -> Callable[[Any, Any], Any]:
@@ -168,6 +169,9 @@ def train(
     ledger: Optional[List[Dict[str, Any]]] = None,
     ledger_until: int = 0,
     optimizer_log: Optional[List[Dict[str, Any]]] = None,
+    scheduler: Optional[Any] = None,
+    lrs: Optional[List[float]] = None,
+    offload: bool = False,
 ) -> List[float]:
     """Train one pass over ``samples`` (per step a pair of tensors, ``(rows, ...)``) with
     the step of the module docstring. Returns the loss of every step (float).
@@ -203,6 +207,11 @@ def train(
     to it (``engine.collectives()``, ``sweep.engines.collectives``). If ``optimizer_log``
     is a list, it gets ``optimizer_ran(optimizer)`` after step 0's
     optimizer step: the hyper-parameters the step ran with.
+
+    ``scheduler`` (``sweep.train.schedules.torch_scheduler``) is stepped after each
+    optimizer step, and ``lrs`` (a list) gets the lr each step ran with (param group 0).
+    ``offload``: forward and backward inside ``sweep.train.activations.offload``
+    (``activation_offload``).
 """
     loss_fn = loss_function(str(train_cfg.loss))
     accum = int(train_cfg.grad_accum_steps)
@@ -235,7 +244,7 @@ def train(
         with watch:
             for j, (xm, ym) in enumerate(micro_batches(x, y, accum)):
                 sync = engine.no_sync(model) if j < accum - 1 else contextlib.nullcontext()
-                with sync:
+                with sync, activation_offload(offload):
                     with modules if recording else contextlib.nullcontext():
                         out = model(xm)
                     loss = loss_fn(out, ym)
@@ -264,6 +273,10 @@ def train(
                 scaler.update()
             else:
                 engine.optimizer_step(optimizer)
+        if lrs is not None:
+            lrs.append(float(optimizer.param_groups[0]["lr"]))
+        if scheduler is not None:
+            scheduler.step()
         if watching and ledger is not None and i <= ledger_until:
             ledger.extend(watch.entries)
         if optimizer_log is not None and i == 0:
