@@ -858,7 +858,7 @@ _SECTIONS = {
     cls.__name__: cls
     for cls in (FrameworkConfig, EngineConfig, MixedPrecisionPolicyConfig, MeshConfig, OptimizerConfig, ModelConfig,
                 DataConfig, TrainConfig, GradScalerConfig, WeightsConfig, CompareConfig, BaselineConfig,
-                ExecutionConfig)
+                ExecutionConfig, ActivationCheckpointConfig, CompileConfig)
 }
 
 

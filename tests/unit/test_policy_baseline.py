@@ -33,7 +33,7 @@ def test_the_precision_is_a_baseline_field_and_the_policy_joins_only_under_polic
     assert "baseline.precision" in fields_with(BASELINE)
     assert set(fields_with(POLICY_BASELINE)) == {
         "mp_policy.param_dtype", "mp_policy.reduce_dtype", "mp_policy.output_dtype", "mp_policy.cast_forward_inputs",
-        "mp_policy.overrides", "reshard_after_forward", "wrap",
+        "mp_policy.overrides", "reshard_after_forward", "wrap", "offload_policy",
     }
     assert "mp_policy.param_dtype" not in baseline_fields(config("mp_policy=bf16"))
     assert "mp_policy.param_dtype" in baseline_fields(config("mp_policy=bf16", "baseline.precision=policy"))
