@@ -160,7 +160,9 @@ def test_a_precision_policy_that_does_not_apply_reaches_the_verdict(tmp_path):
     assert jobs[1]["policy_applied"] is False and jobs[0]["policy_applied"] is not False
     assert records[1]["dtypes"]["observed"]["param_forward"].endswith("float32")
     assert "policy not applied" in jobs[1]["notes"]
-    assert "No culprit" in summary["verdict"] and "Notes: policy not applied (1 job)" in summary["verdict"]
+    assert "No culprit" in summary["verdict"] and "policy not applied (1 job)" in summary["verdict"]
+    # the ledger says the same from the collectives: the parameters were gathered in float32
+    assert any(n.startswith("all_gather ran in float32 over dp, expected bfloat16") for n in records[1]["notes"])
 
 
 def test_a_nondeterministic_fault_is_marked_with_the_spread_of_its_repeats(tmp_path):
