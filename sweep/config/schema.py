@@ -811,8 +811,12 @@ SECTION_CHECKS = {
 
 
 def register_configs() -> None:
-    """Store the schema as ``base_config`` for ``conf/config.yaml``'s defaults list."""
+    """Store the schema as ``base_config`` for ``conf/config.yaml``'s defaults list, and
+    the launcher configs the tool registers over a plugin's (``sweep.config.launchers``)."""
+    from sweep.config import launchers
+
     ConfigStore.instance().store(name="base_config", node=SweepConfig)
+    launchers.register()
 
 
 def fields_with(role: str, schema: type = SweepConfig, prefix: str = "") -> List[str]:

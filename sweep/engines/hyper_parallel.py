@@ -58,39 +58,85 @@ def package_dir() -> Optional[Path]:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+COMMIT_FILE = "COMMIT"  # at the root of an exported source tree: the commit it was exported from
+COMMIT_ENV = "HYPER_PARALLEL_COMMIT"
+
+
 def installed_version() -> Dict[str, Any]:
     """``{"hyper_parallel": version, "hyper_parallel_commit": sha or None,
-    "hyper_parallel_source": dir}`` of the installed release (``{}`` if not installed).
-    The commit is that of the git checkout the package lives in (an editable install of a
-    clone); ``None`` for a copy without ``.git`` (e.g. ``git archive``) or a wheel."""
-    from importlib.metadata import PackageNotFoundError, version
+    "hyper_parallel_commit_from": where it was read, "hyper_parallel_source": dir}`` of the
+    installed release (``{}`` if not installed). The commit is read, first found:
+
+    * ``git``: the git checkout the package lives in (an editable install of a clone);
+    * ``direct_url``: pip's record of a VCS install (PEP 610 ``direct_url.json``,
+      ``vcs_info.commit_id``: ``pip install git+https://...@<sha>``);
+    * ``COMMIT file``: a file :data:`COMMIT_FILE` at the source tree's root, holding the sha
+      (an export: ``git archive <sha> | tar -x -C DIR && echo <sha> > DIR/COMMIT``; the
+      archive itself keeps the sha only in its tar header, ``git get-tar-commit-id``);
+    * ``env``: the environment variable :data:`COMMIT_ENV`.
+
+    ``None`` (and ``hyper_parallel_commit_from`` ``None``) when none has it."""
+    from importlib.metadata import PackageNotFoundError, distribution
 
     pkg = package_dir()
     if pkg is None:
         return {}
-    out: Dict[str, Any] = {"hyper_parallel": None, "hyper_parallel_commit": None, "hyper_parallel_source": str(pkg.parent)}
+    out: Dict[str, Any] = {"hyper_parallel": None, "hyper_parallel_commit": None, "hyper_parallel_commit_from": None,
+                           "hyper_parallel_source": str(pkg.parent)}
+    dist = None
     for dist_name in ("hyper_parallel", "hyper-parallel"):
         try:
-            out["hyper_parallel"] = version(dist_name)
+            dist = distribution(dist_name)
+            out["hyper_parallel"] = dist.version
             break
         except PackageNotFoundError:
             continue
+    for source, read in (("git", lambda: _git_commit(pkg)), ("direct_url", lambda: _direct_url_commit(dist)),
+                         ("COMMIT file", lambda: _file_commit(pkg.parent / COMMIT_FILE)),
+                         ("env", lambda: os.environ.get(COMMIT_ENV, "").strip() or None)):
+        commit = read()
+        if commit:
+            out.update(hyper_parallel_commit=commit, hyper_parallel_commit_from=source)
+            break
+    return out
+
+
+def _git_commit(pkg: Path) -> Optional[str]:
     try:
         top = subprocess.run(["git", "-C", str(pkg), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True,
                              text=True, timeout=10)
-        lines = top.stdout.split()
-        if top.returncode == 0 and len(lines) == 2 and Path(lines[0]).resolve() == pkg.parent.resolve():
-            out["hyper_parallel_commit"] = lines[1]
     except (OSError, subprocess.SubprocessError):
-        pass
-    return out
+        return None
+    lines = top.stdout.split()
+    if top.returncode == 0 and len(lines) == 2 and Path(lines[0]).resolve() == pkg.parent.resolve():
+        return lines[1]
+    return None
+
+
+def _direct_url_commit(dist: Any) -> Optional[str]:
+    import json
+
+    try:
+        text = dist.read_text("direct_url.json") if dist is not None else None
+        return (json.loads(text).get("vcs_info") or {}).get("commit_id") if text else None
+    except (ValueError, AttributeError):
+        return None
+
+
+def _file_commit(path: Path) -> Optional[str]:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    sha = text.split()[0] if text else ""
+    return sha if len(sha) >= 7 and all(c in "0123456789abcdef" for c in sha.lower()) else None
 
 
 def describe_version(info: Optional[Dict[str, Any]] = None) -> str:
     """``hyper-parallel 0.1.0 (commit fdd0a80)`` or ``hyper-parallel 0.1.0 (<dir>, not a git checkout)``."""
     info = installed_version() if info is None else info
     where = (f"commit {info['hyper_parallel_commit'][:7]}" if info.get("hyper_parallel_commit")
-             else f"{info.get('hyper_parallel_source')}, not a git checkout")
+             else f"{info.get('hyper_parallel_source')}, commit unknown: not a git checkout, no {COMMIT_FILE} file")
     return f"hyper-parallel {info.get('hyper_parallel')} ({where})"
 
 
@@ -281,7 +327,9 @@ class _HyperParallel:
 
     def __init__(self, cfg: Any, **kwargs: Any) -> None:
         super().__init__(cfg, **kwargs)  # type: ignore[call-arg]
-        self._info: Dict[str, Any] = {"versions": installed_version(), "notes": self.notes}
+        # the entry point this engine is configured for: fully_shard (the report's); what ran is api.name
+        self._info: Dict[str, Any] = {"versions": installed_version(), "notes": self.notes,
+                                      "api_configured": "fully_shard"}
 
 
 class MindSporeHyperParallel(_HyperParallel, MindSporeEngine):

@@ -746,5 +746,18 @@ def summary_line(record: JobRecord, label: str = "") -> str:
             extra += (f" NONDETERMINISTIC: {len(record.repeats)} repeats differ by up to "
                       f"{spread.get('distributed_max_abs', math.nan):.3g}" if record.nondeterministic
                       else f" {len(record.repeats)} repeats agree")
-        return f"{head}  {extra}  ({record.timings_s.get('wall', math.nan):.1f}s)"
+        return f"{head}  {extra}{ran_note(record)}  ({record.timings_s.get('wall', math.nan):.1f}s)"
     return f"{head}  {record.reason}"
+
+
+def ran_note(record: JobRecord) -> str:
+    """What the job line adds when the engine ran otherwise than configured: the entry
+    point that ran where it is not the configured one (``Engine.info()``'s ``api.name``
+    against its ``api_configured``: hyper-parallel's ``hsdp`` where ``fully_shard`` was
+    asked for) and the collectives it emulated (``collectives_emulated``); empty if neither."""
+    engine = record.engine or {}
+    ran, wanted = (engine.get("api") or {}).get("name"), engine.get("api_configured")
+    parts = [f"ran {ran}, not {wanted}"] if ran and wanted and ran != wanted else []
+    if engine.get("collectives_emulated"):
+        parts.append("emulated " + ", ".join(map(str, engine["collectives_emulated"])))
+    return f"  [{'; '.join(parts)}]" if parts else ""

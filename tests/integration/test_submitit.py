@@ -111,10 +111,13 @@ def _assert_same_sweep(sweep_dir: Path, reference: Path) -> None:
 
 
 def test_submitit_local_runs_the_jobs_and_gives_the_same_table(tmp_path, basic_sweep):
-    proc = run_cli([*GRID, "hydra/launcher=submitit_local"], tmp_path, timeout=600)
+    # 2 cores for 2-rank jobs: one job at a time (sweep.run.local_launcher)
+    proc = run_cli([*GRID, "hydra/launcher=submitit_local", "hydra.launcher.cores=2"], tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     sweep_dir = tmp_path / "multirun"
     _assert_same_sweep(sweep_dir, basic_sweep)
+    first, second = _results(sweep_dir)
+    assert second["started"] >= first["finished"], (first["finished"], second["started"])
     assert "Submitit 'local' sweep output dir" in proc.stderr + proc.stdout
     # the summary callback ran in the submitting process, at the end
     assert "2 jobs: 2 ok" in proc.stdout and f"summary: {sweep_dir / 'summary.md'}" in proc.stdout

@@ -64,3 +64,18 @@ def test_mindspore_hsdp_rejects_what_it_cannot_express(compose_cfg, policy, fiel
     cfg = compose_cfg(["framework=mindspore", "engine=hyper_parallel", f"mp_policy={policy}"])
     with pytest.raises(ConfigError, match=rf"mp_policy.{field}=\w+: hyper-parallel .* only through hsdp\(\)"):
         validate(cfg)
+
+
+def test_the_job_line_names_the_entry_point_that_ran_where_it_is_not_the_configured_one():
+    from sweep.records import JobRecord
+    from sweep.run.job import summary_line
+
+    comparison = {"passed": True, "max_abs_diff": 0.0, "mean_signed_diff": 0.0, "first_fail_step": None}
+    record = JobRecord(status="ok", overrides=["engine=hyper_parallel"], comparison=comparison,
+                       losses={"standalone": [1.0], "distributed": [1.0]}, timings_s={"wall": 1.0},
+                       engine={"api": {"name": "hsdp"}, "api_configured": "fully_shard",
+                               "collectives_emulated": ["all_gather_into_tensor", "reduce_scatter_tensor"]})
+    line = summary_line(record)
+    assert "[ran hsdp, not fully_shard; emulated all_gather_into_tensor, reduce_scatter_tensor]" in line
+    record.engine = {"api": {"name": "fully_shard"}, "api_configured": "fully_shard"}
+    assert "[" not in summary_line(record).split("]", 1)[1]  # nothing added when it ran as configured

@@ -25,8 +25,40 @@ def test_commit_of_a_checkout_is_recorded(tmp_path, monkeypatch):
 def test_a_copy_without_git_has_no_commit(tmp_path, monkeypatch):
     (tmp_path / "src" / "hyper_parallel").mkdir(parents=True)
     monkeypatch.setattr(hp, "package_dir", lambda: tmp_path / "src" / "hyper_parallel")
+    monkeypatch.setattr(hp, "_direct_url_commit", lambda dist: None)
+    monkeypatch.delenv(hp.COMMIT_ENV, raising=False)
     info = hp.installed_version()
-    assert info["hyper_parallel_commit"] is None and "not a git checkout" in hp.describe_version(info)
+    assert info["hyper_parallel_commit"] is None and info["hyper_parallel_commit_from"] is None
+    assert "commit unknown: not a git checkout, no COMMIT file" in hp.describe_version(info)
+
+
+def test_an_archive_export_records_its_commit_from_a_commit_file_or_the_environment(tmp_path, monkeypatch):
+    sha = "fdd0a80" + "0" * 33
+    (tmp_path / "src" / "hyper_parallel").mkdir(parents=True)
+    monkeypatch.setattr(hp, "package_dir", lambda: tmp_path / "src" / "hyper_parallel")
+    monkeypatch.setattr(hp, "_direct_url_commit", lambda dist: None)
+    monkeypatch.setenv(hp.COMMIT_ENV, "abc1234")
+    (tmp_path / "src" / "COMMIT").write_text(sha + "\n")
+    info = hp.installed_version()
+    assert (info["hyper_parallel_commit"], info["hyper_parallel_commit_from"]) == (sha, "COMMIT file")
+    assert hp.describe_version(info).endswith("(commit fdd0a80)")
+    (tmp_path / "src" / "COMMIT").write_text("not a sha\n")
+    info = hp.installed_version()
+    assert (info["hyper_parallel_commit"], info["hyper_parallel_commit_from"]) == ("abc1234", "env")
+
+
+def test_a_vcs_install_records_pips_commit():
+    class Dist:
+        def __init__(self, text):
+            self.text = text
+
+        def read_text(self, name):
+            return self.text if name == "direct_url.json" else None
+
+    vcs = '{"url": "https://github.com/x/hyper-parallel", "vcs_info": {"vcs": "git", "commit_id": "0123abcd"}}'
+    assert hp._direct_url_commit(Dist(vcs)) == "0123abcd"
+    assert hp._direct_url_commit(Dist('{"url": "file:///src", "dir_info": {"editable": true}}')) is None
+    assert hp._direct_url_commit(None) is None
 
 
 def test_mindspore_api_is_read_from_the_package(tmp_path, monkeypatch):
