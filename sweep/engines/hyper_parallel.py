@@ -9,15 +9,23 @@ installed release without importing it.
 API generations (checked against commit fdd0a80 of its public repository):
 
 * torch: early-2026 releases export ``fully_shard`` from ``hyper_parallel.core.fully_shard``
-  and ``MixedPrecisionPolicy`` from ``hyper_parallel.platform.torch.fully_shard.utils``;
-  later ones export ``fully_shard`` at the top level and ``MixedPrecisionPolicy`` from
-  ``hyper_parallel.core.fully_shard.utils``. :func:`import_api` accepts both.
-* MindSpore: early-2026 releases (fdd0a80) have no working MindSpore ``fully_shard``
-  (it calls an older scheduler signature: TypeError); their entry point is
-  ``hsdp(cell, shard_size, threshold, optimizer_level, ...)`` (ZeRO levels). Later
-  releases export ``fully_shard`` (with ``MixedPrecisionPolicy``) at the top level: the
-  report's API. :func:`mindspore_api` tells which is installed; the config is mapped onto
-  it (:func:`hsdp_arguments`), and values it cannot express are rejected before launch.
+  (defined in its ``api`` module) and ``MixedPrecisionPolicy`` from
+  ``hyper_parallel.platform.torch.fully_shard.utils``; later ones export ``fully_shard`` at
+  the top level and ``MixedPrecisionPolicy`` from ``hyper_parallel.core.fully_shard.utils``.
+* MindSpore: early-2026 releases (fdd0a80) have no working MindSpore ``fully_shard``:
+  there is no ``hyper_parallel.platform.mindspore.fully_shard``, and the core one imports
+  torch and calls an older MindSpore scheduler signature (TypeError). Their entry
+  point is ``hsdp(cell, shard_size, threshold, optimizer_level, ...)`` (ZeRO levels). Later
+  releases have ``fully_shard`` (with ``MixedPrecisionPolicy``): the report's API. The
+  config is mapped onto ``hsdp`` (:func:`hsdp_arguments`), and values it cannot express
+  are rejected before launch.
+
+The entry point is chosen by where ``fully_shard`` is, not by text: the first of
+:data:`FULLY_SHARD_ENTRY_POINTS` that binds it, and on MindSpore only if the platform
+implements it; else ``hsdp``. :func:`locate_fully_shard` (and :func:`mindspore_api`) find
+it in the installed source without importing it, for the checks before launch;
+:func:`resolve_fully_shard` imports it in the rank. The record names the one that ran
+(``engine.api.name`` and ``engine.api.entry_point``).
 
 On CPU, MindSpore has no reduce-scatter or all-gather-into-tensor kernels: they are
 computed from all-reduce at hyper-parallel's platform layer (``_hp_mindspore_cpu``) and
@@ -27,15 +35,18 @@ library fault is worked around narrowly (``_hp_torch``), named in ``engine.notes
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
+import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import os
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, Dict, Iterator, List, Optional
+from types import ModuleType, SimpleNamespace
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from sweep.config.enums import as_str
 from sweep.engines.base import MindSporeEngine, TorchEngine, dtype_name
@@ -140,15 +151,189 @@ def describe_version(info: Optional[Dict[str, Any]] = None) -> str:
     return f"hyper-parallel {info.get('hyper_parallel')} ({where})"
 
 
-def mindspore_api() -> Optional[str]:
-    """Which MindSpore sharding API the installed hyper-parallel offers, read from its
-    top-level ``__init__.py`` without importing it: ``"fully_shard"`` (exported at the
-    top level: later releases) or ``"hsdp"`` (early-2026 releases); ``None`` if absent."""
+FULLY_SHARD_ENTRY_POINTS = (
+    "hyper_parallel.fully_shard",  # later releases: exported at the top level
+    "hyper_parallel.core.fully_shard.api.fully_shard",  # releases whose top level exports none
+    "hyper_parallel.core.fully_shard.fully_shard",  # the package exporting it
+)
+HSDP_ENTRY_POINT = "hyper_parallel.hsdp"
+PLATFORM_FULLY_SHARD = {"mindspore": "hyper_parallel.platform.mindspore.fully_shard"}
+_FOLLOW_DEPTH = 8
+
+
+def _find_module(name: str) -> Optional[importlib.machinery.ModuleSpec]:
+    """The spec of ``hyper_parallel`` or one of its submodules, looked up on disk from
+    :func:`package_dir` one component at a time (``PathFinder`` on the parent's search
+    locations), so that no package on the way is imported; ``None`` if there is none."""
+    parts = name.split(".")
     pkg = package_dir()
-    if pkg is None:
+    if pkg is None or parts[0] != "hyper_parallel":
         return None
-    text = (pkg / "__init__.py").read_text(encoding="utf-8", errors="replace")
-    return "fully_shard" if "fully_shard" in text else "hsdp"
+    spec = importlib.machinery.PathFinder.find_spec("hyper_parallel", [str(pkg.parent)])
+    for i in range(1, len(parts)):
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: i + 1]), list(spec.submodule_search_locations))
+    return spec
+
+
+def _module_body(spec: importlib.machinery.ModuleSpec) -> Optional[List[ast.stmt]]:
+    """The top-level statements of a module's source (``[]`` for a namespace package);
+    ``None`` where there is no source to read (an extension module, bytecode only)."""
+    if spec.origin is None or spec.origin == "namespace":
+        return []
+    if not spec.origin.endswith(".py"):
+        return None
+    try:
+        return ast.parse(Path(spec.origin).read_bytes(), filename=spec.origin).body
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _bindings(body: List[ast.stmt], name: str) -> Iterator[ast.stmt]:
+    """The module-level statements of ``body`` that bind ``name`` (or star-import), in
+    source order, looking into ``if``/``try``/``with`` blocks but not ``if TYPE_CHECKING``."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            yield node
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            yield node
+        elif isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name) \
+                and node.target.id == name:
+            yield node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any((a.asname or a.name.split(".")[0]) == name or a.name == "*" for a in node.names):
+                yield node
+        elif isinstance(node, ast.If):
+            if not ast.unparse(node.test).endswith("TYPE_CHECKING"):
+                yield from _bindings(node.body, name)
+            yield from _bindings(node.orelse, name)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody):
+                yield from _bindings(block, name)
+        elif isinstance(node, ast.With):
+            yield from _bindings(node.body, name)
+
+
+def _binds_function(module: str, name: str, depth: int = 0) -> Tuple[bool, str]:
+    """Whether ``module``'s source binds ``name`` to something that is not a module (a
+    ``def``, a class, an assignment, or an import of one, followed into hyper-parallel's own
+    modules), read without importing anything; ``(False, why not)`` otherwise."""
+    spec = _find_module(module)
+    if spec is None:
+        return False, f"no module {module}"
+    body = _module_body(spec)
+    if body is None:
+        return False, f"{module} has no source to read ({spec.origin})"
+    is_package = bool(spec.submodule_search_locations)
+    verdict: Optional[Tuple[bool, str]] = None
+    for node in _bindings(body, name):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            verdict = True, f"{module} defines {name}"
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            constant = isinstance(node.value, ast.Constant)
+            verdict = (not constant), f"{module} assigns {name}" + (" a constant" if constant else "")
+        elif isinstance(node, ast.Import):
+            verdict = False, f"{module}.{name} is an imported module, not the function"
+        else:  # ImportFrom
+            base = module.split(".") if is_package else module.split(".")[:-1]
+            if node.level > 1:
+                base = base[: len(base) - (node.level - 1)]
+            source = ".".join(base + ([node.module] if node.module else [])) if node.level else (node.module or "")
+            for alias in node.names:
+                if alias.name == "*":
+                    if depth < _FOLLOW_DEPTH and source.split(".")[0] == "hyper_parallel":
+                        found, why = _binds_function(source, name, depth + 1)
+                        if found:
+                            verdict = True, f"{module} star-imports it from {source} ({why})"
+                    continue
+                if (alias.asname or alias.name) != name:
+                    continue
+                if source.split(".")[0] != "hyper_parallel":
+                    verdict = True, f"{module} imports {name} from {source}"
+                elif depth >= _FOLLOW_DEPTH:
+                    verdict = False, f"{module} imports {name} through more than {_FOLLOW_DEPTH} modules"
+                else:
+                    found, why = _binds_function(source, alias.name, depth + 1)
+                    verdict = found, f"{module} imports {alias.name} from {source}" + ("" if found else f" ({why})")
+    if verdict is not None:
+        return verdict
+    if is_package and _find_module(f"{module}.{name}") is not None:
+        return False, f"{module}.{name} is a module, not the function"
+    return False, f"{module} defines or imports no {name}"
+
+
+def locate_fully_shard(platform: str) -> Tuple[Optional[str], str]:
+    """Where the installed hyper-parallel's ``fully_shard`` for ``platform`` lives, found
+    without importing hyper-parallel: ``(dotted path, "")`` or ``(None, why not)``.
+
+    The candidates (:data:`FULLY_SHARD_ENTRY_POINTS`) are tried in order; each module is
+    found on disk (``importlib.machinery.PathFinder``, one package at a time, none of them
+    imported) and its source parsed (``ast``) for a ``def fully_shard``, an assignment, or an
+    import of one, followed through hyper-parallel's own modules; a sub-package named
+    ``fully_shard`` is not the function. On MindSpore the platform's implementation
+    (:data:`PLATFORM_FULLY_SHARD`) must also exist: releases whose ``fully_shard`` is torch
+    only have none. Parsing instead of importing keeps the job process (which checks configs
+    before launch) free of MindSpore and of ``HYPER_PARALLEL_PLATFORM``, which hyper-parallel
+    fixes at its first import; :func:`resolve_fully_shard` imports, in the rank process."""
+    own = PLATFORM_FULLY_SHARD.get(platform)
+    if own is not None and _find_module(own) is None:
+        return None, f"no module {own}: this release has no {platform} fully_shard"
+    why = []
+    for path in FULLY_SHARD_ENTRY_POINTS:
+        module, name = path.rsplit(".", 1)
+        found, reason = _binds_function(module, name)
+        if found:
+            return path, ""
+        why.append(f"{path}: {reason}")
+    return None, "; ".join(why)
+
+
+def resolve_fully_shard(platform: str) -> Tuple[Optional[Any], Optional[str], str]:
+    """``(fully_shard, dotted path, "")`` imported from the first of
+    :data:`FULLY_SHARD_ENTRY_POINTS` that holds a callable (a module of that name is not
+    it), or ``(None, None, why not)``. On MindSpore the platform's implementation
+    (:data:`PLATFORM_FULLY_SHARD`) must be importable first (``importlib.util.find_spec``),
+    so that no torch-only ``fully_shard`` module is imported there. This imports
+    hyper-parallel: call it in the rank process, after ``HYPER_PARALLEL_PLATFORM`` is set
+    (:func:`import_api`)."""
+    own = PLATFORM_FULLY_SHARD.get(platform)
+    if own is not None:
+        try:
+            spec = importlib.util.find_spec(own)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            return None, None, f"no module {own}: this release has no {platform} fully_shard"
+    why = []
+    for path in FULLY_SHARD_ENTRY_POINTS:
+        module, name = path.rsplit(".", 1)
+        try:
+            obj = getattr(importlib.import_module(module), name, None)
+        except Exception as exc:  # noqa: BLE001 -- any failure to import is a reason to try the next
+            why.append(f"{path}: import {module} failed ({type(exc).__name__}: {exc})")
+            continue
+        if obj is None:
+            why.append(f"{path}: {module} has no {name}")
+        elif isinstance(obj, ModuleType):
+            why.append(f"{path}: a module, not the function")
+        elif not callable(obj):
+            why.append(f"{path}: not callable ({type(obj).__name__})")
+        else:
+            return obj, path, ""
+    return None, None, "; ".join(why)
+
+
+def mindspore_api() -> Optional[str]:
+    """Which MindSpore sharding API the installed hyper-parallel offers: ``"fully_shard"``
+    where :func:`locate_fully_shard` finds one for MindSpore (a candidate entry point and
+    ``hyper_parallel.platform.mindspore.fully_shard``), else ``"hsdp"`` (early-2026
+    releases); ``None`` if hyper-parallel is not installed. Read from the installed source
+    without importing it (no MindSpore in the job process; see :func:`locate_fully_shard`)."""
+    if package_dir() is None:
+        return None
+    path, _ = locate_fully_shard("mindspore")
+    return "fully_shard" if path else "hsdp"
 
 
 def hsdp_arguments(cfg: Any, world: int) -> Dict[str, Any]:
@@ -253,12 +438,17 @@ def import_api(platform: str) -> SimpleNamespace:
     """Import hyper-parallel for ``platform`` ("mindspore" or "torch").
 
     Returns a namespace with ``init_device_mesh``, ``fully_shard`` (``None`` where the
-    platform's entry point is ``hsdp``), ``hsdp``, ``MixedPrecisionPolicy`` (``None``
-    with ``hsdp``) and ``SkipDTensorDispatch`` (``None`` if absent).
+    platform's entry point is ``hsdp``), ``entry_point`` (the dotted path of the one that
+    runs: :func:`resolve_fully_shard`'s, or ``hyper_parallel.hsdp``), ``fully_shard_why_not``
+    (why MindSpore falls back to ``hsdp``; ``""`` otherwise), ``hsdp``,
+    ``MixedPrecisionPolicy`` (``None`` with ``hsdp``) and ``SkipDTensorDispatch`` (``None``
+    if absent). On MindSpore the choice is :func:`mindspore_api`'s, the one the config was
+    checked against before launch; ``fully_shard`` is then imported by :func:`resolve_fully_shard`.
 
     Raises:
-        ImportError: hyper-parallel is missing (message says what to install), or it was
-            already imported for another platform.
+        ImportError: hyper-parallel is missing (message says what to install), it was
+            already imported for another platform, or the ``fully_shard`` chosen cannot be
+            imported (message lists each candidate and why).
     """
     current = os.environ.setdefault("HYPER_PARALLEL_PLATFORM", platform)
     if current != platform:
@@ -268,22 +458,27 @@ def import_api(platform: str) -> SimpleNamespace:
     except ImportError as exc:
         raise ImportError(MISSING_MESSAGE) from exc
     fully_shard = policy = None
-    if platform == "torch" or mindspore_api() == "fully_shard":
-        try:
-            from hyper_parallel import fully_shard
-        except ImportError:
-            from hyper_parallel.core.fully_shard import fully_shard
-        try:
-            from hyper_parallel.core.fully_shard.utils import (
-                MixedPrecisionPolicy as policy,
-            )
-        except ImportError:
-            from hyper_parallel.platform.torch.fully_shard.utils import (
-                MixedPrecisionPolicy as policy,
-            )
+    entry_point, why_not = HSDP_ENTRY_POINT, ""
+    if platform == "mindspore":
+        _, why_not = locate_fully_shard(platform)
+    if platform == "torch" or not why_not:
+        fully_shard, entry_point, why = resolve_fully_shard(platform)
+        if fully_shard is None:
+            raise ImportError(f"hyper-parallel's fully_shard for {platform} cannot be imported: {why}")
+        for module in ("hyper_parallel.core.fully_shard.utils", f"hyper_parallel.platform.{platform}.fully_shard.utils",
+                       "hyper_parallel.platform.torch.fully_shard.utils"):
+            try:
+                policy = importlib.import_module(module).MixedPrecisionPolicy
+                break
+            except (ImportError, AttributeError):
+                continue
+        else:
+            raise ImportError(f"hyper-parallel has fully_shard ({entry_point}) but no MixedPrecisionPolicy")
     return SimpleNamespace(
         init_device_mesh=hyper_parallel.init_device_mesh,
         fully_shard=fully_shard,
+        entry_point=entry_point,
+        fully_shard_why_not=why_not,
         hsdp=getattr(hyper_parallel, "hsdp", None),
         MixedPrecisionPolicy=policy,
         SkipDTensorDispatch=getattr(hyper_parallel, "SkipDTensorDispatch", None),
@@ -388,7 +583,8 @@ class MindSporeHyperParallel(_HyperParallel, MindSporeEngine):
 
         if api.fully_shard is None:
             args = hsdp_arguments(self.cfg, self.world_size)
-            self._info["api"] = {"name": "hsdp", **args}
+            self._info["api"] = {"name": "hsdp", "entry_point": api.entry_point,
+                                 "fully_shard_why_not": api.fully_shard_why_not, **args}
             args["reduce_dtype"] = to_dtype(args["reduce_dtype"])
             if self.cfg.mp_policy.cast_forward_inputs:
                 self._info["notes"].append(
@@ -419,7 +615,8 @@ class MindSporeHyperParallel(_HyperParallel, MindSporeEngine):
             output_dtype=to_dtype(p.output_dtype),
             cast_forward_inputs=bool(p.cast_forward_inputs),
         )
-        self._info["api"] = {"name": "fully_shard", "reshard_after_forward": bool(self.cfg.reshard_after_forward)}
+        self._info["api"] = {"name": "fully_shard", "entry_point": api.entry_point,
+                             "reshard_after_forward": bool(self.cfg.reshard_after_forward)}
         return _fully_shard(api, net, self.cfg, policy, mesh)
 
     @contextlib.contextmanager
@@ -502,7 +699,8 @@ class TorchHyperParallel(_HyperParallel, TorchEngine):
         model, units = wrapping.shard(model, self.cfg, shard, self.cfg.mp_policy)
         if units:
             self._info["units"] = units
-        self._info["api"] = {"name": "fully_shard", "reshard_after_forward": bool(self.cfg.reshard_after_forward)}
+        self._info["api"] = {"name": "fully_shard", "entry_point": self.api.entry_point,
+                             "reshard_after_forward": bool(self.cfg.reshard_after_forward)}
         if self.cfg.reshard_after_forward and _hp_torch.needs_version_counter_workaround(model):
             if _hp_torch.preserve_all_gather_version_counter(model):
                 self._info["notes"].append(_hp_torch.VERSION_COUNTER_WORKAROUND)

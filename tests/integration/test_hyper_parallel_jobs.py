@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from sweep.engines.hyper_parallel import FULLY_SHARD_ENTRY_POINTS
 from tests.conftest import run_cli
 from tests.helpers.hyper_parallel import needs_hyper_parallel
 
@@ -39,6 +40,9 @@ def test_torch_defaults_run_and_fp32_matches_fsdp2_bit_for_bit(tmp_path):
         assert r["versions"]["hyper_parallel"] and "hyper_parallel_commit" in r["versions"]
         notes = r["engine"]["notes"]
         assert any("workaround: autograd version counter" in n for n in notes) == key[2], (key, notes)
+        # the entry point that ran, by import (fdd0a80: its top level exports none)
+        assert r["engine"]["api"]["name"] == "fully_shard"
+        assert r["engine"]["api"]["entry_point"] in FULLY_SHARD_ENTRY_POINTS
         assert fsdp2[key]["engine"] == {}
 
 
@@ -63,8 +67,11 @@ def test_mindspore_sharding_runs_on_cpu_with_emulated_collectives(tmp_path):
         engine, shape = r["engine"], r["config"]["mesh"]["mesh_shape"]
         assert engine["api"]["name"] in ("hsdp", "fully_shard")
         if engine["api"]["name"] == "hsdp":
+            assert engine["api"]["entry_point"] == "hyper_parallel.hsdp" and engine["api"]["fully_shard_why_not"]
             level = "level3" if r["config"]["reshard_after_forward"] else "level2"
             assert engine["api"]["optimizer_level"] == level and engine["api"]["shard_size"] == shape[-1]
+        else:
+            assert engine["api"]["entry_point"] in FULLY_SHARD_ENTRY_POINTS
         assert len(engine["collectives_emulated"]) == 2
         assert any(n.startswith("collectives emulated") for n in engine["notes"])
         calls = engine["emulated_calls"]

@@ -62,12 +62,15 @@ def test_a_vcs_install_records_pips_commit():
 
 
 def test_mindspore_api_is_read_from_the_package(tmp_path, monkeypatch):
+    """Decided by where fully_shard is, not by its name in the text of ``__init__.py``
+    (each layout: tests/unit/test_hyper_parallel_entry.py)."""
     pkg = tmp_path / "hyper_parallel"
     pkg.mkdir()
     monkeypatch.setattr(hp, "package_dir", lambda: pkg)
     (pkg / "__init__.py").write_text("from hyper_parallel.core.hsdp.api import hsdp\n")
     assert hp.mindspore_api() == "hsdp"
+    # the name in the text, but no such module and no MindSpore platform module: hsdp
     (pkg / "__init__.py").write_text("from hyper_parallel.core.fully_shard.api import fully_shard\n")
-    assert hp.mindspore_api() == "fully_shard"
+    assert hp.mindspore_api() == "hsdp"
     monkeypatch.setattr(hp, "package_dir", lambda: None)
     assert hp.mindspore_api() is None and hp.installed_version() == {}
