@@ -1,0 +1,103 @@
+"""The report's other hypotheses as factors (issue 26) on real jobs: activation
+checkpointing (full, selective; with Dropout), a meta-device init, CPU offload, an int
+reshard_after_forward, compile, an lr schedule, frozen and tied parameters, on FSDP2 and on
+MindSpore. Each applied to both copies alike: a correct feature changes nothing, so every
+job passes bit for bit. One multirun per group of factors, shared by the tests."""
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+DROPOUT = "model._target_=tests.helpers.dropout_model.dropout_mlp"
+
+
+def _jobs(sweep_dir):
+    return {int(p.parent.name): json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/result.json"))}
+
+
+def _multirun(tmp_path, *overrides):
+    proc = run_cli(["-m", "ablation=none", *overrides], tmp_path)
+    assert proc.returncode == 0 and (tmp_path / "multirun" / "summary.json").exists(), \
+        proc.stdout[-3000:] + proc.stderr[-3000:]
+    return _jobs(tmp_path / "multirun")
+
+
+def _bit_for_bit(job):
+    assert job["status"] == "ok", (job["overrides"], job["reason"])
+    assert job["losses"]["standalone"] == job["losses"]["distributed"], job["overrides"]
+
+
+@pytest.fixture(scope="module")
+def checkpointed(tmp_path_factory):
+    return _multirun(tmp_path_factory.mktemp("ac"), "activation_checkpoint.mode=none,full,selective",
+                     "model=mlp,transformer", "steps=6")
+
+
+def test_activation_checkpointing_changes_nothing_and_says_what_it_wrapped(checkpointed):
+    assert len(checkpointed) == 6
+    for job in checkpointed.values():
+        _bit_for_bit(job)
+        applied = job["features"]["activation_checkpoint"]
+        mode = job["config"]["activation_checkpoint"]["mode"]
+        assert applied["mode"] == mode
+        model = job["config"]["model"]["name"]
+        want = [] if mode == "none" else (["layers.0", "layers.1"] if model == "transformer" else ["layer0", "layer1"])
+        assert applied["wrapped"] == want, (mode, model, applied)
+    # the same losses whatever the mode: recompute is exact
+    by_model = {}
+    for job in checkpointed.values():
+        by_model.setdefault(job["config"]["model"]["name"], []).append(job["losses"]["distributed"])
+    assert all(all(seq == runs[0] for seq in runs) for runs in by_model.values())
+
+
+def test_a_recompute_replays_the_forwards_dropout_masks_in_both_copies(tmp_path):
+    jobs = _multirun(tmp_path, DROPOUT, "activation_checkpoint.mode=full",
+                     "activation_checkpoint.preserve_rng_state=true", "wrap=root,per_layer", "steps=8")
+    for job in jobs.values():
+        _bit_for_bit(job)
+        assert job["random_draws"] is True and job["features"]["activation_checkpoint"]["wrapped"]
+
+
+def test_meta_init_cpu_offload_and_an_int_reshard_on_dp4(tmp_path):
+    jobs = _multirun(tmp_path, "mesh=dp4", "model.init=eager,meta", "offload_policy=none,cpu",
+                     "reshard_after_forward=2", "steps=5")
+    assert len(jobs) == 4
+    for job in jobs.values():
+        _bit_for_bit(job)
+        assert job["collectives"]["notes"] == [], job["collectives"]  # gathers over groups of 2 are expected
+    meta = [j for j in jobs.values() if j["config"]["model"]["init"] == "meta"]
+    eager = [j for j in jobs.values() if j["config"]["model"]["init"] == "eager"]
+    assert all(j["features"]["init"] == "meta" for j in meta)
+    # a meta init draws its initial weights on the shards: not the eager ones, and both copies start from them
+    assert meta[0]["losses"]["standalone"][0] != eager[0]["losses"]["standalone"][0]
+
+
+def test_compile_a_cosine_schedule_frozen_and_tied_parameters(tmp_path):
+    jobs = _multirun(tmp_path, "model=transformer", "compile=false,true", "compile.backend=aot_eager",
+                     "train.lr_scheduler=cosine", "train.warmup_steps=2", "model.frozen=[layers.0.*]",
+                     "model.tie=[[embed.weight,head.weight]]", "steps=5")
+    assert [j["config"]["compile"]["enabled"] for j in jobs.values()] == [False, True]
+    for job in jobs.values():
+        _bit_for_bit(job)
+        features = job["features"]
+        assert features["tied"] == [["embed.weight", "head.weight"]]
+        assert "layers.0.qkv.weight" in features["frozen"] and "layers.1.qkv.weight" not in features["frozen"]
+        lrs = features["lr"]["distributed"]
+        assert lrs[:2] == pytest.approx([5e-5, 1e-4]) and lrs[-1] < lrs[2]
+    assert jobs[1]["features"]["compile"] == "aot_eager"
+    assert jobs[0]["losses"] == jobs[1]["losses"]  # compiled or not, the same numbers here
+
+
+def test_mindspore_recomputes_freezes_and_schedules_both_copies_alike(tmp_path):
+    jobs = _multirun(tmp_path, "framework=mindspore", "engine=data_parallel", "activation_checkpoint.mode=full",
+                     "model.frozen=[layer0.*]", "train.lr_scheduler=linear_warmup", "train.warmup_steps=3",
+                     "steps=5")
+    job = jobs[0]
+    _bit_for_bit(job)
+    assert job["features"]["activation_checkpoint"]["mechanism"] == "MindSpore Cell.recompute()"
+    assert job["features"]["frozen"] == ["layer0.weight", "layer0.bias"]
+    assert job["features"]["lr"]["schedule"][:3] == pytest.approx([1e-4 / 3, 2e-4 / 3, 1e-4])
