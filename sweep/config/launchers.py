@@ -6,8 +6,8 @@ hydra-submitit-launcher stores its ``submitit_local`` node in Hydra's ``ConfigSt
 its config module runs, which Hydra's plugin discovery does (``Plugins.instance()``, once
 per process, re-executing every plugin module); :func:`register` runs that discovery
 first and then stores, under the same name, the plugin's ``LocalQueueConf`` with our two
-fields added, so the name users know gets the cap. Without the plugin (the ``cluster`` extra) nothing is stored and Hydra's own
-message names the missing launcher.
+fields added, so the name users know gets the cap. Without the plugin (the ``cluster``
+extra) nothing is stored and Hydra's own message names the missing launcher.
 """
 
 from __future__ import annotations

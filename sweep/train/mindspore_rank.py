@@ -276,7 +276,8 @@ def prepare_cells(cfg: Any, net: Any) -> Dict[str, Any]:
         if param.name in frozen:
             param.requires_grad = False
     mode = as_str(cfg.activation_checkpoint.mode)
-    ac: Dict[str, Any] = {"mode": mode, "wrapped": [], "preserve_rng_state": bool(cfg.activation_checkpoint.preserve_rng_state)}
+    ac: Dict[str, Any] = {"mode": mode, "wrapped": [],
+                          "preserve_rng_state": bool(cfg.activation_checkpoint.preserve_rng_state)}
     if mode == "full":
         cells = dict(net.name_cells())
         layers = cells.get("layers")
