@@ -122,7 +122,10 @@ def ledger_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[str,
                 add(f"{kind} over {where}, expected the {want['dim']} group")
         if want["size"] > 1 and steps and kind != "all_gather":
             for step in steps:
-                mine = [e for e in calls if e["step"] == step and sorted(e["group"]) == sorted(members)]
+                # any reduction over a group that holds this dim's group reduces over the dim
+                # (one reduce-scatter over every rank covers both dims of an HSDP mesh)
+                mine = [e for e in entries if e["step"] == step and e["op"].startswith(("reduce_scatter", "all_reduce"))
+                        and int(e.get("numel") or 0) > 1 and set(members) <= set(e["group"])]
                 reduced = any(e["step"] == step for e in entries if e["op"].startswith("reduce_scatter"))
                 if not mine and (kind == "reduce_scatter" or reduced):
                     add(f"no {kind} over {want['dim']} in step {step}: "
@@ -142,6 +145,19 @@ def ledger_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[str,
                 scale_signature(ratio, known) or f"x{ratio:.4g}"
             add(f"the gradient reduction sums over {summed} ranks and divides by {got:g}, expected a mean "
                 f"(divide by {summed}): the gradients run {sig}")
+    replicate = expected.get("all_reduce")
+    for step in steps:  # an all-reduce over the replicate dim for each gradient reduction, no more
+        reductions = sum(1 for e in entries if e["step"] == step and e["op"] == "divide_factors")
+        if not replicate or not reductions:
+            break
+        members = groups.get(replicate["dim"], [])
+        extra = [e for e in entries if e["step"] == step and e["op"] == "all_reduce" and int(e.get("numel") or 0) > 1
+                 and sorted(e["group"]) == sorted(members)]
+        if len(extra) > reductions:
+            ops = sorted({str(e.get("reduce_op")) for e in extra})
+            add(f"{len(extra)} all_reduce calls over {replicate['dim']} in step {step} for {reductions} gradient "
+                f"reduction(s) (reduce_op {', '.join(ops)}): an all-reduce FSDP2 does not make, the gradients are "
+                "reduced across the replicas more than once")
     units = int(expected.get("units") or 0)
     for step in steps:
         count = sum(1 for e in entries if e["step"] == step and e["op"] == "divide_factors")

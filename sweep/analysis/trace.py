@@ -112,9 +112,11 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
     "differ": [i, ...], "ranks": [...]}``: the ranks that hold those shards in the shard
     group of ``rank`` (the rank that gathered the tensors), ``(rank // k) k + i`` (a mesh
     ``(replicate, shard)`` of consecutive ranks, ``init_device_mesh``'s order). A gradient
-    that is a pure multiple of the standalone one (:func:`pure_scale`) adds ``"scale"``
-    and, where it matches a factor of ``known`` (``{"world_size": 4, ...}``,
-    ``sweep.analysis.collectives.scale_signature``), ``"scale_signature"``.
+    that is a pure multiple of the standalone one (:func:`pure_scale`) adds ``"scale"``;
+    where every gradient of that step is scaled alike (a reduction's factor) and the factor
+    matches one of ``known`` (``{"world_size": 4, ...}``,
+    ``sweep.analysis.collectives.scale_signature``), ``"scale_signature"``; where the other
+    gradients are not, ``"scale_alone": True``.
     """
     for step in range(min(len(standalone), len(distributed))):
         for kind in KINDS:
@@ -152,9 +154,13 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
                 ratio = pure_scale(a, b) if a.shape == b.shape and kind == "grad" else None
                 if ratio is not None:
                     found["scale"] = ratio
-                    signature = scale_signature(ratio, known or {})
+                    # a reduction scales every gradient alike: a factor on this tensor alone is no reduction's
+                    alike = all(_same_scale(ours[n], theirs[n], ratio) for n in shared)
+                    signature = scale_signature(ratio, known or {}) if alike else None
                     if signature:
                         found["scale_signature"] = signature
+                    if not alike:
+                        found["scale_alone"] = True
                 found["description"] = describe(found)
                 return found
     return None
@@ -174,6 +180,17 @@ def pure_scale(a: np.ndarray, b: np.ndarray) -> Optional[float]:
     if abs(r - 1.0) < 1e-3 or float(np.linalg.norm(b - r * a)) > PURE_SCALE_RESIDUAL * bb:
         return None
     return r
+
+
+def _same_scale(a: Any, b: Any, ratio: float) -> bool:
+    """Whether ``b`` is ``ratio`` times ``a`` (both zero counts), within :data:`PURE_SCALE_RESIDUAL`."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        return False
+    norm = float(np.linalg.norm(b))
+    if norm == 0.0:
+        return not np.any(a)
+    return float(np.linalg.norm(b - ratio * a)) <= PURE_SCALE_RESIDUAL * norm
 
 
 def _by_cause(names: Any, order: Optional[Sequence[str]]) -> List[str]:
@@ -278,7 +295,9 @@ def describe(found: Dict[str, Any]) -> str:
         text += f" (zero up to rounding: rel to the largest {found['kind']})"
     if found.get("scale") is not None:
         text += f"; the distributed {found['kind']} is x{found['scale']:.4g} the standalone one" + (
-            f" ({found['scale_signature']})" if found.get("scale_signature") else "")
+            f" ({found['scale_signature']})" if found.get("scale_signature") else
+            " (this tensor only, the other gradients are not scaled alike: not a reduction's factor)"
+            if found.get("scale_alone") else "")
     if found["kind"] == "grad":
         text += "; weights identical before" if found["step"] > 0 else "; the first gradient (initial weights equal)"
     elif found.get("grad_only_in"):

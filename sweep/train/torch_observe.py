@@ -49,18 +49,10 @@ def summarize(tensor: Any) -> Dict[str, Any]:
 
 
 def _first_tensor(value: Any, floating: bool = True) -> Any:
-    """The first tensor in ``value`` (a tensor, or tuples, lists and dicts of them), a
-    floating one unless ``floating=False`` (token ids count as an input), or ``None``."""
-    import torch
+    """``sweep.train.torch_step.first_floating``: the first (floating) tensor in ``value``."""
+    from sweep.train.torch_step import first_floating
 
-    if isinstance(value, torch.Tensor):
-        return value if value.is_floating_point() or not floating else None
-    items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else ()
-    for item in items:
-        found = _first_tensor(item, floating)
-        if found is not None:
-            return found
-    return None
+    return first_floating(value, floating)
 
 
 class ModuleTrace:

@@ -397,14 +397,19 @@ def collectives_record(engine: TorchEngine, ledger: List[Dict[str, Any]], rank: 
 
 def optimizer_record(cfg: Any, ran: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
     """``RankResult.optimizer``: each copy's param groups as its optimizer held them
-    after step 0 and the notes where they depart from the ``optimizer`` section
-    (``sweep.analysis.collectives.optimizer_notes``)."""
+    in step 0 and the notes where they depart from the ``optimizer`` section, its ``lr``
+    as the schedule gives it at step 0 (``sweep.analysis.collectives.optimizer_notes``)."""
     from omegaconf import OmegaConf
 
     from sweep.analysis.collectives import optimizer_notes
 
+    from sweep.train.schedules import lr_factor
+
     configured = OmegaConf.to_container(cfg.optimizer, resolve=True)
     configured["name"] = as_str(cfg.optimizer.name)
+    # step 0 runs the scheduled lr (train.lr_scheduler), not optimizer.lr itself
+    configured["lr"] = float(cfg.optimizer.lr) * lr_factor(0, as_str(cfg.train.lr_scheduler),
+                                                          int(cfg.train.warmup_steps), int(cfg.steps))
     held = {copy: groups for copy, groups in ran.items() if groups}
     return dict(held, notes=optimizer_notes(held, configured))
 

@@ -255,7 +255,7 @@ def train(
                 scaler.unscale_(optimizer)
         if handle is not None:
             handle.remove()
-            observed["output"] = _dtype(out)
+            observed["output"] = _dtype(first_floating(out))
             observed["grad"] = _dtype(next(model.parameters()).grad)
             reduced = [e for e in watch.entries if e["op"].startswith(("reduce_scatter", "all_reduce"))]
             observed.setdefault("reduce", reduced[0]["dtype"] if reduced else None)
@@ -273,14 +273,14 @@ def train(
                 scaler.update()
             else:
                 engine.optimizer_step(optimizer)
+        if optimizer_log is not None and i == 0:  # what step 0 ran with: before the scheduler moves the lr
+            optimizer_log.extend(optimizer_ran(optimizer))
         if lrs is not None:
             lrs.append(float(optimizer.param_groups[0]["lr"]))
         if scheduler is not None:
             scheduler.step()
         if watching and ledger is not None and i <= ledger_until:
             ledger.extend(watch.entries)
-        if optimizer_log is not None and i == 0:
-            optimizer_log.extend(optimizer_ran(optimizer))
         if traced:
             trace[-1]["weight"] = record_tensors(model, "weight")
         if digests is not None:
@@ -324,6 +324,21 @@ def _grad_order(modules: Any) -> List[str]:
         by_module.setdefault(module, []).append(param)
     ordered = [p for module in modules.grad_order() for p in sorted(by_module.get(module, []))]
     return ordered + sorted(set(modules.owners) - set(ordered))
+
+
+def first_floating(value: Any, floating: bool = True) -> Any:
+    """The first tensor in ``value`` (a tensor, or tuples, lists and dicts of them: a model
+    may return any of these), a floating one unless ``floating=False``, or ``None``."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value if value.is_floating_point() or not floating else None
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else ()
+    for item in items:
+        found = first_floating(item, floating)
+        if found is not None:
+            return found
+    return None
 
 
 def _first_weighted(model: Any) -> Any:

@@ -88,6 +88,9 @@ def test_compile_a_cosine_schedule_frozen_and_tied_parameters(tmp_path):
         assert "layers.0.qkv.weight" in features["frozen"] and "layers.1.qkv.weight" not in features["frozen"]
         lrs = features["lr"]["distributed"]
         assert lrs[:2] == pytest.approx([5e-5, 1e-4]) and lrs[-1] < lrs[2]
+        # step 0 ran the scheduled lr, which is what the config implies: no optimizer note
+        assert job["optimizer"]["distributed"][0]["lr"] == pytest.approx(5e-5)
+        assert not any(n.startswith("optimizer ") for n in job["notes"]), job["notes"]
     assert jobs[1]["features"]["compile"] == "aot_eager"
     assert jobs[0]["losses"] == jobs[1]["losses"]  # compiled or not, the same numbers here
 

@@ -181,3 +181,38 @@ def test_the_module_trace_only_looks_and_records_in_execution_and_autograd_order
     trace.remove()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-6)
     assert optimizer_ran(opt)[0]["eps"] == 1e-6 and optimizer_ran(opt)[0]["betas"] == [0.9, 0.999]
+
+
+def test_a_factor_on_one_gradient_alone_is_not_named_a_reductions():
+    g = np.array([0.5, -1.0, 2.0])
+    ours = [{"grad": {"a": g, "b": g}}]
+    found = first_difference(ours, [{"grad": {"a": g * 2, "b": g}}], known={"world_size": 2})
+    assert found["scale"] == pytest.approx(2.0) and "scale_signature" not in found
+    assert "this tensor only" in found["description"] and "world_size" not in found["description"]
+    both = first_difference(ours, [{"grad": {"a": g * 2, "b": g * 2}}], known={"world_size": 2})
+    assert both["scale_signature"].startswith("x2 = world_size")
+
+
+def test_a_reduction_over_every_rank_covers_both_dims_of_an_hsdp_mesh():
+    entries = [_call("reduce_scatter_single", "float32", [0, 1, 2, 3]), _divide([0, 1, 2, 3], [])]
+    notes = ledger_notes(entries, FSDP_HSDP, rank=0, world_size=4)
+    assert not any("never reduced" in n for n in notes), notes
+    assert any(n.startswith("reduce_scatter over world, expected the dp_shard group") for n in notes), notes
+
+
+def test_an_all_reduce_fsdp2_does_not_make_is_named():
+    entries = [_call("reduce_scatter_single", "float32", [0, 1]), _call("all_reduce", "float32", [0, 2]),
+               _divide([0, 1], [0, 2]), dict(_call("all_reduce", "float32", [0, 2]), reduce_op="SUM")]
+    notes = ledger_notes(entries, FSDP_HSDP, rank=0, world_size=4)
+    assert any(n.startswith("2 all_reduce calls over dp_replicate in step 0 for 1 gradient reduction(s) "
+                            "(reduce_op AVG, SUM)") for n in notes), notes
+
+
+def test_the_first_floating_output_is_found_in_a_dict_or_tuple():
+    torch = pytest.importorskip("torch")
+    from sweep.train.torch_step import first_floating
+
+    t = torch.ones(2)
+    assert first_floating({"ids": torch.ones(2, dtype=torch.long), "logits": (t,)}) is t
+    assert first_floating({"ids": torch.ones(2, dtype=torch.long)}) is None
+    assert first_floating({"ids": torch.ones(2, dtype=torch.long)}, floating=False) is not None
