@@ -50,3 +50,20 @@ def survivors(job_id: str) -> list:
     _, alive = psutil.wait_procs(tagged_processes(job_id), timeout=grace_s)
     return alive
 
+
+
+def sweep_jobs(sweep_dir: Path) -> dict:
+    """``{job number: result.json as a dict}`` of a sweep dir."""
+    import json
+
+    return {int(p.parent.name): json.loads(p.read_text()) for p in sorted(Path(sweep_dir).glob("*/result.json"))}
+
+
+def multirun_jobs(tmp_path: Path, *overrides: str, exit_codes: tuple = (0, 1)) -> tuple:
+    """`python -m sweep -m ablation=none OVERRIDES` under tmp_path: ``(jobs by number, the
+    finished process)``, after asserting that it exited with one of ``exit_codes`` and wrote
+    its report (the tail of its output otherwise)."""
+    proc = run_cli(["-m", "ablation=none", *overrides], tmp_path)
+    assert proc.returncode in exit_codes and (tmp_path / "multirun" / "summary.json").exists(), \
+        proc.stdout[-3000:] + proc.stderr[-3000:]
+    return sweep_jobs(tmp_path / "multirun"), proc

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import multirun_jobs, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -14,15 +14,9 @@ DROPOUT = "model._target_=tests.helpers.dropout_model.dropout_mlp"
 ENGINES = "engine.impl.torch=tests.helpers.copy_engines."
 
 
-def _jobs(sweep_dir):
-    return {int(p.parent.name): json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/result.json"))}
-
-
 def _multirun(tmp_path, *overrides):
-    proc = run_cli(["-m", "ablation=none", *overrides], tmp_path)
-    assert proc.returncode in (0, 1) and (tmp_path / "multirun" / "summary.json").exists(), \
-        proc.stdout[-3000:] + proc.stderr[-3000:]
-    return _jobs(tmp_path / "multirun"), json.loads((tmp_path / "multirun" / "summary.json").read_text())
+    jobs, _ = multirun_jobs(tmp_path, *overrides)
+    return jobs, json.loads((tmp_path / "multirun" / "summary.json").read_text())
 
 
 def test_dropout_draws_the_same_masks_in_both_copies_whatever_the_order_and_the_cache(tmp_path):

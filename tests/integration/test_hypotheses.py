@@ -4,26 +4,17 @@ reshard_after_forward, compile, an lr schedule, frozen and tied parameters, on F
 MindSpore. Each applied to both copies alike: a correct feature changes nothing, so every
 job passes bit for bit. One multirun per group of factors, shared by the tests."""
 
-import json
-
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import multirun_jobs
 
 pytestmark = pytest.mark.slow
 
 DROPOUT = "model._target_=tests.helpers.dropout_model.dropout_mlp"
 
 
-def _jobs(sweep_dir):
-    return {int(p.parent.name): json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/result.json"))}
-
-
 def _multirun(tmp_path, *overrides):
-    proc = run_cli(["-m", "ablation=none", *overrides], tmp_path)
-    assert proc.returncode == 0 and (tmp_path / "multirun" / "summary.json").exists(), \
-        proc.stdout[-3000:] + proc.stderr[-3000:]
-    return _jobs(tmp_path / "multirun")
+    return multirun_jobs(tmp_path, *overrides, exit_codes=(0,))[0]
 
 
 def _bit_for_bit(job):

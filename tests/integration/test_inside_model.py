@@ -8,7 +8,7 @@ import json
 import pytest
 
 import sweep
-from tests.conftest import run_cli
+from tests.conftest import multirun_jobs
 
 pytestmark = pytest.mark.slow
 
@@ -20,15 +20,8 @@ DP2 = {  # job number in the multirun -> engine
 CLEAN = "sweep.engines.torch_fsdp2.TorchFSDP2"
 
 
-def _jobs(sweep_dir):
-    return {int(p.parent.name): json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/result.json"))}
-
-
 def _multirun(tmp_path, *overrides):
-    proc = run_cli(["-m", "ablation=none", *overrides], tmp_path)
-    assert proc.returncode in (0, 1) and (tmp_path / "multirun" / "summary.json").exists(), \
-        proc.stdout[-3000:] + proc.stderr[-3000:]
-    return _jobs(tmp_path / "multirun"), proc
+    return multirun_jobs(tmp_path, *overrides)
 
 
 @pytest.fixture(scope="module")
