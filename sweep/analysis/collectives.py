@@ -180,8 +180,9 @@ def ledger_summary(entries: Sequence[Dict[str, Any]], rank: int, world_size: int
         if e["op"] == "divide_factors":
             continue
         key = (e["step"], e["op"], e.get("dtype"), tuple(e["group"]), e.get("reduce_op"))
+        where = group_name(e["group"], groups, world_size) if e["group"] else str(e.get("group_name") or "unknown")
         row = folded.setdefault(key, {"step": e["step"], "op": e["op"], "dtype": e.get("dtype"),
-                                      "group": group_name(e["group"], groups, world_size),
+                                      "group": where,
                                       "reduce_op": e.get("reduce_op"), "calls": 0, "numel": 0})
         row["calls"] += 1
         row["numel"] += int(e.get("numel") or 0)

@@ -82,6 +82,7 @@ class Engine:
         self.world_size = world_size
         self.options = self.options_of(cfg)
         self.notes: List[str] = []  # what it did besides the library's own behaviour (RankResult.engine_notes)
+        self.ledger: List[Dict[str, Any]] = []  # collectives seen by a MindSpore engine's observe_reduce
 
     @classmethod
     def options_of(cls, cfg: Any) -> Any:
@@ -277,6 +278,11 @@ class MindSporeEngine(Engine):
         """The gradients after this engine's reduction (none here: a sharding engine
         reduces them in its backward hooks)."""
         return grads
+
+    # The collectives observe_reduce saw (sweep.engines.collectives' entry shape), and why
+    # an engine has none to show (RankResult.collectives).
+    collectives_unchecked: Optional[str] = ("the MindSpore step's collectives are recorded where the engine sees "
+                                            "them, not checked against a contract")
 
     def observe_reduce(self, observed: Dict[str, str]) -> ContextManager[None]:
         """A context that, while a step's gradients are computed and reduced, records in

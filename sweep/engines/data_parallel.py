@@ -61,6 +61,9 @@ class MindSporeGradReducer(MindSporeEngine):
     check_baseline = staticmethod(_no_policy_baseline)
     unused_fields = ("reshard_after_forward", "mp_policy.cast_forward_inputs")
 
+    collectives_unchecked = ("nn.DistributedGradReducer all-reduces inside a compiled graph (@jit), out of "
+                             "Python's sight: no call recorded")
+
     def __init__(self, cfg: Any, **kwargs: Any) -> None:
         super().__init__(cfg, **kwargs)
         self._reducer = None

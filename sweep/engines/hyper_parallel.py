@@ -493,6 +493,22 @@ def _fully_shard(api: SimpleNamespace, model: Any, cfg: Any, mp_policy: Any, mes
     return model if out is None else out
 
 
+def _group_ranks(group: Any) -> List[int]:
+    """The ranks of a hyper-parallel MindSpore group from its name: ``_create_group``'s
+    ``"<size>-<rank>-<rank>-..."``, or the ranks its sharding appends to a name
+    (``"hsdp_sharded_dp_group_0_1"``); ``[]`` for another name."""
+    name = str(getattr(group, "group_name", group) or "")
+    parts = name.split("-")
+    if len(parts) > 1 and all(p.isdigit() for p in parts) and int(parts[0]) == len(parts) - 1:
+        return [int(p) for p in parts[1:]]
+    tail: List[int] = []
+    for token in reversed(name.split("_")):
+        if not token.isdigit():
+            break
+        tail.insert(0, int(token))
+    return tail if tail and len(tail) < len(name.split("_")) else []
+
+
 def _skip_dispatch(engine: Any) -> contextlib.AbstractContextManager:
     """``SkipDTensorDispatch()`` when ``engine.options.skip_dtensor_dispatch`` is true, else a no-op.
 
@@ -624,24 +640,32 @@ class MindSporeHyperParallel(_HyperParallel, MindSporeEngine):
         """While entered, record in ``observed["reduce"]`` the dtype of the first tensor
         hyper-parallel reduces: ``MindSporePlatform.reduce_scatter_tensor`` (the shard dim)
         or ``all_reduce`` (the replicate dim), the calls its gradient hooks and buffers
-        make (``hyper_parallel/core/fully_shard``). It only looks: each call goes through
+        make (``hyper_parallel/core/fully_shard``); and every such call, and
+        ``all_gather_into_tensor``, in :attr:`ledger` (op, dtype, element count, the group's
+        ranks as its name ``N-r0-r1-...`` gives them, ``reduce_op`` ``SUM``: the platform
+        reduces with MindSpore's default op; ``sweep.engines.collectives``' entry shape). It only looks: each call goes through
         unchanged (on CPU, to the emulation above), and the methods are restored on exit."""
         from hyper_parallel.platform.mindspore.platform import MindSporePlatform
 
-        names = ("reduce_scatter_tensor", "all_reduce")
+        names = ("reduce_scatter_tensor", "all_reduce", "all_gather_into_tensor")
         saved = {name: inspect.getattr_static(MindSporePlatform, name) for name in names}
         own = {name for name in names if name in vars(MindSporePlatform)}
 
-        def watch(original: Any) -> Any:
+        def watch(name: str, original: Any) -> Any:
             def wrapper(data: Any, *args: Any, **kwargs: Any) -> Any:
-                if hasattr(data, "dtype"):
+                if hasattr(data, "dtype") and name != "all_gather_into_tensor":
                     observed.setdefault("reduce", str(data.dtype).lower())
+                group = kwargs.get("group_info", args[0] if args else None)
+                self.ledger.append({"op": name, "dtype": str(getattr(data, "dtype", "")).lower() or None,
+                                    "numel": int(getattr(data, "size", 0) or 0), "group": _group_ranks(group),
+                                    "group_name": str(getattr(group, "group_name", group)),
+                                    "reduce_op": None if name.startswith("all_gather") else "SUM", "step": 0})
                 return original(data, *args, **kwargs)
 
             return staticmethod(wrapper)
 
         for name in names:
-            setattr(MindSporePlatform, name, watch(getattr(MindSporePlatform, name)))
+            setattr(MindSporePlatform, name, watch(name, getattr(MindSporePlatform, name)))
         try:
             yield
         finally:

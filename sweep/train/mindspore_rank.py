@@ -252,6 +252,17 @@ def run_rank(cfg: Any, job_dir: str, phase: str = "both") -> None:
     run_job(cfg, job_dir, ctx, phase)
 
 
+def ledger_record(engine: Any, rank: int, world: int) -> Dict[str, Any]:
+    """``RankResult.collectives`` of a MindSpore rank: the calls the engine saw at step 0
+    (``engine.ledger``; hyper-parallel's platform collectives) folded per op, dtype and
+    group (``sweep.analysis.collectives.ledger_summary``), no contract to check them
+    against, and why (``engine.collectives_unchecked``)."""
+    from sweep.analysis.collectives import ledger_summary
+
+    return {"expected": None, "calls": ledger_summary(engine.ledger, rank, world, None), "divide_factors": None,
+            "notes": [], "unchecked": engine.collectives_unchecked}
+
+
 def prepare_cells(cfg: Any, net: Any) -> Dict[str, Any]:
     """What both MindSpore copies get alike before sharding: ``model.frozen`` (matching
     parameters get ``requires_grad=False``, so ``trainable_params()`` leaves them out) and
@@ -345,6 +356,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
         dtypes_observed=observed, zero_grad_effective=zero_grad_effective,
         engine_notes=list(info.get("notes") or engine.notes), engine=info,
+        collectives=ledger_record(engine, rank, world) if "distributed" in names else None,
         features=dict(applied, activation_offload=False, compile=None, init="eager",
                       lr_scheduler=as_str(cfg.train.lr_scheduler), lr={"schedule": lr} if lr else None),
     )

@@ -79,6 +79,11 @@ def test_mindspore_sharding_runs_on_cpu_with_emulated_collectives(tmp_path):
         assert r["versions"]["mindspore"] and r["versions"]["hyper_parallel"]
         # the reduce dtype, watched at hyper-parallel's platform layer (fp32 policy: float32)
         assert r["dtypes"]["observed"]["reduce"] == "float32", r["dtypes"]
+        # and every call there, in the ledger: hyper-parallel's platform collectives at step 0
+        ops = {c["op"] for c in r["collectives"]["calls"]}
+        assert {"reduce_scatter_tensor", "all_gather_into_tensor"} <= ops, r["collectives"]
+        assert all(c["dtype"] == "float32" for c in r["collectives"]["calls"] if c["op"] == "reduce_scatter_tensor")
+        assert r["collectives"]["expected"] is None and r["collectives"]["unchecked"]
     summary = (tmp_path / "multirun" / "summary.md").read_text()
     assert "collectives emulated" in summary
 

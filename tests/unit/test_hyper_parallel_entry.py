@@ -205,3 +205,14 @@ def test_import_api_on_torch_takes_the_first_candidate(install, monkeypatch):
     monkeypatch.setenv("HYPER_PARALLEL_PLATFORM", "torch")
     api = hp.import_api("torch")
     assert api.entry_point == TOP and api.fully_shard.__name__ == "fully_shard"
+
+
+def test_a_mindspore_groups_ranks_are_read_from_its_name():
+    from types import SimpleNamespace
+
+    from sweep.engines.hyper_parallel import _group_ranks
+
+    assert _group_ranks(SimpleNamespace(group_name="4-0-1-2-3")) == [0, 1, 2, 3]
+    assert _group_ranks("2-1-3") == [1, 3]
+    assert _group_ranks("hsdp_sharded_dp_group_0_1") == [0, 1]
+    assert _group_ranks("hccl_world_group") == [] and _group_ranks(None) == []
