@@ -586,12 +586,13 @@ def _ranked_notes(per_rank: Dict[int, List[str]], world: int) -> List[str]:
 
 def _inside_notes(record: JobRecord, ranks: List[RankResult]) -> tuple:
     """The job's ``collectives`` and ``optimizer`` (rank 0's, with every rank's notes;
-    ``sweep.train.torch_rank.collectives_record`` / ``optimizer_record``), their notes
-    added to ``record.notes``. MindSpore ranks record neither: ``collectives`` then says
-    it was not observed."""
+    ``sweep.train.torch_rank.collectives_record`` / ``optimizer_record``,
+    ``sweep.train.mindspore_rank.ledger_record``), their notes added to ``record.notes``.
+    Where the ranks recorded no ledger (a MindSpore standalone-only run), ``collectives``
+    says it was not observed."""
     first = ranks[0]
     if first.collectives is None and record.config and record.config.get("framework", {}).get("name") != "torch":
-        collectives: Optional[Dict[str, Any]] = {"unchecked": "not observed: the ledger is wired for torch ranks only"}
+        collectives: Optional[Dict[str, Any]] = {"unchecked": "not observed: no rank recorded a ledger"}
     else:
         collectives = dict(first.collectives) if first.collectives is not None else None
     notes: List[str] = []
