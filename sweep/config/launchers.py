@@ -1,5 +1,5 @@
 """Launcher configs the tool registers over a plugin's: ``hydra/launcher=submitit_local``
-runs ``sweep.run.local_launcher.WavedLocalLauncher`` (the plugin's local launcher, its jobs
+runs ``hydra_plugins.sweep_launcher.local_launcher.WavedLocalLauncher`` (the plugin's local launcher, its jobs
 in waves the cores can hold).
 
 hydra-submitit-launcher stores its ``submitit_local`` node in Hydra's ``ConfigStore`` when
@@ -36,7 +36,7 @@ def _waved(base: Any) -> Any:
     cores a wave may fill with ranks; ``None``: ``os.cpu_count()``), its target our launcher."""
     return dataclass(make_dataclass(
         "WavedLocalQueueConf",
-        [("_target_", str, field(default="sweep.run.local_launcher.WavedLocalLauncher")),
+        [("_target_", str, field(default="hydra_plugins.sweep_launcher.local_launcher.WavedLocalLauncher")),
          ("array_parallelism", Optional[int], field(default=None)),
          ("cores", Optional[int], field(default=None))],
         bases=(base,),

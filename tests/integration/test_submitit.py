@@ -111,7 +111,7 @@ def _assert_same_sweep(sweep_dir: Path, reference: Path) -> None:
 
 
 def test_submitit_local_runs_the_jobs_and_gives_the_same_table(tmp_path, basic_sweep):
-    # 2 cores for 2-rank jobs: one job at a time (sweep.run.local_launcher)
+    # 2 cores for 2-rank jobs: one job at a time (hydra_plugins/sweep_launcher/local_launcher.py)
     proc = run_cli([*GRID, "hydra/launcher=submitit_local", "hydra.launcher.cores=2"], tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     sweep_dir = tmp_path / "multirun"

@@ -289,7 +289,7 @@ def test_slurm_preset_submits_one_task_on_the_requested_nodes(tmp_path, monkeypa
 
 
 def test_local_jobs_start_in_waves_the_cores_can_hold():
-    from sweep.run.local_launcher import waves
+    from hydra_plugins.sweep_launcher.local_launcher import waves
 
     assert waves([2, 2, 4, 2], cores=4) == [2, 1, 1]
     assert waves([2, 2, 2], cores=2) == [1, 1, 1]  # 2 cores, 2 ranks a job: one at a time
@@ -309,6 +309,6 @@ def test_submitit_local_is_the_waved_launcher_with_its_cap(compose_cfg):
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
         cfg = compose(config_name="config", overrides=["hydra/launcher=submitit_local",
                                                        "hydra.launcher.array_parallelism=3"], return_hydra_config=True)
-    assert cfg.hydra.launcher._target_ == "sweep.run.local_launcher.WavedLocalLauncher"
+    assert cfg.hydra.launcher._target_ == "hydra_plugins.sweep_launcher.local_launcher.WavedLocalLauncher"
     assert cfg.hydra.launcher.array_parallelism == 3 and cfg.hydra.launcher.cores is None
     assert cfg.hydra.launcher.timeout_min == 60  # the plugin's own fields stay

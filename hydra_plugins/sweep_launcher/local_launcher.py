@@ -1,5 +1,6 @@
 """hydra-submitit-launcher's local launcher, in waves the cores can hold
-(``hydra/launcher=submitit_local``, ``sweep/config/conf/hydra/launcher/submitit_local.yaml``).
+(``hydra/launcher=submitit_local``, registered by ``sweep.config.launchers``). Hydra
+instantiates a launcher only from the ``hydra_plugins`` namespace, hence its place.
 
 The plugin's ``LocalLauncher`` starts every job of a multirun at once: 32 jobs of 2-4
 ranks each are about 100 processes on a machine of 2 cores, each rank then a fraction of a
@@ -16,7 +17,10 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional, Sequence
 
-from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher
+try:
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher
+except ImportError:  # without the cluster extra Hydra's discovery still imports this module: no launcher here
+    LocalLauncher = None
 
 
 def waves(ranks: Sequence[int], cores: int, cap: Optional[int] = None) -> List[int]:
@@ -43,7 +47,7 @@ def waves(ranks: Sequence[int], cores: int, cap: Optional[int] = None) -> List[i
     return sizes
 
 
-class WavedLocalLauncher(LocalLauncher):
+class _Waved:
     """The plugin's ``LocalLauncher``, its jobs started in :func:`waves`. ``cores``:
     the machine's (``os.cpu_count()``) unless set; ``array_parallelism``: at most this many
     jobs at once (``None``: the cores decide)."""
@@ -71,3 +75,8 @@ class WavedLocalLauncher(LocalLauncher):
             results.extend(super().launch(job_overrides[start:start + size], initial_job_idx + start))
             start += size
         return results
+
+
+if LocalLauncher is not None:
+    class WavedLocalLauncher(_Waved, LocalLauncher):
+        """The plugin's ``LocalLauncher``, its jobs started in :func:`waves` (see ``_Waved``)."""
