@@ -19,10 +19,12 @@ there and what it may import (``tests/unit/test_layout.py`` holds the rules):
 - ``sweep.run``: one Hydra job and a multirun's fast path, callbacks, resume;
 
 and at the top the contracts every wing shares: ``records`` (rank and job records),
-``layout`` (where each file of a job, pool and sweep dir lives), ``errors``, ``io``.
+``layout`` (where each file of a job, pool and sweep dir lives), ``errors``, ``io``,
+``lossfile`` (the losses a ``runner=command`` script writes) and ``golden`` (golden baselines).
 
 Public API: :func:`load`, :func:`load_steps` and :func:`load_trace` (``sweep.report.frame``,
-imported on first use so that ``import sweep`` imports neither pandas nor the report code).
+imported on first use so that ``import sweep`` imports neither pandas nor the report code),
+and :func:`log_loss` (``sweep.lossfile``, standard library only: for the user's script).
 """
 
 from sweep import _moved
@@ -33,10 +35,14 @@ _moved.install()
 
 
 def __getattr__(name: str):
-    """``sweep.load``, ``sweep.load_steps`` and ``sweep.load_trace`` (:mod:`sweep.report.frame`),
-    imported on first use."""
+    """``sweep.load``, ``sweep.load_steps`` and ``sweep.load_trace`` (:mod:`sweep.report.frame`)
+    and ``sweep.log_loss`` (:mod:`sweep.lossfile`), imported on first use."""
     if name in ("load", "load_steps", "load_trace"):
         from sweep.report import frame
 
         return getattr(frame, name)
+    if name == "log_loss":
+        from sweep.lossfile import log_loss
+
+        return log_loss
     raise AttributeError(f"module 'sweep' has no attribute {name!r}")

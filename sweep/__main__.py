@@ -12,7 +12,7 @@ from typing import Optional
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from sweep.config import CONF_DIR
 from sweep.config.schema import register_configs
@@ -31,7 +31,9 @@ def main(cfg: DictConfig) -> dict:
     label = f"#{hc.job.num} " if hc.mode == RunMode.MULTIRUN else ""
     sweep_dir = hc.sweep.dir if hc.mode == RunMode.MULTIRUN else None
     record = job.run(
-        cfg, hc.runtime.output_dir, overrides=list(hc.overrides.task), sweep_dir=sweep_dir,
+        # (unresolved: an override's own ${...}, e.g. in runner.command, stays as typed)
+        cfg, hc.runtime.output_dir, overrides=list(OmegaConf.to_container(hc.overrides.task, resolve=False)),
+        sweep_dir=sweep_dir,
         share_launches=pool.runs_jobs_in_process(hc.launcher),
     )
     print(job.summary_line(record, label), flush=True)

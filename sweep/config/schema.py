@@ -674,6 +674,16 @@ class BaselineConfig:
         BASELINE, default=BaselinePrecision.float32,
         doc="``float32``: a plain standalone copy, no mixed precision; ``policy``: the standalone copy runs "
             "``mp_policy`` (``fully_shard`` on a one-rank mesh; torch, ``torch_fsdp2`` only).")
+    file: Optional[str] = affects(
+        BASELINE, default=None,
+        doc="A golden file (``python -m sweep.report DIR --export-golden FILE``): its standalone losses are the "
+            "baseline instead of running the standalone copy, for built-in and command jobs alike; refused when "
+            "its steps or config keys differ from the job's (``sweep.run.golden``).")
+    ignore_keys: List[str] = affects(
+        default_factory=lambda: ["device", "framework", "baseline", "execution", "runner.command",
+                                 "runner.baseline_command", "runner.parse", "runner.cwd"],
+        doc="Config keys (and sections) a golden file's may differ in from the job's: by default where and how "
+            "it ran, so a run on one machine is compared with a golden run from another.")
 
 
 @dataclass
@@ -710,6 +720,113 @@ class ExecutionConfig:
         _positive("execution", execution, "base_timeout_s", "per_step_s")
         if execution.omp_num_threads < 1:
             raise ConfigError(f"execution.omp_num_threads={execution.omp_num_threads}: must be >= 1")
+
+
+class RunnerName(str, enum.Enum):
+    """What a job runs (:class:`RunnerConfig`)."""
+
+    builtin = "builtin"
+    command = "command"
+
+
+@dataclass
+class ParseConfig:
+    """Where a ``runner=command`` job finds its losses (``sweep.run.loss_lines``).
+
+    First the JSON-lines file the command writes at ``$SWEEP_LOSS_FILE`` (through
+    ``sweep.log_loss``); if it holds nothing, the regexes, matched (``re.search``) against
+    every line of the command's output (``logs/command.log``) and of the ``files``. Each
+    regex has the named groups ``step`` and ``loss`` and may have ``rank``; a line
+    without a rank takes it from its file's path (``rank_from_path``), else it stands for
+    every rank (equal values printed by several ranks count once). The preset
+    ``runner/parse=report`` reads the report's own lines (``step: 0, standalone loss:
+    ...``, ``step: 0, fully_shard loss: ...``, torchrun's ``[default0]:`` prefix and
+    msrun's ``worker_<rank>.log`` files).
+    """
+
+    standalone: Optional[str] = affects(
+        *ALL_NUMERIC, default=None,
+        doc="A regex with the named groups ``step`` and ``loss`` (and optionally ``rank``) matching a line that "
+            "reports the standalone copy's loss; ``null``: the command reports none (a ``baseline_command`` or "
+            "``baseline.file`` gives it).")
+    distributed: Optional[str] = affects(
+        *ALL_NUMERIC, default=None,
+        doc="The same for the distributed copy's loss lines.")
+    files: List[str] = affects(
+        *ALL_NUMERIC, default_factory=list,
+        doc="Glob patterns of further files the regexes read (relative to the job's dir, or absolute), e.g. "
+            "msrun's ``msrun_log/worker_*.log`` under ``--log_dir=$SWEEP_JOB_DIR/msrun_log``; the command's own "
+            "output is always read.")
+    rank_from_path: Optional[str] = affects(
+        *ALL_NUMERIC, default=None,
+        doc="A regex with the named group ``rank``, searched in each file's path: the rank of the lines in it "
+            "that name none (msrun: ``worker_(?P<rank>\\d+)\\.log``).")
+
+
+@dataclass
+class RunnerConfig:
+    """What a job runs: the tool's own ranks (``builtin``), or the user's command.
+
+    ``runner=command`` (``sweep.run.command``): the job runs ``command`` in a shell, in the
+    directory ``sweep`` was started from, with the job's config interpolated (``${...}``,
+    ``${world_size}`` included) and also given as the JSON file ``$SWEEP_JOB_CONFIG`` and
+    as ``SWEEP_*`` environment variables (``SWEEP_MP_POLICY_NAME``,
+    ``SWEEP_RUNNER_ARGS_<KEY>``, ...), and reads the losses back (:class:`ParseConfig`).
+    The script's own factors are free keys under ``args`` (``+runner.args.reduce=mean,sum``):
+    swept, isolated and attributed like the built-in ones. The comparison, the verdict, the
+    repeats, the gate and the report are the built-in jobs'; what cannot be seen from
+    outside (tensors, dtypes, modules, collectives) is recorded as not observed.
+    """
+
+    name: RunnerName = affects(*ALL_NUMERIC, default=RunnerName.builtin,
+                               doc="``builtin``: the tool's ranks train both copies; ``command``: the user's "
+                                   "command does (``sweep.run.command``).")
+    command: Optional[str] = affects(
+        *ALL_NUMERIC, default=None,
+        doc="``runner=command``: the shell command of one job, with ``${...}`` interpolations of the job config, "
+            "e.g. ``torchrun --standalone --nproc-per-node=${world_size} --tee 3 repro.py --steps ${steps}``.")
+    baseline_command: Optional[str] = affects(
+        BASELINE, default=None,
+        doc="The standalone run, if the command does not report the standalone copy itself; run once per "
+            "distinct resolved command and ``baseline_keys`` values in a multirun and reused.")
+    baseline_keys: List[str] = affects(
+        BASELINE, default_factory=list,
+        doc="Dotted config keys the ``baseline_command``'s losses depend on besides what its command line "
+            "interpolates (read from ``$SWEEP_JOB_CONFIG`` or the environment): its cache key, and what a "
+            "golden file must match (``baseline.file``).")
+    args: Dict[str, Any] = affects(
+        *ALL_NUMERIC, default_factory=dict,
+        doc="The script's own factors, free keys (``+runner.args.reduce=sum``): interpolate them in the command "
+            "(``${runner.args.reduce}``) or read ``SWEEP_RUNNER_ARGS_REDUCE``.")
+    parse: ParseConfig = field(default_factory=ParseConfig)
+    cwd: Optional[str] = affects(
+        default=None, doc="The command's working directory; ``null``: the directory ``sweep`` was started from.")
+
+    @staticmethod
+    def check(runner: Any) -> None:
+        """Raises: ConfigError: ``runner=command`` without a ``command``; a ``parse`` regex
+        that does not compile or lacks its named groups (``step`` and ``loss``;
+        ``rank_from_path``: ``rank``)."""
+        import re
+
+        if _value(runner.name) != RunnerName.command.value:
+            return
+        if not runner.command or not str(runner.command).strip():
+            raise ConfigError("runner=command needs runner.command: the shell command of one job, e.g. "
+                              "runner.command='torchrun --nproc-per-node=${world_size} repro.py'")
+        for key, groups in (("standalone", ("step", "loss")), ("distributed", ("step", "loss")),
+                            ("rank_from_path", ("rank",))):
+            pattern = runner.parse[key]
+            if pattern is None:
+                continue
+            try:
+                compiled = re.compile(str(pattern))
+            except re.error as exc:
+                raise ConfigError(f"runner.parse.{key}={pattern!r}: not a regex ({exc})") from None
+            lacking = [g for g in groups if g not in compiled.groupindex]
+            if lacking:
+                raise ConfigError(f"runner.parse.{key}={pattern!r}: needs the named group"
+                                  f"{'s' if len(lacking) > 1 else ''} {', '.join(f'(?P<{g}>...)' for g in lacking)}")
 
 
 @dataclass
@@ -750,6 +867,7 @@ class SweepConfig:
                          doc="``fully_shard`` units: ``root`` (the whole model) or ``per_layer`` (each layer, "
                              "then the root).")
     baseline: BaselineConfig = field(default_factory=BaselineConfig)
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
     deterministic: bool = affects(*ALL_NUMERIC, default=True,
                                   doc="Deterministic algorithms in the ranks (torch "
                                       "``use_deterministic_algorithms``, MindSpore ``set_deterministic``).")
@@ -807,6 +925,7 @@ SECTION_CHECKS = {
     "train": TrainConfig.check,
     "compare": CompareConfig.check,
     "execution": ExecutionConfig.check,
+    "runner": RunnerConfig.check,
 }
 
 
@@ -862,7 +981,7 @@ _SECTIONS = {
     cls.__name__: cls
     for cls in (FrameworkConfig, EngineConfig, MixedPrecisionPolicyConfig, MeshConfig, OptimizerConfig, ModelConfig,
                 DataConfig, TrainConfig, GradScalerConfig, WeightsConfig, CompareConfig, BaselineConfig,
-                ExecutionConfig, ActivationCheckpointConfig, CompileConfig)
+                ExecutionConfig, ActivationCheckpointConfig, CompileConfig, RunnerConfig, ParseConfig)
 }
 
 
@@ -886,7 +1005,12 @@ def world_size(cfg: DictConfig | SweepConfig) -> int:
 
 def normalize(cfg: DictConfig) -> None:
     """Fold deprecated keys into their new names, in place, each with a ``FutureWarning``:
-    ``weights.copy`` -> ``weights.transfer``, ``data.batch_size`` -> ``train.batch_size``."""
+    ``weights.copy`` -> ``weights.transfer``, ``data.batch_size`` -> ``train.batch_size``;
+    and with ``runner=command`` set ``world_size`` from the mesh when it is ``null``, so
+    that a command's ``${world_size}`` is the number of ranks."""
+    runner = cfg.get("runner")
+    if runner is not None and _value(runner.name) == RunnerName.command.value and cfg.world_size is None:
+        cfg.world_size = world_size(cfg)
     for section, old_key, new_section, new_key in (("weights", "copy", "weights", "transfer"),
                                                    ("data", "batch_size", "train", "batch_size")):
         old = cfg[section][old_key]
@@ -944,5 +1068,32 @@ def check_fields(cfg: DictConfig) -> int:
 
 
 def to_container(cfg: DictConfig) -> dict:
-    """The resolved job config as plain Python (enums as their string values)."""
-    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    """The resolved job config as plain Python (enums as their string values). Enums
+    become strings before interpolations resolve, so ``${mp_policy.param_dtype}`` inside a
+    string gives ``bfloat16``, not ``DType.bfloat16``; inside ``runner.command`` and
+    ``runner.baseline_command`` booleans and ``null`` are spelled as typed (``true``,
+    ``false``, ``null``), as a script's flags expect them."""
+    plain = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+    resolved = OmegaConf.to_container(OmegaConf.create(plain), resolve=True)
+    runner = resolved.get("runner") if isinstance(resolved, dict) else None
+    if isinstance(runner, dict) and any(isinstance(runner.get(k), str) for k in COMMAND_KEYS):
+        # a command line spells values as they are typed: true, false, null (not True, None)
+        spelled = OmegaConf.create(_spelled(plain))
+        for key in COMMAND_KEYS:
+            if isinstance(runner.get(key), str):
+                runner[key] = str(spelled.runner[key])
+    return resolved
+
+
+COMMAND_KEYS = ("command", "baseline_command")  # runner's: shell commands with ${...} interpolations
+
+
+def _spelled(node: Any) -> Any:
+    """``node`` (plain) with booleans and ``None`` as the strings YAML spells them."""
+    if isinstance(node, dict):
+        return {k: _spelled(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_spelled(v) for v in node]
+    if isinstance(node, bool):
+        return "true" if node else "false"
+    return "null" if node is None else node

@@ -43,6 +43,10 @@ class LaunchSpec:
     # (msrun: "Worker process N exit with exception"): the launch ends at once, not at
     # its time limit (``Framework.early_exit_patterns``).
     fail_patterns: Tuple[str, ...] = ()
+    cwd: Optional[str] = None  # the working directory (None: this process's)
+    # False for a user's own command (runner=command): a script run as ``python repro.py``
+    # needs its own directory on sys.path, which PYTHONSAFEPATH=1 would drop
+    safe_path: bool = True
 
 
 @dataclass
@@ -106,7 +110,7 @@ def free_port() -> int:
 USER_PATH = "SWEEP_USER_PATH"
 
 
-def child_environment(extra: Dict[str, str], kill_tag: str) -> Dict[str, str]:
+def child_environment(extra: Dict[str, str], kill_tag: str, safe_path: bool = True) -> Dict[str, str]:
     """The environment of a launch: this process's, plus ``extra``, the
     ``SWEEP_KILL_TAG`` and this interpreter first on ``PATH`` (msrun runs the first
     ``python`` on ``PATH``).
@@ -121,7 +125,10 @@ def child_environment(extra: Dict[str, str], kill_tag: str) -> Dict[str, str]:
     env.update(extra)
     env[TAG] = kill_tag
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONSAFEPATH"] = "1"
+    if safe_path:
+        env["PYTHONSAFEPATH"] = "1"
+    else:
+        env.pop("PYTHONSAFEPATH", None)
     env[USER_PATH] = os.getcwd()
     return env
 
@@ -170,8 +177,8 @@ class Launch:
             log.write(("$ " + " ".join(spec.argv) + "\n").encode())
             log.flush()
             self._proc = subprocess.Popen(
-                spec.argv, env=child_environment(spec.env, spec.kill_tag), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                spec.argv, env=child_environment(spec.env, spec.kill_tag, spec.safe_path), stdout=log,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=spec.cwd,
             )
         self.spec = spec
         self.pid = self._proc.pid

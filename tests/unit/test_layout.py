@@ -23,7 +23,7 @@ PACKAGE = ROOT / "sweep"
 
 # The contracts every wing shares: files at the top of the package (and the package itself,
 # ``import sweep``, for its ``__version__``).
-CONTRACTS = frozenset({"errors", "io", "records", "layout"})
+CONTRACTS = frozenset({"errors", "io", "records", "layout", "lossfile", "golden"})
 # Files at the top that are no contract: the public API, the entry point, the old paths' hook.
 FACE = frozenset({"__init__", "__main__", "_moved"})
 

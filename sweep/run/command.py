@@ -1,0 +1,293 @@
+"""``runner=command``: a job that runs the user's own training command and judges its losses.
+
+The job runs ``runner.command`` (``sweep.config.schema.RunnerConfig``) in a shell, in
+``runner.cwd`` (default: where ``sweep`` was started), supervised like the built-in
+launches (``sweep.launch.supervise``: its own session, every process tagged and killed at
+the time limit, on Ctrl-C and at exit; output in ``logs/command.log``). The command sees
+the job's config three ways: interpolated into its text (``${world_size}``,
+``${mp_policy.name}``, ``${runner.args.reduce}``), as the JSON file
+``$SWEEP_JOB_CONFIG``, and as ``SWEEP_*`` variables (:func:`job_env`). It reports losses
+through ``sweep.log_loss`` (``$SWEEP_LOSS_FILE``) or in lines the ``runner.parse``
+regexes read (``sweep.run.loss_lines``).
+
+The standalone sequence comes from, in this order: ``baseline.file`` (a golden file),
+``runner.baseline_command`` (run once per distinct resolved command and
+``runner.baseline_keys`` values in a multirun, ``sweep.run.baseline``), or the command's
+own standalone lines (the report's script trains both copies). Each rank the command
+reports is judged as a built-in job's ranks are (``sweep.run.judge``), and
+``repeat=N`` reruns the command. What cannot be seen from outside the command, its
+tensors, modules, dtypes, collectives and optimizer, is recorded as not observed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from omegaconf import DictConfig, OmegaConf
+
+from sweep.config.schema import check_fields, select
+from sweep.errors import ConfigError
+from sweep.io import write_json
+from sweep.launch import supervise
+from sweep.layout import JobDir
+from sweep.lossfile import ENV_COPY, ENV_FILE
+from sweep.records import JobRecord, RankResult
+from sweep.run import baseline, failures, judge, repeats
+from sweep.run.loss_lines import LossError, as_ranks, entries, expected_line, sequences
+
+COMMAND_LOG = "command.log"            # in logs/: the command's output
+BASELINE_LOG = "baseline_command.log"  # in logs/: the baseline command's
+LOSS_FILE = "losses.jsonl"             # in the job dir: $SWEEP_LOSS_FILE of the command
+BASELINE_LOSS_FILE = "losses_standalone.jsonl"
+CONFIG_JSON = "job.json"               # in the job dir: $SWEEP_JOB_CONFIG
+NOT_OBSERVED = "not observed (runner=command)"
+ENV_PREFIX = "SWEEP_"
+_SKIP = ("runner.command", "runner.baseline_command", "runner.parse", "runner.cwd", "runner.baseline_keys")
+
+
+def _flatten(node: Any, prefix: str = "") -> Iterator[Tuple[str, Any]]:
+    if isinstance(node, dict) and node:
+        for key, value in node.items():
+            yield from _flatten(value, f"{prefix}{key}.")
+    else:
+        yield prefix[:-1], node
+
+
+def _env_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+def job_env(config: Dict[str, Any], run_dir: Path, loss_file: Path, copy: str) -> Dict[str, str]:
+    """The environment a command adds: ``SWEEP_JOB_CONFIG`` (the resolved config as JSON),
+    ``SWEEP_LOSS_FILE``, ``SWEEP_COPY`` (``sweep.log_loss``'s default copy),
+    ``SWEEP_JOB_DIR``, ``SWEEP_MASTER_PORT`` (a free port, for a launcher's rendezvous),
+    ``OMP_NUM_THREADS`` (``execution.omp_num_threads``), ``framework.env``, and every
+    leaf of the config as ``SWEEP_<DOTTED_KEY>`` (dots and other non-alphanumerics as
+    ``_``, upper case; lists and dicts as JSON, ``null`` as empty, booleans as
+    ``true``/``false``), e.g. ``SWEEP_MP_POLICY_NAME=bf16``, ``SWEEP_RUNNER_ARGS_REDUCE=sum``;
+    the runner's own fields (the command, the parse regexes) are left out."""
+    env = {str(k): str(v) for k, v in (config.get("framework") or {}).get("env", {}).items()}
+    for path, value in _flatten(config):
+        if not path or any(path == s or path.startswith(s + ".") for s in _SKIP):
+            continue
+        name = ENV_PREFIX + "".join(c if c.isalnum() else "_" for c in path).upper()
+        env[name] = _env_value(value)
+    env.update({
+        "SWEEP_JOB_CONFIG": str(run_dir / CONFIG_JSON), ENV_FILE: str(loss_file), ENV_COPY: copy,
+        "SWEEP_JOB_DIR": str(run_dir), "SWEEP_MASTER_PORT": str(supervise.free_port()),
+        "OMP_NUM_THREADS": str(config["execution"]["omp_num_threads"]),
+    })
+    return env
+
+
+class _Run:
+    """One run of a command into ``run_dir``: its outcome and the loss entries it reported."""
+
+    def __init__(self, cfg: DictConfig, config: Dict[str, Any], run_dir: Path, command: str, copy: str,
+                 limit: float) -> None:
+        self.log = JobDir(run_dir).logs / (BASELINE_LOG if copy == "standalone" else COMMAND_LOG)
+        self.loss_file = run_dir / (BASELINE_LOSS_FILE if copy == "standalone" else LOSS_FILE)
+        for stale in (self.log, self.loss_file):
+            stale.unlink(missing_ok=True)
+        spec = supervise.LaunchSpec(argv=["/bin/sh", "-c", command], env=job_env(config, run_dir, self.loss_file, copy),
+                                    log_path=self.log, timeout_s=limit, safe_path=False,
+                                    cwd=str(cfg.runner.cwd) if cfg.runner.cwd else None)
+        self.spec, self.limit = spec, limit
+        self.outcome = supervise.run(spec)
+        self.entries: List[Dict[str, Any]] = []
+        self.error: Optional[str] = None
+        self.source: Optional[Any] = None
+        try:
+            self.entries, self.source = entries(run_dir, self.loss_file, self.log, cfg.runner.parse)
+        except LossError as exc:
+            self.error = str(exc)
+
+    def failure(self, what: str) -> Tuple[str, str]:
+        """``(status, reason)`` of a run that gave no usable losses (``what``: why not)."""
+        if self.outcome.timed_out:
+            return "timeout", (f"the command ran past its limit of {self.limit:.0f} s and was stopped "
+                               f"({self.outcome.killed} processes killed); {what}")
+        tails = failures.log_tails(self.log.parent.parent)
+        code = self.outcome.returncode
+        if code == 0:
+            return "error", what
+        cause = failures.failure_cause(code, tails).replace("launcher exited", "the command exited", 1)
+        if f"{self.log.name}:" not in cause:  # no exception line: its last words (SystemExit("..."), a shell's)
+            last = [line.strip() for line in tails.get(self.log.name, "").splitlines() if line.strip()]
+            if last and not last[-1].startswith("$ "):
+                cause += f"; {self.log.name} ends: {last[-1][:300]}"
+        return "error", f"{cause}; {what}"
+
+    def sequences(self, cfg: DictConfig, copy: str) -> Dict[int, List[float]]:
+        """Raises: LossError: with the line that was expected."""
+        if self.error:
+            raise LossError(self.error)
+        try:
+            return as_ranks(sequences(self.entries, copy, int(cfg.steps)))
+        except LossError as exc:
+            raise LossError(f"{exc}; expected {expected_line(cfg.runner.parse, copy)} in "
+                            f"{self.log.relative_to(self.log.parent.parent)}") from None
+
+
+def _resolved(config: Dict[str, Any], key: str) -> str:
+    return str(config["runner"][key])
+
+
+def _standalone(cfg: DictConfig, config: Dict[str, Any], run_dir: Path, record: JobRecord,
+                sweep_dir: Optional[Path], limit: float, use_cache: bool) -> Tuple[Optional[List[Any]], str]:
+    """The standalone sequence from outside the command, or ``(None, "")`` when the
+    command reports it itself; returns ``(losses, "")`` or ``(None, reason)`` on failure.
+
+    Raises:
+        ConfigError: a golden file that does not match; a ``baseline_keys`` key the config lacks.
+    """
+    if cfg.baseline.file:
+        entry = baseline.from_file(config, str(cfg.baseline.file))
+        record.baseline = {"source": "file", "file": entry["file"], "job_dir": entry["job_dir"],
+                           "versions": entry["versions"]}
+        return entry["standalone"], ""
+    if not cfg.runner.baseline_command:
+        return None, ""
+    keys = list(cfg.runner.baseline_keys)
+    try:
+        fields = {"runner.baseline_command": _resolved(config, "baseline_command"), **select(config, keys),
+                  "steps": config["steps"]}
+    except (KeyError, TypeError):
+        raise ConfigError(f"runner.baseline_keys={keys}: every key must be in the job config") from None
+    cached = baseline.lookup(sweep_dir, fields) if use_cache and sweep_dir and cfg.execution.reuse_baselines \
+        else None
+    if cached:
+        record.baseline = {"source": "cache", "job_dir": cached["job_dir"]}
+        return cached["standalone"], ""
+    began = time.perf_counter()
+    run = _Run(cfg, config, run_dir, _resolved(config, "baseline_command"), "standalone", limit)
+    record.timings_s["standalone_launch"] = time.perf_counter() - began
+    try:
+        seq = run.sequences(cfg, "standalone")
+    except LossError as exc:
+        return None, "runner.baseline_command: " + run.failure(str(exc))[1]
+    standalone = seq[min(seq)]
+    if use_cache and sweep_dir and cfg.execution.reuse_baselines:
+        baseline.store(sweep_dir, fields, standalone, run_dir)
+    record.baseline = {"source": "baseline_command", "log": str(run.log)}
+    return standalone, ""
+
+
+def _ranks(cfg: DictConfig, run: _Run, world: int, standalone: Optional[List[Any]]
+           ) -> Tuple[List[RankResult], List[Any], List[str]]:
+    """Every reported rank as a ``RankResult``, the standalone sequence they are judged
+    against (the lowest rank's, when the command reports it) and notes.
+
+    Raises:
+        LossError: a copy's losses missing or not fitting ``steps``.
+    """
+    dist = run.sequences(cfg, "distributed")
+    notes: List[str] = []
+    own = None if standalone is not None else run.sequences(cfg, "standalone")
+    if own is not None:
+        standalone = own[min(own)]
+        differ = [r for r, seq in sorted(own.items()) if seq != standalone]
+        if differ:
+            notes.append(f"the command's standalone losses differ between ranks (rank {min(own)} and rank"
+                         f"{'s' if len(differ) > 1 else ''} {', '.join(map(str, differ))}): each rank is judged "
+                         f"against rank {min(own)}'s")
+    assert standalone is not None
+    name = str(cfg.framework.name)
+    ranks = [RankResult(rank=r, world_size=world, framework=name, distributed=seq,
+                        standalone=(own or {}).get(r, standalone)) for r, seq in sorted(dist.items())]
+    return ranks, standalone, notes
+
+
+def _again(cfg: DictConfig, config: Dict[str, Any], world: int, limit: float) -> repeats.Again:
+    """A command job's repeat (``sweep.run.repeats.run_repeats``): the baseline command (if
+    any, never from the cache) and the command again, in the repeat's dir."""
+    def again(rep_dir: Path, scratch: JobRecord) -> Tuple[Optional[List[RankResult]], Optional[List[Any]],
+                                                          Optional[str], str]:
+        write_json(rep_dir / CONFIG_JSON, config)
+        standalone, why = _standalone(cfg, config, rep_dir, scratch, None, limit, use_cache=False)
+        if why:
+            return None, None, "error", why
+        run = _Run(cfg, config, rep_dir, _resolved(config, "command"), "distributed", limit)
+        try:
+            ranks, standalone, _ = _ranks(cfg, run, world, standalone)
+        except LossError as exc:
+            status, reason = run.failure(str(exc))
+            return None, None, status, reason
+        return ranks, standalone, None, ""
+
+    return again
+
+
+def _not_observed(record: JobRecord) -> None:
+    """What a command job cannot see, said so in the record (never left blank)."""
+    record.first_tensor = {"note": NOT_OBSERVED}
+    record.first_module = {"note": f"{NOT_OBSERVED}: the modules run inside the command"}
+    record.collectives = {"unchecked": f"{NOT_OBSERVED}: the collectives run inside the command", "notes": []}
+    record.optimizer = {"unchecked": f"{NOT_OBSERVED}: the optimizer runs inside the command", "notes": []}
+    record.dtypes = dict(record.dtypes or {}, observed={}, observed_standalone={},
+                         not_observed=f"{NOT_OBSERVED}: the dtypes the command ran")
+    record.weights_moved = None
+
+
+def run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[Path]) -> None:
+    """Run one ``runner=command`` job into ``job_dir`` and fill ``record`` (see the module
+    docstring); a failure of the command becomes ``status`` ``error`` or ``timeout`` with
+    its cause and the log tails.
+
+    Raises:
+        ConfigError: a field check fails (``sweep.config.schema.check_fields``: no
+            command, a regex without its groups, ...), or a golden file does not match.
+    """
+    world = check_fields(cfg)
+    config = record.config or {}
+    record.world_size = world
+    paths = JobDir(job_dir)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(OmegaConf.create(config), paths.config)
+    write_json(job_dir / CONFIG_JSON, config)
+    shutil.rmtree(paths.ranks, ignore_errors=True)
+    limit = failures.timeout_s(cfg)
+    record.engine = {"runner": "command", "command": _resolved(config, "command"), "cwd": str(cfg.runner.cwd or
+                                                                                               os.getcwd())}
+    standalone, why = _standalone(cfg, config, job_dir, record, sweep_dir, limit, use_cache=True)
+    if why:
+        record.status, record.reason = "error", why
+        record.log_tails = failures.log_tails(job_dir)
+        return
+    run_ = _Run(cfg, config, job_dir, _resolved(config, "command"), "distributed", limit)
+    outcome = run_.outcome
+    record.launch = {"kill_tag": run_.spec.kill_tag, "argv": run_.spec.argv, "returncode": outcome.returncode,
+                     "timed_out": outcome.timed_out, "killed": outcome.killed, "timeout_s": limit,
+                     "losses_from": run_.source.kind if run_.source else None}
+    record.timings_s["launch"] = outcome.wall_s
+    try:
+        if outcome.timed_out:
+            raise LossError("no complete losses")
+        ranks, standalone, notes = _ranks(cfg, run_, world, standalone)
+    except LossError as exc:
+        record.status, record.reason = run_.failure(str(exc))
+        record.log_tails = failures.log_tails(job_dir)
+        return
+    for r in ranks:
+        r.write(paths.rank_result(r.rank))
+    engine = record.engine
+    judge.judge(cfg, record, ranks, standalone)
+    record.engine = engine  # (the built-in judge takes the ranks' engine record: a command has none)
+    record.notes.extend(notes)
+    _not_observed(record)
+    repeats.run_repeats(cfg, job_dir, record, repeats.run_sequences(cfg, ranks, standalone),
+                        _again(cfg, config, world, limit))
+    if outcome.returncode not in (0, None):
+        record.teardown_note = (f"the command exited with code {outcome.returncode} after reporting every loss; "
+                                "judged by the losses")

@@ -1,0 +1,184 @@
+"""runner=command without launching: the loss lines, the loss file, the job's environment,
+the schema's checks, golden files against a job's config (real launches:
+tests/integration/test_command_runner.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from sweep.errors import ConfigError
+from sweep.run.loss_lines import LossError, as_ranks, entries, parse_text, sequences
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def report_parse(compose_cfg):
+    return compose_cfg(["runner=command", "runner.command=true"]).runner.parse
+
+
+def test_the_report_preset_reads_the_reports_lines_plain_prefixed_and_as_mindspore_tensors(report_parse):
+    patterns = {"standalone": report_parse.standalone, "distributed": report_parse.distributed}
+    text = "\n".join([
+        "Rank 0: Training standalone model for 2 steps...",
+        "step: 0, standalone loss: 1.0431",                                  # the report, plain
+        "[default1]:step: 0, fully_shard loss: 1.03e-01",                    # torchrun --tee
+        "[rank1]:step: 1, fully_shard loss: nan",                            # torchrun's other prefix
+        "step: 1, standalone loss: Tensor(shape=[], dtype=Float32, value= 0.98)",  # a MindSpore Tensor
+        "step: 2, distributed loss: .5",
+    ])
+    found = parse_text(text, patterns, rank=7)
+    assert [(e["copy"], e["step"], e["rank"]) for e in found] == [
+        ("standalone", 0, 7), ("distributed", 0, 1), ("distributed", 1, 1), ("standalone", 1, 7), ("distributed", 2, 7)]
+    assert found[1]["loss"] == pytest.approx(0.103) and found[2]["loss"] != found[2]["loss"]  # nan
+    assert found[3]["loss"] == pytest.approx(0.98) and found[4]["loss"] == 0.5
+
+
+def test_sequences_per_rank_and_what_does_not_fit_the_steps():
+    def e(copy, step, loss, rank=None):
+        return {"copy": copy, "step": step, "loss": loss, "rank": rank}
+
+    ranked = [e("distributed", s, float(s + r), r) for r in (0, 1) for s in range(3)]
+    assert as_ranks(sequences(ranked, "distributed", 3)) == {0: [0.0, 1.0, 2.0], 1: [1.0, 2.0, 3.0]}
+    # steps counted from 1, and the same line printed by every rank without a rank: counted once
+    echoed = [e("standalone", s, 0.5) for s in (1, 2, 3) for _ in range(4)]
+    assert as_ranks(sequences(echoed, "standalone", 3)) == {0: [0.5, 0.5, 0.5]}
+    with pytest.raises(LossError, match="3 steps.*steps=5 expects steps 0-4"):
+        sequences(ranked, "distributed", 5)
+    with pytest.raises(LossError, match="missing 1"):
+        sequences([e("distributed", 0, 1.0), e("distributed", 2, 1.0)], "distributed", 2)
+    with pytest.raises(LossError, match="reported twice by lines that name no rank.*give each rank's lines a rank"):
+        sequences([e("distributed", 0, 1.0), e("distributed", 0, 2.0)], "distributed", 1)
+    with pytest.raises(LossError, match="no standalone loss reported"):
+        sequences(ranked, "standalone", 3)
+
+
+def test_lines_glued_by_ranks_sharing_a_stream_still_count_and_holes_say_why():
+    patterns = {"standalone": r"\[r(?P<rank>\d+)\] it=(?P<step>\d+) ref=(?P<loss>\S+)"}
+    glued = "[r0] it=0 ref=1.25[r1] it=0 ref=1.5\n[r0] it=1 ref=2.0\n[r1] it=1 ref=2.5\n"
+    found = parse_text(glued, patterns)
+    assert as_ranks(sequences(found, "standalone", 2)) == {0: [1.25, 2.0], 1: [1.5, 2.5]}
+    split = "[r0] it=0 ref=1.25\n[r0] it=\n1 ref=2.0\n[r0] it=2 ref=3.0\n"
+    with pytest.raises(LossError, match="missing 1.*run torchrun with --tee 3"):
+        sequences(parse_text(split, patterns), "standalone", 3)
+
+
+def test_the_loss_file_wins_over_the_output_and_files_take_their_rank_from_the_path(tmp_path, report_parse):
+    log = tmp_path / "logs" / "command.log"
+    log.parent.mkdir()
+    log.write_text("step: 0, standalone loss: 1.0\n")
+    (tmp_path / "msrun_log").mkdir()
+    for rank in (0, 1):
+        (tmp_path / "msrun_log" / f"worker_{rank}.log").write_text(f"step: 0, fully_shard loss: {rank + 2}.0\n")
+    parse = OmegaConf.merge(report_parse, {"files": ["msrun_log/worker_*.log"]})
+    found, source = entries(tmp_path, tmp_path / "losses.jsonl", log, parse)
+    assert source.kind == "output"
+    assert sorted((x["copy"], x["rank"], x["loss"]) for x in found) == [
+        ("distributed", 0, 2.0), ("distributed", 1, 3.0), ("standalone", None, 1.0)]
+    (tmp_path / "losses.jsonl").write_text(json.dumps({"step": 0, "loss": "inf", "copy": "distributed", "rank": 0})
+                                           + "\n")
+    found, source = entries(tmp_path, tmp_path / "losses.jsonl", log, parse)
+    assert source.kind == "loss file" and found == [{"step": 0, "loss": float("inf"), "copy": "distributed",
+                                                     "rank": 0}]
+    (tmp_path / "losses.jsonl").write_text("not json\n")
+    with pytest.raises(LossError, match="losses.jsonl:1: not a loss entry"):
+        entries(tmp_path, tmp_path / "losses.jsonl", log, parse)
+
+
+def test_log_loss_needs_only_the_standard_library_and_takes_rank_and_copy_from_the_environment(tmp_path, monkeypatch):
+    target = tmp_path / "losses.jsonl"
+    script = ("import sys, sweep\n"
+              "sweep.log_loss(0, 1.5)\n"
+              "sweep.log_loss(1, float('nan'), copy='standalone', rank=3)\n"
+              "heavy = [m for m in ('torch', 'numpy', 'mindspore', 'omegaconf', 'hydra') if m in sys.modules]\n"
+              "assert not heavy, heavy\n")
+    env = dict(os.environ, SWEEP_LOSS_FILE=str(target), SWEEP_COPY="distributed", RANK="2")
+    subprocess.run([sys.executable, "-c", script], check=True, env=env, cwd=tmp_path)
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    assert lines == [{"step": 0, "loss": 1.5, "copy": "distributed", "rank": 2},
+                     {"step": 1, "loss": "nan", "copy": "standalone", "rank": 3}]
+    from sweep.lossfile import log_loss
+
+    with pytest.raises(ValueError, match="copy='baseline'"):
+        log_loss(0, 1.0, copy="baseline", path=str(target))
+    monkeypatch.delenv("SWEEP_LOSS_FILE", raising=False)
+    log_loss(0, 1.0)  # outside sweep: a no-op
+    assert len(target.read_text().splitlines()) == 2
+
+
+def test_the_schema_refuses_a_command_job_without_a_command_or_with_a_regex_lacking_its_groups(compose_cfg):
+    from sweep.config.schema import check_fields
+
+    with pytest.raises(ConfigError, match="runner=command needs runner.command"):
+        check_fields(compose_cfg(["runner=command"]))
+    with pytest.raises(ConfigError, match=r"runner.parse.distributed=.*needs the named group \(\?P<step>"):
+        check_fields(compose_cfg(["runner=command", "runner.command=true", "runner.parse.distributed='loss (?P<loss>.+)'"]))
+    with pytest.raises(ConfigError, match="runner.parse.standalone=.*not a regex"):
+        check_fields(compose_cfg(["runner=command", "runner.command=true", "runner.parse.standalone='(?P<step'"]))
+    assert check_fields(compose_cfg(["runner=command", "runner.command=true", "mesh=dp4"])) == 4
+
+
+def test_a_command_sees_its_config_interpolated_with_enum_values_and_as_environment(compose_cfg, tmp_path):
+    from sweep.config.schema import normalize, to_container
+    from sweep.run.command import job_env
+
+    cfg = compose_cfg(["runner=command", "mp_policy=bf16", "mesh=hsdp2x2", "+runner.args.reduce=sum",
+                       "reshard_after_forward=false", "+runner.args.average=true",
+                       "runner.command='torchrun --nproc-per-node=${world_size} r.py --dtype ${mp_policy.param_dtype} "
+                       "--reduce ${runner.args.reduce} --raf ${reshard_after_forward} --avg ${runner.args.average} "
+                       "--out ${mp_policy.output_dtype}'"])
+    normalize(cfg)
+    config = to_container(cfg)
+    assert config["runner"]["command"] == ("torchrun --nproc-per-node=4 r.py --dtype bfloat16 --reduce sum "
+                                           "--raf false --avg true --out null")  # as typed, not True/None
+    assert config["reshard_after_forward"] is False and config["runner"]["args"]["average"] is True
+    env = job_env(config, tmp_path, tmp_path / "losses.jsonl", "distributed")
+    assert env["SWEEP_MP_POLICY_PARAM_DTYPE"] == "bfloat16" and env["SWEEP_RUNNER_ARGS_REDUCE"] == "sum"
+    assert env["SWEEP_WORLD_SIZE"] == "4" and env["SWEEP_MESH_MESH_SHAPE"] == "[2, 2]"
+    assert env["SWEEP_MP_POLICY_OUTPUT_DTYPE"] == "" and env["SWEEP_DETERMINISTIC"] == "true"
+    assert env["SWEEP_LOSS_FILE"] == str(tmp_path / "losses.jsonl") and env["SWEEP_COPY"] == "distributed"
+    assert env["SWEEP_JOB_CONFIG"] == str(tmp_path / "job.json") and "SWEEP_RUNNER_COMMAND" not in env
+
+
+def test_runner_command_sweeps_only_the_given_overrides(compose_cfg):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+        grid = compose(config_name="config", overrides=[], return_hydra_config=True).hydra.sweeper.params
+        mine = compose(config_name="config", overrides=["runner=command"], return_hydra_config=True).hydra.sweeper.params
+    assert grid and "mp_policy" in grid and mine is None
+
+
+def _golden(tmp_path: Path, config: dict, steps: int) -> Path:
+    path = tmp_path / "golden.json"
+    rows = [{"step": s, "loss": 1.0 - s / 10, "rank": None, "copy": "standalone"} for s in range(steps)]
+    path.write_text(json.dumps({"format": "sweep-golden/1", "steps": steps, "config": config, "versions": {},
+                                "source": "elsewhere", "rows": rows}))
+    return path
+
+
+def test_a_golden_file_is_refused_naming_what_differs_and_taken_where_only_the_machine_differs(compose_cfg, tmp_path):
+    from sweep.config.schema import to_container
+    from sweep.run.baseline import from_file
+
+    job = to_container(compose_cfg(["steps=4"]))
+    theirs = to_container(compose_cfg(["steps=4", "device=npu", "framework=mindspore", "optimizer.lr=0.001"]))
+    with pytest.raises(ConfigError, match=r"made with another config: optimizer.lr \(golden 0.001, job 0.0001\)"):
+        from_file(job, str(_golden(tmp_path, theirs, 4)))
+    same_but_machine = to_container(compose_cfg(["steps=4", "device=npu", "execution.timeout_s=9"]))
+    entry = from_file(job, str(_golden(tmp_path, same_but_machine, 4)))
+    assert entry["standalone"] == [1.0, 0.9, 0.8, 0.7] and entry["source"] == "file"
+    with pytest.raises(ConfigError, match="holds 3 steps, the job trains steps=4"):
+        from_file(job, str(_golden(tmp_path, same_but_machine, 3)))
+    with pytest.raises(ConfigError, match="not a golden file"):
+        (tmp_path / "other.json").write_text("{}")
+        from_file(job, str(tmp_path / "other.json"))
+    with pytest.raises(ConfigError, match="no such file"):
+        from_file(job, str(tmp_path / "absent.json"))
