@@ -342,7 +342,8 @@ def planned_overrides(hydra_cfg: Any) -> Optional[List[List[str]]]:
     if not str(hydra_cfg.sweeper.get("_target_", "")).endswith("BasicSweeper"):
         return None
     params = hydra_cfg.sweeper.get("params") or {}
-    arguments = [f"{k}={v}" for k, v in params.items()] + list(hydra_cfg.overrides.task)
+    arguments = [f"{k}={v}" for k, v in params.items()] + list(OmegaConf.to_container(hydra_cfg.overrides.task,
+                                                                                       resolve=False))
     overrides = OverridesParser.create().parse_overrides(arguments)
     return [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
 
@@ -661,7 +662,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "120 columns")
     parser.add_argument("--against", type=Path, default=None, metavar="OLD_DIR",
                         help="another sweep dir: match jobs by config and show what changed (fixed, broke, ...)")
+    parser.add_argument("--export-golden", type=Path, default=None, metavar="FILE",
+                        help="write a job's loss sequences (step, loss, rank, copy, with its config and versions) "
+                             "to FILE, a golden baseline for baseline.file=FILE; DIR is the job's dir, or a sweep "
+                             "dir with --job N")
+    parser.add_argument("--job", type=int, default=None, metavar="N",
+                        help="with --export-golden and a sweep dir: the job to export")
     args = parser.parse_args(argv)
+    if args.export_golden is not None:
+        return _export_golden(args.sweep_dir, args.job, args.export_golden)
     max_rows = args.max_rows if args.max_rows > 0 else None
     try:
         print(write_report(args.sweep_dir, args.format, max_rows, wide=args.wide))
@@ -675,6 +684,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print(f"\nwritten: {args.sweep_dir / 'summary.md'}, summary.html, summary.csv, summary.json, junit.xml, plots/",
           file=sys.stderr)
+    return 0
+
+
+def _export_golden(directory: Path, job: Optional[int], path: Path) -> int:
+    """``--export-golden``: exit 0 written, 2 no such job or nothing to export (one line)."""
+    from sweep import golden
+    from sweep.errors import RecordError
+
+    job_dir = directory
+    if not JobDir(directory).result.exists():
+        jobs = SweepDir(directory).job_dirs() if directory.is_dir() else []
+        if job is None and len(jobs) != 1:
+            print(f"error: {directory} is not a job dir" + (f" but a sweep dir of {len(jobs)} jobs: add --job N"
+                                                             if jobs else ""), file=sys.stderr)
+            return 2
+        job_dir = SweepDir(directory).job(job) if job is not None else jobs[0]
+    try:
+        content = golden.export(job_dir, path)
+    except (FileNotFoundError, RecordError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    ranks = sorted({r["rank"] for r in content["rows"] if r["copy"] == "distributed"})
+    print(f"golden: {path} ({content['steps']} steps, standalone and rank{'s' if len(ranks) > 1 else ''} "
+          f"{', '.join(map(str, ranks))}, from {Path(job_dir)}); use it with baseline.file={path}")
     return 0
 
 

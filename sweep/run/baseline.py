@@ -14,7 +14,8 @@ whose standalone copy shares storage with the distributed one
 tested (training one copy moves the other).
 
 Entries live in ``SWEEP_DIR/.baselines/<key>.json``: ``{"key_fields", "standalone",
-"job_dir", "dtypes_observed"}``.
+"job_dir", "dtypes_observed"}``. A golden file (``baseline.file``, ``sweep.golden``) is a
+baseline from outside the sweep: :func:`from_file` checks it against the job.
 """
 
 from __future__ import annotations
@@ -65,3 +66,65 @@ def store(sweep_dir: Path, fields: Dict[str, Any], standalone: List[Any], job_di
     dtypes the standalone copy ran (``dtypes_observed``: ``RankResult.dtypes_observed_standalone``)."""
     write_json(_path(sweep_dir, fields), {"key_fields": fields, "standalone": standalone, "job_dir": str(job_dir),
                                           "dtypes_observed": dict(dtypes_observed or {})})
+
+
+def golden_keys(config: Dict[str, Any]) -> List[str]:
+    """The config keys a golden file's config must match (:func:`from_file`): those the
+    standalone sequence depends on (built-in jobs: ``baseline_fields``; ``runner=command``:
+    ``runner.baseline_keys``), ``steps`` always, less ``baseline.ignore_keys`` (each key or
+    section given: the defaults are where and how it ran) and the ``baseline`` section."""
+    runner = config.get("runner") or {}
+    keys = (list(runner.get("baseline_keys") or []) if runner.get("name") == "command"
+            else baseline_fields(config))
+    keys = list(dict.fromkeys(keys + ["steps"]))
+    ignored = list((config.get("baseline") or {}).get("ignore_keys") or []) + ["baseline"]
+    return [k for k in keys if not any(k == i or k.startswith(i + ".") for i in ignored)]
+
+
+def _lookup(config: Dict[str, Any], key: str) -> Any:
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node
+
+
+_ABSENT = "(absent)"
+
+
+def from_file(config: Dict[str, Any], path: str) -> Dict[str, Any]:
+    """The standalone sequence of the golden file ``path`` (``sweep.golden``) for the job
+    of ``config`` (resolved, plain), as a baseline entry (``{"standalone", "job_dir",
+    "dtypes_observed", "source": "file", "file", "versions"}``).
+
+    Raises:
+        ConfigError: the file is missing or not a golden file; its steps are not the job's
+            ``steps``; its config differs in a key of :func:`golden_keys` (each named with
+            both values).
+    """
+    from sweep import golden
+    from sweep.errors import ConfigError, RecordError
+
+    file = Path(path).expanduser().resolve()
+    try:
+        data = golden.read(file)
+        standalone = golden.sequence(data, "standalone")
+    except FileNotFoundError:
+        raise ConfigError(f"baseline.file={path}: no such file") from None
+    except RecordError as exc:
+        raise ConfigError(f"baseline.file={path}: {exc}") from None
+    if len(standalone) != int(config["steps"]):
+        raise ConfigError(f"baseline.file={path}: holds {len(standalone)} steps, the job trains steps="
+                          f"{config['steps']}: a golden file is compared step for step")
+    differ = []
+    for key in golden_keys(config):
+        mine, theirs = _lookup(config, key), _lookup(data["config"], key)
+        if json.dumps(mine, sort_keys=True, default=str) != json.dumps(theirs, sort_keys=True, default=str):
+            differ.append(f"{key} (golden {theirs!r}, job {mine!r})")
+    if differ:
+        raise ConfigError(f"baseline.file={path}: made with another config: {'; '.join(differ[:6])}"
+                          + (f"; and {len(differ) - 6} more" if len(differ) > 6 else "")
+                          + "; baseline.ignore_keys lists keys it may differ in")
+    return {"standalone": standalone, "job_dir": data.get("source"), "dtypes_observed": {}, "source": "file",
+            "file": str(file), "versions": data.get("versions") or {}}
