@@ -1,0 +1,186 @@
+"""runner=command end to end: the user's own training command swept like a built-in job.
+
+Every command here is real distributed training (torchrun and gloo, msrun), except the
+three faults, which are commands that crash, hang or print nothing. One example sweep is
+shared by the tests that read it (module fixture).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli, survivors, sweep_jobs
+
+pytestmark = pytest.mark.slow
+
+THREE_FACTORS = ["mp_policy=fp32,bf16", "reshard_after_forward=true,false", "runner.args.reduce=mean,sum"]
+
+
+def _sweep(tmp_path: Path, *overrides: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return run_cli(["-m", *overrides], tmp_path, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def example_sweep(tmp_path_factory):
+    """The example script (examples/torch_repro.py) over three factors, with the gate on."""
+    tmp = tmp_path_factory.mktemp("example")
+    proc = _sweep(tmp, "experiment=example_command", "steps=6", "gate=true", *THREE_FACTORS)
+    return proc, tmp / "multirun"
+
+
+def test_the_example_swept_over_three_factors_gives_the_table_verdict_and_files(example_sweep):
+    proc, sweep_dir = example_sweep
+    jobs = sweep_jobs(sweep_dir)
+    assert len(jobs) == 8, proc.stdout[-3000:] + proc.stderr[-3000:]
+    by_level = {(j["config"]["mp_policy"]["name"], j["config"]["runner"]["args"]["reduce"]): [] for j in jobs.values()}
+    for j in jobs.values():
+        by_level[(j["config"]["mp_policy"]["name"], j["config"]["runner"]["args"]["reduce"])].append(j)
+    # fp32 FSDP2 on replicated data is the standalone copy bit for bit; the planted sum fails from step 1
+    assert all(j["status"] == "ok" and j["comparison"]["max_abs_diff"] == 0.0 for j in by_level[("fp32", "mean")])
+    assert all(j["status"] == "fail" and j["comparison"]["first_fail_step"] == 1 for j in by_level[("fp32", "sum")])
+    for j in jobs.values():  # each rank the command reported is judged; what it cannot see is said so
+        assert [r["rank"] for r in j["rank_comparisons"]] == [0, 1]
+        assert j["first_tensor"] == {"note": "not observed (runner=command)"}
+        assert j["collectives"]["unchecked"].startswith("not observed") and j["launch"]["losses_from"] == "output"
+        assert "--reduce " + j["config"]["runner"]["args"]["reduce"] in j["launch"]["argv"][-1]
+    assert "runner.args.reduce" in proc.stdout and "Jobs (failing first)" in proc.stdout
+    summary = json.loads((sweep_dir / "summary.json").read_text())
+    assert any(c["factor"] == "runner.args.reduce" and c["level"] == "sum" for c in summary["culprits"])
+    for name in ("summary.md", "summary.html", "summary.csv", "junit.xml"):
+        assert (sweep_dir / name).stat().st_size > 0
+    assert (sweep_dir / "0" / "logs" / "command.log").exists() and (sweep_dir / "0" / "ranks" / "rank_1.json").exists()
+
+
+def test_the_gate_fails_a_command_sweep_with_a_failing_job(example_sweep):
+    proc, sweep_dir = example_sweep
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "gate:" in proc.stderr and "job(s) not ok" in proc.stderr
+    assert 'failures="' in (sweep_dir / "junit.xml").read_text()
+
+
+def test_the_isolation_sweeper_isolates_the_scripts_flag(tmp_path):
+    proc = _sweep(tmp_path, "hydra/sweeper=isolate", "experiment=example_command", "steps=4",
+                  'hydra.sweeper.passing=["reshard_after_forward=true","runner.args.reduce=mean"]',
+                  'hydra.sweeper.failing=["reshard_after_forward=false","runner.args.reduce=sum"]')
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Minimal failure-inducing change: runner.args.reduce=sum." in proc.stdout
+
+
+def test_a_script_in_its_own_format_is_judged_per_rank_and_its_faulty_flag_is_named(tmp_path):
+    script = ROOT / "tests" / "helpers" / "foreign_ddp.py"
+    proc = _sweep(tmp_path, "runner=command", "steps=5",
+                  f"runner.command='torchrun --standalone --nproc-per-node=${{world_size}} --tee 3 {script} "
+                  "--iters ${steps} --average ${runner.args.average} --bucket-mb ${runner.args.bucket_mb}'",
+                  r"runner.parse.standalone='\[r(?P<rank>\d+)\] it=(?P<step>\d+) ref=(?P<loss>\S+)'",
+                  r"runner.parse.distributed='\[r(?P<rank>\d+)\] it=(?P<step>\d+) .* dist=(?P<loss>\S+)'",
+                  "+runner.args.average=true,false", "+runner.args.bucket_mb=2,4")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    jobs = sweep_jobs(tmp_path / "multirun")
+    assert sorted((j["config"]["runner"]["args"]["average"], j["status"]) for j in jobs.values()) == [
+        (False, "fail"), (False, "fail"), (True, "ok"), (True, "ok")]
+    assert all([r["rank"] for r in j["rank_comparisons"]] == [0, 1] for j in jobs.values())
+    summary = json.loads((tmp_path / "multirun" / "summary.json").read_text())
+    assert [(c["factor"], c["level"].lower()) for c in summary["culprits"]] == [("runner.args.average", "false")]
+    assert "runner.args.average=false" in summary["headline"].lower() and "bucket" not in summary["headline"]
+
+
+FAULTS = """import os, socket, subprocess, sys, time
+fault = sys.argv[1]
+if fault == "crash":
+    print("step: 0, standalone loss: 0.5", flush=True)
+    raise SystemExit("NPU driver mismatch")
+if fault == "hang":  # a port held and a child of its own, then no end
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    open(os.environ["SWEEP_JOB_DIR"] + "/port", "w").write(str(s.getsockname()[1]))
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    time.sleep(600)
+print("training done", flush=True)
+"""
+
+
+def test_a_command_that_crashes_hangs_or_reports_nothing_is_recorded_with_its_cause_and_leaves_nothing(tmp_path):
+    script = tmp_path / "faults.py"
+    script.write_text(FAULTS)
+    proc = _sweep(tmp_path, "runner=command", "steps=3", "execution.timeout_s=8",
+                  f"runner.command='{sys.executable} {script} ${{runner.args.fault}}'", "+runner.args.fault=crash,hang,quiet")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]  # nothing could be judged
+    crashed, hung, silent = sweep_jobs(tmp_path / "multirun").values()
+    assert crashed["status"] == "error" and "the command exited with code 1" in crashed["reason"]
+    assert "NPU driver mismatch" in crashed["reason"] and "no distributed loss reported" in crashed["reason"]
+    assert hung["status"] == "timeout" and "ran past its limit of 8 s" in hung["reason"]
+    assert survivors(hung["launch"]["kill_tag"]) == []  # the shell, the script and its child: all gone
+    port = int((tmp_path / "multirun" / "1" / "port").read_text())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))  # its port is free again
+    assert silent["status"] == "error" and silent["reason"].startswith("no distributed loss reported; expected "
+                                                                       "sweep.log_loss(step, loss)")
+    assert "step:" in silent["reason"] and "logs/command.log" in silent["reason"]
+    assert "training done" in silent["log_tails"]["command.log"]
+    assert "no job of the sweep could be judged" in proc.stderr
+
+
+def test_log_loss_a_cached_baseline_command_and_repeats(tmp_path):
+    example = "examples/torch_repro.py --steps ${steps} --report log_loss"
+    proc = _sweep(tmp_path, "experiment=example_command", "steps=4", "repeat=2", "reshard_after_forward=true,false",
+                  f"runner.command='torchrun --standalone --nproc-per-node=${{world_size}} {example} --copy distributed "
+                  "--reshard-after-forward ${reshard_after_forward}'",
+                  f"runner.baseline_command='python {example} --copy standalone'")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    first, second = sweep_jobs(tmp_path / "multirun").values()
+    assert first["baseline"]["source"] == "baseline_command" and second["baseline"]["source"] == "cache"
+    for j in (first, second):
+        assert j["status"] == "ok" and j["comparison"]["max_abs_diff"] == 0.0 and j["launch"]["losses_from"] == \
+            "loss file"
+        assert [r["status"] for r in j["repeats"]] == ["ok", "ok"] and j["nondeterministic"] is False
+
+
+def test_a_golden_file_stands_for_the_standalone_run_of_command_and_built_in_jobs(example_sweep, tmp_path):
+    _, sweep_dir = example_sweep
+    jobs = sweep_jobs(sweep_dir)
+    num, job = next((n, j) for n, j in jobs.items() if j["config"]["runner"]["args"]["reduce"] == "sum"
+                    and j["config"]["mp_policy"]["name"] == "fp32")
+    golden = tmp_path / "golden.json"
+    out = subprocess.run([sys.executable, "-m", "sweep.report", str(sweep_dir), "--job", str(num), "--export-golden",
+                          str(golden)], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0 and "use it with baseline.file=" in out.stdout, out.stderr
+    rows = json.loads(golden.read_text())["rows"]
+    assert {(r["copy"], r["rank"]) for r in rows} == {("standalone", None), ("distributed", 0), ("distributed", 1)}
+    overrides = [o for o in job["overrides"] if not o.startswith("gate")]
+    rerun = run_cli([*overrides, f"baseline.file={golden}"], tmp_path / "command")
+    record = json.loads((tmp_path / "command" / "run" / "result.json").read_text())
+    assert rerun.returncode == 1 and record["baseline"]["source"] == "file"
+    assert record["comparison"] == job["comparison"]  # the same as against its standalone run
+    refused = run_cli([*overrides, "steps=3", f"baseline.file={golden}"], tmp_path / "refused")
+    assert refused.returncode == 2 and "holds 6 steps, the job trains steps=3" in refused.stdout
+
+    # a built-in job: export, then the same job against the file
+    built = run_cli(["steps=5", "mp_policy=bf16"], tmp_path / "builtin")
+    built_dir = tmp_path / "builtin" / "run"
+    assert subprocess.run([sys.executable, "-m", "sweep.report", str(built_dir), "--export-golden",
+                           str(tmp_path / "b.json")], cwd=ROOT).returncode == 0
+    again = run_cli(["steps=5", "mp_policy=bf16", f"baseline.file={tmp_path / 'b.json'}"], tmp_path / "again")
+    first, second = (json.loads((d / "run" / "result.json").read_text()) for d in (tmp_path / "builtin",
+                                                                                  tmp_path / "again"))
+    assert built.returncode == again.returncode and second["baseline"]["source"] == "file"
+    assert second["comparison"] == first["comparison"] and second["losses"] == first["losses"]
+
+
+@pytest.mark.mindspore
+def test_the_reports_mindspore_shape_under_msrun_is_read_from_the_worker_logs(tmp_path):
+    pytest.importorskip("mindspore")
+    script = ROOT / "tests" / "helpers" / "ms_report_shape.py"
+    proc = run_cli(["runner=command", "mesh=dp2", "steps=3",
+                    "runner.command='msrun --worker_num=${world_size} --local_worker_num=${world_size} "
+                    f"--master_port=$SWEEP_MASTER_PORT --log_dir=$SWEEP_JOB_DIR/msrun_log --join=True {script} "
+                    "${steps}'", "runner.parse.files=[msrun_log/worker_*.log]"], tmp_path)
+    record = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert proc.returncode == 0, record.get("reason")
+    assert [r["rank"] for r in record["rank_comparisons"]] == [0, 1] and record["comparison"]["n_steps"] == 3
