@@ -67,3 +67,46 @@ def multirun_jobs(tmp_path: Path, *overrides: str, exit_codes: tuple = (0, 1)) -
     assert proc.returncode in exit_codes and (tmp_path / "multirun" / "summary.json").exists(), \
         proc.stdout[-3000:] + proc.stderr[-3000:]
     return sweep_jobs(tmp_path / "multirun"), proc
+
+
+GROUPS = frozenset(p.name for p in CONF.iterdir() if p.is_dir() and p.name != "hydra")
+
+
+def _case_yaml(overrides: List[str]) -> str:
+    """A ``# @package _global_`` config of ``overrides`` (``group=option`` lines become
+    ``override /group: option`` in its defaults list, ``a.b=value`` lines values)."""
+    import yaml
+
+    defaults, values = [], {}
+    for line in overrides:
+        key, _, value = line.lstrip("+").partition("=")
+        if key in GROUPS:
+            defaults.append({f"override /{key}": value})
+            continue
+        node = values
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value)
+    text = yaml.safe_dump(({"defaults": defaults} if defaults else {}) | values, sort_keys=False)
+    return "# @package _global_\n" + text
+
+
+def case_jobs(tmp_path: Path, cases: dict, *common: str, exit_codes: tuple = (0, 1)) -> tuple:
+    """One multirun whose jobs are the named ``cases`` (name -> its overrides), on the
+    product's fast path (shared launches, baseline reuse), where each test would otherwise
+    start a run of its own: each case becomes a config of a ``case`` group on a search path
+    of its own (``hydra.searchpath``), swept as ``+case=a,b,...``. Returns ``({name: (result
+    dict, job dir)}, the finished process)``."""
+    root = tmp_path / "cases"
+    (root / "case").mkdir(parents=True, exist_ok=True)
+    for name, overrides in cases.items():
+        (root / "case" / f"{name}.yaml").write_text(_case_yaml(list(overrides)))
+    jobs, proc = multirun_jobs(tmp_path, f"hydra.searchpath=[file://{root}]", f"+case={','.join(cases)}", *common,
+                               exit_codes=exit_codes)
+    by_name = {}
+    for num, record in jobs.items():
+        name = next(o.partition("=")[2] for o in record["overrides"] if o.lstrip("+").startswith("case="))
+        by_name[name] = (record, tmp_path / "multirun" / str(num))
+    assert set(by_name) == set(cases), proc.stdout[-3000:] + proc.stderr[-3000:]
+    return by_name, proc

@@ -59,9 +59,12 @@ def rank_env(cfg: Any) -> Dict[str, str]:
 def prestart(cfg: Any, sweep_dir: Path) -> None:
     """At the start of a multirun whose primary config ``cfg`` shares launches, let the
     framework start what they need (torch: the fork server, whose imports then overlap
-    Hydra's composing of the first jobs)."""
+    Hydra's composing of the first jobs); nothing for ``runner=command`` (the user's command
+    starts its own processes)."""
     from sweep import frameworks
 
+    if as_str(cfg.runner.name) == "command":
+        return
     if cfg.execution.reuse_processes:
         frameworks.load(cfg).prestart(cfg, Path(sweep_dir).resolve(), rank_env(cfg))
 

@@ -122,7 +122,8 @@ def check_command_line(argv: Sequence[str], conf_dir: Path) -> Optional[str]:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except HydraException as exc:
         return _one_line(exc)
-    ours = [o for o in parsed if not _hydra_own(o.get_key_element())]
+    # Hydra's own keys do not compose into the job, but a search path adds config groups it may name
+    ours = [o for o in parsed if not _hydra_own(o.get_key_element()) or o.get_key_element() == "hydra.searchpath"]
     dirs = {o.get_key_element(): o.get_value_element_as_str() for o in parsed
             if o.get_key_element() in ("hydra.run.dir", "hydra.sweep.dir") and not o.is_sweep_override()}
     if GlobalHydra.instance().is_initialized():
