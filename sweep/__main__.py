@@ -47,7 +47,10 @@ def main(cfg: DictConfig) -> dict:
         if record.losses and record.comparison:
             from sweep.report.plots import plot_record
 
-            print(f"plot: {plot_record(record, paths.plot)}", flush=True)
+            try:
+                print(f"plot: {plot_record(record, paths.plot)}", flush=True)
+            except Exception as exc:  # matplotlib's own: the result stands without its plot
+                print(f"plot: not drawn ({type(exc).__name__}: {exc})", flush=True)
         if record.status != "ok":
             _RUN_FAILED.append(record.status)  # exit 1 in entry(), after Hydra's on_run_end callbacks (loggers)
     return record.to_dict()

@@ -323,6 +323,8 @@ def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
                 "score": (len(to_fail) - to_pass) / len(oriented),
                 "mean_shift": _mean(_shift(x, y) for x, y in oriented),
                 "exposes_only": exposes,
+                "passing_pairs": len(passing),  # the pairs where the other level passes
+                "other_levels": others,
                 "failing_jobs": sorted({x["job"] for x, _ in to_fail}),
                 "evidence": evidence,
             })
@@ -663,7 +665,8 @@ def headline(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> str:
     if not rows:
         return "0 jobs: nothing to judge."
     counts = Counter(r["status"] for r in rows)
-    text = f"{len(rows)} jobs: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s]) + "."
+    text = f"{len(rows)} job{'s' if len(rows) != 1 else ''}: " + ", ".join(
+        f"{counts[s]} {s}" for s in STATUSES if counts[s]) + "."
     judged = _judged(rows)
     if not judged:
         return text + " Nothing could be judged: no job produced a comparison."
@@ -675,14 +678,30 @@ def headline(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> str:
         if top.get("random_draws_only"):
             return text + f" No culprit: the failing {name} jobs draw random numbers on sharded data."
         word = "Exposed by, not caused by" if top.get("exposes_only") else "Culprit"
-        failing = [r for r in rows if r["job"] in set(top.get("failing_jobs") or [])]
+        # culprits the sweep weighs alike (the same score and flips, each failing other jobs): all named
+        equal = [c for c in ranked if c["factor"] != top["factor"]
+                 and (c["score"], c["to_fail"], bool(c.get("exposes_only")), bool(c.get("random_draws_only")))
+                 == (top["score"], top["to_fail"], bool(top.get("exposes_only")), False)][:2]
+        named = [top, *equal]
+        failing = [r for r in rows if r["job"] in {j for c in named for j in c.get("failing_jobs") or []}]
         steps = [s for s in (parting_step(r) for r in failing) if s is not None]
         classes = Counter(c for c in (drift_class(r) for r in failing) if c)
         where = f" They part from standalone from step {min(steps)}" if steps else ""
         if where and classes:
-            where += f", {classes.most_common(1)[0][0]}"
-        return text + f" {word}: {name}, failing in {top['to_fail']} of {top['pairs']} one-factor pairs." + \
-            (where + "." if where else "")
+            kinds = [k for k, _ in classes.most_common()] if equal else [classes.most_common(1)[0][0]]
+            where += f"; drift class{'es' if len(kinds) > 1 else ''} {', '.join(kinds)}"
+
+        def against(c: Dict[str, Any]) -> str:
+            n = c.get("passing_pairs", c["pairs"])
+            other = f" where {c['factor']}={c['other_levels']} passes" if c.get("other_levels") else ""
+            return f"failing in {c['to_fail']} of {n} one-factor pairs{other}"
+
+        if equal:
+            names = " and ".join(f"{c['factor']}={label(c['level'])}" for c in named)
+            each = f"failing in {top['to_fail']} of {top.get('passing_pairs', top['pairs'])} one-factor pairs"
+            return text + f" {word}s, weighed alike: {names}, each {each} where its other level passes." \
+                + (where + "." if where else "")
+        return text + f" {word}: {name}, {against(top)}." + (where + "." if where else "")
     differ = [r for r in judged if r.get("first_diff_step") is not None]
     if not differ:
         return text + " No job fails: every job equals standalone bit for bit."

@@ -18,6 +18,12 @@ from sweep.io import read_floats
 STATUS_COLOURS = {"ok": "tab:green", "fail": "tab:red", "not judged": "tab:gray"}
 
 
+def plain(text: str) -> str:
+    """``text`` as matplotlib draws it literally: a ``$`` (a command's ``$SWEEP_JOB_DIR``,
+    ``${steps}``) would start mathtext, which fails on most shell text."""
+    return str(text).replace("$", r"\$")
+
+
 def _figure(nrows: int, ncols: int, width: float, height: float, layout: str | None = "constrained") -> tuple:
     """A figure on an Agg canvas and its ``(nrows, ncols)`` array of axes; ``layout=None``:
     fixed margins set by the caller (``subplots_adjust``), a third faster to draw than
@@ -76,7 +82,7 @@ def plot_job(row: Dict[str, Any], path: Path) -> Path:
     magnitude.legend(fontsize="small")
     overrides = " ".join(f"{k}={v}" for k, v in row["overrides"].items())
     where = f"first failing step {first}" if first is not None else "within tolerance"
-    fig.suptitle(f"job {row['job']} ({row['status']}, {where}): {overrides}", fontsize="small", wrap=True)
+    fig.suptitle(plain(f"job {row['job']} ({row['status']}, {where}): {overrides}"), fontsize="small", wrap=True)
     fig.savefig(path)
     return path
 
@@ -104,7 +110,7 @@ def plot_factor_effects(rows: Sequence[Dict[str, Any]], levels: Sequence[Dict[st
     for col, name in enumerate(names):
         stats = [s for s in levels if s["factor"] == name]
         x = np.arange(len(stats))
-        ticks = [label(s["level"]) for s in stats]
+        ticks = [plain(label(s["level"])) for s in stats]
         top, bottom = axes[0, col], axes[1, col]
         ok = np.array([s["judged"] * (s["pass_rate_pct"] or 0.0) / 100.0 for s in stats])
         fail = np.array([s["judged"] for s in stats]) - ok
@@ -115,7 +121,7 @@ def plot_factor_effects(rows: Sequence[Dict[str, Any]], levels: Sequence[Dict[st
         top.set_xticks(x, ticks, rotation=45, ha="right")
         top.set_ylabel("jobs")
         top.yaxis.get_major_locator().set_params(integer=True)
-        top.set_title(name)
+        top.set_title(plain(name))
         worst, median = [], []
         for s in stats:
             diffs = [float(r["max_abs_diff"]) for r in judged if r["overrides"].get(name) == s["level"]]
@@ -170,7 +176,22 @@ def write_plots(plot_dir: Path, rows: Sequence[Dict[str, Any]], levels: Sequence
     ``plot_dir/factor_effects.png`` when a factor varies (``levels`` from
     :func:`sweep.analysis.attribution.level_stats`). Creates ``plot_dir``; returns the paths written."""
     plot_dir.mkdir(parents=True, exist_ok=True)
-    paths = [plot_job(row, plot_dir / f"job_{row['job']}.png") for row in rows if drifted(row)]
+    paths = []
+    for row in rows:
+        if drifted(row):
+            paths += _drawn(plot_job, row, plot_dir / f"job_{row['job']}.png")
     if levels:
-        paths.append(plot_factor_effects(rows, levels, plot_dir / "factor_effects.png"))
+        paths += _drawn(plot_factor_effects, rows, levels, plot_dir / "factor_effects.png")
     return paths
+
+
+def _drawn(draw: Any, *args: Any) -> List[Path]:
+    """``[draw(*args)]``, or ``[]`` with a warning when matplotlib fails on it: one plot
+    never takes the report's tables and files with it."""
+    import warnings
+
+    try:
+        return [draw(*args)]
+    except Exception as exc:  # matplotlib's own errors (a text it cannot lay out, ...)
+        warnings.warn(f"{args[-1]}: not drawn ({type(exc).__name__}: {exc})", stacklevel=2)
+        return []

@@ -180,7 +180,10 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
         metrics.update(_real_onset(metrics, tensor, read_floats(result.losses["standalone"]),
                                    read_floats(result.losses["distributed"]),
                                    within_tolerance=result.status == "ok",
-                                   sharded=((result.config or {}).get("data") or {}).get("split") == "sharded"))
+                                   sharded=((result.config or {}).get("data") or {}).get("split") == "sharded"
+                                   # a command's copies are not seen: its losses may round apart from step 0
+                                   # (a loss averaged over the ranks) as sharded data's do
+                                   or ((result.config or {}).get("runner") or {}).get("name") == "command"))
     if metrics.pop("rounding_grown", False) and metrics["first_tensor"]:
         metrics["first_tensor"] += ("; the job passes and its update errors take both signs: float rounding grown "
                                     "by the steps, no cause")
@@ -230,7 +233,8 @@ def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float
     (``sharded=False``) any differing loss step (the copies compute the same rows from
     the same weights: a differing forward), with ``sharded=True`` only one that differs
     beyond rounding (``sweep.analysis.trace.ROUNDING_REL`` relative to the standalone
-    loss: the copies' losses differ by summation order from step 0). Untraced, the first
+    loss: the copies' losses differ by summation order from step 0; ``sharded`` is also
+    set for ``runner=command`` jobs, whose copies the tool does not see). Untraced, the first
     differing loss step counts. ``None`` when every traced sign stays within rounding.
 
     ``within_tolerance`` (the job passed): unless the difference is systematic (one sign

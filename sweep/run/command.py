@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -46,6 +47,7 @@ LOSS_FILE = "losses.jsonl"             # in the job dir: $SWEEP_LOSS_FILE of the
 BASELINE_LOSS_FILE = "losses_standalone.jsonl"
 CONFIG_JSON = "job.json"               # in the job dir: $SWEEP_JOB_CONFIG
 NOT_OBSERVED = "not observed (runner=command)"
+EXCEPTION = re.compile(r"\b[A-Z]\w*(Error|Exception|Interrupt)\b:")  # a Python exception line, any prefix
 ENV_PREFIX = "SWEEP_"
 _SKIP = ("runner.command", "runner.baseline_command", "runner.parse", "runner.cwd", "runner.baseline_keys")
 
@@ -118,16 +120,21 @@ class _Run:
         if self.outcome.timed_out:
             return "timeout", (f"the command ran past its limit of {self.limit:.0f} s and was stopped "
                                f"({self.outcome.killed} processes killed); {what}")
-        tails = failures.log_tails(self.log.parent.parent)
-        code = self.outcome.returncode
-        if code == 0:
+        if self.outcome.returncode == 0:
             return "error", what
-        cause = failures.failure_cause(code, tails).replace("launcher exited", "the command exited", 1)
-        if f"{self.log.name}:" not in cause:  # no exception line: its last words (SystemExit("..."), a shell's)
-            last = [line.strip() for line in tails.get(self.log.name, "").splitlines() if line.strip()]
-            if last and not last[-1].startswith("$ "):
-                cause += f"; {self.log.name} ends: {last[-1][:300]}"
-        return "error", f"{cause}; {what}"
+        return "error", f"{self.crash()}; {what}"
+
+    def crash(self) -> str:
+        """The command's exit code and its exception line, from anywhere in its log (a
+        launcher's summary may follow it: torchrun's ``ChildFailedError`` box), else its
+        last line (``SystemExit("...")``, a shell's message)."""
+        cause = f"the command exited with code {self.outcome.returncode}"
+        text = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+        raised = [line.strip() for line in text if EXCEPTION.search(line) and "ChildFailedError" not in line]
+        if raised:
+            return f"{cause}; {self.log.name}: {raised[-1][:300]}"
+        last = [line.strip() for line in text if line.strip() and not line.startswith("$ ")]
+        return f"{cause}; {self.log.name} ends: {last[-1][:300]}" if last else cause
 
     def sequences(self, cfg: DictConfig, copy: str) -> Dict[int, List[float]]:
         """Raises: LossError: with the line that was expected."""
@@ -147,7 +154,8 @@ def _resolved(config: Dict[str, Any], key: str) -> str:
 def _standalone(cfg: DictConfig, config: Dict[str, Any], run_dir: Path, record: JobRecord,
                 sweep_dir: Optional[Path], limit: float, use_cache: bool) -> Tuple[Optional[List[Any]], str]:
     """The standalone sequence from outside the command, or ``(None, "")`` when the
-    command reports it itself; returns ``(losses, "")`` or ``(None, reason)`` on failure.
+    command reports it itself; returns ``(losses, "")``, or ``(None, "STATUS: reason")`` when
+    the baseline command gave none (``error`` or ``timeout``).
 
     Raises:
         ConfigError: a golden file that does not match; a ``baseline_keys`` key the config lacks.
@@ -176,7 +184,8 @@ def _standalone(cfg: DictConfig, config: Dict[str, Any], run_dir: Path, record: 
     try:
         seq = run.sequences(cfg, "standalone")
     except LossError as exc:
-        return None, "runner.baseline_command: " + run.failure(str(exc))[1]
+        status, reason = run.failure(str(exc))
+        return None, f"{status}: runner.baseline_command: {reason}"
     standalone = seq[min(seq)]
     if use_cache and sweep_dir and cfg.execution.reuse_baselines:
         baseline.store(sweep_dir, fields, standalone, run_dir)
@@ -217,7 +226,8 @@ def _again(cfg: DictConfig, config: Dict[str, Any], world: int, limit: float) ->
         write_json(rep_dir / CONFIG_JSON, config)
         standalone, why = _standalone(cfg, config, rep_dir, scratch, None, limit, use_cache=False)
         if why:
-            return None, None, "error", why
+            status, _, reason = why.partition(": ")
+            return None, None, status, reason
         run = _Run(cfg, config, rep_dir, _resolved(config, "command"), "distributed", limit)
         try:
             ranks, standalone, _ = _ranks(cfg, run, world, standalone)
@@ -262,7 +272,7 @@ def run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[P
                                                                                                os.getcwd())}
     standalone, why = _standalone(cfg, config, job_dir, record, sweep_dir, limit, use_cache=True)
     if why:
-        record.status, record.reason = "error", why
+        record.status, _, record.reason = why.partition(": ")
         record.log_tails = failures.log_tails(job_dir)
         return
     run_ = _Run(cfg, config, job_dir, _resolved(config, "command"), "distributed", limit)
@@ -288,6 +298,9 @@ def run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[P
     _not_observed(record)
     repeats.run_repeats(cfg, job_dir, record, repeats.run_sequences(cfg, ranks, standalone),
                         _again(cfg, config, world, limit))
-    if outcome.returncode not in (0, None):
-        record.teardown_note = (f"the command exited with code {outcome.returncode} after reporting every loss; "
-                                "judged by the losses")
+    if outcome.returncode not in (0, None):  # judged by its losses, as a built-in job whose launcher fails at exit
+        record.teardown_note = f"{run_.crash()}, after reporting every loss: judged by the losses"
+        record.notes.append(record.teardown_note)
+    if cfg.baseline.file and not list(cfg.runner.baseline_keys):
+        record.notes.append("baseline.file: only its steps were checked against this job (runner.baseline_keys "
+                            "names none of the keys its standalone losses depend on)")

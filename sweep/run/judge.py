@@ -99,9 +99,14 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
     if failing:
         where = f"rank {record.judged_rank}: " if len(judged) > 1 else ""
         others = f" (failing ranks: {', '.join(map(str, failing))} of {len(judged)})" if len(judged) > 1 else ""
+        bad = comparison.first_nonfinite_step
+        nonfinite = ""
+        if bad is not None:  # a NaN or inf where the other copy has a number (or another one)
+            values = (read_floats(standalone)[bad], read_floats(distributed)[bad])
+            nonfinite = f"; a non-finite loss from step {bad} (standalone {values[0]}, distributed {values[1]})"
         reasons.append(
             f"{where}{comparison.n_fail}/{comparison.n_steps} steps outside rtol={cfg.compare.rtol}, "
-            f"atol={cfg.compare.atol}; first at step {comparison.first_fail_step}{others}"
+            f"atol={cfg.compare.atol}; first at step {comparison.first_fail_step}{others}{nonfinite}"
         )
     if apart:
         rank, c = apart[0]

@@ -133,7 +133,7 @@ def sequences(found: List[Entry], copy: str, steps: int) -> Dict[Optional[int], 
         who = f"rank {rank}" if rank is not None else "the lines that name no rank"
         if first not in (0, 1) or len(got) != last - first + 1 or len(got) != steps:
             gaps = sorted(set(range(first, last + 1)) - set(got))
-            holes = first > 1 or bool(gaps)
+            holes = first > 1 or bool(gaps) or len(got) < steps  # (a first or last step lost counts too)
             raise LossError(
                 f"{who} reported {copy} losses for {len(got)} steps ({first}-{last}"
                 + (f", missing {', '.join(map(str, gaps[:5]))}{'...' if len(gaps) > 5 else ''}" if gaps else "")

@@ -102,6 +102,11 @@ if fault == "hang":  # a port held and a child of its own, then no end
     open(os.environ["SWEEP_JOB_DIR"] + "/port", "w").write(str(s.getsockname()[1]))
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     time.sleep(600)
+if fault == "late":  # every loss reported, then a crash at exit (a checkpoint that fails to save)
+    for step in range(3):
+        print(f"step: {step}, standalone loss: 0.5", flush=True)
+        print(f"step: {step}, fully_shard loss: 0.5", flush=True)
+    raise RuntimeError("could not save the checkpoint")
 print("training done", flush=True)
 """
 
@@ -125,6 +130,12 @@ def test_a_command_that_crashes_hangs_or_reports_nothing_is_recorded_with_its_ca
     assert "step:" in silent["reason"] and "logs/command.log" in silent["reason"]
     assert "training done" in silent["log_tails"]["command.log"]
     assert "no job of the sweep could be judged" in proc.stderr
+
+    late = run_cli(["runner=command", "steps=3", f"runner.command='{sys.executable} {script} late'"], tmp_path / "late")
+    record = json.loads((tmp_path / "late" / "run" / "result.json").read_text())
+    assert late.returncode == 0 and record["status"] == "ok"  # judged by its losses, as a built-in job would be
+    assert ("the command exited with code 1; command.log: RuntimeError: could not save the checkpoint, after "
+            "reporting every loss: judged by the losses") in record["notes"]
 
 
 def test_log_loss_a_cached_baseline_command_and_repeats(tmp_path):

@@ -182,3 +182,20 @@ def test_a_golden_file_is_refused_naming_what_differs_and_taken_where_only_the_m
         from_file(job, str(tmp_path / "other.json"))
     with pytest.raises(ConfigError, match="no such file"):
         from_file(job, str(tmp_path / "absent.json"))
+
+
+def test_a_crash_is_named_by_its_exception_line_even_under_a_launchers_summary(tmp_path):
+    from types import SimpleNamespace
+
+    from sweep.run.command import _Run
+
+    run = object.__new__(_Run)
+    run.log = tmp_path / "command.log"
+    run.outcome = SimpleNamespace(returncode=1, timed_out=False)
+    run.log.write_text("$ /bin/sh -c torchrun ...\n[default1]:[rank1]: RuntimeError: planted crash in backward\n"
+                       "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n" + "=" * 60 + "\n"
+                       + "\n".join(f"  summary line {i}" for i in range(20)) + "\n" + "=" * 60 + "\n")
+    assert run.crash() == "the command exited with code 1; command.log: [default1]:[rank1]: RuntimeError: planted " \
+                          "crash in backward"
+    run.log.write_text("$ /bin/sh -c python x.py\nNPU driver mismatch\n")  # SystemExit("..."): no exception line
+    assert run.crash() == "the command exited with code 1; command.log ends: NPU driver mismatch"

@@ -69,3 +69,15 @@ def test_a_job_plot_within_tolerance_says_so_not_none(tmp_path, rows, monkeypatc
     monkeypatch.setattr(Figure, "suptitle", lambda self, text, **kw: titles.append(text))
     plot_job(dict(rows[0], first_fail_step=None), tmp_path / "job_0.png")
     assert titles == ["job 0 (ok, within tolerance): optimizer=adam"]
+
+
+def test_a_command_with_dollars_in_its_overrides_is_drawn_literally(tmp_path):
+    """A runner=command job's overrides hold shell text (``$SWEEP_JOB_DIR``, ``${steps}``),
+    which matplotlib's mathtext cannot parse: the titles and ticks take it as plain text."""
+    shell = "runner.command='run.py --out $SWEEP_JOB_DIR/x --tag=\"${mp_policy.name}\" ${steps}'"
+    _job(tmp_path, 0, [shell, "+runner.args.reduce=mean"], "ok", [1.0, 0.9, 0.8, 0.7])
+    _job(tmp_path, 1, [shell, "+runner.args.reduce=$sum"], "fail", [1.0, 0.89, 0.78, 0.67])
+    rows = collect(tmp_path)
+    paths = write_plots(tmp_path / "plots", rows, level_stats(rows))
+    assert [p.name for p in paths] == ["job_1.png", "factor_effects.png"]
+    assert all(p.read_bytes().startswith(PNG_MAGIC) for p in paths)

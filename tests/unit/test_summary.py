@@ -67,7 +67,7 @@ def test_report_leads_with_the_verdict_then_culprits_tables_and_errored_jobs(swe
     text = write_report(sweep_dir, "simple")
     headline, details = text.split("\n\n")[:2]
     assert headline.startswith("4 jobs: 1 ok, 1 fail, 1 error, 1 missing. Culprit: optimizer=sgd, failing in 1 of 1 "
-                               "one-factor pairs.")
+                               "one-factor pairs where optimizer=adam passes.")
     assert headline.count(". ") <= 2 and "(" not in headline  # three short sentences at most, no parentheses
     verdict = details.removeprefix("Details: ")
     assert "Culprit: optimizer=sgd: fails in 1 of 1 one-factor pairs where optimizer=adam passes" in verdict
