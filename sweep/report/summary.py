@@ -274,9 +274,10 @@ def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float
         # replicated data: the copies compute the same rows from the same weights, so a
         # differing loss is a differing forward; sharded: a loss differs by summation order
         reals += [s for s in range(first, min(len(ref), len(got))) if loss_real(s)][:1] if sharded else [first]
-    elif within_tolerance and (sharded or first > 0):
-        # untraced and passing: no tensor says more than the losses, so only a loss step that
-        # differs beyond rounding is real (a step-0 difference on replicated data is the forward's)
+    elif sharded or (within_tolerance and first > 0):
+        # untraced: no tensor says more than the losses, so where they may round apart (sharded
+        # data, a command's copies) and in a passing job, only a loss step that differs beyond
+        # rounding is real (a step-0 difference on replicated data is the forward's)
         reals = [s for s in range(first, min(len(ref), len(got))) if loss_real(s)][:1]
     else:
         reals = [first]
