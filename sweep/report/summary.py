@@ -177,13 +177,14 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
     beyond = tensor.get("beyond_rounding")
     metrics["first_tensor_rel"] = beyond["rel_diff"] if beyond else tensor.get("rel_diff")
     if result.comparison and result.losses:
+        # a command's copies are not seen: its losses may round apart from step 0 (a loss
+        # averaged over the ranks) as sharded data's do
+        command = ((result.config or {}).get("runner") or {}).get("name") == "command"
         metrics.update(_real_onset(metrics, tensor, read_floats(result.losses["standalone"]),
                                    read_floats(result.losses["distributed"]),
                                    within_tolerance=result.status == "ok",
                                    sharded=((result.config or {}).get("data") or {}).get("split") == "sharded"
-                                   # a command's copies are not seen: its losses may round apart from step 0
-                                   # (a loss averaged over the ranks) as sharded data's do
-                                   or ((result.config or {}).get("runner") or {}).get("name") == "command"))
+                                   or command, failing_rel=LOSS_ROUNDING_REL if command else ROUNDING_REL))
     if metrics.pop("rounding_grown", False) and metrics["first_tensor"]:
         metrics["first_tensor"] += ("; the job passes and its update errors take both signs: float rounding grown "
                                     "by the steps, no cause")
@@ -220,8 +221,15 @@ def tolerance_ratio(ref: Sequence[float], got: Sequence[float], rtol: Optional[f
         return float(np.max(np.abs(b[finite] - a[finite]) / bound))
 
 
+# A failing runner=command job's losses part beyond float rounding where they differ by more
+# than this, relative (a few float32 ulps: fp32's epsilon is 1.2e-7): a bf16 forward's step-0
+# difference counts, a loss averaged over the ranks does not. (Passing jobs: ROUNDING_REL.)
+LOSS_ROUNDING_REL = 1e-6
+
+
 def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float], got: List[float],
-                within_tolerance: bool = False, sharded: bool = False) -> Dict[str, Any]:
+                within_tolerance: bool = False, sharded: bool = False,
+                failing_rel: float = ROUNDING_REL) -> Dict[str, Any]:
     """``first_real_step`` (the first loss step a difference beyond float rounding can
     reach) and the onset from the update differences when traced (``onset_from``:
     ``"updates"`` or ``"losses"``; ``sweep.analysis.trace.UPDATE_ONSET_RULE``).
@@ -234,8 +242,9 @@ def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float
     the same weights: a differing forward), with ``sharded=True`` only one that differs
     beyond rounding (``sweep.analysis.trace.ROUNDING_REL`` relative to the standalone
     loss: the copies' losses differ by summation order from step 0; ``sharded`` is also
-    set for ``runner=command`` jobs, whose copies the tool does not see). Untraced, the first
-    differing loss step counts. ``None`` when every traced sign stays within rounding.
+    set for ``runner=command`` jobs, whose copies the tool does not see; a failing one's
+    losses part beyond rounding past ``failing_rel``: :data:`LOSS_ROUNDING_REL`). Untraced,
+    the first differing loss step counts. ``None`` when every traced sign stays within rounding.
 
     ``within_tolerance`` (the job passed): unless the difference is systematic (one sign
     along every differing update, :func:`sweep.analysis.trace.one_sign_along`), the update
@@ -260,7 +269,8 @@ def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float
     traced = "step" in tensor
 
     def loss_real(step: int) -> bool:
-        return abs(got[step] - ref[step]) > ROUNDING_REL * abs(ref[step])
+        rel = ROUNDING_REL if within_tolerance else failing_rel
+        return abs(got[step] - ref[step]) > rel * abs(ref[step])
 
     # each traced sign of a real difference, as the loss step that can first see it; they may
     # precede ``first``: the losses can round a small weight difference away for a few steps

@@ -473,3 +473,19 @@ def test_a_gradient_only_one_copy_has_is_said_so_not_called_unrecorded():
     assert (found["name"], found["kind"], found["grad_only_in"]) == ("a", "weight", "distributed")
     assert "only the distributed copy has a gradient for it: requires_grad" in found["description"]
     assert "past the steps" not in found["description"]
+
+
+def test_a_failing_command_job_parts_at_the_first_loss_step_beyond_a_few_ulps():
+    """runner=command: no tensor is seen, so the losses decide: a mean over the ranks rounds
+    apart by ~1e-8 (not a parting), a bf16 forward's step-0 difference of 5e-5 does part."""
+    from sweep.report.summary import LOSS_ROUNDING_REL, _real_onset
+
+    ref = [1.0, 0.9, 0.8]
+    rounded_mean = [1.0 + 1e-8, 0.9 + 2e-3, 0.8 + 3e-3]
+    bf16_forward = [1.0 + 5e-5, 0.9 + 2e-3, 0.8 + 3e-3]
+    for got, step in ((rounded_mean, 1), (bf16_forward, 0)):
+        found = _real_onset({"first_diff_step": 0}, {"note": "not observed (runner=command)"}, ref, got,
+                            within_tolerance=False, sharded=True, failing_rel=LOSS_ROUNDING_REL)
+        assert found["first_real_step"] == step
+    # with the tensors' threshold the bf16 forward's 5e-5 would read as rounding
+    assert _real_onset({"first_diff_step": 0}, {}, ref, bf16_forward, sharded=True)["first_real_step"] == 1
