@@ -619,11 +619,13 @@ def _failing_plot(path: Path, rows: Sequence[Dict[str, Any]]) -> bool:
 
 def write_report(
     sweep_dir: Path | str, tablefmt: str = "simple", max_rows: Optional[int] = MAX_ROWS,
-    outcome: Optional[Dict[str, Any]] = None, wide: bool = False,
+    outcome: Optional[Dict[str, Any]] = None, wide: bool = False, plots: bool = True,
 ) -> str:
     """Write ``summary.md``, ``summary.csv``, ``summary.json`` and ``plots/*.png`` into
     ``sweep_dir``; returns the terminal report (:func:`render`). ``outcome`` (a dict)
-    receives ``counts`` and ``judged`` of the report, for an exit status.
+    receives ``counts`` and ``judged`` of the report, for an exit status. ``plots=False``
+    draws nothing and links the PNGs already in ``plots/`` (drawing takes about a second a
+    drifting job: minutes for a re-render of hundreds).
 
     ``summary.json`` keys: ``sweep_dir``, ``verdict``, ``factors``, ``counts`` (status ->
     jobs), ``judged``, ``not_judged`` (``[{job, status, reason}]``), ``culprits``,
@@ -643,7 +645,7 @@ def write_report(
     att = attribute(rows)
     if outcome is not None:
         outcome.update(counts=att["counts"], judged=att["judged"], culprit=bool(att["culprits"]))
-    plots = write_plots(layout.plots, rows, att["levels"])
+    plots = write_plots(layout.plots, rows, att["levels"]) if plots else sorted(layout.plots.glob("*.png"))
     layout.summary("md").write_text(render_markdown(sweep_dir, rows, att, plots))
     layout.summary("csv").write_text(to_csv(rows))
     layout.summary("html").write_text(render_html(
@@ -675,6 +677,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--wide", action="store_true",
                         help="the job table with every brief column (first tensor, notes, ...), not only what fits "
                              "120 columns")
+    parser.add_argument("--no-plots", action="store_true",
+                        help="draw no plots (about a second a drifting job); keep and link those in plots/")
     parser.add_argument("--against", type=Path, default=None, metavar="OLD_DIR",
                         help="another sweep dir: match jobs by config and show what changed (fixed, broke, ...)")
     parser.add_argument("--export-golden", type=Path, default=None, metavar="FILE",
@@ -688,7 +692,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _export_golden(args.sweep_dir, args.job, args.export_golden)
     max_rows = args.max_rows if args.max_rows > 0 else None
     try:
-        print(write_report(args.sweep_dir, args.format, max_rows, wide=args.wide))
+        print(write_report(args.sweep_dir, args.format, max_rows, wide=args.wide, plots=not args.no_plots))
         if args.against is not None:
             from sweep.report import against
 

@@ -133,7 +133,9 @@ def large_sweep(tmp_path):
 
 
 def test_a_large_sweep_keeps_a_short_first_screen_failing_jobs_first(large_sweep):
-    text = write_report(large_sweep, "simple")
+    text = write_report(large_sweep, "simple", plots=False)  # 100 drifting jobs' plots: a minute (test_plots)
+    assert not list(large_sweep.glob("plots/*.png")) and json.loads((large_sweep / "summary.json").read_text())[
+        "plots"] == []
     assert text.startswith("300 jobs: 195 ok, 100 fail, 5 error") and "Culprit: c=z" in text
     jobs = text[text.index("Jobs (failing first):"):text.index("Not judged")]
     body = [line for line in jobs.splitlines()[3:] if line[:1].isdigit()]
@@ -153,6 +155,18 @@ def test_cli_max_rows_option(sweep_dir, capsys):
     assert "... 3 more rows: see summary.md" in out
     assert main([str(sweep_dir), "--max-rows", "0"]) == 0
     assert "more rows" not in capsys.readouterr().out
+
+
+def test_cli_no_plots_keeps_and_links_the_plots_drawn_before(sweep_dir, capsys):
+    assert main([str(sweep_dir)]) == 0
+    drawn = json.loads((sweep_dir / "summary.json").read_text())["plots"]
+    html = (sweep_dir / "summary.html").read_text()
+    assert drawn
+    stamps = {p: (sweep_dir / p).stat().st_mtime_ns for p in drawn}
+    assert main([str(sweep_dir), "--no-plots"]) == 0
+    assert json.loads((sweep_dir / "summary.json").read_text())["plots"] == sorted(drawn)
+    assert {p: (sweep_dir / p).stat().st_mtime_ns for p in drawn} == stamps  # not drawn again
+    assert (sweep_dir / "summary.html").read_text() == html  # the same plots, shown alike
 
 
 def test_an_empty_sweep_dir_renders(tmp_path):
