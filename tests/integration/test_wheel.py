@@ -1,10 +1,17 @@
 """The package installs from a wheel (no editable install, no source tree) and runs a
-real sweep from an unrelated working directory: the config tree ships inside it."""
+real sweep from an unrelated working directory: the config tree ships inside it.
+
+The fresh venv sees the test environment's packages through a ``.pth`` line (not its
+``.pth`` files, so not the editable install): pip resolves the wheel's requirements against
+them, under the same constraints, and installs the wheel alone, instead of unpacking
+torch again (a minute here)."""
 
 import json
 import os
+import site
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -21,11 +28,15 @@ def test_a_wheel_installed_in_a_fresh_venv_runs_a_sweep(tmp_path):
     wheel = next(dist.glob("*.whl"))
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     python = str(venv / "bin" / "python")
+    venv_site = subprocess.run([python, "-c", "import site; print(site.getsitepackages()[0])"], check=True,
+                               capture_output=True, text=True).stdout.strip()
+    (Path(venv_site) / "test_env.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     install = subprocess.run(
         [python, "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints" / "cpu.txt"), f"{wheel}[torch]"],
         capture_output=True, text=True, timeout=900,
     )
     assert install.returncode == 0, install.stdout + install.stderr
+    assert (Path(venv_site) / "sweep" / "config" / "conf" / "config.yaml").is_file()  # the wheel, config tree and all, went into the venv
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     proc = subprocess.run(
         [python, "-m", "sweep", "-m", "ablation=none", "steps=3", "optimizer=adam,sgd", f"hydra.sweep.dir={work}/s"],
