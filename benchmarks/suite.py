@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
 import os
 import resource
 import subprocess
@@ -73,8 +74,9 @@ def main(argv: List[str] | None = None) -> int:
     if args.junit is not None:
         modules, tests, wall = junit_times(args.junit)
         total = sum(modules.values())
-        print(f"{len(tests)} tests; their times sum to {total:.0f} s over {wall:.0f} s of pytest's wall time "
-              f"({total / wall:.2f} tests running at once on average)\n" if wall else "")
+        print(f"{len(tests)} tests; their times sum to {total:.0f} s", end="")
+        print(f" over {wall:.0f} s of pytest's wall time ({total / wall:.2f} at once on average)" if wall else "")
+        print()
         print(tabulate([(m, f"{s:.0f}", f"{100 * s / total:.0f}%") for m, s in modules.most_common(args.top)],
                        headers=["module", "seconds", "share"]))
         print()
@@ -83,13 +85,8 @@ def main(argv: List[str] | None = None) -> int:
 
     python = sys.executable
     starts = [("import torch", [python, "-c", "import torch"])]
-    try:
-        import importlib.util
-
-        if importlib.util.find_spec("mindspore") is not None:
-            starts.append(("import mindspore", [python, "-c", "import mindspore"]))
-    except ValueError:
-        pass
+    if importlib.util.find_spec("mindspore") is not None:
+        starts.append(("import mindspore", [python, "-c", "import mindspore"]))
     with tempfile.TemporaryDirectory() as tmp:
         starts.append(("python -m sweep steps=3 (single run, 2 ranks)",
                        [python, "-m", "sweep", "steps=3", f"hydra.run.dir={tmp}/run"]))

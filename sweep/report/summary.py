@@ -645,12 +645,12 @@ def write_report(
     att = attribute(rows)
     if outcome is not None:
         outcome.update(counts=att["counts"], judged=att["judged"], culprit=bool(att["culprits"]))
-    plots = write_plots(layout.plots, rows, att["levels"]) if plots else sorted(layout.plots.glob("*.png"))
-    layout.summary("md").write_text(render_markdown(sweep_dir, rows, att, plots))
+    drawn = write_plots(layout.plots, rows, att["levels"]) if plots else sorted(layout.plots.glob("*.png"))
+    layout.summary("md").write_text(render_markdown(sweep_dir, rows, att, drawn))
     layout.summary("csv").write_text(to_csv(rows))
     layout.summary("html").write_text(render_html(
         f"Sweep {sweep_dir}", att["headline"] + " Details: " + att["verdict"], _sections(rows, att, "html", None, METRICS),
-        sorted(plots, key=lambda p: (p.stem != "factor_effects", _failing_plot(p, rows))),
+        sorted(drawn, key=lambda p: (p.stem != "factor_effects", _failing_plot(p, rows))),
     ))
     (sweep_dir / "junit.xml").write_text(to_junit(rows, sweep_dir.name))
     write_json(
@@ -658,7 +658,7 @@ def write_report(
         {
             "sweep_dir": str(sweep_dir),
             **att,
-            "plots": [str(p.relative_to(sweep_dir)) for p in plots],
+            "plots": [str(p.relative_to(sweep_dir)) for p in drawn],
             "jobs": [{k: v for k, v in row.items() if k != "result"} for row in rows],
         },
     )

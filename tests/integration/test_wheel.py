@@ -36,7 +36,8 @@ def test_a_wheel_installed_in_a_fresh_venv_runs_a_sweep(tmp_path):
         capture_output=True, text=True, timeout=900,
     )
     assert install.returncode == 0, install.stdout + install.stderr
-    assert (Path(venv_site) / "sweep" / "config" / "conf" / "config.yaml").is_file()  # the wheel, config tree and all, went into the venv
+    # the wheel, config tree and all, went into the venv
+    assert (Path(venv_site) / "sweep" / "config" / "conf" / "config.yaml").is_file()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     proc = subprocess.run(
         [python, "-m", "sweep", "-m", "ablation=none", "steps=3", "optimizer=adam,sgd", f"hydra.sweep.dir={work}/s"],
