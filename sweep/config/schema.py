@@ -156,7 +156,8 @@ class FrameworkConfig:
     ``device_map`` maps ``device`` to the framework's own name for it (torch: the
     process-group backend, gloo on CPU; MindSpore: ``device_target``). ``env`` is added
     to every rank's environment (e.g. ``GLOG_v=3``); ``device_env[device]`` too, on that
-    device only (MindSpore's ``MS_DEV_HOST_BLOCKING_RUN=1``, measured to help on CPU).
+    device only (MindSpore's ``MS_DEV_HOST_BLOCKING_RUN=1`` and a 1 s
+    ``MS_RETRY_INTERVAL_LOWER``/``UPPER``, measured to help on CPU).
     """
 
     name: str = affects(BASELINE, DISTRIBUTED, LAUNCH, default=MISSING,
@@ -181,7 +182,7 @@ class FrameworkConfig:
     device_env: Dict[str, Dict[str, str]] = affects(
         BASELINE, DISTRIBUTED, LAUNCH, default_factory=dict,
         doc="``device`` -> more environment for the ranks on that device only (MindSpore on CPU: "
-            "``MS_DEV_HOST_BLOCKING_RUN=1``, measured to help there).")
+            "``MS_DEV_HOST_BLOCKING_RUN=1``, ``MS_RETRY_INTERVAL_LOWER/UPPER=1``, measured to help there).")
 
 
 @dataclass

@@ -152,4 +152,6 @@ def test_a_setting_measured_on_one_device_reaches_the_ranks_on_that_device_only(
     cpu = rank_env(compose_cfg(["framework=mindspore", "engine=data_parallel"]))
     npu = rank_env(compose_cfg(["framework=mindspore", "engine=data_parallel", "device=npu"]))
     assert cpu["MS_DEV_HOST_BLOCKING_RUN"] == "1" and "MS_DEV_HOST_BLOCKING_RUN" not in npu
+    assert cpu["MS_RETRY_INTERVAL_LOWER"] == cpu["MS_RETRY_INTERVAL_UPPER"] == "1"
+    assert not any(k.startswith("MS_RETRY_INTERVAL") for k in npu)
     assert cpu["GLOG_v"] == npu["GLOG_v"] == "3"
