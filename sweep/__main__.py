@@ -30,12 +30,17 @@ def main(cfg: DictConfig) -> dict:
     hc = HydraConfig.get()
     label = f"#{hc.job.num} " if hc.mode == RunMode.MULTIRUN else ""
     sweep_dir = hc.sweep.dir if hc.mode == RunMode.MULTIRUN else None
+    single = hc.mode == RunMode.RUN
     record = job.run(
         # (unresolved: an override's own ${...}, e.g. in runner.command, stays as typed)
         cfg, hc.runtime.output_dir, overrides=list(OmegaConf.to_container(hc.overrides.task, resolve=False)),
         sweep_dir=sweep_dir,
-        share_launches=pool.runs_jobs_in_process(hc.launcher),
+        # a single run shares one launch between the job and its tracing rerun, under its own dir
+        share_launches=single or pool.runs_jobs_in_process(hc.launcher),
+        pools_dir=hc.runtime.output_dir if single else None,
     )
+    if single:
+        pool.close_all()  # its launch ends with the job (a multirun's at the end of the sweep)
     print(job.summary_line(record, label), flush=True)
     if hc.mode == RunMode.RUN:
         paths = JobDir(hc.runtime.output_dir)

@@ -10,9 +10,11 @@ A job dir (``hydra.runtime.output_dir``; ``SWEEP_DIR/<job num>/`` in a multirun)
     ranks/standalone.json     the standalone sequence when it was computed elsewhere
                               (order=separate, or a baseline reused from the sweep)
     ranks/init_<who>.<ext>    weights.transfer=checkpoint's checkpoint files
-    logs/launcher.log         the framework launcher's output
+    logs/launcher.log         the framework launcher's output (a launch of the job's own)
     logs/worker_<r>.log       rank r's output (msrun also writes scheduler.log)
     .hydra/overrides.yaml     Hydra's record of the job's overrides
+    .pools/<name>/            a single run's shared launch (the job and its tracing rerun),
+                              as in a sweep dir: the launcher's logs are there
 
 A sweep dir (``hydra.sweep.dir``)::
 

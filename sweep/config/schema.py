@@ -693,7 +693,7 @@ class ExecutionConfig:
 
     ``timeout_s``: wall-clock limit of the whole launch in seconds; ``None`` means
     ``base_timeout_s + per_step_s * steps * world_size``. ``reuse_processes`` and
-    ``reuse_baselines`` switch the multirun fast path (``sweep.run.pool``,
+    ``reuse_baselines`` switch the fast path (``sweep.run.pool``,
     ``sweep.run.baseline``; the same losses, bit for bit on CPU).
     """
 
@@ -707,8 +707,9 @@ class ExecutionConfig:
     omp_num_threads: int = affects(LAUNCH, default=1, doc="``OMP_NUM_THREADS`` of every rank (>= 1).")
     reuse_processes: bool = affects(
         default=True,
-        doc="Multirun: jobs of one framework, world size and device share one distributed launch "
-            "(``sweep.run.pool``).")
+        doc="Jobs of one framework, world size and device share one distributed launch (``sweep.run.pool``): "
+            "a multirun's jobs; a single run's job and its tracing rerun (under its dir's ``.pools/``). "
+            "``false``: every launch is its own (``framework.launcher``).")
     reuse_baselines: bool = affects(
         default=True,
         doc="Multirun: each distinct standalone sequence is computed once and reused (``sweep.run.baseline``; "

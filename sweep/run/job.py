@@ -75,14 +75,16 @@ def _read_ranks(job_dir: Path, world: int) -> List[Optional[RankResult]]:
 
 def run(
     cfg: DictConfig, job_dir: Path | str, overrides: Optional[List[str]] = None, sweep_dir: Path | str | None = None,
-    share_launches: bool = True,
+    share_launches: bool = True, pools_dir: Path | str | None = None,
 ) -> JobRecord:
     """Run one job and write ``JOB_DIR/result.json``; returns the same record.
 
     ``sweep_dir`` (a multirun's dir) enables, per ``execution.reuse_baselines``, taking
-    the standalone sequence from the sweep's cache (``sweep.run.baseline``), and, with
+    the standalone sequence from the sweep's cache (``sweep.run.baseline``). With
     ``share_launches`` (jobs run one after another in this process) and
-    ``execution.reuse_processes``, running the ranks in a shared launch (``sweep.run.pool``).
+    ``execution.reuse_processes``, the ranks run in a shared launch (``sweep.run.pool``)
+    under ``pools_dir/.pools/`` (default ``sweep_dir``; a single run passes its own dir, so
+    that the job and its tracing rerun share one launch), else in a launch of their own.
     """
     job_dir = Path(job_dir)
     normalize(cfg)
@@ -98,7 +100,9 @@ def run(
         started=datetime.now(timezone.utc).isoformat(),
     )
     try:
-        _run(cfg, job_dir, record, Path(sweep_dir).resolve() if sweep_dir else None, share_launches)
+        pools = pools_dir if pools_dir is not None else sweep_dir
+        _run(cfg, job_dir, record, Path(sweep_dir).resolve() if sweep_dir else None,
+             Path(pools).resolve() if pools and share_launches else None)
     except KeyboardInterrupt:
         record.status, record.reason = "error", "interrupted (Ctrl-C)"
         _finish(job_dir, record, t0)
@@ -142,7 +146,7 @@ def _finish(job_dir: Path, record: JobRecord, t0: float) -> None:
     record.write(JobDir(job_dir).result)
 
 
-def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[Path], share_launches: bool) -> None:
+def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[Path], pools: Optional[Path]) -> None:
     record.config = to_container(cfg)
     if as_str(cfg.runner.name) == "command":  # the user's own command (sweep.run.command)
         from sweep.run import command
@@ -167,7 +171,7 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
     else:
         fields = baseline.key_fields(record.config, world) if sweep_dir and cfg.execution.reuse_baselines else None
         cached = baseline.lookup(sweep_dir, fields) if fields else None
-    log, outcome = _launch(cfg, framework, job_dir, record, world, env, limit, cached, sweep_dir, share_launches)
+    log, outcome = _launch(cfg, framework, job_dir, record, world, env, limit, cached, pools)
 
     ranks = _read_ranks(job_dir, world)
     missing = [str(r) for r, res in enumerate(ranks) if res is None]
@@ -200,7 +204,7 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
     _judge(cfg, record, present, standalone)
     record.dtypes["observed_standalone"] = observed_standalone  # what the standalone copy ran (baseline.precision)
     # (the rerun's dir holds no cached baseline: its ranks train both copies, to trace them)
-    _trace(cfg, framework, job_dir, record, world, env, limit, sweep_dir, share_launches)
+    _trace(cfg, framework, job_dir, record, world, env, limit, pools)
     run_repeats(cfg, job_dir, record, _sequences(cfg, present, standalone),
                 _builtin_again(cfg, framework, world, env, limit))
     if outcome.returncode not in (0, None):
@@ -212,12 +216,12 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
 
 def _launch(
     cfg: DictConfig, framework: Type[Framework], job_dir: Path, record: JobRecord, world: int, env: Dict[str, str],
-    limit: float, cached: Optional[Dict[str, Any]], sweep_dir: Optional[Path], share_launches: bool,
+    limit: float, cached: Optional[Dict[str, Any]], pools: Optional[Path],
 ) -> tuple[Optional[Path], supervise.LaunchOutcome]:
     """Put the standalone baseline in place (from the cache, or from its own process with
-    ``order=separate``), then run the ranks: in the sweep's shared launch, or in a launch
-    of their own (across nodes under a multi-node SLURM allocation). Returns the shared
-    launch's log (``None`` for a launch of its own) and the outcome."""
+    ``order=separate``), then run the ranks: in a shared launch under ``pools`` (see
+    :func:`_run_ranks`), or in a launch of their own. Returns the shared launch's log
+    (``None`` for a launch of its own) and the outcome."""
     paths = JobDir(job_dir)
     if cached:
         # The ranks see ranks/standalone.json and train the distributed copy only.
@@ -232,8 +236,7 @@ def _launch(
             env=env, log_path=paths.logs / "standalone.log", timeout_s=limit,
         )
         record.timings_s["standalone_launch"] = supervise.run(standalone_spec).wall_s
-    argv, kill_tag, log, outcome = _run_ranks(cfg, framework, job_dir, record, world, env, limit, sweep_dir,
-                                              share_launches)
+    argv, kill_tag, log, outcome = _run_ranks(cfg, framework, job_dir, record, world, env, limit, pools)
     record.launch = {
         "kill_tag": kill_tag,
         "argv": argv,
@@ -248,15 +251,16 @@ def _launch(
 
 def _run_ranks(
     cfg: DictConfig, framework: Type[Framework], run_dir: Path, record: JobRecord, world: int, env: Dict[str, str],
-    limit: float, sweep_dir: Optional[Path], share_launches: bool,
+    limit: float, pools: Optional[Path],
 ) -> tuple[List[str], str, Optional[Path], supervise.LaunchOutcome]:
-    """Run the ranks on ``run_dir`` (a job dir holding ``job.yaml``): in the sweep's shared
-    launch, or in a launch of their own (across nodes under a multi-node SLURM allocation:
-    srun, one launcher per node, ``sweep.run.cluster``). Returns ``(argv, kill_tag, shared
-    launch's log or None, outcome)``."""
+    """Run the ranks on ``run_dir`` (a job dir holding ``job.yaml``): in a shared launch
+    under ``pools/.pools/`` (a multirun's dir, or a single run's own) when ``pools`` is set
+    and ``execution.reuse_processes`` holds, or in a launch of their own (also across nodes
+    under a multi-node SLURM allocation: srun, one launcher per node, ``sweep.run.cluster``).
+    Returns ``(argv, kill_tag, shared launch's log or None, outcome)``."""
     topology = topology_from_env(None, world)
-    if sweep_dir and share_launches and cfg.execution.reuse_processes and not topology.multi_node:
-        rank_pool = pool.get_pool(sweep_dir, record.config, framework, world, env)
+    if pools and cfg.execution.reuse_processes and not topology.multi_node:
+        rank_pool = pool.get_pool(pools, record.config, framework, world, env)
         outcome = rank_pool.run_job(run_dir, limit)
         record.pool = {"dir": str(rank_pool.dir), "jobs": rank_pool.jobs}
         return rank_pool.argv, rank_pool.kill_tag, rank_pool.log_path, outcome
@@ -269,7 +273,7 @@ TRACE_DIR = "trace"  # in a job dir: the tracing rerun's own job dir
 
 def _trace(
     cfg: DictConfig, framework: Type[Framework], job_dir: Path, record: JobRecord, world: int, env: Dict[str, str],
-    limit: float, sweep_dir: Optional[Path], share_launches: bool,
+    limit: float, pools: Optional[Path],
 ) -> None:
     """Name the first tensor that differs: rerun the job (``JOB_DIR/trace/``) up to
     ``compare.trace_after`` steps past its first differing step with every gradient and
@@ -295,8 +299,7 @@ def _trace(
     trace_dir.mkdir(parents=True)
     OmegaConf.save(OmegaConf.create(config), JobDir(trace_dir).config)
     began = time.perf_counter()
-    _, _, _, outcome = _run_ranks(cfg, framework, trace_dir, JobRecord(config=config), world, env, limit,
-                                  sweep_dir, share_launches)
+    _, _, _, outcome = _run_ranks(cfg, framework, trace_dir, JobRecord(config=config), world, env, limit, pools)
     record.timings_s["trace"] = time.perf_counter() - began
     rerun = [r for r in _read_ranks(trace_dir, world) if r is not None]
     modules = [((r.modules or {}).get("first"), r.rank) for r in rerun if r.modules is not None]
@@ -344,7 +347,7 @@ def _builtin_again(cfg: DictConfig, framework: Type[Framework], world: int, env:
     """A built-in job's repeat (:func:`run_repeats`): its ranks in a launch of their own."""
     def again(rep_dir: Path, scratch: JobRecord) -> Tuple[Optional[List[RankResult]], Optional[List[Any]],
                                                           Optional[str], str]:
-        _, outcome = _launch(cfg, framework, rep_dir, scratch, world, env, limit, None, None, False)
+        _, outcome = _launch(cfg, framework, rep_dir, scratch, world, env, limit, None, None)
         ranks = _read_ranks(rep_dir, world)
         paths = JobDir(rep_dir)
         if any(r is None for r in ranks) or (cfg.order == "separate" and not paths.standalone_result.exists()):

@@ -2,6 +2,7 @@
 
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -68,8 +69,12 @@ def test_data_parallel_over_msrun_matches_standalone(data_parallel):
     # every observed dtype, the reduction's included (DistributedGradReducer reduces in float32)
     assert result["dtypes"]["observed"] == {"param_forward": "float32", "output": "float32", "reduce": "float32",
                                             "grad": "float32", "master": "float32", "optimizer_state": "float32"}
-    logs = sorted(p.name for p in (tmp_path / "run" / "logs").iterdir())
-    assert {"launcher.log", "scheduler.log", "worker_0.log", "worker_1.log"} <= set(logs)
+    # the job's own worker logs in its dir; msrun's (launcher, scheduler, workers) in its launch's, shared with
+    # the tracing rerun (a single run's launch lives under its own dir: run/.pools/<name>/)
+    assert {"worker_0.log", "worker_1.log"} <= {p.name for p in (tmp_path / "run" / "logs").iterdir()}
+    launch = Path(result["pool"]["dir"])
+    assert launch.parent == tmp_path / "run" / ".pools"
+    assert {"launcher.log", "scheduler.log", "worker_0.log", "worker_1.log"} <= {p.name for p in (launch / "logs").iterdir()}
 
 
 def test_checkpoint_copy_and_separate_order(tmp_path, data_parallel):
