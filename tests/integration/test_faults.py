@@ -31,7 +31,7 @@ def test_a_killed_rank_makes_the_job_error_with_its_cause(tmp_path):
     r = _result(tmp_path / "run")
     assert proc.returncode == 2 and r["status"] == "error"
     assert "no result from rank(s) 0, 1" in r["reason"]
-    assert "exitcode" in r["reason"] and "-9" in r["reason"]  # torchrun names the rank killed by SIGKILL
+    assert "exitcode" in r["reason"] and "-9" in r["reason"]  # torchrun's agent names the rank killed by SIGKILL
     assert "worker_1.log" in r["log_tails"]
     _assert_no_survivors(r)
 
@@ -42,7 +42,7 @@ def test_a_hung_rank_is_stopped_at_the_time_limit(tmp_path):
     r = _result(tmp_path / "run")
     assert proc.returncode == 2 and r["status"] == "timeout"
     assert r["reason"].startswith("no result after 30 s")
-    assert r["launch"]["timed_out"] is True and r["launch"]["killed"] >= 3  # torchrun + 2 ranks
+    assert r["launch"]["timed_out"] is True and r["launch"]["killed"] >= 3  # the launch + 2 ranks
     assert set(r["log_tails"]) >= {"launcher.log", "worker_0.log", "worker_1.log"}
     assert time.monotonic() - start < 120
     _assert_no_survivors(r)

@@ -14,7 +14,8 @@ def _result(tmp_path):
 
 
 def test_fsdp2_fp32_is_bit_identical_to_standalone(tmp_path):
-    proc = run_cli(["steps=40", "mesh=dp2", "mp_policy=fp32"], tmp_path)
+    # a launch of its own (execution.reuse_processes=false): torchrun, its log in the job's logs/
+    proc = run_cli(["steps=40", "mesh=dp2", "mp_policy=fp32", "execution.reuse_processes=false"], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     r = _result(tmp_path)
     assert r["status"] == "ok" and r["world_size"] == 2 and r["ranks_agree"] is True
@@ -23,6 +24,8 @@ def test_fsdp2_fp32_is_bit_identical_to_standalone(tmp_path):
     assert r["comparison"]["max_abs_diff"] == 0.0 and r["comparison"]["passed"] is True
     assert r["versions"]["torch"].startswith("2.")
     assert sorted(p.name for p in (tmp_path / "run" / "ranks").iterdir()) == ["rank_0.json", "rank_1.json"]
+    assert r["pool"] is None and "torch.distributed.run" in " ".join(r["launch"]["argv"])
+    assert (tmp_path / "run" / "logs" / "launcher.log").exists() and not (tmp_path / "run" / ".pools").exists()
 
 
 def test_reduced_precision_params_give_a_nonzero_difference(tmp_path):

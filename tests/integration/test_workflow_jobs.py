@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -47,6 +48,11 @@ def test_a_single_run_tells_fail_from_error_and_writes_its_plot(tmp_path):
     failed = run_cli(["steps=6", "optimizer=sgd", "engine.impl.torch=tests.helpers.faulty_engine.GradScaleFSDP2"],
                      tmp_path / "f")
     assert failed.returncode == 1 and (tmp_path / "f" / "run" / "plot.png").exists()
+    record = json.loads((tmp_path / "f" / "run" / "result.json").read_text())
+    queue = Path(record["pool"]["dir"]) / "queue"  # the job, then its tracing rerun, in one launch
+    assert [(queue / f"{i:06d}").read_text() for i in range(3)] == [str(tmp_path / "f" / "run"),
+                                                                   str(tmp_path / "f" / "run" / "trace"), "STOP"]
+    assert record["first_tensor"]["step"] == 0
     errored = run_cli(["steps=6", "mesh=dp4", "world_size=2"], tmp_path / "e")
     assert errored.returncode == 2
     assert json.loads((tmp_path / "e" / "run" / "result.json").read_text())["status"] == "error"
