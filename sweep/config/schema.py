@@ -704,7 +704,10 @@ class ExecutionConfig:
     base_timeout_s: float = affects(default=180.0, doc="The fixed part of the default time limit (s, > 0).")
     per_step_s: float = affects(default=0.1,
                                 doc="The default time limit's seconds per step and rank (> 0).")
-    omp_num_threads: int = affects(LAUNCH, default=1, doc="``OMP_NUM_THREADS`` of every rank (>= 1).")
+    omp_num_threads: int = affects(
+        LAUNCH, default=1,
+        doc="``OMP_NUM_THREADS`` of every rank (>= 1); MindSpore on CPU: its kernels' thread count too "
+            "(its own pool does not read ``OMP_NUM_THREADS``).")
     reuse_processes: bool = affects(
         default=True,
         doc="Jobs of one framework, world size and device share one distributed launch (``sweep.run.pool``): "
