@@ -7,10 +7,10 @@ need. This prints the figures to plan against:
 1. With ``--junit FILE`` (``python -m pytest --junitxml FILE``): the time of each test
    module and of the slowest tests, summed over the workers (each test's time as its
    worker saw it, so under the other worker's load), and that sum over the wall time.
-2. The CPU seconds (user + system, of the process and its children) of the process
-   starts every launch pays, each measured once, one after another:
-   ``import torch``, ``import mindspore`` (where installed), and a real single run
-   ``python -m sweep steps=3`` (the main process, torchrun and its 2 ranks).
+2. The CPU seconds (the machine's, see :func:`cpu_seconds`) of the process starts every
+   launch pays, each measured once, one after another: ``import torch``, ``import
+   mindspore`` (where installed), and a real single run ``python -m sweep steps=3`` (the
+   main process, the fork server that imports torch once, its forked launch and 2 ranks).
 
 Usage: ``python benchmarks/suite.py [--junit FILE] [--top 15]``.
 """
@@ -21,7 +21,6 @@ import argparse
 import collections
 import importlib.util
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -50,19 +49,28 @@ def junit_times(path: Path) -> Tuple[collections.Counter, List[Tuple[float, str]
     return modules, sorted(tests, reverse=True), float(suite.get("time") or 0.0)
 
 
-def cpu_seconds(argv: List[str], cwd: Path) -> Tuple[float, float]:
-    """``(wall seconds, CPU seconds)`` of ``argv`` run to its end: user + system time of
-    the process and every child it waited for (``resource.getrusage(RUSAGE_CHILDREN)``).
+def cpu_seconds(argv: List[str], cwd: Path, settle_s: float = 3.0) -> Tuple[float, float]:
+    """``(wall seconds, CPU seconds)`` of ``argv`` run to its end. The CPU is the whole
+    machine's (``psutil.cpu_times()``: user + nice + system), from the start until
+    ``settle_s`` after the end, so that processes the command does not wait for count too
+    (a run's fork server ends by itself once the run's process is gone); so run this on an
+    otherwise idle machine.
 
     Raises:
         subprocess.CalledProcessError: the command exited non-zero.
     """
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    import psutil
+
+    def busy() -> float:
+        t = psutil.cpu_times()
+        return t.user + t.nice + t.system
+
+    before = busy()
     began = time.perf_counter()
     subprocess.run(argv, cwd=cwd, check=True, capture_output=True, env=dict(os.environ))
     wall = time.perf_counter() - began
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    time.sleep(settle_s)
+    return wall, busy() - before
 
 
 def main(argv: List[str] | None = None) -> int:

@@ -247,8 +247,8 @@ def init_rank(cfg: Any, distributed: bool = True) -> RankContext:
 def cpu_threads(n: int) -> None:
     """Run MindSpore's CPU kernels on ``n`` threads (``execution.omp_num_threads``, the
     number a torch rank gets through ``OMP_NUM_THREADS``, which MindSpore's own thread pool
-    does not read): ``mindspore.device_context.cpu.op_tuning.threads_num`` (MindSpore 2.6
-    and later), else ``set_context(runtime_num_threads=n)``. With its default pool, 4
+    does not read): ``mindspore.device_context.cpu.op_tuning.threads_num`` where this
+    MindSpore has it (2.10 does), else the older ``set_context(runtime_num_threads=n)``. With its default pool, 4
     workers on 2 cores wait on each other's threads: 200 steps of experiment=seed_issue
     took 23 s here, 17 s with one thread each, with the same losses bit for bit."""
     import mindspore as ms
