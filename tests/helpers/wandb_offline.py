@@ -47,12 +47,22 @@ def _key(item: Any) -> str:
     return item.key or "/".join(item.nested_key)
 
 
-def read_run(run_dir: Path) -> Dict[str, Any]:
+def read_run(run_dir: Path, wait_s: float = 10.0) -> Dict[str, Any]:
     """``{"id", "name", "group", "job_type", "config": {...}, "history": [{key: value}], "summary": {...}}``
-    of an offline run dir (values JSON-decoded; keys of nested updates joined by ``/``)."""
+    of an offline run dir (values JSON-decoded; keys of nested updates joined by ``/``).
+    wandb's own process (wandb-core) writes the log: once, on a loaded CI machine, a log
+    was read before its run record was in it, so a log without one is read again for up
+    to ``wait_s`` seconds."""
+    import time
+
     (log,) = Path(run_dir).glob("run-*.wandb")
+    deadline = time.monotonic() + wait_s
+    found = records(log)
+    while not any(r.WhichOneof("record_type") == "run" for r in found) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        found = records(log)
     run: Dict[str, Any] = {"config": {}, "history": [], "summary": {}}
-    for record in records(log):
+    for record in found:
         kind = record.WhichOneof("record_type")
         if kind == "run":
             run.update(id=record.run.run_id, name=record.run.display_name, group=record.run.run_group, job_type=record.run.job_type)

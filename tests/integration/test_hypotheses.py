@@ -2,11 +2,12 @@
 checkpointing (full, selective; with Dropout), a meta-device init, CPU offload, an int
 reshard_after_forward, compile, an lr schedule, frozen and tied parameters, on FSDP2 and on
 MindSpore. Each applied to both copies alike: a correct feature changes nothing, so every
-job passes bit for bit. One multirun per group of factors, shared by the tests."""
+job passes bit for bit. One multirun of every torch case (the product's fast path: shared
+launches), asserted by the tests, and one on MindSpore."""
 
 import pytest
 
-from tests.conftest import multirun_jobs
+from tests.conftest import case_jobs, multirun_jobs
 
 pytestmark = pytest.mark.slow
 
@@ -22,15 +23,35 @@ def _bit_for_bit(job):
     assert job["losses"]["standalone"] == job["losses"]["distributed"], job["overrides"]
 
 
+AC = {f"ac_{mode}_{model}": [f"activation_checkpoint.mode={mode}", f"model={model}", "steps=6"]
+      for mode in ("none", "full", "selective") for model in ("mlp", "transformer")}
+RECOMPUTE = {f"recompute_dropout_{wrap}": [DROPOUT, "activation_checkpoint.mode=full",
+                                           "activation_checkpoint.preserve_rng_state=true", f"wrap={wrap}", "steps=8"]
+             for wrap in ("root", "per_layer")}
+DP4 = {f"dp4_{init}_{offload}": ["mesh=dp4", f"model.init={init}", f"offload_policy={offload}",
+                                 "reshard_after_forward=2", "steps=5"]
+       for init in ("eager", "meta") for offload in ("none", "cpu")}
+COMPILE = {f"compile_{on}": ["model=transformer", f"compile.enabled={on}", "compile.backend=aot_eager",
+                             "train.lr_scheduler=cosine", "train.warmup_steps=2", "model.frozen=[layers.0.*]",
+                             "model.tie=[[embed.weight,head.weight]]", "steps=5"]
+           for on in ("false", "true")}
+
+
 @pytest.fixture(scope="module")
-def checkpointed(tmp_path_factory):
-    return _multirun(tmp_path_factory.mktemp("ac"), "activation_checkpoint.mode=none,full,selective",
-                     "model=mlp,transformer", "steps=6")
+def cases(tmp_path_factory):
+    """Every torch case of this module in one multirun (shared launches), by case name."""
+    found, _ = case_jobs(tmp_path_factory.mktemp("hypotheses"), AC | RECOMPUTE | DP4 | COMPILE, exit_codes=(0,))
+    return {name: record for name, (record, _) in found.items()}
 
 
-def test_activation_checkpointing_changes_nothing_and_says_what_it_wrapped(checkpointed):
+def _of(cases, group):
+    return [cases[name] for name in group]
+
+
+def test_activation_checkpointing_changes_nothing_and_says_what_it_wrapped(cases):
+    checkpointed = _of(cases, AC)
     assert len(checkpointed) == 6
-    for job in checkpointed.values():
+    for job in checkpointed:
         _bit_for_bit(job)
         applied = job["features"]["activation_checkpoint"]
         mode = job["config"]["activation_checkpoint"]["mode"]
@@ -40,39 +61,34 @@ def test_activation_checkpointing_changes_nothing_and_says_what_it_wrapped(check
         assert applied["wrapped"] == want, (mode, model, applied)
     # the same losses whatever the mode: recompute is exact
     by_model = {}
-    for job in checkpointed.values():
+    for job in checkpointed:
         by_model.setdefault(job["config"]["model"]["name"], []).append(job["losses"]["distributed"])
     assert all(all(seq == runs[0] for seq in runs) for runs in by_model.values())
 
 
-def test_a_recompute_replays_the_forwards_dropout_masks_in_both_copies(tmp_path):
-    jobs = _multirun(tmp_path, DROPOUT, "activation_checkpoint.mode=full",
-                     "activation_checkpoint.preserve_rng_state=true", "wrap=root,per_layer", "steps=8")
-    for job in jobs.values():
+def test_a_recompute_replays_the_forwards_dropout_masks_in_both_copies(cases):
+    for job in _of(cases, RECOMPUTE):
         _bit_for_bit(job)
         assert job["random_draws"] is True and job["features"]["activation_checkpoint"]["wrapped"]
 
 
-def test_meta_init_cpu_offload_and_an_int_reshard_on_dp4(tmp_path):
-    jobs = _multirun(tmp_path, "mesh=dp4", "model.init=eager,meta", "offload_policy=none,cpu",
-                     "reshard_after_forward=2", "steps=5")
+def test_meta_init_cpu_offload_and_an_int_reshard_on_dp4(cases):
+    jobs = _of(cases, DP4)
     assert len(jobs) == 4
-    for job in jobs.values():
+    for job in jobs:
         _bit_for_bit(job)
         assert job["collectives"]["notes"] == [], job["collectives"]  # gathers over groups of 2 are expected
-    meta = [j for j in jobs.values() if j["config"]["model"]["init"] == "meta"]
-    eager = [j for j in jobs.values() if j["config"]["model"]["init"] == "eager"]
+    meta = [j for j in jobs if j["config"]["model"]["init"] == "meta"]
+    eager = [j for j in jobs if j["config"]["model"]["init"] == "eager"]
     assert all(j["features"]["init"] == "meta" for j in meta)
     # a meta init draws its initial weights on the shards: not the eager ones, and both copies start from them
     assert meta[0]["losses"]["standalone"][0] != eager[0]["losses"]["standalone"][0]
 
 
-def test_compile_a_cosine_schedule_frozen_and_tied_parameters(tmp_path):
-    jobs = _multirun(tmp_path, "model=transformer", "compile=false,true", "compile.backend=aot_eager",
-                     "train.lr_scheduler=cosine", "train.warmup_steps=2", "model.frozen=[layers.0.*]",
-                     "model.tie=[[embed.weight,head.weight]]", "steps=5")
-    assert [j["config"]["compile"]["enabled"] for j in jobs.values()] == [False, True]
-    for job in jobs.values():
+def test_compile_a_cosine_schedule_frozen_and_tied_parameters(cases):
+    jobs = _of(cases, COMPILE)
+    assert [j["config"]["compile"]["enabled"] for j in jobs] == [False, True]
+    for job in jobs:
         _bit_for_bit(job)
         features = job["features"]
         assert features["tied"] == [["embed.weight", "head.weight"]]
