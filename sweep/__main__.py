@@ -31,13 +31,13 @@ def main(cfg: DictConfig) -> dict:
     label = f"#{hc.job.num} " if hc.mode == RunMode.MULTIRUN else ""
     sweep_dir = hc.sweep.dir if hc.mode == RunMode.MULTIRUN else None
     single = hc.mode == RunMode.RUN
+    # Shared launches: a multirun's jobs, where they run one after another in this process;
+    # a single run's job and its tracing rerun, under the run's own dir.
+    pools_dir = hc.runtime.output_dir if single else sweep_dir if pool.runs_jobs_in_process(hc.launcher) else None
     record = job.run(
         # (unresolved: an override's own ${...}, e.g. in runner.command, stays as typed)
         cfg, hc.runtime.output_dir, overrides=list(OmegaConf.to_container(hc.overrides.task, resolve=False)),
-        sweep_dir=sweep_dir,
-        # a single run shares one launch between the job and its tracing rerun, under its own dir
-        share_launches=single or pool.runs_jobs_in_process(hc.launcher),
-        pools_dir=hc.runtime.output_dir if single else None,
+        sweep_dir=sweep_dir, pools_dir=pools_dir,
     )
     if single:
         pool.close_all()  # its launch ends with the job (a multirun's at the end of the sweep)

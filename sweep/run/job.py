@@ -75,16 +75,16 @@ def _read_ranks(job_dir: Path, world: int) -> List[Optional[RankResult]]:
 
 def run(
     cfg: DictConfig, job_dir: Path | str, overrides: Optional[List[str]] = None, sweep_dir: Path | str | None = None,
-    share_launches: bool = True, pools_dir: Path | str | None = None,
+    pools_dir: Path | str | None = None,
 ) -> JobRecord:
     """Run one job and write ``JOB_DIR/result.json``; returns the same record.
 
     ``sweep_dir`` (a multirun's dir) enables, per ``execution.reuse_baselines``, taking
     the standalone sequence from the sweep's cache (``sweep.run.baseline``). With
-    ``share_launches`` (jobs run one after another in this process) and
-    ``execution.reuse_processes``, the ranks run in a shared launch (``sweep.run.pool``)
-    under ``pools_dir/.pools/`` (default ``sweep_dir``; a single run passes its own dir, so
-    that the job and its tracing rerun share one launch), else in a launch of their own.
+    ``pools_dir`` and ``execution.reuse_processes``, the ranks run in a shared launch
+    (``sweep.run.pool``) under ``pools_dir/.pools/``: a multirun's dir when its jobs run one
+    after another in this process, a single run's own dir (the job and its tracing rerun
+    share one launch). Without it, each launch is its own.
     """
     job_dir = Path(job_dir)
     normalize(cfg)
@@ -100,9 +100,8 @@ def run(
         started=datetime.now(timezone.utc).isoformat(),
     )
     try:
-        pools = pools_dir if pools_dir is not None else sweep_dir
         _run(cfg, job_dir, record, Path(sweep_dir).resolve() if sweep_dir else None,
-             Path(pools).resolve() if pools and share_launches else None)
+             Path(pools_dir).resolve() if pools_dir else None)
     except KeyboardInterrupt:
         record.status, record.reason = "error", "interrupted (Ctrl-C)"
         _finish(job_dir, record, t0)

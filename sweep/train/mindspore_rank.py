@@ -234,7 +234,7 @@ def init_rank(cfg: Any, distributed: bool = True) -> RankContext:
     from mindspore.communication import get_group_size, get_rank, init
 
     ms.set_context(mode=ms.PYNATIVE_MODE, device_target=cfg.framework.device_map[cfg.device])
-    if str(cfg.device) == "cpu":
+    if as_str(cfg.device) == "cpu":
         cpu_threads(int(cfg.execution.omp_num_threads))
     if cfg.deterministic:
         ms.set_deterministic(True)
@@ -248,9 +248,10 @@ def cpu_threads(n: int) -> None:
     """Run MindSpore's CPU kernels on ``n`` threads (``execution.omp_num_threads``, the
     number a torch rank gets through ``OMP_NUM_THREADS``, which MindSpore's own thread pool
     does not read): ``mindspore.device_context.cpu.op_tuning.threads_num`` where this
-    MindSpore has it (2.10 does), else the older ``set_context(runtime_num_threads=n)``. With its default pool, 4
-    workers on 2 cores wait on each other's threads: 200 steps of experiment=seed_issue
-    took 23 s here, 17 s with one thread each, with the same losses bit for bit."""
+    MindSpore has it (2.10 does), else the older ``set_context(runtime_num_threads=n)``.
+    With its default pool, 4 workers on 2 cores wait on each other's threads: 200 steps of
+    experiment=seed_issue took 23 s here, 17 s with one thread each, with the same losses
+    bit for bit."""
     import mindspore as ms
 
     try:
