@@ -14,13 +14,13 @@ there and what it may import (``tests/unit/test_layout.py`` holds the rules):
 - ``sweep.launch``: processes: supervising a launch, the fork server, multi-node topology;
 - ``sweep.frameworks``: what the core knows of PyTorch and MindSpore (launchers, checks);
 - ``sweep.analysis``: pure numerics: comparison, first tensor, onset, attribution, isolation;
-- ``sweep.report``: the report's files, plots, JUnit, sweep against sweep, DataFrames;
+- ``sweep.report``: the report's files, plots, JUnit, sweep against sweep, DataFrames, golden baselines;
 - ``sweep.trackers``: experiment trackers (the ``logger`` group);
 - ``sweep.run``: one Hydra job and a multirun's fast path, callbacks, resume;
 
 and at the top the contracts every wing shares: ``records`` (rank and job records),
-``layout`` (where each file of a job, pool and sweep dir lives), ``errors``, ``io``,
-``lossfile`` (the losses a ``runner=command`` script writes) and ``golden`` (golden baselines).
+``layout`` (where each file of a job, pool and sweep dir lives), ``errors``, ``io`` and
+``lossfile`` (the losses a ``runner=command`` script writes).
 
 Public API: :func:`load`, :func:`load_steps` and :func:`load_trace` (``sweep.report.frame``,
 imported on first use so that ``import sweep`` imports neither pandas nor the report code),

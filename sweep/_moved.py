@@ -43,6 +43,7 @@ MOVED = {
     "sweep.frame": "sweep.report.frame",
     "sweep.isolate_report": "sweep.report.isolate_report",
     "sweep.html_report": "sweep.report.html",
+    "sweep.golden": "sweep.report.golden",
 }
 
 

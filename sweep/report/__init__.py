@@ -1,5 +1,5 @@
-"""The report wing: what a person or a tool reads: the summary files and terminal table, plots, HTML, JUnit, sweep against sweep, isolation's report, DataFrames.
+"""The report wing: what a person or a tool reads: the summary files and terminal table, plots, HTML, JUnit, sweep against sweep, isolation's report, DataFrames, golden baseline files.
 
 May import: ``sweep.analysis``, ``sweep.config`` and the contracts; nothing that launches or trains.
-Modules: ``summary`` (``python -m sweep.report``), ``plots``, ``html``, ``junit``, ``against``, ``isolate_report``, ``frame`` (``sweep.load``, ``sweep.load_steps``).
+Modules: ``summary`` (``python -m sweep.report``), ``plots``, ``html``, ``junit``, ``against``, ``isolate_report``, ``frame`` (``sweep.load``, ``sweep.load_steps``), ``golden`` (golden baseline files: ``--export-golden`` writes one, ``baseline.file`` reads one).
 """

@@ -708,8 +708,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _export_golden(directory: Path, job: Optional[int], path: Path) -> int:
     """``--export-golden``: exit 0 written, 2 no such job or nothing to export (one line)."""
-    from sweep import golden
     from sweep.errors import RecordError
+    from sweep.report import golden
 
     job_dir = directory
     if not JobDir(directory).result.exists():

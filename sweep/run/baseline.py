@@ -14,7 +14,7 @@ whose standalone copy shares storage with the distributed one
 tested (training one copy moves the other).
 
 Entries live in ``SWEEP_DIR/.baselines/<key>.json``: ``{"key_fields", "standalone",
-"job_dir", "dtypes_observed"}``. A golden file (``baseline.file``, ``sweep.golden``) is a
+"job_dir", "dtypes_observed"}``. A golden file (``baseline.file``, ``sweep.report.golden``) is a
 baseline from outside the sweep: :func:`from_file` checks it against the job.
 """
 
@@ -94,7 +94,7 @@ _ABSENT = "(absent)"
 
 
 def from_file(config: Dict[str, Any], path: str) -> Dict[str, Any]:
-    """The standalone sequence of the golden file ``path`` (``sweep.golden``) for the job
+    """The standalone sequence of the golden file ``path`` (``sweep.report.golden``) for the job
     of ``config`` (resolved, plain), as a baseline entry (``{"standalone", "job_dir",
     "dtypes_observed", "source": "file", "file", "versions"}``).
 
@@ -103,8 +103,8 @@ def from_file(config: Dict[str, Any], path: str) -> Dict[str, Any]:
             ``steps``; its config differs in a key of :func:`golden_keys` (each named with
             both values).
     """
-    from sweep import golden
     from sweep.errors import ConfigError, RecordError
+    from sweep.report import golden
 
     file = Path(path).expanduser().resolve()
     try:
