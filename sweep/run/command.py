@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -93,27 +94,19 @@ def job_env(config: Dict[str, Any], run_dir: Path, loss_file: Path, copy: str) -
     return env
 
 
-class _Run:
-    """One run of a command into ``run_dir``: its outcome and the loss entries it reported."""
+@dataclass
+class RunResult:
+    """What one run of a command (:func:`run_once`) left: its launch, its outcome, its log
+    and the loss entries it reported (or why none could be read)."""
 
-    def __init__(self, cfg: DictConfig, config: Dict[str, Any], run_dir: Path, command: str, copy: str,
-                 limit: float) -> None:
-        self.log = JobDir(run_dir).logs / (BASELINE_LOG if copy == "standalone" else COMMAND_LOG)
-        self.loss_file = run_dir / (BASELINE_LOSS_FILE if copy == "standalone" else LOSS_FILE)
-        for stale in (self.log, self.loss_file):
-            stale.unlink(missing_ok=True)
-        spec = supervise.LaunchSpec(argv=["/bin/sh", "-c", command], env=job_env(config, run_dir, self.loss_file, copy),
-                                    log_path=self.log, timeout_s=limit, safe_path=False,
-                                    cwd=str(cfg.runner.cwd) if cfg.runner.cwd else None)
-        self.spec, self.limit = spec, limit
-        self.outcome = supervise.run(spec)
-        self.entries: List[Dict[str, Any]] = []
-        self.error: Optional[str] = None
-        self.source: Optional[Any] = None
-        try:
-            self.entries, self.source = entries(run_dir, self.loss_file, self.log, cfg.runner.parse)
-        except LossError as exc:
-            self.error = str(exc)
+    log: Path
+    loss_file: Path
+    spec: supervise.LaunchSpec
+    limit: float  # its time limit, s
+    outcome: supervise.LaunchOutcome
+    entries: List[Dict[str, Any]] = field(default_factory=list)
+    error: Optional[str] = None  # the entries could not be read: why
+    source: Optional[Any] = None  # where the entries came from (loss_lines.entries)
 
     def failure(self, what: str) -> Tuple[str, str]:
         """``(status, reason)`` of a run that gave no usable losses (``what``: why not)."""
@@ -147,15 +140,36 @@ class _Run:
                             f"{self.log.relative_to(self.log.parent.parent)}") from None
 
 
+def run_once(cfg: DictConfig, config: Dict[str, Any], run_dir: Path, command: str, copy: str,
+             limit: float) -> RunResult:
+    """Run ``command`` once into ``run_dir`` (``copy``: ``standalone`` for the baseline
+    command, its own log and loss file; ``distributed`` for the command) and read the loss
+    entries it reported."""
+    log = JobDir(run_dir).logs / (BASELINE_LOG if copy == "standalone" else COMMAND_LOG)
+    loss_file = run_dir / (BASELINE_LOSS_FILE if copy == "standalone" else LOSS_FILE)
+    for stale in (log, loss_file):
+        stale.unlink(missing_ok=True)
+    spec = supervise.LaunchSpec(argv=["/bin/sh", "-c", command], env=job_env(config, run_dir, loss_file, copy),
+                                log_path=log, timeout_s=limit, safe_path=False,
+                                cwd=str(cfg.runner.cwd) if cfg.runner.cwd else None)
+    result = RunResult(log=log, loss_file=loss_file, spec=spec, limit=limit, outcome=supervise.run(spec))
+    try:
+        result.entries, result.source = entries(run_dir, loss_file, log, cfg.runner.parse)
+    except LossError as exc:
+        result.error = str(exc)
+    return result
+
+
 def _resolved(config: Dict[str, Any], key: str) -> str:
     return str(config["runner"][key])
 
 
 def _standalone(cfg: DictConfig, config: Dict[str, Any], run_dir: Path, record: JobRecord,
-                sweep_dir: Optional[Path], limit: float, use_cache: bool) -> Tuple[Optional[List[Any]], str]:
-    """The standalone sequence from outside the command, or ``(None, "")`` when the
-    command reports it itself; returns ``(losses, "")``, or ``(None, "STATUS: reason")`` when
-    the baseline command gave none (``error`` or ``timeout``).
+                sweep_dir: Optional[Path], limit: float, use_cache: bool
+                ) -> Tuple[Optional[List[Any]], Optional[Tuple[str, str]]]:
+    """The standalone sequence from outside the command, or ``(None, None)`` when the
+    command reports it itself; returns ``(losses, None)``, or ``(None, (status, reason))``
+    when the baseline command gave none (``error`` or ``timeout``).
 
     Raises:
         ConfigError: a golden file that does not match; a ``baseline_keys`` key the config lacks.
@@ -164,36 +178,37 @@ def _standalone(cfg: DictConfig, config: Dict[str, Any], run_dir: Path, record: 
         entry = baseline.from_file(config, str(cfg.baseline.file))
         record.baseline = {"source": "file", "file": entry["file"], "job_dir": entry["job_dir"],
                            "versions": entry["versions"]}
-        return entry["standalone"], ""
+        return entry["standalone"], None
     if not cfg.runner.baseline_command:
-        return None, ""
+        return None, None
     keys = list(cfg.runner.baseline_keys)
     try:
         fields = {"runner.baseline_command": _resolved(config, "baseline_command"), **select(config, keys),
                   "steps": config["steps"]}
     except (KeyError, TypeError):
         raise ConfigError(f"runner.baseline_keys={keys}: every key must be in the job config") from None
-    cached = baseline.lookup(sweep_dir, fields) if use_cache and sweep_dir and cfg.execution.reuse_baselines \
-        else None
+    # the sweep dir whose baseline cache this job reads and fills (none: it runs the baseline command)
+    cache_dir = sweep_dir if use_cache and cfg.execution.reuse_baselines else None
+    cached = baseline.lookup(cache_dir, fields) if cache_dir else None
     if cached:
         record.baseline = {"source": "cache", "job_dir": cached["job_dir"]}
-        return cached["standalone"], ""
+        return cached["standalone"], None
     began = time.perf_counter()
-    run = _Run(cfg, config, run_dir, _resolved(config, "baseline_command"), "standalone", limit)
+    run = run_once(cfg, config, run_dir, _resolved(config, "baseline_command"), "standalone", limit)
     record.timings_s["standalone_launch"] = time.perf_counter() - began
     try:
         seq = run.sequences(cfg, "standalone")
     except LossError as exc:
         status, reason = run.failure(str(exc))
-        return None, f"{status}: runner.baseline_command: {reason}"
+        return None, (status, f"runner.baseline_command: {reason}")
     standalone = seq[min(seq)]
-    if use_cache and sweep_dir and cfg.execution.reuse_baselines:
-        baseline.store(sweep_dir, fields, standalone, run_dir)
+    if cache_dir:
+        baseline.store(cache_dir, fields, standalone, run_dir)
     record.baseline = {"source": "baseline_command", "log": str(run.log)}
-    return standalone, ""
+    return standalone, None
 
 
-def _ranks(cfg: DictConfig, run: _Run, world: int, standalone: Optional[List[Any]]
+def _ranks(cfg: DictConfig, run: RunResult, world: int, standalone: Optional[List[Any]]
            ) -> Tuple[List[RankResult], List[Any], List[str]]:
     """Every reported rank as a ``RankResult``, the standalone sequence they are judged
     against (the lowest rank's, when the command reports it) and notes.
@@ -224,11 +239,11 @@ def _again(cfg: DictConfig, config: Dict[str, Any], world: int, limit: float) ->
     def again(rep_dir: Path, scratch: JobRecord) -> Tuple[Optional[List[RankResult]], Optional[List[Any]],
                                                           Optional[str], str]:
         write_json(rep_dir / CONFIG_JSON, config)
-        standalone, why = _standalone(cfg, config, rep_dir, scratch, None, limit, use_cache=False)
-        if why:
-            status, _, reason = why.partition(": ")
+        standalone, failed = _standalone(cfg, config, rep_dir, scratch, None, limit, use_cache=False)
+        if failed:
+            status, reason = failed
             return None, None, status, reason
-        run = _Run(cfg, config, rep_dir, _resolved(config, "command"), "distributed", limit)
+        run = run_once(cfg, config, rep_dir, _resolved(config, "command"), "distributed", limit)
         try:
             ranks, standalone, _ = _ranks(cfg, run, world, standalone)
         except LossError as exc:
@@ -270,12 +285,12 @@ def run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[P
     limit = failures.timeout_s(cfg)
     record.engine = {"runner": "command", "command": _resolved(config, "command"), "cwd": str(cfg.runner.cwd or
                                                                                                os.getcwd())}
-    standalone, why = _standalone(cfg, config, job_dir, record, sweep_dir, limit, use_cache=True)
-    if why:
-        record.status, _, record.reason = why.partition(": ")
+    standalone, failed = _standalone(cfg, config, job_dir, record, sweep_dir, limit, use_cache=True)
+    if failed:
+        record.status, record.reason = failed
         record.log_tails = failures.log_tails(job_dir)
         return
-    run_ = _Run(cfg, config, job_dir, _resolved(config, "command"), "distributed", limit)
+    run_ = run_once(cfg, config, job_dir, _resolved(config, "command"), "distributed", limit)
     outcome = run_.outcome
     record.launch = {"kill_tag": run_.spec.kill_tag, "argv": run_.spec.argv, "returncode": outcome.returncode,
                      "timed_out": outcome.timed_out, "killed": outcome.killed, "timeout_s": limit,

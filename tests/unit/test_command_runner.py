@@ -187,11 +187,10 @@ def test_a_golden_file_is_refused_naming_what_differs_and_taken_where_only_the_m
 def test_a_crash_is_named_by_its_exception_line_even_under_a_launchers_summary(tmp_path):
     from types import SimpleNamespace
 
-    from sweep.run.command import _Run
+    from sweep.run.command import RunResult
 
-    run = object.__new__(_Run)
-    run.log = tmp_path / "command.log"
-    run.outcome = SimpleNamespace(returncode=1, timed_out=False)
+    run = RunResult(log=tmp_path / "command.log", loss_file=tmp_path / "losses.jsonl", spec=None, limit=60.0,
+                    outcome=SimpleNamespace(returncode=1, timed_out=False))  # type: ignore[arg-type]
     run.log.write_text("$ /bin/sh -c torchrun ...\n[default1]:[rank1]: RuntimeError: planted crash in backward\n"
                        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n" + "=" * 60 + "\n"
                        + "\n".join(f"  summary line {i}" for i in range(20)) + "\n" + "=" * 60 + "\n")
@@ -199,3 +198,44 @@ def test_a_crash_is_named_by_its_exception_line_even_under_a_launchers_summary(t
                           "crash in backward"
     run.log.write_text("$ /bin/sh -c python x.py\nNPU driver mismatch\n")  # SystemExit("..."): no exception line
     assert run.crash() == "the command exited with code 1; command.log ends: NPU driver mismatch"
+
+
+def test_the_baseline_command_runs_unless_the_sweeps_cache_holds_it_and_a_failure_is_a_status_and_reason(
+        compose_cfg, tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from sweep.config.schema import to_container
+    from sweep.records import JobRecord
+    from sweep.run import command
+
+    ran = []
+
+    def run_once(cfg, config, run_dir, cmd, copy, limit):  # what a baseline command reporting 2 steps leaves
+        ran.append(cmd)
+        found = [{"copy": "standalone", "step": s, "loss": 1.0 - s / 10, "rank": None} for s in range(2)]
+        return command.RunResult(log=tmp_path / "b.log", loss_file=tmp_path / "b.jsonl", spec=None, limit=limit,
+                                 outcome=SimpleNamespace(returncode=0, timed_out=False), entries=found)
+
+    monkeypatch.setattr(command, "run_once", run_once)
+    cfg = compose_cfg(["runner=command", "runner.command=true", "runner.baseline_command=echo base", "steps=2"])
+    config, sweep_dir = to_container(cfg), tmp_path / "sweep"
+
+    def standalone(use_cache=True, sweep=sweep_dir, c=cfg):
+        record = JobRecord(config=config, overrides=[])
+        got = command._standalone(c, config, tmp_path, record, sweep, 60.0, use_cache=use_cache)
+        return got, record.baseline["source"]
+
+    assert standalone() == (([1.0, 0.9], None), "baseline_command") and len(ran) == 1  # run, stored
+    assert standalone() == (([1.0, 0.9], None), "cache") and len(ran) == 1              # read from the cache
+    assert standalone(use_cache=False)[1] == "baseline_command" and len(ran) == 2       # a repeat: never cached
+    assert standalone(sweep=None)[1] == "baseline_command" and len(ran) == 3            # no sweep dir
+    no_reuse = compose_cfg(["runner=command", "runner.command=true", "runner.baseline_command=echo base", "steps=2",
+                            "execution.reuse_baselines=false"])
+    assert standalone(c=no_reuse)[1] == "baseline_command" and len(ran) == 4
+
+    monkeypatch.setattr(command, "run_once", lambda *a: command.RunResult(
+        log=tmp_path / "b.log", loss_file=tmp_path / "b.jsonl", spec=None, limit=9.0, error="no losses",
+        outcome=SimpleNamespace(returncode=0, timed_out=False, killed=0)))
+    record = JobRecord(config=config, overrides=[])
+    assert command._standalone(cfg, config, tmp_path, record, None, 9.0, use_cache=False) == \
+        (None, ("error", "runner.baseline_command: no losses"))
