@@ -7,17 +7,18 @@ Started by msrun (which also runs this file in its scheduler process up to
 net, copy the distributed net's initial weights into the standalone one
 (``weights.transfer``; the report shares storage), parallelise, build the optimizers
 (standalone first), train in ``order`` (the report: standalone first), each copy
-after ``set_seed(seed)`` again (:func:`in_own_stream`: both draw alike). A step is
-``value_and_grad(forward_fn, None, optimizer.parameters)`` then ``optimizer(grads)``.
+after ``set_seed(seed)`` again (:func:`in_own_stream`: both draw alike). The step is
+``sweep.train.mindspore_step.train``: ``value_and_grad(forward_fn, None,
+optimizer.parameters)`` then ``optimizer(grads)``, its observers called at the
+protocol's points (``sweep.train.observers``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -27,14 +28,12 @@ from sweep.engines import load_engine
 from sweep.engines.base import StandaloneMindSpore
 from sweep.layout import JobDir
 from sweep.records import RankResult
+from sweep.train import phase_order, rank_samples, train_phases, write_rank_result
+from sweep.train.mindspore_step import train
+from sweep.train.observers import Copy, Observer
+from sweep.train.observers.dtypes import MindSporeDtypes
+from sweep.train.observers.tensor_trace import MindSporeTensorTrace
 from sweep.train.schedules import lr_values
-from sweep.train import (
-    micro_batches,
-    phase_order,
-    rank_samples,
-    train_phases,
-    write_rank_result,
-)
 
 
 def build_optimizer(opt_cfg: Any, params: Any, lr: Optional[List[float]] = None) -> Any:
@@ -97,106 +96,17 @@ def local_params(net: Any) -> List[np.ndarray]:
     return [p.asnumpy().copy() for p in net.trainable_params()]
 
 
-def _weights(optimizer: Any) -> Dict[str, np.ndarray]:
-    """The optimizer's parameters by name, as float32 numpy arrays (a trace's weights)."""
-    return {p.name: p.asnumpy().astype(np.float32) for p in optimizer.parameters}
-
-
-def train(
-    net: Any,
-    optimizer: Any,
-    samples: List[Any],
-    engine: Any,
-    train_cfg: Any,
-    *,
-    grad_api: str = "value_and_grad",
-    zero_grad: bool = False,
-    observed: Optional[Dict[str, str]] = None,
-    trace: Optional[List[Dict[str, Dict[str, np.ndarray]]]] = None,
-    trace_until: int = -1,
-    weights_until: int = -1,
-) -> List[float]:
-    """The report's ``train_step`` over ``samples``, with the ``train`` section's step
-    (as ``sweep.train.torch_step``): per micro-batch (``grad_accum_steps`` equal row
-    slices) ``value_and_grad`` of ``MSE / grad_accum_steps`` w.r.t.
-    ``optimizer.parameters``, the gradients summed; then ``engine.reduce_grads`` (the
-    data-parallel all-reduce: once per step, so the inner micro-steps never sync),
-    ``engine.clip_grad_norm`` if ``clip_grad_norm`` is set, ``engine.optimizer_step``;
-    with ``zero_grad`` also ``net.zero_grad()`` where the net has one (hyper-parallel's
-    ``fully_shard`` adds it; a plain Cell's functional gradients need no clearing).
-
-    ``observed`` (a dict) receives at step 0 the dtypes that ran: ``param_forward``
-    (``layer0.weight`` during forward), ``output``, ``reduce`` (the gradient reduction's,
-    from ``engine.observe_reduce``), ``grad`` (first gradient), ``master``
-    (the stored parameter after the step) and ``optimizer_state`` (Adam's ``moment1``,
-    SGD's ``moments``; none for plain SGD).
-
-    If ``trace`` is a list, each step up to ``max(trace_until, weights_until)`` appends
-    ``{"grad": ..., "weight": ...}``: this rank's gradients after the engine's reduction
-    (up to ``trace_until`` only) and its weights after the step (step 0's entry also
-    ``"initial"``, the weights before it), by parameter name, as float numpy arrays (a
-    sharding engine's local shards; ``sweep.analysis.trace.to_shards`` matches them to the standalone tensors).
-
-    Raises:
-        NotImplementedError: ``grad_api="backward"`` on a MindSpore without ``Tensor.backward``.
-    """
-    import mindspore as ms
-    from mindspore import Tensor, nn
-
-    if grad_api != "value_and_grad":
-        if not hasattr(Tensor, "backward"):
-            raise NotImplementedError(
-                f"framework.grad_api={grad_api}: MindSpore {ms.__version__} has no Tensor.backward; "
-                "use framework.grad_api=value_and_grad"
-            )
-        raise NotImplementedError(f"framework.grad_api={grad_api} is not wired for MindSpore yet")
-    loss_fn = nn.MSELoss()
-    accum = int(train_cfg.grad_accum_steps)
-    clip = train_cfg.clip_grad_norm
-
-    def forward_fn(inputs: Any, labels: Any) -> Any:
-        out = net(inputs)
-        if observed is not None and "output" not in observed:
-            first = next(p for p in net.trainable_params() if p.name.endswith("weight"))
-            observed["param_forward"] = str(first.dtype).lower()
-            observed["output"] = str(out.dtype).lower()
-        loss = loss_fn(out, labels)
-        return loss if accum == 1 else loss / accum
-
-    net.set_train(True)  # a Cell starts in inference mode (BatchNorm would use its running statistics)
-    grad_fn = ms.value_and_grad(forward_fn, None, optimizer.parameters)
-    clear = getattr(net, "zero_grad", None) if zero_grad else None
-    param_names = [p.name for p in optimizer.parameters]
-    losses = []
-    for i, (x, y) in enumerate(samples):
-        traced = trace is not None and i <= max(trace_until, weights_until)
-        if traced:
-            trace.append({"initial": _weights(optimizer)} if i == 0 else {})
-        step_loss, grads = 0.0, None
-        watch = engine.observe_reduce(observed) if observed is not None and i == 0 else contextlib.nullcontext()
-        with watch:
-            for xm, ym in micro_batches(x, y, accum):
-                loss, micro = grad_fn(Tensor(xm), Tensor(ym))
-                grads = micro if grads is None else tuple(g + m for g, m in zip(grads, micro))
-                step_loss += float(loss.asnumpy())
-            if observed is not None and "grad" not in observed:
-                observed["grad"] = str(grads[0].dtype).lower()
-            grads = engine.reduce_grads(optimizer, grads)
-        if traced and i <= trace_until:
-            trace[-1]["grad"] = {n: g.asnumpy().astype(np.float32) for n, g in zip(param_names, grads)}
-        if clip is not None:
-            grads = engine.clip_grad_norm(grads, float(clip))
-        engine.optimizer_step(optimizer, grads)
-        if traced:
-            trace[-1]["weight"] = _weights(optimizer)
-        if observed is not None and "master" not in observed:
-            observed["master"] = str(net.trainable_params()[0].dtype).lower()
-            moments = getattr(optimizer, "moment1", None) or getattr(optimizer, "moments", None)
-            observed["optimizer_state"] = str(moments[0].dtype).lower() if moments else None
-        if clear is not None:
-            clear()
-        losses.append(step_loss)
-    return losses
+def copy_observers(cfg: Any, name: str) -> Dict[str, Observer]:
+    """The observers of one copy's training (``sweep.train.observers``), by role: the dtypes
+    that ran (the distributed copy), and the tensor trace of a tracing rerun
+    (``compare.trace_until`` set)."""
+    until = cfg.compare.get("trace_until")
+    found: Dict[str, Observer] = {}
+    if name == "distributed":
+        found["dtypes"] = MindSporeDtypes()
+    if until is not None:
+        found["trace"] = MindSporeTensorTrace(until, max(until, int(cfg.compare.get("onset_until") or -1)))
+    return found
 
 
 def in_own_stream(seed: int, fn: Any) -> Any:
@@ -322,6 +232,33 @@ def prepare_cells(cfg: Any, net: Any) -> Dict[str, Any]:
     return {"tied": [], "frozen": frozen, "activation_checkpoint": ac}
 
 
+def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str]) -> Tuple[Copy, Copy, Dict[str, Any]]:
+    """Both copies of the job's net on this rank, in the report's order (module docstring):
+    built, the initial weights transferred (``weights.transfer``), prepared alike
+    (:func:`prepare_cells`), the distributed one parallelised if it trains here, each with
+    its optimizer (a ``train.lr_scheduler``'s per-step list as MindSpore's dynamic lr).
+    Returns ``(standalone, distributed, applied)``: ``applied`` is the features record."""
+    standalone = models.build(cfg, "mindspore")
+    distributed = models.build(cfg, "mindspore")
+    ckpt = JobDir(job_dir).checkpoint("standalone" if not ctx.distributed else f"rank_{ctx.rank}", ".ckpt")
+    copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
+    applied = prepare_cells(cfg, standalone)
+    prepare_cells(cfg, distributed)
+    engine = load_engine(cfg, "mindspore", device=cfg.device, world_size=ctx.world)
+    alone = StandaloneMindSpore(cfg, device=cfg.device, world_size=1)
+    if "distributed" in names:
+        distributed = engine.parallelize(distributed)
+    lr = lr_values(cfg) if as_str(cfg.train.lr_scheduler) != "none" else None  # the per-step list MindSpore takes
+    opt_standalone = build_optimizer(cfg.optimizer, standalone.trainable_params(), lr)
+    opt_distributed = build_optimizer(cfg.optimizer, distributed.trainable_params(), lr)
+    applied = dict(applied, activation_offload=False, compile=None, init="eager",
+                   lr_scheduler=as_str(cfg.train.lr_scheduler), lr={"schedule": lr} if lr else None)
+    grad_api = cfg.framework.grad_api
+    return (Copy(model=standalone, engine=alone, optimizer=opt_standalone, clear_grads=False, grad_api=grad_api),
+            Copy(model=distributed, engine=engine, optimizer=opt_distributed, clear_grads=bool(cfg.zero_grad),
+                 grad_api=grad_api), applied)
+
+
 def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both") -> None:
     """Train this process's copies for one job and write its result file (see
     ``sweep.train``); seeds are (re)set here, so a reused process gives the same losses."""
@@ -330,61 +267,40 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
 
     ms.set_seed(cfg.seed)
     np.random.seed(cfg.seed)
-    rank, world, distributed_phase = ctx.rank, ctx.world, ctx.distributed
+    rank, world = ctx.rank, ctx.world
     job_dir = Path(job_dir)
-    standalone = models.build(cfg, "mindspore")
-    distributed = models.build(cfg, "mindspore")
-    ckpt = JobDir(job_dir).checkpoint("standalone" if not distributed_phase else f"rank_{rank}", ".ckpt")
-    copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
-    applied = prepare_cells(cfg, standalone)
-    prepare_cells(cfg, distributed)
     names = phase_order(cfg.order, phase, job_dir)
-    engine = load_engine(cfg, "mindspore", device=cfg.device, world_size=world)
-    alone = StandaloneMindSpore(cfg, device=cfg.device, world_size=1)
-    if "distributed" in names:
-        distributed = engine.parallelize(distributed)
+    standalone, distributed, applied = build_copies(cfg, job_dir, ctx, names)
     global_np, local_np = rank_samples(cfg, rank)
-    lr = lr_values(cfg) if as_str(cfg.train.lr_scheduler) != "none" else None  # the per-step list MindSpore takes
-    opt_standalone = build_optimizer(cfg.optimizer, standalone.trainable_params(), lr)
-    opt_distributed = build_optimizer(cfg.optimizer, distributed.trainable_params(), lr)
-    zero_grad_effective = bool(cfg.zero_grad) and hasattr(distributed, "zero_grad")
+    copies, samples = {"standalone": standalone, "distributed": distributed}, {"standalone": global_np,
+                                                                               "distributed": local_np}
+    seen = {name: copy_observers(cfg, name) for name in names}
 
-    observed: Dict[str, str] = {}
-    until = cfg.compare.get("trace_until")
-    traces: Dict[str, list] = {"standalone": [], "distributed": []} if until is not None else {}
-    until_step = until if until is not None else -1
-    weights_step = max(until_step, int(cfg.compare.get("onset_until") or -1))  # weights only past until_step
-    def own_stream(fn: Any) -> Any:
-        return lambda: in_own_stream(int(cfg.seed), fn)
+    def runner(name: str) -> Any:
+        return lambda: in_own_stream(int(cfg.seed), lambda: train(copies[name], samples[name], cfg.train,
+                                                                  seen[name].values()))
 
     losses, moved, seconds = train_phases(
-        names,
-        train={
-            "standalone": own_stream(lambda: train(standalone, opt_standalone, global_np, alone, cfg.train,
-                                                   grad_api=cfg.framework.grad_api, trace=traces.get("standalone"),
-                                                   trace_until=until_step, weights_until=weights_step)),
-            "distributed": own_stream(lambda: train(distributed, opt_distributed, local_np, engine, cfg.train,
-                                                    grad_api=cfg.framework.grad_api, zero_grad=bool(cfg.zero_grad),
-                                                    observed=observed, trace=traces.get("distributed"),
-                                                    trace_until=until_step, weights_until=weights_step)),
-        },
-        snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
+        names, train={name: runner(name) for name in names},
+        snapshot={"standalone": lambda: local_params(standalone.model),
+                  "distributed": lambda: local_params(distributed.model)},
     )
+    engine = distributed.engine
     info = dict(engine.info()) if "distributed" in names else {}
     result = RankResult(
         rank=rank, world_size=world, framework="mindspore",
         versions={"mindspore": ms.__version__, **info.pop("versions", {})},
         standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
-        dtypes_observed=observed, zero_grad_effective=zero_grad_effective,
+        dtypes_observed=seen["distributed"]["dtypes"].observed if "distributed" in seen else {},
+        zero_grad_effective=bool(cfg.zero_grad) and hasattr(distributed.model, "zero_grad"),
         engine_notes=list(info.get("notes") or engine.notes), engine=info,
-        collectives=ledger_record(engine, rank, world) if "distributed" in names else None,
-        features=dict(applied, activation_offload=False, compile=None, init="eager",
-                      lr_scheduler=as_str(cfg.train.lr_scheduler), lr={"schedule": lr} if lr else None),
+        collectives=ledger_record(engine, rank, world) if "distributed" in names else None, features=applied,
     )
-    if traces.get("standalone") and traces.get("distributed"):
+    traces = {name: obs["trace"] for name, obs in seen.items() if "trace" in obs}
+    if len(traces) == 2 and traces["standalone"].entries and traces["distributed"].entries:
         from sweep.analysis.trace import locate, to_shards
 
-        result.first_tensor = locate(to_shards(traces["standalone"], traces["distributed"], rank),
-                                     traces["distributed"], float(cfg.compare.noise_floor), weights_step)
+        ours, theirs = traces["standalone"].entries, traces["distributed"].entries
+        result.first_tensor = locate(to_shards(ours, theirs, rank), theirs, float(cfg.compare.noise_floor),
+                                     traces["distributed"].last)
     write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
-

@@ -26,7 +26,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy as np
 
@@ -44,6 +44,16 @@ from sweep.train import (
     write_rank_result,
 )
 from sweep.train.copies import compile_model, features_record, prepare
+from sweep.train.observers import Copy, Observer
+from sweep.train.observers.dtypes import TorchDtypes
+from sweep.train.observers.ledger import CollectiveLedger
+from sweep.train.observers.lr_log import LearningRates
+from sweep.train.observers.module_trace import ModuleTrace
+from sweep.train.observers.offload import ActivationOffload
+from sweep.train.observers.optimizer_log import OptimizerLog
+from sweep.train.observers.random_draws import RandomDraws
+from sweep.train.observers.replicas import ReplicaDigests
+from sweep.train.observers.tensor_trace import TorchTensorTrace
 from sweep.train.schedules import torch_scheduler
 from sweep.train.torch_step import host_copy, named_state, record_tensors, shard_key, train
 
@@ -112,41 +122,14 @@ def local_params(model: Any) -> List[np.ndarray]:
     return [host_copy(t) for kind in ("weight", "buffer") for t in named_state(model, kind, gather=False).values()]
 
 
-def _rng_states(device: Any) -> List[Any]:
-    """The generator states a training step could advance: torch's CPU generator, the
-    accelerator's (``device``'s, unless CPU) and numpy's global one."""
-    import torch
-
-    states = [torch.get_rng_state()]
-    if device.type != "cpu":
-        states.append(getattr(torch, device.type).get_rng_state(device))
-    kind, keys, pos, gauss, cached = np.random.get_state()
-    return states + [np.asarray(keys).copy(), (kind, pos, gauss, cached)]
-
-
-def _same_states(a: List[Any], b: List[Any]) -> bool:
-    import torch
-
-    for x, y in zip(a, b):
-        if isinstance(x, torch.Tensor):
-            if not torch.equal(x, y):
-                return False
-        elif isinstance(x, np.ndarray):
-            if not np.array_equal(x, y):
-                return False
-        elif x != y:
-            return False
-    return True
-
-
 @contextlib.contextmanager
-def copy_random_stream(seed: int, device: Any, drew: Dict[str, bool], name: str) -> Iterator[None]:
+def copy_random_stream(seed: int, device: Any) -> Iterator[None]:
     """While entered, the random stream of one copy's training: torch's CPU generator and
     ``device``'s (``torch.random.fork_rng``: CUDA, NPU, ...), and numpy's global one, all
     seeded with ``seed``; on exit every generator is back where it was, so the other copy
     (and the next job in a reused process) starts from the same state whatever this one
-    drew. Sets ``drew[name]``: whether the training advanced any of them (the forward
-    draws random numbers: dropout)."""
+    drew. Whether the training drew (dropout) is the ``RandomDraws`` observer's
+    (``sweep.train.observers.random_draws``)."""
     import torch
 
     accelerator = device.type != "cpu"
@@ -156,9 +139,7 @@ def copy_random_stream(seed: int, device: Any, drew: Dict[str, bool], name: str)
         try:
             torch.manual_seed(seed)
             np.random.seed(seed)
-            before = _rng_states(device)
             yield
-            drew[name] = not _same_states(before, _rng_states(device))
         finally:
             np.random.set_state(numpy_state)
 
@@ -247,19 +228,16 @@ def close_rank(ctx: RankContext, exit_process: bool = True) -> None:
     os._exit(0)
 
 
-def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both") -> None:
-    """Train this process's copies for one job and write its result file (see
-    ``sweep.train``). Everything a job's numbers depend on is (re)set here, so a job
-    gives the same losses in a fresh process and in a reused one."""
+def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str]) -> Tuple[Copy, Copy, Dict[str, Any]]:
+    """Both copies of the job's model on this rank, in the report's order of RNG use
+    (module docstring): built, the initial weights transferred (``weights.transfer``),
+    prepared alike (``sweep.train.copies.prepare``), parallelised (the distributed copy
+    if it trains here; the standalone one per ``baseline.precision``), compiled, each with
+    its optimizer and lr scheduler. Returns ``(standalone, distributed, applied)``:
+    ``applied`` is what ``prepare`` did (``features_record``'s input)."""
     import torch
 
-    t0 = time.perf_counter()
-    job_dir = Path(job_dir)
-    rank, world, device = ctx.rank, ctx.world, ctx.device
-    torch.manual_seed(cfg.seed)
-    np.random.seed(cfg.seed)
-    if cfg.deterministic or torch.are_deterministic_algorithms_enabled():
-        torch.use_deterministic_algorithms(bool(cfg.deterministic))
+    device = ctx.device
     meta = as_str(cfg.model.init) == "meta"
     standalone = models.build(cfg, "torch").to(device)
     if meta:  # built without storage; sharded, then materialised (sweep.train.model_init)
@@ -267,13 +245,12 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
             distributed = models.build(cfg, "torch")
     else:
         distributed = models.build(cfg, "torch").to(device)
-    ckpt = JobDir(job_dir).checkpoint(f"rank_{rank}" if ctx.distributed else "standalone", ".pt")
+    ckpt = JobDir(job_dir).checkpoint(f"rank_{ctx.rank}" if ctx.distributed else "standalone", ".pt")
     if not meta:
         copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
     applied = prepare(cfg, standalone)
     prepare(cfg, distributed)
-    names = phase_order(cfg.order, phase, job_dir)
-    engine = load_engine(cfg, "torch", device=device, world_size=world)
+    engine = load_engine(cfg, "torch", device=device, world_size=ctx.world)
     alone = standalone_engine(cfg, ctx, "standalone" in names)
     if "distributed" in names:
         distributed = engine.parallelize(distributed)
@@ -284,98 +261,148 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         initial_weights(standalone, full_state(distributed), cfg.weights.transfer, ckpt)
     if "standalone" in names:
         standalone = alone.parallelize(standalone)
-    standalone, distributed = compile_model(cfg, standalone), compile_model(cfg, distributed)
-    opt_standalone = build_optimizer(cfg.optimizer, standalone.parameters())
-    opt_distributed = build_optimizer(cfg.optimizer, distributed.parameters())
-    sched_standalone, sched_distributed = torch_scheduler(opt_standalone, cfg), torch_scheduler(opt_distributed, cfg)
-    global_np, local_np = rank_samples(cfg, rank)
+    input_dtype = getattr(torch, as_str(cfg.model.init_dtype))
+    copies = []
+    for model, eng, clear in ((standalone, alone, True), (distributed, engine, bool(cfg.zero_grad))):
+        model = compile_model(cfg, model)
+        optimizer = build_optimizer(cfg.optimizer, model.parameters())
+        copies.append(Copy(model=model, engine=eng, optimizer=optimizer, scheduler=torch_scheduler(optimizer, cfg),
+                           clear_grads=clear, input_dtype=input_dtype))
+    return copies[0], copies[1], applied
 
-    def to_device(pairs: List[Any]) -> List[Any]:
-        return [(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)) for x, y in pairs]
 
-    observed: Dict[str, str] = {}
-    observed_standalone: Dict[str, str] = {}
+def copy_observers(cfg: Any, name: str, copy: Copy, device: Any) -> Dict[str, Observer]:
+    """The observers of one copy's training (``sweep.train.observers``), by role, in the
+    order the step calls them: random draws, the collective ledger (kept for the
+    distributed copy only, step 0 for the standalone one's dtypes), the dtypes, the tensor
+    trace and the module trace (a tracing rerun: ``compare.trace_until`` set;
+    ``compare.module_trace``), the replica digests (distributed copy), the optimizer as it
+    ran, the lrs (with a scheduler) and activation offload (``activation_offload``)."""
     until = cfg.compare.get("trace_until")
-    traces: Dict[str, list] = {"standalone": [], "distributed": []} if until is not None else {}
     until_step = until if until is not None else -1
     weights_step = max(until_step, int(cfg.compare.get("onset_until") or -1))  # weights only past until_step
-    input_dtype = getattr(torch, as_str(cfg.model.init_dtype))
-    initial = initial_check(standalone, distributed, float(cfg.compare.noise_floor)) if "distributed" in names \
-        else None
-    drew: Dict[str, bool] = {}
-    digests: List[str] = []
-    ledger: List[Dict[str, Any]] = []
-    ran: Dict[str, List[Dict[str, Any]]] = {"standalone": [], "distributed": []}
-    lrs: Dict[str, List[float]] = {"standalone": [], "distributed": []}
-    module_traces = {}
-    if until is not None and cfg.compare.get("module_trace", True):  # the tracing rerun: inside the model too
-        from sweep.train.torch_observe import ModuleTrace
+    distributed = name == "distributed"
+    found: Dict[str, Observer] = {"draws": RandomDraws(device)}
+    found["ledger"] = CollectiveLedger(copy.engine, until=max(until_step, 0), keep=distributed)
+    found["dtypes"] = TorchDtypes(found["ledger"])
+    if until is not None:
+        found["trace"] = TorchTensorTrace(until_step, weights_step)
+        if cfg.compare.get("module_trace", True):  # the tracing rerun: inside the model too
+            found["modules"] = ModuleTrace(copy.model, until_step, found["trace"])
+    if distributed:
+        found["digests"] = ReplicaDigests()
+    found["optimizer"] = OptimizerLog()
+    if copy.scheduler is not None:
+        found["lrs"] = LearningRates()
+    if cfg.activation_offload:
+        found["offload"] = ActivationOffload()
+    return found
 
-        module_traces = {name: ModuleTrace(model) for name, model in
-                         (("standalone", standalone), ("distributed", distributed)) if name in names}
 
-    def own_stream(name: str, fn: Any) -> Any:
-        def run() -> Any:
-            with copy_random_stream(int(cfg.seed), device, drew, name):
-                return fn()
+def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both") -> None:
+    """Train this process's copies for one job and write its result file (see
+    ``sweep.train``). Everything a job's numbers depend on is (re)set here, so a job
+    gives the same losses in a fresh process and in a reused one."""
+    import torch
+
+    t0 = time.perf_counter()
+    job_dir = Path(job_dir)
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    if cfg.deterministic or torch.are_deterministic_algorithms_enabled():
+        torch.use_deterministic_algorithms(bool(cfg.deterministic))
+    names = phase_order(cfg.order, phase, job_dir)
+    standalone, distributed, applied = build_copies(cfg, job_dir, ctx, names)
+    global_np, local_np = rank_samples(cfg, ctx.rank)
+
+    def to_device(pairs: List[Any]) -> List[Any]:
+        return [(torch.from_numpy(x).to(ctx.device), torch.from_numpy(y).to(ctx.device)) for x, y in pairs]
+
+    initial = initial_check(standalone.model, distributed.model, float(cfg.compare.noise_floor)) \
+        if "distributed" in names else None
+    copies = {"standalone": standalone, "distributed": distributed}
+    samples = {"standalone": global_np, "distributed": local_np}
+    seen = {name: copy_observers(cfg, name, copies[name], ctx.device) for name in names}
+
+    def runner(name: str) -> Any:
+        def run() -> List[float]:
+            with copy_random_stream(int(cfg.seed), ctx.device):
+                return train(copies[name], to_device(samples[name]), cfg.train, seen[name].values())
         return run
 
     losses, moved, seconds = train_phases(
-        names,
-        train={
-            "standalone": own_stream("standalone", lambda: train(
-                standalone, to_device(global_np), alone, opt_standalone, cfg.train, input_dtype=input_dtype,
-                observed=observed_standalone, trace=traces.get("standalone"), trace_until=until_step,
-                weights_until=weights_step, modules=module_traces.get("standalone"),
-                optimizer_log=ran["standalone"], scheduler=sched_standalone,
-                lrs=lrs["standalone"] if sched_standalone else None, offload=bool(cfg.activation_offload))),
-            "distributed": own_stream("distributed", lambda: train(
-                distributed, to_device(local_np), engine, opt_distributed, cfg.train,
-                clear_grads=bool(cfg.zero_grad), input_dtype=input_dtype, observed=observed,
-                trace=traces.get("distributed"), trace_until=until_step, weights_until=weights_step,
-                digests=digests, modules=module_traces.get("distributed"), ledger=ledger,
-                ledger_until=max(until_step, 0), optimizer_log=ran["distributed"], scheduler=sched_distributed,
-                lrs=lrs["distributed"] if sched_distributed else None, offload=bool(cfg.activation_offload))),
-        },
-        snapshot={"standalone": lambda: local_params(standalone), "distributed": lambda: local_params(distributed)},
+        names, train={name: runner(name) for name in names},
+        snapshot={"standalone": lambda: local_params(standalone.model),
+                  "distributed": lambda: local_params(distributed.model)},
     )
-    replica: Optional[Dict[str, Any]] = None
-    if "distributed" in names:
-        shape = [int(n) for n in cfg.mesh.mesh_shape]
-        replica = dict(shard_key(distributed), digests=digests)
-        if ctx.distributed and int(np.prod(shape)) == world:  # where init_device_mesh puts this rank (row-major)
-            replica.update(coords=[int(c) for c in np.unravel_index(rank, shape)],
-                           mesh_dims=[str(d) for d in cfg.mesh.mesh_dim_names])
-    info = dict(engine.info()) if "distributed" in names else {}
+    result = rank_result(cfg, ctx, distributed, seen, losses, moved, applied)
+    result.initial = initial
+    write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
+
+
+def rank_result(cfg: Any, ctx: RankContext, distributed: Copy, seen: Dict[str, Dict[str, Observer]],
+                losses: Dict[str, List[float]], moved: Dict[str, float], applied: Dict[str, Any]) -> RankResult:
+    """This rank's ``RankResult`` from the copies' losses and what their observers
+    recorded (``seen``: :func:`copy_observers` per copy that trained here)."""
+    import torch
+
+    engine, here = distributed.engine, "distributed" in seen
+    dist_seen = seen.get("distributed", {})
+    info = dict(engine.info()) if here else {}
+    lrs = {name: obs["lrs"].lrs for name, obs in seen.items() if "lrs" in obs and obs["lrs"].lrs}
     result = RankResult(
-        rank=rank, world_size=world, framework="torch", versions={"torch": torch.__version__, **info.pop("versions", {})},
+        rank=ctx.rank, world_size=ctx.world, framework="torch",
+        versions={"torch": torch.__version__, **info.pop("versions", {})},
         standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
-        dtypes_observed=observed, dtypes_observed_standalone=observed_standalone, zero_grad_effective=bool(cfg.zero_grad),
-        engine_notes=list(info.get("notes") or engine.notes), engine=info,
-        random_draws=drew, initial=initial, replica=replica,
-        collectives=collectives_record(engine, ledger, rank, world) if "distributed" in names else None,
-        optimizer=optimizer_record(cfg, ran),
-        features=dict(features_record(cfg, applied), lr={k: v for k, v in lrs.items() if v} or None),
+        dtypes_observed=dist_seen["dtypes"].observed if here else {},
+        dtypes_observed_standalone=seen["standalone"]["dtypes"].observed if "standalone" in seen else {},
+        zero_grad_effective=bool(cfg.zero_grad), engine_notes=list(info.get("notes") or engine.notes), engine=info,
+        random_draws={name: obs["draws"].drew for name, obs in seen.items()},
+        replica=replica_record(cfg, ctx, distributed.model, dist_seen["digests"].digests) if here else None,
+        collectives=collectives_record(engine, dist_seen["ledger"].entries, ctx.rank, ctx.world) if here else None,
+        optimizer=optimizer_record(cfg, {name: obs["optimizer"].groups for name, obs in seen.items()}),
+        features=dict(features_record(cfg, applied), lr=lrs or None),
     )
-    for trace_of in module_traces.values():
+    traced(cfg, ctx, distributed.model, seen, result)
+    return result
+
+
+def replica_record(cfg: Any, ctx: RankContext, model: Any, digests: List[str]) -> Dict[str, Any]:
+    """``RankResult.replica``: which shards this rank holds (``shard_key``), where it sits on
+    the job's mesh (``init_device_mesh`` puts rank ``r`` at its row-major coordinates), and
+    the digest of its local weights after each step (``ReplicaDigests``)."""
+    shape = [int(n) for n in cfg.mesh.mesh_shape]
+    replica = dict(shard_key(model), digests=digests)
+    if ctx.distributed and int(np.prod(shape)) == ctx.world:
+        replica.update(coords=[int(c) for c in np.unravel_index(ctx.rank, shape)],
+                       mesh_dims=[str(d) for d in cfg.mesh.mesh_dim_names])
+    return replica
+
+
+def traced(cfg: Any, ctx: RankContext, model: Any, seen: Dict[str, Dict[str, Observer]], result: RankResult) -> None:
+    """A tracing rerun's findings into ``result``: the module traces' first differing
+    module (``sweep.analysis.modules.compare_modules``; the hooks taken off), the per-step
+    tensor rows and the first differing tensor (``sweep.analysis.trace.locate``)."""
+    modules = {name: obs["modules"] for name, obs in seen.items() if "modules" in obs}
+    for trace_of in modules.values():
         trace_of.remove()
-    if len(module_traces) == 2:
+    if len(modules) == 2:
         from sweep.analysis.modules import compare_modules
 
-        result.modules = compare_modules(module_traces["standalone"].steps, module_traces["distributed"].steps,
-                                         rank, sharded=as_str(cfg.data.split) == "sharded")
+        result.modules = compare_modules(modules["standalone"].steps, modules["distributed"].steps, ctx.rank,
+                                         sharded=as_str(cfg.data.split) == "sharded")
+    traces = {name: obs["trace"].entries for name, obs in seen.items() if "trace" in obs}
     if traces.get("standalone") and traces.get("distributed"):
         from sweep.analysis.trace import locate, tensor_rows
         from sweep.train.torch_step import shard_layout
 
         result.tensors = tensor_rows(traces["standalone"], traces["distributed"])
-
         shape = [int(n) for n in cfg.mesh.mesh_shape]
-        known = {"world_size": float(world), "grad_accum_steps": float(cfg.train.grad_accum_steps),
+        known = {"world_size": float(ctx.world), "grad_accum_steps": float(cfg.train.grad_accum_steps),
                  "the replicate degree": float(shape[0]) if len(shape) == 2 else None}
         result.first_tensor = locate(traces["standalone"], traces["distributed"], float(cfg.compare.noise_floor),
-                                     weights_step, layout=shard_layout(distributed), rank=rank, known=known)
-    write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
+                                     seen["distributed"]["trace"].last, layout=shard_layout(model), rank=ctx.rank,
+                                     known=known)
 
 
 def collectives_record(engine: TorchEngine, ledger: List[Dict[str, Any]], rank: int, world: int) -> Dict[str, Any]:

@@ -1,5 +1,5 @@
-"""The PyTorch training step both copies run (``train`` section), and what a step
-observes (dtypes that ran, tensors for ``sweep.analysis.trace``). The two copies differ only in
+"""The PyTorch training step both copies run (``train`` section), and the tensor reads its
+observers share (``sweep.train.observers``). The two copies differ only in
 their engine (``sweep.engines``): the standalone copy's is ``StandaloneTorch`` (a plain
 module), or ``StandaloneFSDP2`` (``fully_shard`` on one rank) with ``baseline.precision=policy``.
 
@@ -7,19 +7,22 @@ A step, per ``train``: for each of ``grad_accum_steps`` equal micro-batches (gra
 sync off on all but the last, ``engine.no_sync``): forward, ``loss / grad_accum_steps``
 (scaled by the gradient scaler if enabled), ``backward()``. Then ``scaler.unscale_``,
 ``engine.clip_grad_norm`` if ``clip_grad_norm`` is set, ``engine.optimizer_step``,
-``scaler.update()``, and ``zero_grad()`` where the copy clears its gradients. The step's
-loss is the mean of its micro-batches' losses.
+``scaler.update()``, the lr scheduler's step, and ``zero_grad()`` where the copy clears
+its gradients. The step's loss is the mean of its micro-batches' losses. What a step
+observes (dtypes that ran, tensors, digests, the module trace, the collectives, the
+optimizer as it ran, lrs, random draws) is its observers' (``sweep.train.observers``),
+called at the protocol's named points; activation offload is one too (a context).
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterable, List
 
 import numpy as np
 
 from sweep.train import micro_batches
-from sweep.train.activations import offload as activation_offload
+from sweep.train.observers.base import Copy, Observer, Observers, Step
 
 
 def loss_function(name: str) -> Callable[[Any, Any], Any]:
@@ -151,121 +154,44 @@ def shard_layout(model: Any) -> Dict[str, int]:
     return out
 
 
-def train(
-    model: Any,
-    samples: List[Any],
-    engine: Any,
-    optimizer: Any,
-    train_cfg: Any,
-    *,
-    clear_grads: bool = True,
-    input_dtype: Any = None,
-    observed: Optional[Dict[str, str]] = None,
-    trace: Optional[List[Dict[str, Dict[str, np.ndarray]]]] = None,
-    trace_until: int = -1,
-    weights_until: int = -1,
-    digests: Optional[List[str]] = None,
-    modules: Optional[Any] = None,
-    ledger: Optional[List[Dict[str, Any]]] = None,
-    ledger_until: int = 0,
-    optimizer_log: Optional[List[Dict[str, Any]]] = None,
-    scheduler: Optional[Any] = None,
-    lrs: Optional[List[float]] = None,
-    offload: bool = False,
-) -> List[float]:
-    """Train one pass over ``samples`` (per step a pair of tensors, ``(rows, ...)``) with
-    the step of the module docstring. Returns the loss of every step (float).
+def train(copy: Copy, samples: List[Any], train_cfg: Any, observers: Iterable[Observer] = ()) -> List[float]:
+    """Train ``copy`` (``sweep.train.observers.Copy``: its model, engine, optimizer,
+    scheduler, ``clear_grads``, ``input_dtype``) one pass over ``samples`` (per step a pair
+    of tensors, ``(rows, ...)``) with the step of the module docstring, calling
+    ``observers`` at the points of ``sweep.train.observers.base``. Returns the loss of every
+    step (float): the mean of its micro-batches' losses.
 
-    ``input_dtype``: floating inputs are cast to it (``model.init_dtype``), as the data
+    ``copy.input_dtype``: floating inputs are cast to it (``model.init_dtype``), as the data
     is float32 and a model created in bf16 takes bf16 inputs.
-
-    If ``observed`` is a dict, step 0 fills it with the dtypes that actually ran:
-    ``param_forward`` (the weight of the first module that has one, seen by its
-    forward), ``output`` (the model output), ``reduce`` (the dtype of the first reduction
-    torch.distributed was called with: the engine's ledger, ``engine.collectives()``),
-    ``grad`` (the gradient the optimizer reads),
-    ``master`` (this rank's stored parameter: the master weights) and
-    ``optimizer_state`` (the optimizer's first state tensor after the step, e.g. Adam's
-    ``exp_avg``; none for plain SGD).
-
-    If ``trace`` is a list, each step up to ``max(trace_until, weights_until)`` appends
-    ``{"buffer": ..., "grad": ..., "weight": ...}`` (:func:`record_tensors`): the buffers
-    after the forward (BatchNorm's running statistics), the gradients after the backward
-    (and its reduction; up to ``trace_until`` only), the weights after the step; step 0's
-    entry also ``"initial"`` and ``"initial_buffer"``, the weights and buffers before it
-    (``sweep.analysis.trace``).
-
-    If ``digests`` is a list, each step appends :func:`local_digest` of the weights after
-    the step (this rank's local shards; the replica check of ``sweep.run.job``).
-
-    If ``modules`` is a ``sweep.train.torch_observe.ModuleTrace`` (already attached to
-    ``model``), each step up to ``trace_until`` is recorded by it, and that step's trace
-    entry gets ``"order": {"grad": [...]}``: the parameters in the order autograd produced
-    their modules' output gradients (the first tensor by cause, ``sweep.analysis.trace``).
-    If ``ledger`` is a list, the collectives of steps 0 to ``ledger_until`` (forward,
-    backward, unscale, clipping, optimizer step; not the trace's own gathers) are appended
-    to it (``engine.collectives()``, ``sweep.engines.collectives``). If ``optimizer_log``
-    is a list, it gets ``optimizer_ran(optimizer)`` after step 0's
-    optimizer step: the hyper-parameters the step ran with.
-
-    ``scheduler`` (``sweep.train.schedules.torch_scheduler``) is stepped after each
-    optimizer step, and ``lrs`` (a list) gets the lr each step ran with (param group 0).
-    ``offload``: forward and backward inside ``sweep.train.activations.offload``
-    (``activation_offload``).
-"""
+    """
+    model, engine, optimizer = copy.model, copy.engine, copy.optimizer
+    watch = Observers(observers)
     loss_fn = loss_function(str(train_cfg.loss))
-    accum = int(train_cfg.grad_accum_steps)
-    clip = train_cfg.clip_grad_norm
+    accum, clip = int(train_cfg.grad_accum_steps), train_cfg.clip_grad_norm
     scaler = engine.grad_scaler(train_cfg.grad_scaler) if train_cfg.grad_scaler.enabled else None
-    handle = None
-    if observed is not None:
-        first = _first_weighted(model)
-
-        def record_param_dtype(module: Any, args: Any) -> None:  # a pre-hook's return value replaces the input
-            observed.setdefault("param_forward", _dtype(module.weight))
-
-        handle = first.register_forward_pre_hook(record_param_dtype)
     losses = []
     for i, (x, y) in enumerate(samples):
-        traced = trace is not None and i <= max(trace_until, weights_until)
-        if traced:
-            trace.append({"initial": record_tensors(model, "weight"),
-                          "initial_buffer": record_tensors(model, "buffer")} if i == 0 else {})
-        watching = handle is not None or (ledger is not None and i <= ledger_until)
-        watch = engine.collectives() if watching else contextlib.nullcontext()
-        if watching:
-            watch.step = i
-        recording = modules is not None and traced and i <= trace_until
-        if recording:
-            modules.begin_step()
-        if input_dtype is not None and x.is_floating_point():
-            x = x.to(input_dtype)
+        step = Step(index=i, copy=copy)
+        watch.call("begin_step", step)
+        if copy.input_dtype is not None and x.is_floating_point():
+            x = x.to(copy.input_dtype)
         step_loss = 0.0
-        with watch:
+        with watch.span(step, "grads"):
             for j, (xm, ym) in enumerate(micro_batches(x, y, accum)):
+                step.micro = j
                 sync = engine.no_sync(model) if j < accum - 1 else contextlib.nullcontext()
-                with sync, activation_offload(offload):
-                    with modules if recording else contextlib.nullcontext():
+                with sync, watch.span(step, "micro"):
+                    with watch.span(step, "forward"):
                         out = model(xm)
+                    watch.call("after_forward", step, out)
                     loss = loss_fn(out, ym)
                     scaled = loss if accum == 1 else loss / accum
                     (scaler.scale(scaled) if scaler is not None else scaled).backward()
                 step_loss += float(loss.item())
             if scaler is not None:
                 scaler.unscale_(optimizer)
-        if handle is not None:
-            handle.remove()
-            observed["output"] = _dtype(first_floating(out))
-            observed["grad"] = _dtype(next(model.parameters()).grad)
-            reduced = [e for e in watch.entries if e["op"].startswith(("reduce_scatter", "all_reduce"))]
-            observed.setdefault("reduce", reduced[0]["dtype"] if reduced else None)
-        if traced:
-            trace[-1]["buffer"] = record_tensors(model, "buffer")
-        if traced and i <= trace_until:
-            trace[-1]["grad"] = record_tensors(model, "grad")
-            if recording:
-                trace[-1]["order"] = {"grad": _grad_order(modules)}
-        with watch if watching else contextlib.nullcontext():
+        watch.call("after_backward", step)
+        with watch.span(step, "update"):
             if clip is not None:
                 engine.clip_grad_norm(model, float(clip))
             if scaler is not None:
@@ -273,57 +199,15 @@ def train(
                 scaler.update()
             else:
                 engine.optimizer_step(optimizer)
-        if optimizer_log is not None and i == 0:  # what step 0 ran with: before the scheduler moves the lr
-            optimizer_log.extend(optimizer_ran(optimizer))
-        if lrs is not None:
-            lrs.append(float(optimizer.param_groups[0]["lr"]))
-        if scheduler is not None:
-            scheduler.step()
-        if watching and ledger is not None and i <= ledger_until:
-            ledger.extend(watch.entries)
-        if traced:
-            trace[-1]["weight"] = record_tensors(model, "weight")
-        if digests is not None:
-            digests.append(local_digest(model))
-        if handle is not None:
-            handle = None
-            observed["master"] = _dtype(next(model.parameters()).detach())
-            state = [v for s in optimizer.state.values() for v in s.values()
-                     if hasattr(v, "dtype") and getattr(v, "dim", lambda: 0)() > 0]
-            observed["optimizer_state"] = _dtype(state[0]) if state else None
-        if clear_grads:
+        watch.call("after_update", step)
+        if copy.scheduler is not None:
+            copy.scheduler.step()
+        watch.call("after_step", step)
+        if copy.clear_grads:
             optimizer.zero_grad()
         losses.append(step_loss if accum == 1 else step_loss / accum)
+    watch.call("end", len(losses))
     return losses
-
-
-OPTIMIZER_KEYS = ("lr", "betas", "eps", "weight_decay", "momentum")
-
-
-def optimizer_ran(optimizer: Any) -> List[Dict[str, Any]]:
-    """Each param group's hyper-parameters as ``optimizer`` holds them (``lr``, ``betas``,
-    ``eps``, ``weight_decay``, ``momentum``, those it has; a tensor ``lr`` as a float):
-    ``[{"group": i, "params": n, key: value}]``, JSON-ready."""
-    out = []
-    for i, group in enumerate(optimizer.param_groups):
-        entry: Dict[str, Any] = {"group": i, "params": len(group.get("params", []))}
-        for key in OPTIMIZER_KEYS:
-            if key in group:
-                value = group[key]
-                entry[key] = [float(v) for v in value] if isinstance(value, (tuple, list)) else float(value)
-        out.append(entry)
-    return out
-
-
-def _grad_order(modules: Any) -> List[str]:
-    """The parameters (canonical names) in the order autograd produced the gradients of
-    their modules' outputs in the last recorded step, each module's parameters by name;
-    parameters of modules whose output had no gradient follow, by name."""
-    by_module: Dict[str, List[str]] = {}
-    for param, module in modules.owners.items():
-        by_module.setdefault(module, []).append(param)
-    ordered = [p for module in modules.grad_order() for p in sorted(by_module.get(module, []))]
-    return ordered + sorted(set(modules.owners) - set(ordered))
 
 
 def first_floating(value: Any, floating: bool = True) -> Any:
@@ -339,20 +223,3 @@ def first_floating(value: Any, floating: bool = True) -> Any:
         if found is not None:
             return found
     return None
-
-
-def _first_weighted(model: Any) -> Any:
-    """The first sub-module (in ``named_modules`` order) with a ``weight`` parameter."""
-    import torch
-
-    for _, module in model.named_modules():
-        if isinstance(getattr(module, "weight", None), torch.Tensor):
-            return module
-    raise ValueError("the model has no module with a weight parameter")
-
-
-def _dtype(tensor: Any) -> Optional[str]:
-    if tensor is None:
-        return None
-    tensor = tensor.to_local() if hasattr(tensor, "to_local") else tensor
-    return str(tensor.dtype).replace("torch.", "")

@@ -37,6 +37,9 @@ def main(overrides: list) -> None:
     from sweep.engines.torch_fsdp2 import StandaloneFSDP2
     from sweep.train import rank_samples
     from sweep.train.torch_rank import build_optimizer
+    from sweep.train.observers import Copy
+    from sweep.train.observers.dtypes import TorchDtypes
+    from sweep.train.observers.ledger import CollectiveLedger
     from sweep.train.torch_step import train
     from tests.conftest import CONF
 
@@ -60,9 +63,11 @@ def main(overrides: list) -> None:
     model = engine.parallelize(model)
     samples, _ = rank_samples(cfg, 0)
     samples = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in samples]
-    observed: dict = {}
-    standalone = train(model, samples, engine, build_optimizer(cfg.optimizer, model.parameters()), cfg.train,
-                       input_dtype=torch.float32, observed=observed)
+    dtypes = TorchDtypes(CollectiveLedger(engine, keep=False))
+    copy_ = Copy(model=model, engine=engine, optimizer=build_optimizer(cfg.optimizer, model.parameters()),
+                 input_dtype=torch.float32)
+    standalone = train(copy_, samples, cfg.train, [dtypes.ledger, dtypes])
+    observed = dtypes.observed
 
     compute = copy.deepcopy(master).to(param_dtype)
     optimizer = build_optimizer(cfg.optimizer, master.parameters())

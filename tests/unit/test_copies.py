@@ -8,7 +8,7 @@ from sweep.analysis.attribution import attribute, copy_notes
 from sweep.analysis.compare import RANDOM_DRAWS_NOTE
 from sweep.analysis.trace import canonical_name, first_difference, locate, missing_names
 from sweep.records import RankResult
-from sweep.run.job import replica_check, replica_reason
+from sweep.analysis.judging import replica_check, replica_reason
 
 
 def _trace(weights, buffers=None, steps=2, grad=1.0):
@@ -132,6 +132,8 @@ def test_a_snapshot_leaves_the_storage_resizable():
 def test_each_copy_draws_from_its_own_stream_seeded_alike():
     import torch
 
+    from sweep.train.observers.base import Step
+    from sweep.train.observers.random_draws import RandomDraws
     from sweep.train.torch_rank import copy_random_stream
 
     drop, x, cpu = torch.nn.Dropout(0.5), torch.ones(64), torch.device("cpu")
@@ -139,12 +141,19 @@ def test_each_copy_draws_from_its_own_stream_seeded_alike():
     outer = torch.get_rng_state()
     drew, masks = {}, []
     for name in ("standalone", "distributed"):
-        with copy_random_stream(7, cpu, drew, name):
+        with copy_random_stream(7, cpu):
+            draws = RandomDraws(cpu)
+            draws.begin_step(Step(index=0, copy=None))
             masks.append(drop(x))
             np.random.rand()
+            draws.end(1)
+            drew[name] = draws.drew
     assert torch.equal(masks[0], masks[1]) and drew == {"standalone": True, "distributed": True}
     assert torch.equal(torch.get_rng_state(), outer)  # the stream outside is untouched
     layer = torch.nn.Linear(2, 2, bias=False)  # (its initialisation draws: outside the stream)
-    with copy_random_stream(7, cpu, drew, "standalone"):
+    with copy_random_stream(7, cpu):
+        draws = RandomDraws(cpu)
+        draws.begin_step(Step(index=0, copy=None))
         layer(torch.ones(2)).sum().backward()  # a step that draws nothing
-    assert drew["standalone"] is False
+        draws.end(1)
+    assert draws.drew is False

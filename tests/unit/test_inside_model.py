@@ -158,8 +158,8 @@ def test_an_optimizer_hyper_parameter_that_ran_otherwise_is_named_with_both_valu
 
 def test_the_module_trace_only_looks_and_records_in_execution_and_autograd_order():
     torch = pytest.importorskip("torch")
-    from sweep.train.torch_observe import ROOT, ModuleTrace
-    from sweep.train.torch_step import optimizer_ran
+    from sweep.train.observers.module_trace import ROOT, ModuleTrace
+    from sweep.train.observers.optimizer_log import optimizer_ran
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
@@ -169,7 +169,7 @@ def test_the_module_trace_only_looks_and_records_in_execution_and_autograd_order
     grads = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
     trace = ModuleTrace(model)
-    trace.begin_step()
+    trace.begin_recording()
     with trace.forward():
         out = model(x)
     out.sum().backward()

@@ -1,8 +1,9 @@
-"""What a traced step observes inside the model (torch): every module's forward input and
-output and the gradient autograd produces for each output, in execution order
-(:class:`ModuleTrace`); the optimizer's hyper-parameters as it holds them are
-``sweep.train.torch_step.optimizer_ran``'s. Observers only look: hooks return ``None`` (the output and the
-gradient go through unchanged) and every value is copied out of live storage
+"""The module trace: what a traced step observes inside the model (torch), every module's
+forward input and output and the gradient autograd produces for each output, in execution
+order (:class:`ModuleTrace`, an observer of ``sweep.train.observers.base``), from which
+``sweep.analysis.modules`` names the first module that differs. It only looks: hooks
+return ``None`` (the output and the gradient go through unchanged) and every value is
+copied out of live storage
 (``sweep.train.torch_step.host_copy``), so a run with them gives the same losses bit for
 bit as one without (``tests/integration/test_inside_model.py``).
 
@@ -17,9 +18,11 @@ data a rank's rows are a slice of the standalone copy's (``sweep.analysis.module
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Dict, List
+from typing import Any, ContextManager, Dict, List, Optional
 
 import numpy as np
+
+from sweep.train.observers.base import Observer, Step
 
 SAMPLE_COLUMNS = 256  # columns kept per row of a large tensor (evenly spaced, the same in both copies)
 WHOLE_ELEMENTS = 16384  # a tensor of at most this many elements is kept whole
@@ -55,13 +58,14 @@ def _first_tensor(value: Any, floating: bool = True) -> Any:
     return first_floating(value, floating)
 
 
-class ModuleTrace:
+class ModuleTrace(Observer):
     """Forward and backward hooks on every sub-module of ``model``, by canonical name
     (``sweep.analysis.trace.canonical_name``; the root is :data:`ROOT`; a wrapper and the
     module it wraps share a name: the outer one is watched).
 
-    Per step (:meth:`begin_step`, then per micro-batch :meth:`forward` around the model
-    call), ``steps[-1]`` is ``{"forward": [entry], "backward": [entry]}``. A forward entry
+    As an observer of steps 0 to ``until`` (``begin_step``, then per micro-batch the
+    ``forward`` span around the model call; by hand: :meth:`begin_recording` and
+    :meth:`forward`), ``steps[-1]`` is ``{"forward": [entry], "backward": [entry]}``. A forward entry
     is appended when a module's forward returns (so children before their parent: the
     execution order): ``{"module", "call": its k-th call in this micro-batch, "micro":
     micro-batch index, "input": summary of the first tensor argument or None,
@@ -69,10 +73,15 @@ class ModuleTrace:
     appended when autograd produces the gradient of such an output (a tensor hook, in
     autograd's order): ``{"module", "call", "micro", "grad": summary}``. A forward that
     runs outside :meth:`forward` (activation checkpointing's recompute in backward) is
-    not recorded again. :meth:`remove` takes every hook off."""
+    not recorded again. ``after_backward``: where ``tensors`` (the copy's
+    ``TorchTensorTrace``) is given, its step entry gets ``"order": {"grad": [...]}``, the
+    parameters in the order autograd produced their modules' output gradients (the first
+    tensor by cause, ``sweep.analysis.trace``). :meth:`remove` takes every hook off."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, until: int = -1, tensors: Any = None) -> None:
         from sweep.analysis.trace import canonical_name
+
+        self.until, self.tensors = int(until), tensors
 
         self.steps: List[Dict[str, List[Dict[str, Any]]]] = []
         self._micro = -1
@@ -114,7 +123,18 @@ class ModuleTrace:
 
         return hook
 
-    def begin_step(self) -> None:
+    def begin_step(self, step: Step) -> None:
+        if step.index <= self.until:
+            self.begin_recording()
+
+    def span(self, step: Step, name: str) -> Optional[ContextManager[Any]]:
+        return self.forward() if name == "forward" and step.index <= self.until else None
+
+    def after_backward(self, step: Step) -> None:
+        if step.index <= self.until and self.tensors is not None:
+            self.tensors.entries[-1]["order"] = {"grad": self.parameter_order()}
+
+    def begin_recording(self) -> None:
         """Start a new step's record."""
         self.steps.append({"forward": [], "backward": []})
         self._micro = -1
@@ -137,7 +157,18 @@ class ModuleTrace:
         step (each once)."""
         return list(dict.fromkeys(e["module"] for e in (self.steps[-1]["backward"] if self.steps else [])))
 
+    def parameter_order(self) -> List[str]:
+        """The parameters (canonical names) in the order autograd produced the gradients of
+        their modules' outputs in the last recorded step, each module's parameters by name;
+        parameters of modules whose output had no gradient follow, by name."""
+        by_module: Dict[str, List[str]] = {}
+        for param, module in self.owners.items():
+            by_module.setdefault(module, []).append(param)
+        ordered = [p for module in self.grad_order() for p in sorted(by_module.get(module, []))]
+        return ordered + sorted(set(self.owners) - set(ordered))
+
     def remove(self) -> None:
+        """Take every hook off."""
         for handle in self._handles:
             handle.remove()
         self._handles = []

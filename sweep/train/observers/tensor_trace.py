@@ -1,0 +1,82 @@
+"""The tensor trace of the tracing rerun (``sweep.analysis.trace``): per step, a copy's
+gradients after their reduction, its weights after the update, and (torch) its buffers
+after the forward; step 0's entry also the weights (and buffers) before any step. The
+first tensor where the copies part is found from two such traces
+(``sweep.analysis.trace.locate``)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import numpy as np
+
+from sweep.train.observers.base import Observer, Step
+
+
+class _Trace(Observer):
+    """Records steps 0 to ``max(until, weights_until)`` into :attr:`entries` (one dict a
+    step), gradients only up to ``until``: past it, the weights alone tell the onset of a
+    drift (``compare.onset_until``)."""
+
+    def __init__(self, until: int, weights_until: int = -1) -> None:
+        self.until, self.last = int(until), max(int(until), int(weights_until))
+        self.entries: List[Dict[str, Dict[str, np.ndarray]]] = []
+
+    def traced(self, step: Step) -> bool:
+        return step.index <= self.last
+
+
+class TorchTensorTrace(_Trace):
+    """A torch copy's trace: ``begin_step`` (step 0): ``"initial"`` and ``"initial_buffer"``,
+    the weights and buffers before it; ``after_backward``: ``"buffer"`` (BatchNorm's running
+    statistics, updated by the forward) and, up to ``until``, ``"grad"``; ``after_step``:
+    ``"weight"``. Each a ``{canonical name: float32 ndarray}`` of full tensors
+    (``sweep.train.torch_step.record_tensors``: a sharded ``DTensor`` is gathered, a
+    collective every rank makes at the same point, outside the ledger's spans)."""
+
+    def begin_step(self, step: Step) -> None:
+        from sweep.train.torch_step import record_tensors
+
+        if self.traced(step):
+            model = step.copy.model
+            self.entries.append({"initial": record_tensors(model, "weight"),
+                                 "initial_buffer": record_tensors(model, "buffer")} if step.index == 0 else {})
+
+    def after_backward(self, step: Step) -> None:
+        from sweep.train.torch_step import record_tensors
+
+        if self.traced(step):
+            self.entries[-1]["buffer"] = record_tensors(step.copy.model, "buffer")
+        if step.index <= self.until:
+            self.entries[-1]["grad"] = record_tensors(step.copy.model, "grad")
+
+    def after_step(self, step: Step) -> None:
+        from sweep.train.torch_step import record_tensors
+
+        if self.traced(step):
+            self.entries[-1]["weight"] = record_tensors(step.copy.model, "weight")
+
+
+def mindspore_weights(optimizer: Any) -> Dict[str, np.ndarray]:
+    """The optimizer's parameters by name, as float32 numpy arrays (copies)."""
+    return {p.name: p.asnumpy().astype(np.float32) for p in optimizer.parameters}
+
+
+class MindSporeTensorTrace(_Trace):
+    """A MindSpore copy's trace, by parameter name: ``begin_step`` (step 0): ``"initial"``;
+    ``after_backward``: up to ``until``, ``"grad"`` (``step.grads``, after the engine's
+    reduction: a sharding engine's local shards; ``sweep.analysis.trace.to_shards`` matches
+    them to the standalone tensors); ``after_step``: ``"weight"``."""
+
+    def begin_step(self, step: Step) -> None:
+        if self.traced(step):
+            self.entries.append({"initial": mindspore_weights(step.copy.optimizer)} if step.index == 0 else {})
+
+    def after_backward(self, step: Step) -> None:
+        if step.index <= self.until:
+            names = [p.name for p in step.copy.optimizer.parameters]
+            self.entries[-1]["grad"] = {n: g.asnumpy().astype(np.float32) for n, g in zip(names, step.grads)}
+
+    def after_step(self, step: Step) -> None:
+        if self.traced(step):
+            self.entries[-1]["weight"] = mindspore_weights(step.copy.optimizer)

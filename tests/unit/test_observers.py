@@ -1,0 +1,158 @@
+"""The training step and its observers (sweep.train.observers): a planted observer is called
+at every named point of both frameworks' steps without editing the step, and observers only
+look (the same losses bit for bit with every observer as with none)."""
+
+import numpy as np
+import pytest
+
+from sweep.train.observers import POINTS, SPANS, Copy, Observer
+
+
+class Planted(Observer):
+    """Records every point and span it is called at: ``(point, step index, micro)``."""
+
+    def __init__(self):
+        self.calls = []
+
+    def begin_step(self, step):
+        self.calls.append(("begin_step", step.index, None))
+
+    def span(self, step, name):
+        self.calls.append((f"span:{name}", step.index, step.micro if name in ("micro", "forward") else None))
+        return None
+
+    def after_forward(self, step, output):
+        assert output is not None
+        self.calls.append(("after_forward", step.index, step.micro))
+
+    def after_backward(self, step):
+        self.calls.append(("after_backward", step.index, None))
+
+    def after_update(self, step):
+        self.calls.append(("after_update", step.index, None))
+
+    def after_step(self, step):
+        self.calls.append(("after_step", step.index, None))
+
+    def end(self, steps):
+        self.calls.append(("end", steps, None))
+
+
+def expected_calls(steps, accum):
+    """The points of the protocol's docstring, in order, for ``steps`` steps of ``accum``
+    micro-batches."""
+    calls = []
+    for i in range(steps):
+        calls += [("begin_step", i, None), ("span:grads", i, None)]
+        for j in range(accum):
+            calls += [("span:micro", i, j), ("span:forward", i, j), ("after_forward", i, j)]
+        calls += [("after_backward", i, None), ("span:update", i, None), ("after_update", i, None),
+                  ("after_step", i, None)]
+    return calls + [("end", steps, None)]
+
+
+def _torch_copy(cfg):
+    import torch
+
+    from sweep import models
+    from sweep.engines.base import StandaloneTorch
+    from sweep.train.torch_rank import build_optimizer
+    from sweep.train.schedules import torch_scheduler
+
+    torch.manual_seed(int(cfg.seed))
+    model = models.build(cfg, "torch")
+    optimizer = build_optimizer(cfg.optimizer, model.parameters())
+    return Copy(model=model, engine=StandaloneTorch(cfg, device=torch.device("cpu"), world_size=1),
+                optimizer=optimizer, scheduler=torch_scheduler(optimizer, cfg), input_dtype=torch.float32)
+
+
+def _torch_samples(cfg):
+    import torch
+
+    from sweep.train import rank_samples
+
+    return [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in rank_samples(cfg, 0)[0]]
+
+
+def test_a_planted_observer_is_called_at_every_point_of_the_torch_step(compose_cfg):
+    pytest.importorskip("torch")
+    from sweep.train.torch_step import train
+
+    cfg = compose_cfg(["steps=3", "train.grad_accum_steps=2", "train.batch_size=2"])
+    planted = Planted()
+    losses = train(_torch_copy(cfg), _torch_samples(cfg), cfg.train, [planted])
+    assert len(losses) == 3
+    assert planted.calls == expected_calls(3, 2)
+    assert {c[0] for c in planted.calls} == set(POINTS) | {f"span:{s}" for s in SPANS}
+
+
+def test_every_torch_observer_only_looks(compose_cfg):
+    torch = pytest.importorskip("torch")
+    from sweep.train.observers.dtypes import TorchDtypes
+    from sweep.train.observers.ledger import CollectiveLedger
+    from sweep.train.observers.lr_log import LearningRates
+    from sweep.train.observers.module_trace import ModuleTrace
+    from sweep.train.observers.offload import ActivationOffload
+    from sweep.train.observers.optimizer_log import OptimizerLog
+    from sweep.train.observers.random_draws import RandomDraws
+    from sweep.train.observers.replicas import ReplicaDigests
+    from sweep.train.observers.tensor_trace import TorchTensorTrace
+    from sweep.train.torch_step import train
+
+    cfg = compose_cfg(["steps=4", "model=mlp_norm", "train.grad_accum_steps=2", "train.batch_size=4",
+                       "train.clip_grad_norm=0.5", "train.lr_scheduler=cosine", "train.warmup_steps=2"])
+    plain = train(_torch_copy(cfg), _torch_samples(cfg), cfg.train)
+    copy = _torch_copy(cfg)
+    ledger = CollectiveLedger(copy.engine, until=1)
+    trace = TorchTensorTrace(until=1, weights_until=2)
+    found = {"draws": RandomDraws(torch.device("cpu")), "ledger": ledger, "dtypes": TorchDtypes(ledger),
+             "trace": trace, "modules": ModuleTrace(copy.model, 1, trace), "digests": ReplicaDigests(),
+             "optimizer": OptimizerLog(), "lrs": LearningRates(), "offload": ActivationOffload()}
+    watched = train(copy, _torch_samples(cfg), cfg.train, found.values())
+    found["modules"].remove()
+    assert watched == plain  # bit for bit
+    assert found["dtypes"].observed == {"param_forward": "float32", "output": "float32", "grad": "float32",
+                                        "reduce": None, "master": "float32", "optimizer_state": "float32"}
+    assert found["draws"].drew is False
+    assert [sorted(e) for e in trace.entries] == [
+        ["buffer", "grad", "initial", "initial_buffer", "order", "weight"], ["buffer", "grad", "order", "weight"],
+        ["buffer", "weight"]]
+    assert len(found["modules"].steps) == 2 and found["modules"].steps[0]["forward"]
+    assert len(found["digests"].digests) == 4 and len(set(found["digests"].digests)) == 4
+    assert found["optimizer"].groups[0]["group"] == 0 and "betas" in found["optimizer"].groups[0]
+    assert len(found["lrs"].lrs) == 4 and found["lrs"].lrs[0] < found["lrs"].lrs[1]  # the warmup
+    assert ledger.entries == []  # one process issues no collectives
+
+
+def test_a_planted_observer_is_called_at_every_point_of_the_mindspore_step(compose_cfg):
+    pytest.importorskip("mindspore")
+    import mindspore as ms
+
+    from sweep import models
+    from sweep.engines.base import StandaloneMindSpore
+    from sweep.train import rank_samples
+    from sweep.train.mindspore_rank import build_optimizer
+    from sweep.train.mindspore_step import train
+    from sweep.train.observers.dtypes import MindSporeDtypes
+    from sweep.train.observers.tensor_trace import MindSporeTensorTrace
+
+    cfg = compose_cfg(["framework=mindspore", "engine=data_parallel", "steps=3", "train.grad_accum_steps=2",
+                       "train.batch_size=2"])
+    ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
+    samples = rank_samples(cfg, 0)[0]
+
+    def run(observers):
+        ms.set_seed(int(cfg.seed))
+        net = models.build(cfg, "mindspore")
+        copy = Copy(model=net, engine=StandaloneMindSpore(cfg, device="cpu", world_size=1),
+                    optimizer=build_optimizer(cfg.optimizer, net.trainable_params()), clear_grads=False)
+        return train(copy, samples, cfg.train, observers)
+
+    planted, dtypes, trace = Planted(), MindSporeDtypes(), MindSporeTensorTrace(until=1, weights_until=2)
+    plain = run([])
+    watched = run([planted, dtypes, trace])
+    assert watched == plain  # bit for bit
+    assert planted.calls == expected_calls(3, 2)
+    assert dtypes.observed["param_forward"] == "float32" and dtypes.observed["grad"] == "float32"
+    assert [sorted(e) for e in trace.entries] == [["grad", "initial", "weight"], ["grad", "weight"], ["weight"]]
+    assert all(np.isfinite(v).all() for v in trace.entries[0]["grad"].values())
