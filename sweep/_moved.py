@@ -44,6 +44,7 @@ MOVED = {
     "sweep.isolate_report": "sweep.report.isolate_report",
     "sweep.html_report": "sweep.report.html",
     "sweep.golden": "sweep.report.golden",
+    "sweep.train.torch_observe": "sweep.train.observers.module_trace",
 }
 
 
