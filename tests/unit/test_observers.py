@@ -156,3 +156,23 @@ def test_a_planted_observer_is_called_at_every_point_of_the_mindspore_step(compo
     assert dtypes.observed["param_forward"] == "float32" and dtypes.observed["grad"] == "float32"
     assert [sorted(e) for e in trace.entries] == [["grad", "initial", "weight"], ["grad", "weight"], ["weight"]]
     assert all(np.isfinite(v).all() for v in trace.entries[0]["grad"].values())
+
+
+def test_the_steps_read_in_a_screen():
+    """Issue 35's shape: each framework's ``train`` takes at most 8 parameters and no
+    function in ``sweep/train/`` is over 80 lines (a new observation is an observer, not a
+    parameter and an ``if`` in the loop)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "sweep" / "train"
+    long = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.end_lineno - node.lineno + 1 > 80:
+                    long.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
+                if node.name == "train" and path.name in ("torch_step.py", "mindspore_step.py"):
+                    args = node.args
+                    assert len(args.posonlyargs + args.args + args.kwonlyargs) <= 8, path
+    assert long == []
