@@ -62,7 +62,7 @@ class Engine:
 
     framework: ClassVar[str] = ""
     # Config fields this engine never reads: a job that sets one gets a note saying it had
-    # no effect (sweep.run.job.effect_notes), so a sweep over it is not mistaken for evidence.
+    # no effect (sweep.run.judge.effect_notes), so a sweep over it is not mistaken for evidence.
     unused_fields: ClassVar[tuple] = ()
     # Its distributed copy applies mp_policy as torch's fully_shard does, so the standalone
     # copy may run the same policy on one rank (baseline.precision=policy,

@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional, Tuple, Type
 from omegaconf import DictConfig, OmegaConf
 
 import sweep
+from sweep.analysis.judging import ranked_notes
 from sweep.analysis.modules import first_over_ranks
 from sweep.analysis.trace import KINDS
 from sweep.config.enums import as_str
@@ -43,23 +44,9 @@ from sweep.launch.topology import topology_from_env
 from sweep.layout import JobDir
 from sweep.records import JobRecord, RankResult
 from sweep.run import baseline, checks, pool
-from sweep.run.failures import TAIL_LINES, failure_cause, log_tails, timeout_s  # noqa: F401 (this module's API)
-from sweep.run.judge import (  # noqa: F401 (this module's API before the judge had a module)
-    _ranked_notes,
-    effect_notes,
-    judge as _judge,
-    replica_check,
-    replica_reason,
-    worst_rank,
-)
-from sweep.run.repeats import (  # noqa: F401
-    REPEAT_DIR,
-    Again,
-    run_sequences as _sequences,
-    nondeterminism_note,
-    repeat_spread,
-    run_repeats,
-)
+from sweep.run.failures import failure_cause, log_tails, timeout_s
+from sweep.run.judge import judge
+from sweep.run.repeats import Again, run_repeats, run_sequences
 
 
 def _read_ranks(job_dir: Path, world: int) -> List[Optional[RankResult]]:
@@ -200,11 +187,11 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
         standalone, observed_standalone = present[0].standalone, present[0].dtypes_observed_standalone
     if fields and not cached:
         baseline.store(sweep_dir, fields, standalone, job_dir, dtypes_observed=observed_standalone)
-    _judge(cfg, record, present, standalone)
+    judge(cfg, record, present, standalone)
     record.dtypes["observed_standalone"] = observed_standalone  # what the standalone copy ran (baseline.precision)
     # (the rerun's dir holds no cached baseline: its ranks train both copies, to trace them)
     _trace(cfg, framework, job_dir, record, world, env, limit, pools)
-    run_repeats(cfg, job_dir, record, _sequences(cfg, present, standalone),
+    run_repeats(cfg, job_dir, record, run_sequences(cfg, present, standalone),
                 _builtin_again(cfg, framework, world, env, limit))
     if outcome.returncode not in (0, None):
         record.teardown_note = (
@@ -305,7 +292,7 @@ def _trace(
     if modules:
         record.first_module = first_over_ranks(modules) or {"description": next(
             r.modules["description"] for r in rerun if r.modules is not None)}
-    later = _ranked_notes({r.rank: (r.collectives or {}).get("notes") or [] for r in rerun}, len(rerun))
+    later = ranked_notes({r.rank: (r.collectives or {}).get("notes") or [] for r in rerun}, len(rerun))
     record.notes.extend(n for n in later if n not in record.notes)  # the traced steps' collectives
     found = [(r.first_tensor, r.rank) for r in rerun if r.first_tensor]
     hits = [dict(t, rank=rank) for t, rank in found if "step" in t]

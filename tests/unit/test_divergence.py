@@ -131,7 +131,7 @@ def test_a_clean_sweep_names_no_culprit_and_no_divergence():
 def test_every_rank_is_judged(compose_cfg):
     from sweep.config.schema import to_container
     from sweep.records import JobRecord, RankResult
-    from sweep.run.job import _judge
+    from sweep.run.judge import judge
 
     cfg = compose_cfg(["steps=4"])
     good = [1.0, 0.9, 0.8, 0.7]
@@ -141,7 +141,7 @@ def test_every_rank_is_judged(compose_cfg):
         record = JobRecord(config=to_container(cfg), overrides=[])
         ranks = [RankResult(rank=0, world_size=2, framework="torch", standalone=good, distributed=good),
                  RankResult(rank=1, world_size=2, framework="torch", standalone=good, distributed=rank1)]
-        _judge(cfg, record, ranks, good)
+        judge(cfg, record, ranks, good)
         return record
 
     record = run(bad)
@@ -426,7 +426,7 @@ def test_a_passing_job_gets_no_cause_from_its_update_differences_unless_systemat
 
 
 def test_a_job_is_judged_by_its_worst_rank_not_rank_0():
-    from sweep.run.job import worst_rank
+    from sweep.analysis.judging import worst_rank
 
     ref = np.linspace(1.0, 0.5, 40)
     late = ref.copy()

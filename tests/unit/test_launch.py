@@ -85,7 +85,7 @@ mindspore/ccsrc/plugin/cpu/cpu_device_context.cc:469 SetOperatorInfo
 
 
 def test_a_crash_cause_keeps_an_exception_message_that_follows_its_line():
-    from sweep.run.job import failure_cause
+    from sweep.run.failures import failure_cause
 
     cause = failure_cause(1, {"worker_0.log": MINDSPORE_KERNEL_ERROR, "worker_1.log": "ValueError: bad shape\n"})
     assert cause == (

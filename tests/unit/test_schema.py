@@ -134,7 +134,7 @@ def test_a_third_framework_needs_no_change_of_the_core(compose_cfg, tmp_path):
 
 def test_settings_without_effect_are_noted(compose_cfg):
     from sweep.records import JobRecord
-    from sweep.run.job import effect_notes
+    from sweep.run.judge import effect_notes
 
     cfg = compose_cfg(["engine=data_parallel", "reshard_after_forward=false", "weights.transfer=shared"])
     record = JobRecord(overrides=["engine=data_parallel", "reshard_after_forward=false"],

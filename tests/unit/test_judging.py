@@ -1,0 +1,68 @@
+"""Judging one run (sweep.analysis.judging), on constructed comparisons: the rank a job is
+judged by, ranks that disagree, the verdict's status and reasons, copies that start apart,
+and notes several ranks share."""
+
+import pytest
+
+from sweep.analysis.compare import compare_losses
+from sweep.analysis.judging import ranked_notes, ranks_apart, start_tensor, verdict, worst_rank
+
+REF = [1.0, 0.9, 0.8, 0.7]
+
+
+def _c(got):
+    return compare_losses(REF, got, rtol=1e-4, atol=1e-4)
+
+
+def test_a_job_passes_when_every_rank_passes_and_nothing_else_fails_it():
+    assert verdict({0: _c(REF), 1: _c(REF)}, 0, REF, REF, 1e-4, 1e-4) == ("ok", None)
+
+
+def test_the_reason_names_the_judged_rank_the_failing_ranks_and_a_non_finite_loss():
+    bad = [1.0, float("nan"), 0.7, 0.6]
+    comparisons = {0: _c(REF), 1: _c(bad)}
+    status, reason = verdict(comparisons, worst_rank(comparisons), REF, bad, 1e-4, 1e-4)
+    assert status == "fail" and reason == (
+        "rank 1: 3/4 steps outside rtol=0.0001, atol=0.0001; first at step 1 (failing ranks: 1 of 2); "
+        "a non-finite loss from step 1 (standalone 0.9, distributed nan)")
+    one = verdict({0: _c(bad)}, 0, REF, bad, 1e-4, 1e-4)[1]  # one judged sequence (sharded): no rank named
+    assert one.startswith("3/4 steps outside") and "failing ranks" not in one
+
+
+def test_ranks_that_disagree_copies_that_start_apart_and_replicas_fail_a_job_within_tolerance():
+    close, other = [1.0, 0.9, 0.8 + 1.5e-4, 0.7], [1.0, 0.9, 0.8 - 1.5e-4, 0.7]  # each within tolerance of standalone
+    apart = ranks_apart([(0, close), (1, REF), (2, other)], 1e-4, 1e-4)
+    assert [rank for rank, _ in apart] == [2] and apart[0][1].first_fail_step == 2
+    assert ranks_apart([(0, REF), (1, list(REF))], 1e-4, 1e-4) == [] and ranks_apart([], 1e-4, 1e-4) == []
+    unequal = [(0, {"description": "w initial weights differ"}), (1, {"description": "w initial weights differ"})]
+    replicas = {"first_step": 1, "pairs": [[0, 2]], "coords": {"0": [0, 0], "2": [1, 0]}, "mesh_dims": ["r", "s"]}
+    comparisons = {0: _c(close), 2: _c(other)}
+    status, reason = verdict(comparisons, 0, REF, close, 1e-4, 1e-4, apart=apart, unequal=unequal, replicas=replicas)
+    assert status == "fail" and reason.split("; ") == [
+        "ranks disagree: rank 2 against rank 0 from step 2 (max |diff| 0.0003)",
+        "the copies do not start equal: rank 0: w initial weights differ (ranks 0, 1)",
+        "replicas disagree from step 1: rank 0 (r x s [0, 0]) and rank 2 (r x s [1, 0]) hold the same shards of the "
+        "weights but different values (the reduction across replicas is missing or wrong)",
+    ]
+    assert verdict(comparisons, 0, REF, close, 1e-4, 1e-4, replicas=dict(replicas, first_step=None)) == ("ok", None)
+
+
+def test_copies_that_start_apart_have_their_first_tensor_at_the_start():
+    found = {"step": 0, "kind": "initial", "name": "w", "description": "w initial weights differ"}
+    assert start_tensor([(1, found), (3, found)]) == dict(found, rank=1, ranks=[1, 3])
+    assert start_tensor([]) is None
+
+
+def test_notes_of_several_ranks_are_said_once_with_their_ranks():
+    notes = ranked_notes({1: ["b", "a"], 0: ["a"], 2: ["a"]}, 3)
+    assert notes == ["a", "b (rank 1)"]  # first seen on rank 0; every rank has "a"
+    assert ranked_notes({0: ["x"], 2: ["x"]}, 4) == ["x (ranks 0, 2)"]
+    assert ranked_notes({0: ["x"]}, 1) == ["x"]
+
+
+def test_the_worst_rank_is_the_earliest_failure_and_ties_go_to_the_lowest_rank():
+    late, early = [1.0, 0.9, 0.8, 0.7 + 1e-2], [1.0, 0.9 + 1e-2, 0.8, 0.7]
+    assert worst_rank({0: _c(late), 1: _c(early), 2: _c(early)}) == 1
+    assert worst_rank({0: _c(REF), 1: _c(REF)}) == 0
+    with pytest.raises(ValueError):
+        worst_rank({})
