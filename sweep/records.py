@@ -92,7 +92,7 @@ class RankResult(_Record):
     ``replica``: the distributed copy's local weights per step, ``{"key": which shards
     this rank holds, "coords": its mesh coordinates, "mesh_dims": their names,
     "digests": [sha1 hex of the local weights after each step]}``; ranks with one key
-    must give equal digests (``sweep.run.job``); ``None`` where not recorded.
+    must give equal digests (``sweep.analysis.judging.replica_check``); ``None`` where not recorded.
     
     ``collectives``: the distributed copy's ledger (``sweep.engines.collectives``) folded
     per step (``calls``), the engine's ``expected`` contract (or ``unchecked``: why none),
@@ -171,13 +171,13 @@ class JobRecord(_Record):
     the shared launch that ran it; ``baseline``: where a reused standalone sequence came
     from; ``engine_notes``: the engine's notes (``RankResult.engine_notes``); ``engine``:
     rank 0's ``RankResult.engine``; ``notes``:
-    settings of the job that had no effect (``sweep.run.job.effect_notes``), and
+    settings of the job that had no effect (``sweep.run.judge.effect_notes``), and
     ``nondeterministic: ...`` when its repeats disagree; ``repeats``: with ``repeat=N > 1``,
     one summary per run (``{repeat, status, first_diff_step, first_fail_step,
     max_abs_diff, final_abs_diff, reason}``; repeat 0 is the run whose sequences the
-    record holds; ``sweep.run.job.run_repeats``), else ``None``; ``nondeterministic``: whether
+    record holds; ``sweep.run.repeats.run_repeats``), else ``None``; ``nondeterministic``: whether
     the repeats disagree (any loss of any rank, or the outcome), ``None`` without repeats;
-    ``repeat_spread``: how far they disagree (``sweep.run.job.repeat_spread``);
+    ``repeat_spread``: how far they disagree (``sweep.run.repeats.repeat_spread``);
     ``random_draws``: some copy's training drew random numbers on some rank
     (``RankResult.random_draws``; ``None`` when no rank says); ``replicas``: the ranks
     that hold the same shards, compared step by step (``{"groups": [[rank, ...]],
@@ -185,7 +185,7 @@ class JobRecord(_Record):
     disagrees or None, "ranks": the ranks that disagree then}``; ``None`` without digests);
     ``first_module``: the first module whose inputs agree and whose output (or
     output gradient) differs, over the tracing rerun's ranks
-    (``sweep.analysis.modules.first_over_ranks``), or ``{"description"}`` saying none did,
+    (``sweep.analysis.evidence.first_module_over_ranks``), or ``{"description"}`` saying none did,
     or ``None`` when not traced; ``collectives``: rank 0's ledger (``RankResult.collectives``)
     and every rank's ``notes``; ``optimizer``: rank 0's (``RankResult.optimizer``);
     ``features``: rank 0's ``RankResult.features`` (what both copies ran with).

@@ -1,5 +1,10 @@
 """The analysis wing: pure numerics over records: the per-step comparison, the first differing tensor and the onset, attribution of a drift to factors, and isolation by ddmin.
 
+Every rule that decides what a job's evidence means lives here (the real first step and the
+onset, the first tensor and module over the ranks and their merge, the drift class, the
+verdict of one run, the dtypes against the policy): the report formats what it returns and
+the job records it.
+
 May import: ``sweep.config`` and the contracts only; nothing that launches, trains or renders.
-Modules: ``compare``, ``trace``, ``attribution``, ``isolate``.
+Modules: ``compare``, ``trace``, ``modules``, ``evidence``, ``judging``, ``dtypes``, ``collectives``, ``attribution``, ``isolate``.
 """

@@ -16,6 +16,9 @@ Terms used throughout:
   ``mean_signed_diff`` (loss units) between the two jobs.
 - *culprit*: a level ``f=v`` that, in its one-factor pairs along ``f``, fails where the
   other level passes more often than it passes where the other level fails.
+
+What one job's evidence means (its first real step, onset and drift class) is
+:mod:`sweep.analysis.evidence`'s; this module reads it over the jobs.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from sweep.analysis.compare import COPY_NOTE_KINDS, ONSET_RULE, RANDOM_DRAWS_NOTE
+from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, drift_class, parting_step, rounding_only
 from sweep.analysis.trace import ROUNDING_REL, UPDATE_ONSET_RULE
 
 Row = Dict[str, Any]
@@ -34,26 +38,7 @@ Pair = Tuple[str, Row, Row]
 
 STATUSES = ("ok", "fail", "error", "timeout", "missing")
 JUDGED = ("ok", "fail")
-DRIFT_CLASSES = {
-    "step0": "the copies differ before any update: initial weights, initialisation, data, "
-             "or the forward's precision (param_dtype)",
-    "first_update": "the first update differs: gradient reduction, scaling, accumulation, the optimizer, "
-                    "or their precision (reduce_dtype)",
-    "periodic": "an event every n steps: accumulation boundaries, a schedule, a periodic sync",
-    "from_step": "a change from a later step on: a schedule, optimizer state, a step counter",
-    "rounding": "float rounding only, every traced tensor and update: summation order (e.g. of sharded data), "
-                "no fault",
-}
 ONSET_WORDS = {"abrupt": "an abrupt onset", "growth": "a steady growth", "noise": "random-sign noise"}
-DRIFT_RULE = (
-    "drift class of a job whose sequences differ, by the first step k where they differ at all (not the first "
-    "failing step; when the traced tensors differ by float rounding first, the first step the difference beyond "
-    "rounding reaches) and the onset of the difference: rounding if every traced tensor and update stays within "
-    "float rounding; step0 if k = 0; periodic if the difference jumps at evenly "
-    "spaced steps; first_update if k = 1; from_step if k >= 2 (" + "; ".join(
-        f"{name}: {text}" for name, text in DRIFT_CLASSES.items()) + "). A random-sign onset (noise) is "
-    "reported as such but is no class: it is nondeterminism only where repeats of one config disagree"
-)
 
 
 def factors(rows: Sequence[Row]) -> List[str]:
@@ -63,35 +48,6 @@ def factors(rows: Sequence[Row]) -> List[str]:
     for row in rows:
         keys.extend(k for k in row["overrides"] if k not in keys)
     return [k for k in keys if len({row["overrides"].get(k) for row in rows}) > 1]
-
-
-def parting_step(row: Row) -> Optional[int]:
-    """The step a job's drift class and sentence take: ``first_real_step`` (the first
-    difference beyond float rounding, from the traced tensors) where known, else
-    ``first_diff_step``; rows without it (older records) fall back to the first failing
-    step."""
-    if row.get("first_real_step") is not None:
-        return row["first_real_step"]
-    return row.get("first_diff_step", row.get("first_fail_step"))
-
-
-def drift_class(row: Row) -> Optional[str]:
-    """The class of a judged job whose sequences differ at all (:data:`DRIFT_RULE`), from
-    its :func:`parting_step` and ``onset``; ``None`` for a job without a difference or
-    without a verdict."""
-    if row["status"] not in JUDGED:
-        return None
-    step = parting_step(row)
-    if step is None:
-        return None
-    if rounding_only(row):
-        return "rounding"
-    onset = row.get("onset")
-    if step == 0:
-        return "step0"
-    if onset == "periodic":
-        return onset
-    return "first_update" if step == 1 else "from_step"
 
 
 def _level(row: Row, factor: str) -> Optional[str]:
@@ -333,17 +289,6 @@ def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     return sorted(found, key=lambda c: (-c["score"], -c["to_fail"], c["factor"], label(c["level"])))
 
 
-def rounding_only(row: Row) -> bool:
-    """Whether ``row``'s copies differ by float rounding only (``sweep.analysis.trace.ROUNDING_REL``),
-    judged by its traced tensors and updates (no ``first_real_step``; rows without that
-    key: ``first_tensor_rel``, the first difference beyond rounding if any); unknown (not
-    traced) counts as a real drift."""
-    if "first_real_step" in row:
-        return row.get("first_diff_step") is not None and row["first_real_step"] is None
-    rel = row.get("first_tensor_rel")
-    return rel is not None and float(rel) < ROUNDING_REL
-
-
 def ties(ranked: Sequence[Dict[str, Any]], rows: Sequence[Row]) -> List[Dict[str, Any]]:
     """The culprits that this sweep cannot tell from the top one: equal score and flips,
     failing in the same jobs. With each, the smallest extra job that would separate it
@@ -467,7 +412,7 @@ def copy_notes(rows: Sequence[Row]) -> Optional[str]:
 
 
 def nondeterministic_jobs(rows: Sequence[Row]) -> List[Dict[str, Any]]:
-    """The jobs whose repeats disagree (``repeat=N``; ``sweep.run.job.run_repeats``): ``job``,
+    """The jobs whose repeats disagree (``repeat=N``; ``sweep.run.repeats.run_repeats``): ``job``,
     ``status`` (repeat 0's), ``overrides``, ``spread`` (``repeat_spread`` of the record)."""
     return [{"job": r["job"], "status": r["status"], "overrides": r["overrides"], "spread": r.get("repeat_spread")}
             for r in rows if r.get("nondeterministic")]
@@ -729,7 +674,7 @@ def attribute(rows: Sequence[Row]) -> Dict[str, Any]:
     ``contrasts``, ``culprits``, ``interactions``, ``ties`` (:func:`ties`), ``scalers``
     (:func:`scalers`), ``nondeterministic`` (:func:`nondeterministic_jobs`), ``drift`` (class ->
     numbers of the judged jobs that differ),
-    ``drift_rule`` (:data:`DRIFT_RULE`), ``onset_rule`` (``sweep.analysis.compare.ONSET_RULE``).
+    ``drift_rule`` (``sweep.analysis.evidence.DRIFT_RULE``), ``onset_rule`` (``sweep.analysis.compare.ONSET_RULE``).
     """
     ranked = culprits(rows)
     found = interactions(rows, ranked)

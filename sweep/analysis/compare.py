@@ -156,6 +156,25 @@ def drift_metrics(standalone: Sequence[float], distributed: Sequence[float]) -> 
     }
 
 
+
+def tolerance_ratio(ref: Sequence[float], got: Sequence[float], rtol: Optional[float],
+                    atol: Optional[float]) -> Optional[float]:
+    """The largest ``|got - ref| / (atol + rtol |ref|)`` over the finite steps: how far the
+    worst step is from failing (``numpy.isclose``'s bound; 1.0 is the tolerance), ``None``
+    without a tolerance or a finite step. ``ref``, ``got``: the standalone and the
+    distributed losses, compared over their common length."""
+    if rtol is None or atol is None:
+        return None
+    a, b = np.asarray(ref, np.float64), np.asarray(got, np.float64)
+    n = min(a.size, b.size)
+    a, b = a[:n], b[:n]
+    finite = np.isfinite(a) & np.isfinite(b)
+    if not finite.any():
+        return None
+    bound = float(atol) + float(rtol) * np.abs(a[finite])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.max(np.abs(b[finite] - a[finite]) / bound))
+
 ONSETS = ("none", "step0", "periodic", "noise", "abrupt", "growth")
 SPIKE_FACTOR = 10.0  # a jump of the difference this many times its median jump is an event
 ONSET_RULE = (

@@ -25,19 +25,14 @@ import textwrap
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
 from omegaconf import OmegaConf
 from tabulate import tabulate, tabulate_formats
 
-from sweep.analysis.attribution import (
-    DRIFT_RULE,
-    attribute,
-    drift_class,
-    factors,
-    label,
-)
-from sweep.analysis.compare import drift_metrics, onset
-from sweep.analysis.trace import ROUNDING_REL, one_sign_along
+from sweep.analysis.attribution import attribute, factors, label
+from sweep.analysis.compare import drift_metrics, tolerance_ratio
+from sweep.analysis.dtypes import dtype_evidence
+from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, drift_class, job_evidence, parting_step
+from sweep.analysis.trace import ROUNDING_REL
 from sweep.errors import RecordError
 from sweep.io import read_floats, write_json
 from sweep.layout import JobDir, SweepDir
@@ -102,204 +97,30 @@ def _overrides(job_dir: Path) -> Dict[str, str]:
     return _pairs(items) if isinstance(items, list) else {}
 
 
-def _dtype_name(value: Optional[str], unknown: str) -> str:
-    """``torch.bfloat16`` / ``Float32`` / ``float32`` -> ``bfloat16`` / ``float32``."""
-    return unknown if value is None else str(value).rsplit(".", 1)[-1].lower()
-
-
-def _dtypes(record: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-    """``dtypes_configured``, ``dtypes_ran`` (``a/b/c`` strings), ``policy_applied``
-    (configured ``param_dtype`` == observed ``param_forward``; ``None`` if either is
-    unknown) and ``dtype_notes``: every observed dtype that differs from the one the
-    policy configures or implies (:func:`implied_dtypes`), e.g. an fp32 policy that ran
-    in lower precision; all ``None`` for results without ``dtypes``."""
-    if not record:
-        return {"dtypes_configured": None, "dtypes_ran": None, "policy_applied": None, "dtype_notes": []}
-    configured, observed = record.get("configured") or {}, record.get("observed") or {}
-    wanted, ran = configured.get("param_dtype"), observed.get("param_forward")
-    notes = []
-    for key, expected in implied_dtypes(configured, _dtype_name(configured.get("init_dtype"), "") or "float32").items():
-        seen = observed.get(key)
-        if seen is not None and expected is not None and _dtype_name(seen, "") != expected:
-            notes.append(f"{key.replace('_', ' ')} dtype ran {_dtype_name(seen, '')}, "
-                         f"{'configured' if configured.get(_CONFIG_KEY.get(key, '')) else 'implied'} {expected}")
-    return {
-        "dtypes_configured": "/".join(
-            _dtype_name(configured.get(k), "-") for k in ("param_dtype", "reduce_dtype", "output_dtype")
-        ),
-        "dtypes_ran": "/".join(_dtype_name(observed.get(k), "?")
-                               for k in ("param_forward", "reduce", "grad", "output", "master", "optimizer_state")),
-        "policy_applied": None if wanted is None or ran is None else _dtype_name(wanted, "") == _dtype_name(ran, ""),
-        "dtype_notes": notes,
-    }
-
-
-_CONFIG_KEY = {"param_forward": "param_dtype", "reduce": "reduce_dtype", "output": "output_dtype"}
-
-
-def implied_dtypes(configured: Dict[str, Any], master: str = "float32") -> Dict[str, Optional[str]]:
-    """What each observed dtype should be under a ``MixedPrecisionPolicy`` (FSDP2's
-    semantics, ``torch.distributed.fsdp.MixedPrecisionPolicy`` docs): the forward's
-    parameters in ``param_dtype`` (default: the stored parameter's); gradients reduced in
-    ``reduce_dtype`` (default: ``param_dtype``); the master weights and the optimizer
-    state in the dtype the parameters were created in (``master``: ``model.init_dtype``)."""
-    param = _dtype_name(configured.get("param_dtype"), "") or master
-    return {
-        "param_forward": param,
-        "reduce": _dtype_name(configured.get("reduce_dtype"), "") or param,
-        "master": master,
-        "optimizer_state": master,
-    }
-
-
 def _result_metrics(result: JobRecord) -> Dict[str, Any]:
-    """The job's metrics from its record (see :func:`collect`)."""
+    """The job's metrics from its record (see :func:`collect`): the comparison's numbers,
+    the drift's shape (``sweep.analysis.compare``), where and how the copies part
+    (``sweep.analysis.evidence.job_evidence``), repeats, dtypes
+    (``sweep.analysis.dtypes.dtype_evidence``) and the engine's notes."""
     comparison = result.comparison or {}
     metrics: Dict[str, Any] = {k: comparison.get(k) for k in COMPARISON}
     for key in ("max_abs_diff", "max_rel_diff", "mean_signed_diff"):  # non-finite floats are stored as strings
         metrics[key] = None if metrics[key] is None else float(metrics[key])
     if result.comparison and result.losses:
-        losses = result.losses
-        ref, got = read_floats(losses["standalone"]), read_floats(losses["distributed"])
+        ref, got = read_floats(result.losses["standalone"]), read_floats(result.losses["distributed"])
         metrics.update(drift_metrics(ref, got))
         metrics["tolerance_ratio"] = tolerance_ratio(ref, got, result.comparison.get("rtol"),
                                                      result.comparison.get("atol"))
-        shape = onset(ref, got, float(result.comparison.get("noise_floor") or 0.0))
-        metrics.update(first_diff_step=shape["first_diff_step"], onset=shape["pattern"], period=shape["period"])
-        for rank in result.rank_comparisons or []:  # every rank judged: the earliest divergence of any rank
-            step = rank.get("first_diff_step")
-            if step is not None and (metrics["first_diff_step"] is None or step < metrics["first_diff_step"]):
-                metrics["first_diff_step"] = step
-    tensor = result.first_tensor or {}
-    metrics["first_module"] = (result.first_module or {}).get("description")
-    metrics["first_tensor"] = tensor.get("description") or tensor.get("note")
-    # the size of the first real difference: beyond float rounding if the first one is rounding
-    beyond = tensor.get("beyond_rounding")
-    metrics["first_tensor_rel"] = beyond["rel_diff"] if beyond else tensor.get("rel_diff")
-    if result.comparison and result.losses:
-        # a command's copies are not seen: its losses may round apart from step 0 (a loss
-        # averaged over the ranks) as sharded data's do
-        command = ((result.config or {}).get("runner") or {}).get("name") == "command"
-        metrics.update(_real_onset(metrics, tensor, read_floats(result.losses["standalone"]),
-                                   read_floats(result.losses["distributed"]),
-                                   within_tolerance=result.status == "ok",
-                                   sharded=((result.config or {}).get("data") or {}).get("split") == "sharded"
-                                   or command, failing_rel=LOSS_ROUNDING_REL if command else ROUNDING_REL))
-    if metrics.pop("rounding_grown", False) and metrics["first_tensor"]:
-        metrics["first_tensor"] += ("; the job passes and its update errors take both signs: float rounding grown "
-                                    "by the steps, no cause")
-    located = tensor.get("description") and "step" in tensor and tensor.get("rank") is not None
-    if located and (result.world_size or 1) > 1 and not tensor.get("shards"):  # (else the description names them)
-        every = len(tensor.get("ranks") or []) == result.world_size
-        metrics["first_tensor"] += " (every rank)" if every else f" (rank {tensor['rank']})"
+    metrics.update(job_evidence(result))
     metrics["ranks_agree"] = result.ranks_agree
     metrics.update(repeat_metrics(result))
     metrics["wall_s"] = result.timings_s.get("wall")
-    metrics.update(_dtypes(result.dtypes))
+    metrics.update(dtype_evidence(result.dtypes))
     engine = result.engine or {}
     metrics["engine_notes"] = ([engine["summary"]] if engine.get("summary") else []) + [
         str(note).split(" -- ")[0] for note in result.engine_notes
     ]
     return metrics
-
-
-def tolerance_ratio(ref: Sequence[float], got: Sequence[float], rtol: Optional[float],
-                    atol: Optional[float]) -> Optional[float]:
-    """The largest ``|got - ref| / (atol + rtol |ref|)`` over the finite steps: how far the
-    worst step is from failing (``numpy.isclose``'s bound; 1.0 is the tolerance), ``None``
-    without a tolerance or a finite step."""
-    if rtol is None or atol is None:
-        return None
-    a, b = np.asarray(ref, np.float64), np.asarray(got, np.float64)
-    n = min(a.size, b.size)
-    a, b = a[:n], b[:n]
-    finite = np.isfinite(a) & np.isfinite(b)
-    if not finite.any():
-        return None
-    bound = float(atol) + float(rtol) * np.abs(a[finite])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return float(np.max(np.abs(b[finite] - a[finite]) / bound))
-
-
-# A failing runner=command job's losses part beyond float rounding where they differ by more
-# than this, relative (a few float32 ulps: fp32's epsilon is 1.2e-7): a bf16 forward's step-0
-# difference counts, a loss averaged over the ranks does not. (Passing jobs: ROUNDING_REL.)
-LOSS_ROUNDING_REL = 1e-6
-
-
-def _real_onset(metrics: Dict[str, Any], tensor: Dict[str, Any], ref: List[float], got: List[float],
-                within_tolerance: bool = False, sharded: bool = False,
-                failing_rel: float = ROUNDING_REL) -> Dict[str, Any]:
-    """``first_real_step`` (the first loss step a difference beyond float rounding can
-    reach) and the onset from the update differences when traced (``onset_from``:
-    ``"updates"`` or ``"losses"``; ``sweep.analysis.trace.UPDATE_ONSET_RULE``).
-
-    The step follows the first *real* difference, whatever the data split: a traced
-    gradient or weight of step ``s`` beyond rounding counts as loss step ``s + 1`` (a
-    reduced gradient or an update that differs: ``first_update`` for ``s = 0``), initial
-    weights that differ as step 0, and so does a differing loss: with replicated data
-    (``sharded=False``) any differing loss step (the copies compute the same rows from
-    the same weights: a differing forward), with ``sharded=True`` only one that differs
-    beyond rounding (``sweep.analysis.trace.ROUNDING_REL`` relative to the standalone
-    loss: the copies' losses differ by summation order from step 0; ``sharded`` is also
-    set for ``runner=command`` jobs, whose copies the tool does not see; a failing one's
-    losses part beyond rounding past ``failing_rel``: :data:`LOSS_ROUNDING_REL`). Untraced,
-    the first differing loss step counts. ``None`` when every traced sign stays within rounding.
-
-    ``within_tolerance`` (the job passed): unless the difference is systematic (one sign
-    along every differing update, :func:`sweep.analysis.trace.one_sign_along`), the update
-    differences make no real difference and their onset is noise, and a tensor beyond
-    rounding that follows a first difference within it is rounding grown by the steps,
-    not a cause (``rounding_grown``: True); untraced, only a loss step beyond rounding is
-    real (on replicated data a step-0 difference too: the forward's). A rounding-size error that Adam normalises to full-size steps (a gradient
-    that is zero up to rounding) errs with random signs and draws a pattern of the step
-    count. A passing job whose first difference is already beyond rounding (a precision:
-    bf16 against a float32 baseline) keeps it."""
-    first = metrics.get("first_diff_step")
-    out: Dict[str, Any] = {"first_real_step": first, "onset_from": "losses" if first is not None else None}
-    if first is None:
-        return out
-    updates = tensor.get("updates")
-    grown = False  # a passing job's rounding, grown past rounding's size by the steps: no cause
-    if within_tolerance and not (updates and (updates.get("systematic") or one_sign_along(updates))):
-        grown = "beyond_rounding" in tensor
-        if updates:  # random-sign update differences: noise, whatever pattern their sizes draw
-            updates = dict(updates, real_step=None, pattern="noise" if updates["pattern"] != "none" else "none",
-                           period=None)
-    traced = "step" in tensor
-
-    def loss_real(step: int) -> bool:
-        rel = ROUNDING_REL if within_tolerance else failing_rel
-        return abs(got[step] - ref[step]) > rel * abs(ref[step])
-
-    # each traced sign of a real difference, as the loss step that can first see it; they may
-    # precede ``first``: the losses can round a small weight difference away for a few steps
-    if "beyond_rounding" in tensor:  # the first traced difference is float rounding
-        beyond = tensor["beyond_rounding"]
-        reals = [beyond["step"] + 1] if beyond and not grown else []
-    elif traced:
-        # initial weights or buffers that differ: the copies do not start equal; a buffer after a
-        # step's forward, a gradient or a weight after an update: the loss of the next step
-        reals = [0] if tensor.get("kind") in ("initial", "initial_buffer") else [tensor["step"] + 1]
-        # replicated data: the copies compute the same rows from the same weights, so a
-        # differing loss is a differing forward; sharded: a loss differs by summation order
-        reals += [s for s in range(first, min(len(ref), len(got))) if loss_real(s)][:1] if sharded else [first]
-    elif sharded or (within_tolerance and first > 0):
-        # untraced: no tensor says more than the losses, so where they may round apart (sharded
-        # data, a command's copies) and in a passing job, only a loss step that differs beyond
-        # rounding is real (a step-0 difference on replicated data is the forward's)
-        reals = [s for s in range(first, min(len(ref), len(got))) if loss_real(s)][:1]
-    else:
-        reals = [first]
-    if updates and updates["real_step"] is not None:
-        reals.append(updates["real_step"] + 1)
-    out["first_real_step"] = min(reals, default=None)
-    if grown and out["first_real_step"] is None:
-        out["rounding_grown"] = True
-    if updates and updates["pattern"] != "none" and out["first_real_step"] != 0:
-        out.update(onset=updates["pattern"], period=updates.get("period"), onset_from="updates",
-                   onset_until=updates.get("until"))
-    return out
 
 
 def repeat_metrics(result: JobRecord) -> Dict[str, Any]:
@@ -756,16 +577,13 @@ def job_headline(job_dir: Path | str) -> List[str]:
     """What a single run says under its status line: where the copies part (the first
     step, the drift class, the first differing tensor) and the notes that explain it,
     each line short; empty for a job without a difference or a result."""
-    from sweep.analysis.attribution import DRIFT_CLASSES, drift_class
-
     if not JobDir(job_dir).result.exists():
         return []
     row = collect_job(job_dir)
     lines = []
     cls = drift_class(row)
-    step = row.get("first_real_step") if row.get("first_real_step") is not None else row.get("first_diff_step")
     if cls is not None:
-        lines.append(f"the copies part at step {step}: {cls} ({DRIFT_CLASSES[cls]})")
+        lines.append(f"the copies part at step {parting_step(row)}: {cls} ({DRIFT_CLASSES[cls]})")
     if row.get("first_module") and cls not in (None, "rounding"):
         lines.append(f"first differing module: {row['first_module']}")
     if row.get("first_tensor") and cls not in (None, "rounding"):

@@ -24,9 +24,8 @@ from typing import Any, Dict, List, Optional, Tuple, Type
 from omegaconf import DictConfig, OmegaConf
 
 import sweep
+from sweep.analysis.evidence import first_diff_over_ranks, first_module_over_ranks, first_tensor_over_ranks, place
 from sweep.analysis.judging import ranked_notes
-from sweep.analysis.modules import first_over_ranks
-from sweep.analysis.trace import KINDS
 from sweep.config.enums import as_str
 from sweep.config.schema import (
     NUMERIC,
@@ -265,10 +264,12 @@ def _trace(
     ``compare.trace_after`` steps past its first differing step with every gradient and
     weight recorded (``sweep.analysis.trace``), and the weights on to ``compare.onset_steps`` past
     it (the onset from the update differences); its losses are the job's own up to there
-    (the same seeds, the same code). Sets ``record.first_tensor`` (the earliest over the
-    ranks, with its ``rank``), or a ``note`` saying why nothing was traced."""
-    first_diff = min((c["first_diff_step"] for c in record.rank_comparisons or [record.comparison]
-                      if c.get("first_diff_step") is not None), default=None)
+    (the same seeds, the same code). Records what ``sweep.analysis.evidence`` makes of the
+    rerun's ranks: ``record.first_tensor`` (``first_tensor_over_ranks``: the first over the
+    ranks, with its ``rank`` and ``ranks``), or a ``note`` saying why nothing was traced;
+    ``record.first_module`` (``first_module_over_ranks``, merged with the tensor by ``place``);
+    the traced steps' collectives' notes."""
+    first_diff = first_diff_over_ranks(record.rank_comparisons or [record.comparison])
     if first_diff is None or not cfg.compare.trace_after:
         return
     if not framework.traces_tensors or cfg.order == "separate":
@@ -288,44 +289,15 @@ def _trace(
     _, _, _, outcome = _run_ranks(cfg, framework, trace_dir, JobRecord(config=config), world, env, limit, pools)
     record.timings_s["trace"] = time.perf_counter() - began
     rerun = [r for r in _read_ranks(trace_dir, world) if r is not None]
-    modules = [((r.modules or {}).get("first"), r.rank) for r in rerun if r.modules is not None]
-    if modules:
-        record.first_module = first_over_ranks(modules) or {"description": next(
-            r.modules["description"] for r in rerun if r.modules is not None)}
+    record.first_module = first_module_over_ranks([(r.modules, r.rank) for r in rerun if r.modules is not None])
     later = ranked_notes({r.rank: (r.collectives or {}).get("notes") or [] for r in rerun}, len(rerun))
     record.notes.extend(n for n in later if n not in record.notes)  # the traced steps' collectives
-    found = [(r.first_tensor, r.rank) for r in rerun if r.first_tensor]
-    hits = [dict(t, rank=rank) for t, rank in found if "step" in t]
-    if hits:
-        record.first_tensor = min(hits, key=_first_tensor_order)
-        where = _first_tensor_order(record.first_tensor)[:3]  # (real or not, its step, its kind)
-        record.first_tensor["ranks"] = [t["rank"] for t in hits if _first_tensor_order(t)[:3] == where]
-        module, tensor = record.first_module or {}, record.first_tensor
-        if module.get("step") is not None and module["step"] > tensor["step"]:  # came in through an update
-            module["description"] += (f"; the weights already differ after step {tensor['step']}'s update "
-                                      "(first differing tensor): the module computes on them")
-    elif found:
-        record.first_tensor = dict(found[0][0], rank=found[0][1])
-        if "description" in record.first_tensor:  # the losses differed, the rerun's tensors do not
-            record.first_tensor["description"] += (
-                f" in the tracing rerun, though this run's losses differ from step {first_diff}: that launch did "
-                "not repeat the difference (nondeterministic? repeat=3 tells)")
-    else:
+    record.first_tensor = first_tensor_over_ranks([(r.first_tensor, r.rank) for r in rerun if r.first_tensor],
+                                                  first_diff)
+    if record.first_tensor is None:
         record.first_tensor = {"note": "not traced: the tracing rerun gave no result "
                                        f"({'timed out' if outcome.timed_out else f'exit {outcome.returncode}'})"}
-
-
-def _first_tensor_order(found: Dict[str, Any]) -> tuple:
-    """Which rank's first differing tensor is the job's: a real one (beyond float rounding,
-    or its ``beyond_rounding``) before one that is rounding only, so a fault on some ranks
-    is not hidden behind another rank's summation-order rounding (sharded data on an HSDP
-    mesh); then the earliest real step, kind and rank, then the earliest step, kind, rank."""
-    beyond = found.get("beyond_rounding")
-    real = found if "beyond_rounding" not in found else beyond
-    own = (found["step"], KINDS.index(found["kind"]), found["rank"])
-    if real is None:
-        return (1, 0, 0) + own
-    return (0, real["step"], KINDS.index(real["kind"])) + own
+    record.first_module = place(record.first_module, record.first_tensor)  # a module computing on weights that differ
 
 
 def _builtin_again(cfg: DictConfig, framework: Type[Framework], world: int, env: Dict[str, str],

@@ -9,11 +9,11 @@ from sweep.analysis.attribution import (
     attribute,
     contrasts,
     culprits,
-    drift_class,
     interactions,
     level_stats,
     one_factor_pairs,
 )
+from sweep.analysis.evidence import drift_class
 
 
 def _row(job, status, first=None, msd=None, **overrides):

@@ -4,8 +4,9 @@ verdict that never misleads, on constructed sequences and result sets."""
 import numpy as np
 import pytest
 
-from sweep.analysis.attribution import attribute, drift_class
+from sweep.analysis.attribution import attribute
 from sweep.analysis.compare import compare_losses, onset
+from sweep.analysis.evidence import drift_class
 
 N = 120
 REF = 1.0 + 0.3 * np.sin(np.arange(N) / 7.0)
@@ -155,18 +156,18 @@ def test_every_rank_is_judged(compose_cfg):
 
 
 def test_every_observed_dtype_is_checked_against_the_policy():
-    from sweep.report.summary import _dtypes
+    from sweep.analysis.dtypes import dtype_evidence
 
     fp32 = {"param_dtype": None, "reduce_dtype": None, "output_dtype": None}
     ran_low = {"param_forward": "bfloat16", "reduce": "bfloat16", "grad": "float32", "master": "float32",
                "optimizer_state": "float32"}
-    notes = _dtypes({"configured": fp32, "observed": ran_low})["dtype_notes"]
+    notes = dtype_evidence({"configured": fp32, "observed": ran_low})["dtype_notes"]
     assert notes == ["param forward dtype ran bfloat16, implied float32", "reduce dtype ran bfloat16, implied float32"]
     bf16 = {"param_dtype": "bfloat16", "reduce_dtype": "float32", "output_dtype": None}
     wrong_reduce = dict(ran_low, reduce="bfloat16", optimizer_state="bfloat16")
-    notes = _dtypes({"configured": bf16, "observed": wrong_reduce})["dtype_notes"]
+    notes = dtype_evidence({"configured": bf16, "observed": wrong_reduce})["dtype_notes"]
     assert notes == ["reduce dtype ran bfloat16, configured float32", "optimizer state dtype ran bfloat16, implied float32"]
-    assert _dtypes({"configured": bf16, "observed": dict(ran_low, reduce="float32")})["dtype_notes"] == []
+    assert dtype_evidence({"configured": bf16, "observed": dict(ran_low, reduce="float32")})["dtype_notes"] == []
 
 
 def test_a_shard_is_compared_with_the_matching_slice_of_the_full_tensor():
@@ -388,9 +389,9 @@ def test_a_gradient_that_is_zero_up_to_rounding_is_rounding_whatever_its_own_rel
 
 
 def _real(first_diff, tensor, ref, got, ok=False, sharded=True):
-    from sweep.report.summary import _real_onset
+    from sweep.analysis.evidence import real_onset
 
-    return _real_onset({"first_diff_step": first_diff}, tensor, ref, got, within_tolerance=ok, sharded=sharded)
+    return real_onset(first_diff, tensor, ref, got, within_tolerance=ok, sharded=sharded)
 
 
 def test_the_real_step_follows_the_first_real_difference_not_a_rounding_loss_step():
@@ -478,14 +479,14 @@ def test_a_gradient_only_one_copy_has_is_said_so_not_called_unrecorded():
 def test_a_failing_command_job_parts_at_the_first_loss_step_beyond_a_few_ulps():
     """runner=command: no tensor is seen, so the losses decide: a mean over the ranks rounds
     apart by ~1e-8 (not a parting), a bf16 forward's step-0 difference of 5e-5 does part."""
-    from sweep.report.summary import LOSS_ROUNDING_REL, _real_onset
+    from sweep.analysis.evidence import LOSS_ROUNDING_REL, real_onset
 
     ref = [1.0, 0.9, 0.8]
     rounded_mean = [1.0 + 1e-8, 0.9 + 2e-3, 0.8 + 3e-3]
     bf16_forward = [1.0 + 5e-5, 0.9 + 2e-3, 0.8 + 3e-3]
     for got, step in ((rounded_mean, 1), (bf16_forward, 0)):
-        found = _real_onset({"first_diff_step": 0}, {"note": "not observed (runner=command)"}, ref, got,
-                            within_tolerance=False, sharded=True, failing_rel=LOSS_ROUNDING_REL)
+        found = real_onset(0, {"note": "not observed (runner=command)"}, ref, got,
+                           within_tolerance=False, sharded=True, failing_rel=LOSS_ROUNDING_REL)
         assert found["first_real_step"] == step
     # with the tensors' threshold the bf16 forward's 5e-5 would read as rounding
-    assert _real_onset({"first_diff_step": 0}, {}, ref, bf16_forward, sharded=True)["first_real_step"] == 1
+    assert real_onset(0, {}, ref, bf16_forward, sharded=True)["first_real_step"] == 1

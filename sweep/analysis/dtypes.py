@@ -1,0 +1,62 @@
+"""The dtypes a job ran against those its mixed-precision policy configures or implies.
+
+Pure rules over ``JobRecord.dtypes`` (``{"configured": {...}, "observed": {...}}``): whether
+the policy was applied (:func:`dtype_evidence`'s ``policy_applied``) and every observed dtype
+that departs from the one the policy sets or implies (:func:`implied_dtypes`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+_CONFIG_KEY = {"param_forward": "param_dtype", "reduce": "reduce_dtype", "output": "output_dtype"}
+
+
+def dtype_name(value: Optional[str], unknown: str) -> str:
+    """``torch.bfloat16`` / ``Float32`` / ``float32`` -> ``bfloat16`` / ``float32``;
+    ``unknown`` for ``None``."""
+    return unknown if value is None else str(value).rsplit(".", 1)[-1].lower()
+
+
+def implied_dtypes(configured: Dict[str, Any], master: str = "float32") -> Dict[str, Optional[str]]:
+    """What each observed dtype should be under a ``MixedPrecisionPolicy`` (FSDP2's
+    semantics, ``torch.distributed.fsdp.MixedPrecisionPolicy`` docs): the forward's
+    parameters in ``param_dtype`` (default: the stored parameter's); gradients reduced in
+    ``reduce_dtype`` (default: ``param_dtype``); the master weights and the optimizer
+    state in the dtype the parameters were created in (``master``: ``model.init_dtype``).
+    Keys: ``param_forward``, ``reduce``, ``master``, ``optimizer_state``; values dtype names."""
+    param = dtype_name(configured.get("param_dtype"), "") or master
+    return {
+        "param_forward": param,
+        "reduce": dtype_name(configured.get("reduce_dtype"), "") or param,
+        "master": master,
+        "optimizer_state": master,
+    }
+
+
+def dtype_evidence(record: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """``dtypes_configured``, ``dtypes_ran`` (``a/b/c`` strings: ``-`` for a default,
+    ``?`` for unknown), ``policy_applied`` (configured ``param_dtype`` == observed
+    ``param_forward``; ``None`` if either is unknown) and ``dtype_notes``: every observed
+    dtype that differs from the one the policy configures or implies (:func:`implied_dtypes`),
+    e.g. an fp32 policy that ran in lower precision; all ``None`` (notes ``[]``) for a
+    result without ``dtypes``. ``record``: ``JobRecord.dtypes``."""
+    if not record:
+        return {"dtypes_configured": None, "dtypes_ran": None, "policy_applied": None, "dtype_notes": []}
+    configured, observed = record.get("configured") or {}, record.get("observed") or {}
+    wanted, ran = configured.get("param_dtype"), observed.get("param_forward")
+    notes = []
+    for key, expected in implied_dtypes(configured, dtype_name(configured.get("init_dtype"), "") or "float32").items():
+        seen = observed.get(key)
+        if seen is not None and expected is not None and dtype_name(seen, "") != expected:
+            notes.append(f"{key.replace('_', ' ')} dtype ran {dtype_name(seen, '')}, "
+                         f"{'configured' if configured.get(_CONFIG_KEY.get(key, '')) else 'implied'} {expected}")
+    return {
+        "dtypes_configured": "/".join(
+            dtype_name(configured.get(k), "-") for k in ("param_dtype", "reduce_dtype", "output_dtype")
+        ),
+        "dtypes_ran": "/".join(dtype_name(observed.get(k), "?")
+                               for k in ("param_forward", "reduce", "grad", "output", "master", "optimizer_state")),
+        "policy_applied": None if wanted is None or ran is None else dtype_name(wanted, "") == dtype_name(ran, ""),
+        "dtype_notes": notes,
+    }

@@ -1,0 +1,233 @@
+"""What a job's evidence means (sweep.analysis.evidence, sweep.analysis.dtypes), on
+constructed findings: the first step over the ranks, the real first step, the first tensor
+and module over the ranks and their merge, the sentence of the first tensor, one record's
+evidence, the drift class, and the dtypes against the policy."""
+
+import pytest
+
+from sweep.analysis.compare import compare_losses
+from sweep.analysis.dtypes import dtype_evidence, implied_dtypes
+from sweep.analysis.evidence import (
+    LOSS_ROUNDING_REL,
+    ROUNDING_GROWN,
+    drift_class,
+    first_diff_over_ranks,
+    first_module_over_ranks,
+    first_tensor_order,
+    first_tensor_over_ranks,
+    first_tensor_text,
+    job_evidence,
+    parting_step,
+    place,
+    real_onset,
+    rounding_only,
+)
+from sweep.records import JobRecord
+
+# --- the first step -------------------------------------------------------------------------------
+
+
+def test_the_first_differing_step_is_the_earliest_over_the_ranks():
+    assert first_diff_over_ranks([{"first_diff_step": 5}, {"first_diff_step": 3}, {"first_diff_step": None}]) == 3
+    assert first_diff_over_ranks([{"first_diff_step": 0}, {"first_diff_step": 4}]) == 0  # 0 is a step, not "none"
+    assert first_diff_over_ranks([{"first_diff_step": None}, {}, None]) is None
+    assert first_diff_over_ranks([]) is None
+
+
+def test_a_traced_gradient_beyond_rounding_parts_the_losses_at_the_next_step():
+    ref, got = [1.0, 0.9, 0.8, 0.7], [1.0, 0.9, 0.8 + 1e-3, 0.7 + 2e-3]
+    grad = {"step": 0, "kind": "grad", "name": "w", "rel_diff": 0.5}
+    found = real_onset(2, grad, ref, got, sharded=True)  # sharded: the losses say nothing before step 2
+    assert found == {"first_real_step": 1, "onset_from": "losses"}
+    # replicated data: any differing loss is the forward's, so step 2 counts as well; the gradient is earlier
+    assert real_onset(2, grad, ref, got)["first_real_step"] == 1
+    assert real_onset(None, grad, ref, got) == {"first_real_step": None, "onset_from": None}
+
+
+def test_the_update_differences_give_the_onset_unless_the_copies_part_at_step_0():
+    ref, got = [1.0] * 6, [1.0] * 2 + [1.1] * 4
+    periodic = {"step": 1, "kind": "weight", "rel_diff": 0.1,
+                "updates": {"pattern": "periodic", "period": 2, "real_step": 1, "until": None}}
+    found = real_onset(2, periodic, ref, got)
+    assert found == {"first_real_step": 2, "onset_from": "updates", "onset": "periodic", "period": 2,
+                     "onset_until": None}
+    initial = dict(periodic, kind="initial", step=0)  # the copies start apart: step 0, the losses' onset stays
+    assert real_onset(2, initial, ref, got) == {"first_real_step": 0, "onset_from": "losses"}
+
+
+def test_a_failing_command_jobs_losses_part_beyond_a_few_ulps():
+    ref, got = [1.0, 0.9], [1.0 + 5e-6, 0.9 + 1e-3]  # 5e-6 relative: below ROUNDING_REL, above LOSS_ROUNDING_REL
+    assert real_onset(0, {}, ref, got, sharded=True, failing_rel=LOSS_ROUNDING_REL)["first_real_step"] == 0
+    assert real_onset(0, {}, ref, got, sharded=True)["first_real_step"] == 1
+
+
+# --- the place: the first tensor and module over the ranks ------------------------------------------
+
+
+def _tensor(step, kind, rel, beyond="absent", **extra):
+    found = {"step": step, "kind": kind, "name": "w", "rel_diff": rel, "description": f"w {kind} at step {step}",
+             **extra}
+    if beyond != "absent":
+        found["beyond_rounding"] = beyond
+    return found
+
+
+def test_a_real_difference_on_one_rank_comes_before_another_ranks_rounding():
+    rounding = _tensor(0, "grad", 1e-7, beyond=None)  # rank 0: summation order only
+    real = _tensor(2, "weight", 1e-2)  # rank 1: a fault at step 2
+    assert first_tensor_order(dict(real, rank=1)) < first_tensor_order(dict(rounding, rank=0))
+    found = first_tensor_over_ranks([(rounding, 0), (real, 1)], first_diff=3)
+    assert (found["rank"], found["ranks"], found["step"], found["kind"]) == (1, [1], 2, "weight")
+    assert "rank" not in real  # the ranks' findings are left as they are
+
+
+def test_ranks_naming_the_same_difference_are_all_named():
+    grad, weight = _tensor(1, "grad", 0.1), _tensor(1, "weight", 0.1)
+    found = first_tensor_over_ranks([(weight, 0), (grad, 1), (grad, 2)], first_diff=2)
+    assert (found["kind"], found["rank"], found["ranks"]) == ("grad", 1, [1, 2])  # a gradient before the update
+    # a rounding first difference is ranked by its first real one (beyond_rounding)
+    late = _tensor(0, "grad", 1e-7, beyond={"step": 3, "kind": "weight", "rel_diff": 0.1})
+    found = first_tensor_over_ranks([(late, 0), (_tensor(2, "weight", 0.1), 1)], first_diff=0)
+    assert (found["rank"], found["step"]) == (1, 2)
+
+
+def test_a_rerun_that_does_not_repeat_the_difference_says_so():
+    equal = {"description": "every traced tensor agrees"}
+    found = first_tensor_over_ranks([(equal, 0), ({"description": "agrees too"}, 1)], first_diff=4)
+    assert found["rank"] == 0 and found["description"] == (
+        "every traced tensor agrees in the tracing rerun, though this run's losses differ from step 4: that launch "
+        "did not repeat the difference (nondeterministic? repeat=3 tells)")
+    assert first_tensor_over_ranks([({"note": "not observed"}, 1)], first_diff=4) == {"note": "not observed", "rank": 1}
+    assert first_tensor_over_ranks([], first_diff=4) is None
+
+
+def test_the_first_module_is_the_earliest_over_the_ranks_or_says_why_none():
+    assert first_module_over_ranks([]) is None
+    quiet = {"first": None, "description": "every module's forward output agrees"}
+    assert first_module_over_ranks([(quiet, 0), ({"first": None, "description": "other"}, 1)]) == {
+        "description": "every module's forward output agrees"}
+    first = {"step": 1, "phase": "forward", "module": "layer1", "description": "layer1 forward output at step 1"}
+    found = first_module_over_ranks([({"first": first, "description": "x"}, 0),
+                                     ({"first": first, "description": "x"}, 1)])
+    assert found["ranks"] == [0, 1] and found["description"] == "layer1 forward output at step 1 (every rank)"
+
+
+def test_a_module_that_computes_on_weights_that_already_differ_says_so():
+    module = {"step": 3, "phase": "forward", "module": "layer1", "description": "layer1 forward output at step 3"}
+    found = place(module, {"step": 2, "kind": "weight"})
+    assert found["description"] == ("layer1 forward output at step 3; the weights already differ after step 2's "
+                                     "update (first differing tensor): the module computes on them")
+    assert module["description"] == "layer1 forward output at step 3"  # a copy: the rank's finding is unchanged
+    assert found["module"] == "layer1" and found["step"] == 3
+    assert place(module, {"step": 3, "kind": "grad"}) is module  # the same step: the module is the place
+    assert place(module, {"note": "not traced"}) is module
+    assert place({"description": "every module agrees"}, {"step": 0, "kind": "grad"}) == {
+        "description": "every module agrees"}
+    assert place(None, {"step": 0, "kind": "grad"}) is None
+
+
+def test_the_first_tensors_sentence_names_its_rank_on_several_ranks():
+    found = dict(_tensor(2, "grad", 0.1), rank=1, ranks=[1])
+    assert first_tensor_text(found, 2) == "w grad at step 2 (rank 1)"
+    assert first_tensor_text(dict(found, ranks=[0, 1]), 2) == "w grad at step 2 (every rank)"
+    assert first_tensor_text(found, 1) == "w grad at step 2"
+    assert first_tensor_text(dict(found, shards={"of": 2, "differ": [1], "ranks": [1]}), 2) == "w grad at step 2"
+    assert first_tensor_text(found, 2, rounding_grown=True) == "w grad at step 2" + ROUNDING_GROWN + " (rank 1)"
+    assert first_tensor_text({"note": "not traced: order=separate"}, 2) == "not traced: order=separate"
+    assert first_tensor_text({}, 2) is None
+
+
+# --- one record's evidence ---------------------------------------------------------------------------
+
+
+def _record(status, distributed, rank_steps=None, **extra):
+    ref = [1.0, 0.9, 0.8, 0.7, 0.6, 0.5]
+    c = compare_losses(ref, distributed, rtol=1e-4, atol=1e-4)
+    return JobRecord(status=status, comparison=c.to_dict(), losses={"standalone": ref, "distributed": distributed},
+                     rank_comparisons=[{"rank": r, "first_diff_step": s} for r, s in enumerate(rank_steps or [])],
+                     **extra)
+
+
+def test_a_records_evidence_is_the_earliest_rank_its_real_step_and_its_first_tensor():
+    got = [1.0, 0.9, 0.8, 0.7 + 1e-3, 0.6 + 2e-3, 0.5 + 3e-3]
+    record = _record("fail", got, rank_steps=[3, 2], world_size=2,
+                     first_tensor=dict(_tensor(1, "weight", 0.1), rank=1, ranks=[1]),
+                     first_module={"step": 2, "description": "layer0 forward output at step 2 (rank 1)"})
+    found = job_evidence(record)
+    assert list(found) == ["first_diff_step", "onset", "period", "first_module", "first_tensor", "first_tensor_rel",
+                           "first_real_step", "onset_from"]
+    assert found["first_diff_step"] == 2  # rank 1's, before the judged losses' step 3
+    assert found["first_real_step"] == 2 and found["onset_from"] == "losses"
+    assert found["first_tensor"] == "w weight at step 1 (rank 1)" and found["first_tensor_rel"] == 0.1
+    assert found["first_module"] == "layer0 forward output at step 2 (rank 1)"
+    assert drift_class(dict(found, status="fail")) == "from_step"
+
+
+def test_a_passing_jobs_rounding_grown_past_its_size_is_no_cause():
+    got = [1.0] * 3 + [0.7 + 2e-7, 0.6 + 2e-7, 0.5 - 2e-7]
+    grown = {"step": 0, "kind": "weight", "name": "b", "rel_diff": 1e-12, "description": "b weight at step 0",
+             "beyond_rounding": {"step": 3, "kind": "weight", "rel_diff": 2e-4}, "rank": 0, "ranks": [0]}
+    found = job_evidence(_record("ok", [1.0, 0.9, 0.8] + got[3:], world_size=1, first_tensor=grown))
+    assert found["first_real_step"] is None and "rounding_grown" not in found
+    assert found["first_tensor"] == "b weight at step 0" + ROUNDING_GROWN
+    assert found["first_tensor_rel"] == 2e-4  # the first real difference's size
+    assert rounding_only(dict(found, status="ok")) and drift_class(dict(found, status="ok")) == "rounding"
+
+
+def test_a_record_without_losses_has_only_its_places():
+    record = JobRecord(status="error", first_tensor={"note": "not traced: the tracing rerun gave no result (exit 1)"})
+    assert job_evidence(record) == {"first_module": None,
+                                    "first_tensor": "not traced: the tracing rerun gave no result (exit 1)",
+                                    "first_tensor_rel": None}
+
+
+def test_a_command_job_counts_as_sharded_with_the_loss_threshold():
+    got = [1.0 + 1e-8, 0.9 + 5e-6, 0.8 + 1e-3, 0.7, 0.6, 0.5]
+    command = _record("fail", got, config={"runner": {"name": "command"}, "data": {"split": "replicated"}})
+    builtin = _record("fail", got, config={"runner": {"name": "builtin"}, "data": {"split": "replicated"}})
+    assert job_evidence(command)["first_real_step"] == 1  # 1e-8: a mean over the ranks; 5e-6: beyond ulps
+    assert job_evidence(builtin)["first_real_step"] == 0  # replicated: any step-0 difference is the forward's
+
+
+# --- the class -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("row, cls", [
+    ({"status": "fail", "first_diff_step": 0, "first_real_step": 0}, "step0"),
+    ({"status": "fail", "first_diff_step": 0, "first_real_step": 1}, "first_update"),
+    ({"status": "fail", "first_diff_step": 0, "first_real_step": 5, "onset": "periodic"}, "periodic"),
+    ({"status": "ok", "first_diff_step": 4, "first_real_step": 4, "onset": "growth"}, "from_step"),
+    ({"status": "ok", "first_diff_step": 4, "first_real_step": None}, "rounding"),
+    ({"status": "ok", "first_diff_step": None, "first_real_step": None}, None),
+    ({"status": "error", "first_diff_step": 0, "first_real_step": 0}, None),
+    ({"status": "fail", "first_diff_step": 2, "first_tensor_rel": 1e-6}, "rounding"),  # an older row
+    ({"status": "fail", "first_diff_step": 2}, "from_step"),  # untraced: a real drift
+])
+def test_the_drift_class_is_that_of_the_first_real_difference(row, cls):
+    assert drift_class(row) == cls
+
+
+def test_the_parting_step_is_the_real_one_where_known():
+    assert parting_step({"first_diff_step": 0, "first_real_step": 7}) == 7
+    assert parting_step({"first_diff_step": 3, "first_real_step": None}) == 3
+    assert parting_step({"first_fail_step": 9}) == 9  # an older row: no first differing step
+
+
+# --- the dtypes ------------------------------------------------------------------------------------
+
+
+def test_the_policy_implies_the_reduction_and_master_dtypes():
+    assert implied_dtypes({"param_dtype": "torch.bfloat16", "reduce_dtype": None}) == {
+        "param_forward": "bfloat16", "reduce": "bfloat16", "master": "float32", "optimizer_state": "float32"}
+    assert implied_dtypes({}, master="bfloat16")["param_forward"] == "bfloat16"
+
+
+def test_a_policy_whose_forward_ran_otherwise_is_not_applied():
+    found = dtype_evidence({"configured": {"param_dtype": "bfloat16", "reduce_dtype": None, "output_dtype": None},
+                            "observed": {"param_forward": "torch.float32", "reduce": "bfloat16"}})
+    assert found["policy_applied"] is False
+    assert found["dtypes_configured"] == "bfloat16/-/-" and found["dtypes_ran"] == "float32/bfloat16/?/?/?/?"
+    assert found["dtype_notes"] == ["param forward dtype ran float32, configured bfloat16"]
+    assert dtype_evidence(None) == {"dtypes_configured": None, "dtypes_ran": None, "policy_applied": None,
+                                    "dtype_notes": []}
+    assert dtype_evidence({"configured": {}, "observed": {}})["policy_applied"] is None
