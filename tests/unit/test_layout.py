@@ -10,6 +10,7 @@ rank code, the processes that start it, the frameworks, and the job on top.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import warnings
@@ -163,3 +164,37 @@ def test_python_m_on_an_old_path_runs_the_new_module():
     assert done.returncode == 0, done.stderr
     assert "python -m sweep.report" in done.stdout
     assert "is now python -m sweep.report.summary" in done.stderr
+
+
+# Names of the rules that turn a job's evidence into a finding (sweep.analysis.evidence,
+# judging, dtypes): the report formats what they return and the job records it; neither
+# defines one of its own.
+EVIDENCE_RULE = re.compile(r"onset|first_step|real_step|first_diff|drift_class|parting|rounding|worst_rank|replica_"
+                           r"|tensor_order|over_ranks|implied_dtype|tolerance_ratio|verdict_reason|evidence", re.I)
+
+
+def defined_names(tree: ast.Module) -> List[str]:
+    """The functions, classes and module-level names ``tree`` defines (nested functions too)."""
+    names = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) \
+            else []
+        names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return names
+
+
+@pytest.mark.parametrize("path", sorted(p.relative_to(ROOT) for p in (PACKAGE / "report").glob("*.py"))
+                         + [Path("sweep/run/job.py"), Path("sweep/run/judge.py")], ids=str)
+def test_the_report_and_the_job_define_no_rule_of_the_evidence(path):
+    rules = [name for name in defined_names(ast.parse((ROOT / path).read_text())) if EVIDENCE_RULE.search(name)]
+    assert rules == [], f"{path} defines {rules}: a rule that decides what evidence means lives in sweep/analysis/"
+
+
+def test_the_evidence_rules_live_in_the_analysis_wing():
+    found = {name for module in ("evidence", "judging", "dtypes", "compare")
+             for name in defined_names(ast.parse((PACKAGE / "analysis" / f"{module}.py").read_text()))}
+    assert {"real_onset", "first_diff_over_ranks", "first_tensor_order", "first_tensor_over_ranks",
+            "first_module_over_ranks", "place", "drift_class", "parting_step", "rounding_only", "worst_rank",
+            "replica_check", "implied_dtypes", "tolerance_ratio"} <= found
+    assert all(EVIDENCE_RULE.search(name) for name in ("real_onset", "drift_class", "first_tensor_order",
+                                                       "first_module_over_ranks", "worst_rank", "tolerance_ratio"))
