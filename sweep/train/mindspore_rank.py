@@ -32,6 +32,7 @@ from sweep.train import phase_order, rank_samples, train_phases, write_rank_resu
 from sweep.train.mindspore_step import train
 from sweep.train.observers import Copy, Observer
 from sweep.train.observers.dtypes import MindSporeDtypes
+from sweep.train.observers.random_draws import MindSporeRandomDraws
 from sweep.train.observers.tensor_trace import MindSporeTensorTrace
 from sweep.train.schedules import lr_values
 
@@ -97,11 +98,11 @@ def local_params(net: Any) -> List[np.ndarray]:
 
 
 def copy_observers(cfg: Any, name: str) -> Dict[str, Observer]:
-    """The observers of one copy's training (``sweep.train.observers``), by role: the dtypes
-    that ran (the distributed copy), and the tensor trace of a tracing rerun
-    (``compare.trace_until`` set)."""
+    """The observers of one copy's training (``sweep.train.observers``), by role: random
+    draws, the dtypes that ran (the distributed copy), and the tensor trace of a tracing
+    rerun (``compare.trace_until`` set)."""
     until = cfg.compare.get("trace_until")
-    found: Dict[str, Observer] = {}
+    found: Dict[str, Observer] = {"draws": MindSporeRandomDraws()}
     if name == "distributed":
         found["dtypes"] = MindSporeDtypes()
     if until is not None:
@@ -110,19 +111,45 @@ def copy_observers(cfg: Any, name: str) -> Dict[str, Observer]:
 
 
 def in_own_stream(seed: int, fn: Any) -> Any:
-    """``fn()`` in one copy's random stream: ``mindspore.set_seed(seed)`` (which also
-    restarts the operators' seeds, e.g. ``Dropout``'s) and ``np.random.seed(seed)``
-    first, numpy's global state restored after, so both copies draw alike whichever
-    trains first (as ``sweep.train.torch_rank.copy_random_stream``)."""
+    """``fn()`` in one copy's random stream: ``mindspore.set_seed(seed)`` (the global seed,
+    numpy's, the operators' seed counters), ``mindspore.manual_seed(seed)`` (the default
+    generator ``mint``'s random ops and ``ops.dropout_ext`` draw from, where this MindSpore
+    has one) and ``np.random.seed(seed)`` first; numpy's state and the default generator's
+    restored after, so both copies draw alike whichever trains first and the next job in a
+    reused process starts where this one did (as ``sweep.train.torch_rank.copy_random_stream``).
+    An ``nn.Dropout`` Cell's kernel seeds are fixed when it is built: :func:`build_nets`
+    builds both copies' random ops from the same seeds."""
     import mindspore as ms
 
     numpy_state = np.random.get_state()
+    generator = ms.get_rng_state() if hasattr(ms, "get_rng_state") else None
     try:
         ms.set_seed(seed)
+        if generator is not None:
+            ms.manual_seed(seed)
         np.random.seed(seed)
         return fn()
     finally:
         np.random.set_state(numpy_state)
+        if generator is not None:
+            ms.set_rng_state(generator)
+
+
+def build_nets(cfg: Any) -> Tuple[Any, Any]:
+    """``(standalone, distributed)``: the job's net built twice, in the report's order of
+    RNG use (the caller's ``set_seed(seed)``, then the standalone net, then the distributed
+    one: their weights are numpy's first and second draws, ``Initializer``'s
+    ``_numpy_seed``), except that MindSpore's operator seed counters restart before the
+    second build (``set_seed(seed)``, numpy's state kept): a random op's seeds are fixed
+    when its Cell is built (``nn.Dropout``: ``_get_graph_seed`` advances a counter per
+    build), so without it two nets built after one ``set_seed`` draw different masks."""
+    import mindspore as ms
+
+    standalone = models.build(cfg, "mindspore")
+    numpy_state = np.random.get_state()
+    ms.set_seed(int(cfg.seed))  # the op seed counters restart; numpy's draws go on below
+    np.random.set_state(numpy_state)
+    return standalone, models.build(cfg, "mindspore")
 
 
 @dataclass
@@ -238,8 +265,7 @@ def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str]) ->
     (:func:`prepare_cells`), the distributed one parallelised if it trains here, each with
     its optimizer (a ``train.lr_scheduler``'s per-step list as MindSpore's dynamic lr).
     Returns ``(standalone, distributed, applied)``: ``applied`` is the features record."""
-    standalone = models.build(cfg, "mindspore")
-    distributed = models.build(cfg, "mindspore")
+    standalone, distributed = build_nets(cfg)
     ckpt = JobDir(job_dir).checkpoint("standalone" if not ctx.distributed else f"rank_{ctx.rank}", ".ckpt")
     copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
     applied = prepare_cells(cfg, standalone)
@@ -295,6 +321,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         zero_grad_effective=bool(cfg.zero_grad) and hasattr(distributed.model, "zero_grad"),
         engine_notes=list(info.get("notes") or engine.notes), engine=info,
         collectives=ledger_record(engine, rank, world) if "distributed" in names else None, features=applied,
+        random_draws={name: obs["draws"].drew for name, obs in seen.items()},
     )
     traces = {name: obs["trace"] for name, obs in seen.items() if "trace" in obs}
     if len(traces) == 2 and traces["standalone"].entries and traces["distributed"].entries:

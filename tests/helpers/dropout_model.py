@@ -1,10 +1,12 @@
-"""A model whose forward draws random numbers from torch's global generator, nothing
-reseeded by the model itself: ``model._target_=tests.helpers.dropout_model.dropout_mlp``.
+"""A model whose forward draws random numbers, nothing reseeded by the model itself:
+``model._target_=tests.helpers.dropout_model.dropout_mlp``.
 
 ``layer0`` Linear(in_size, hidden_size) -> ``drop`` Dropout(0.1) -> ``norm`` LayerNorm
 -> ReLU -> ``layer1`` Linear(hidden_size, out_size). Input ``(rows, in_size)`` float32,
 output ``(rows, out_size)``. Each training forward draws a Bernoulli mask of shape
 ``(rows, hidden_size)``, so the two copies match only if they draw the same masks.
+On torch the mask comes from torch's global generator; on MindSpore from ``nn.Dropout``'s
+kernel, whose seeds are fixed when the Cell is built (``mindspore.common.seed``).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ def dropout_mlp(*, framework: str, in_size: int, hidden_size: int, out_size: int
     import torch
     from torch import nn
 
-    if framework != "torch":
-        raise ValueError("dropout_mlp is torch only")
+    if framework == "mindspore":
+        return _mindspore_mlp(in_size, hidden_size, out_size, init_std)
 
     class DropoutMLP(nn.Module):
         def __init__(self) -> None:
@@ -36,4 +38,22 @@ def dropout_mlp(*, framework: str, in_size: int, hidden_size: int, out_size: int
     return DropoutMLP()
 
 
-dropout_mlp.frameworks = ("torch",)
+def _mindspore_mlp(in_size: int, hidden_size: int, out_size: int, init_std: float):
+    from mindspore import mint, nn
+    from mindspore.common.initializer import Normal
+
+    class DropoutMLP(nn.Cell):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer0 = nn.Dense(in_size, hidden_size, weight_init=Normal(sigma=init_std), bias_init="zeros")
+            self.drop = nn.Dropout(p=P)
+            self.norm = nn.LayerNorm((hidden_size,), epsilon=1e-5)
+            self.layer1 = nn.Dense(hidden_size, out_size, weight_init=Normal(sigma=init_std), bias_init="zeros")
+
+        def construct(self, x):
+            return self.layer1(mint.nn.ReLU()(self.norm(self.drop(self.layer0(x)))))
+
+    return DropoutMLP()
+
+
+dropout_mlp.frameworks = ("torch", "mindspore")

@@ -118,3 +118,27 @@ def test_a_worker_that_dies_before_it_joins_ends_its_job_at_once_with_its_line(t
     assert [j["status"] for j in summary["jobs"]] == ["error", "error"]
     assert all("a rank died at" in j["reason"] and "planted:" in j["reason"] for j in summary["jobs"])
     assert time.monotonic() - began < 120
+
+
+def test_a_dropout_cell_draws_the_same_masks_in_both_copies_in_every_order(tmp_path):
+    """An ``nn.Dropout`` Cell fixes its kernel seeds when it is built: both copies are built
+    from the same operator seeds, and train in streams of their own, so a correct Dropout
+    net passes bit for bit on data parallel and hyper-parallel, in every order, with the
+    baseline cache (``sweep.train.mindspore_rank.build_nets``, ``in_own_stream``)."""
+    from tests.conftest import multirun_jobs
+
+    engines = "data_parallel,hyper_parallel" if _has_hyper_parallel() else "data_parallel"
+    jobs, _ = multirun_jobs(tmp_path, "ablation=none", "framework=mindspore", f"engine={engines}", "steps=6",
+                            "order=standalone_first,distributed_first,separate",
+                            "model._target_=tests.helpers.dropout_model.dropout_mlp")
+    assert jobs and all(r["status"] == "ok" for r in jobs.values()), {n: r["reason"] for n, r in jobs.items()}
+    for record in jobs.values():
+        assert record["random_draws"] is True  # the forward did draw: the test tests something
+        assert record["losses"]["standalone"] == record["losses"]["distributed"]
+    assert any((r["baseline"] or {}).get("source") == "cache" for r in jobs.values())
+
+
+def _has_hyper_parallel() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("hyper_parallel") is not None
