@@ -57,7 +57,8 @@ class Section:
 
 
 def _hints(cls: type) -> Dict[str, Any]:
-    return typing.get_type_hints(cls, globalns=vars(schema))
+    # each class's annotations resolve in its own module (a section's: sweep.config.sections.*)
+    return typing.get_type_hints(cls)
 
 
 def _section_of(tp: Any) -> Optional[type]:

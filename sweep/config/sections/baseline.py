@@ -1,0 +1,55 @@
+"""The ``baseline`` section: what the distributed copy is compared with (the standalone
+copy's precision, :class:`BaselinePrecision`, or a golden file)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import List, Optional
+
+from sweep.config.roles import BASELINE, affects
+
+
+class BaselinePrecision(str, enum.Enum):
+    """The precision the standalone copy computes in (:class:`BaselineConfig`)."""
+
+    float32 = "float32"
+    policy = "policy"
+
+
+@dataclass
+class BaselineConfig:
+    """What the distributed copy is compared with: the standalone copy's precision.
+
+    ``precision=float32`` (the default, the report's setup): the standalone copy is a
+    plain module, no mixed precision: it computes in the dtype its parameters were created
+    in (``model.init_dtype``, float32 unless set), so a job whose ``mp_policy`` sets
+    ``param_dtype`` differs from it by the precision itself.
+
+    ``precision=policy``: the standalone copy computes forward and backward in the
+    policy's ``param_dtype``, keeps ``model.init_dtype`` master weights and optimizer
+    state, and applies ``output_dtype``, ``cast_forward_inputs``, ``reduce_dtype`` and
+    the ``mp_policy.overrides`` as ``fully_shard`` does: it is itself ``fully_shard``-ed,
+    with the same policy, wrapping (``wrap``) and ``reshard_after_forward``, on a mesh of
+    one rank (``sweep.engines.torch_fsdp2.StandaloneFSDP2``, where the docstring says why
+    that is "the policy on one device" and how ``reduce_dtype`` applies on one rank).
+    Then the fields of role ``policy_baseline`` (the policy, ``wrap``,
+    ``reshard_after_forward``) affect the baseline too (:func:`baseline_fields`). torch
+    only; engines that declare it (``Engine.policy_baseline``: ``torch_fsdp2``); refused
+    before launch elsewhere, one line naming why.
+    """
+
+    precision: BaselinePrecision = affects(
+        BASELINE, default=BaselinePrecision.float32,
+        doc="``float32``: a plain standalone copy, no mixed precision; ``policy``: the standalone copy runs "
+            "``mp_policy`` (``fully_shard`` on a one-rank mesh; torch, ``torch_fsdp2`` only).")
+    file: Optional[str] = affects(
+        BASELINE, default=None,
+        doc="A golden file (``python -m sweep.report DIR --export-golden FILE``): its standalone losses are the "
+            "baseline instead of running the standalone copy, for built-in and command jobs alike; refused when "
+            "its steps or config keys differ from the job's (``sweep.golden``, ``sweep.run.baseline.from_file``).")
+    ignore_keys: List[str] = affects(
+        default_factory=lambda: ["device", "framework", "baseline", "execution", "runner.command",
+                                 "runner.baseline_command", "runner.parse", "runner.cwd"],
+        doc="Config keys (and sections) a golden file's may differ in from the job's: by default where and how "
+            "it ran, so a run on one machine is compared with a golden run from another.")
