@@ -2,9 +2,10 @@
 
 ``docs/config-reference.md`` holds a marker line (``sweep.config.reference.MARKER``); this
 hook replaces it with :func:`sweep.config.reference.render`, the tables generated from the
-schema's fields (``sweep/config/schema.py``), so the page cannot drift from the code. The
-repository root goes first on ``sys.path``, so the build documents this checkout's schema
-even where another copy of the package is installed.
+schema's fields (``sweep/config/schema.py`` and its sections, ``sweep/config/sections/``),
+so the page cannot drift from the code. The repository root goes first on ``sys.path``, so
+the build documents this checkout's schema even where another copy of the package is
+installed.
 """
 
 from __future__ import annotations
