@@ -220,6 +220,9 @@ def to_shards(standalone: Trace, distributed: Trace, rank: int) -> Trace:
             step[kind] = {}
             for name, full in tensors.items():
                 shard = theirs.get(kind, {}).get(name)
+                if not isinstance(full, np.ndarray):  # an entry that is no tensor (the module trace's "order")
+                    step[kind][name] = full
+                    continue
                 fits = (shard is not None and full.ndim and shard.shape != full.shape and shard.shape[0]
                         and full.shape[0] % shard.shape[0] == 0 and full.shape[1:] == shard.shape[1:])
                 if fits:

@@ -32,8 +32,11 @@ from sweep.train import phase_order, rank_samples, train_phases, write_rank_resu
 from sweep.train.mindspore_step import train
 from sweep.train.observers import Copy, Observer
 from sweep.train.observers.dtypes import MindSporeDtypes
+from sweep.train.observers.module_trace import MindSporeModuleTrace
+from sweep.train.observers.optimizer_log import MindSporeOptimizerLog, optimizer_record
 from sweep.train.observers.random_draws import MindSporeRandomDraws
-from sweep.train.observers.tensor_trace import MindSporeTensorTrace
+from sweep.train.observers.replicas import MindSporeReplicaDigests, mindspore_shard_key
+from sweep.train.observers.tensor_trace import MindSporeTensorTrace, mindspore_state
 from sweep.train.schedules import lr_values
 
 
@@ -97,17 +100,79 @@ def local_params(net: Any) -> List[np.ndarray]:
     return [p.asnumpy().copy() for p in net.trainable_params()]
 
 
-def copy_observers(cfg: Any, name: str) -> Dict[str, Observer]:
+def initial_check(standalone: Any, distributed: Any, rank: int, noise_floor: float,
+                  frozen: List[str]) -> Dict[str, Any]:
+    """Both copies' parameters and buffers (``requires_grad=False`` parameters: BatchNorm's
+    moving statistics) before any step, by name (``sweep.train.observers.tensor_trace
+    .mindspore_state``; a sharding engine's local shards against the matching slice of the
+    standalone tensor, ``sweep.analysis.trace.to_shards``). Returns ``{"first":
+    sweep.analysis.trace.first_difference's dict (kind ``initial`` or ``initial_buffer``) or
+    None, "missing": sweep.analysis.trace.missing_names's list}``, as torch's
+    ``sweep.train.torch_rank.initial_check``."""
+    from sweep.analysis.trace import first_difference, missing_names, to_shards
+
+    def state(net: Any) -> List[Dict[str, Any]]:
+        return [{"initial": mindspore_state(net, "weight", frozen), "initial_buffer": mindspore_state(net, "buffer",
+                                                                                                       frozen)}]
+
+    theirs = state(distributed)
+    ours = to_shards(state(standalone), theirs, rank)
+    return {"first": first_difference(ours, theirs, noise_floor), "missing": missing_names(ours, theirs)}
+
+
+def copy_observers(cfg: Any, name: str, copy: Copy, frozen: List[str]) -> Dict[str, Observer]:
     """The observers of one copy's training (``sweep.train.observers``), by role: random
-    draws, the dtypes that ran (the distributed copy), and the tensor trace of a tracing
-    rerun (``compare.trace_until`` set)."""
+    draws, the optimizer as it ran, the dtypes that ran and the replica digests (the
+    distributed copy), and in a tracing rerun
+    (``compare.trace_until`` set) the tensor trace and the module trace
+    (``compare.module_trace``: Cell hooks, PYNATIVE mode)."""
     until = cfg.compare.get("trace_until")
-    found: Dict[str, Observer] = {"draws": MindSporeRandomDraws()}
+    found: Dict[str, Observer] = {"draws": MindSporeRandomDraws(), "optimizer": MindSporeOptimizerLog()}
     if name == "distributed":
         found["dtypes"] = MindSporeDtypes()
+        found["digests"] = MindSporeReplicaDigests()
     if until is not None:
-        found["trace"] = MindSporeTensorTrace(until, max(until, int(cfg.compare.get("onset_until") or -1)))
+        found["trace"] = MindSporeTensorTrace(until, max(until, int(cfg.compare.get("onset_until") or -1)), frozen)
+        if cfg.compare.get("module_trace", True):
+            found["modules"] = MindSporeModuleTrace(copy.model, until, found["trace"])
     return found
+
+
+def replica_record(cfg: Any, ctx: RankContext, net: Any, full_shapes: Dict[str, Any],
+                   digests: List[str]) -> Dict[str, Any]:
+    """``RankResult.replica``, as torch's (``sweep.train.torch_rank.replica_record``): which
+    shards this rank holds (``sweep.train.observers.replicas.mindspore_shard_key``), where
+    it sits on the job's mesh (rank ``r`` at its row-major coordinates) and the digest of its
+    local weights after each step."""
+    shape = [int(n) for n in cfg.mesh.mesh_shape]
+    replica: Dict[str, Any] = {"key": mindspore_shard_key(net, full_shapes, ctx.rank), "coords": None,
+                               "mesh_dims": None, "digests": digests}
+    if ctx.distributed and int(np.prod(shape)) == ctx.world:
+        replica.update(coords=[int(c) for c in np.unravel_index(ctx.rank, shape)],
+                       mesh_dims=[str(d) for d in cfg.mesh.mesh_dim_names])
+    return replica
+
+
+def traced(cfg: Any, rank: int, seen: Dict[str, Dict[str, Observer]], result: RankResult) -> None:
+    """A tracing rerun's findings into ``result``, as torch's (``sweep.train.torch_rank.traced``):
+    the first differing module (``sweep.analysis.modules.compare_modules``; the hooks taken
+    off) and the first differing tensor (``sweep.analysis.trace.locate``, the standalone
+    tensors cut to this rank's shards: ``to_shards``)."""
+    modules = {name: obs["modules"] for name, obs in seen.items() if "modules" in obs}
+    for trace_of in modules.values():
+        trace_of.remove()
+    if len(modules) == 2:
+        from sweep.analysis.modules import compare_modules
+
+        result.modules = compare_modules(modules["standalone"].steps, modules["distributed"].steps, rank,
+                                         sharded=as_str(cfg.data.split) == "sharded")
+    traces = {name: obs["trace"] for name, obs in seen.items() if "trace" in obs}
+    if len(traces) == 2 and traces["standalone"].entries and traces["distributed"].entries:
+        from sweep.analysis.trace import locate, to_shards
+
+        ours, theirs = traces["standalone"].entries, traces["distributed"].entries
+        result.first_tensor = locate(to_shards(ours, theirs, rank), theirs, float(cfg.compare.noise_floor),
+                                     traces["distributed"].last)
 
 
 def in_own_stream(seed: int, fn: Any) -> Any:
@@ -300,7 +365,11 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     global_np, local_np = rank_samples(cfg, rank)
     copies, samples = {"standalone": standalone, "distributed": distributed}, {"standalone": global_np,
                                                                                "distributed": local_np}
-    seen = {name: copy_observers(cfg, name) for name in names}
+    frozen = list(applied.get("frozen") or [])
+    initial = initial_check(standalone.model, distributed.model, rank, float(cfg.compare.noise_floor), frozen) \
+        if "distributed" in names else None
+    full_shapes = {p.name: tuple(p.shape) for p in standalone.model.trainable_params()}
+    seen = {name: copy_observers(cfg, name, copies[name], frozen) for name in names}
 
     def runner(name: str) -> Any:
         return lambda: in_own_stream(int(cfg.seed), lambda: train(copies[name], samples[name], cfg.train,
@@ -321,13 +390,10 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         zero_grad_effective=bool(cfg.zero_grad) and hasattr(distributed.model, "zero_grad"),
         engine_notes=list(info.get("notes") or engine.notes), engine=info,
         collectives=ledger_record(engine, rank, world) if "distributed" in names else None, features=applied,
-        random_draws={name: obs["draws"].drew for name, obs in seen.items()},
+        random_draws={name: obs["draws"].drew for name, obs in seen.items()}, initial=initial,
+        optimizer=optimizer_record(cfg, {name: obs["optimizer"].groups for name, obs in seen.items()}),
+        replica=replica_record(cfg, ctx, distributed.model, full_shapes, seen["distributed"]["digests"].digests)
+        if "distributed" in seen else None,
     )
-    traces = {name: obs["trace"] for name, obs in seen.items() if "trace" in obs}
-    if len(traces) == 2 and traces["standalone"].entries and traces["distributed"].entries:
-        from sweep.analysis.trace import locate, to_shards
-
-        ours, theirs = traces["standalone"].entries, traces["distributed"].entries
-        result.first_tensor = locate(to_shards(ours, theirs, rank), theirs, float(cfg.compare.noise_floor),
-                                     traces["distributed"].last)
+    traced(cfg, rank, seen, result)
     write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)

@@ -50,7 +50,7 @@ from sweep.train.observers.ledger import CollectiveLedger
 from sweep.train.observers.lr_log import LearningRates
 from sweep.train.observers.module_trace import ModuleTrace
 from sweep.train.observers.offload import ActivationOffload
-from sweep.train.observers.optimizer_log import OptimizerLog
+from sweep.train.observers.optimizer_log import OptimizerLog, optimizer_record
 from sweep.train.observers.random_draws import RandomDraws
 from sweep.train.observers.replicas import ReplicaDigests
 from sweep.train.observers.tensor_trace import TorchTensorTrace
@@ -420,25 +420,6 @@ def collectives_record(engine: TorchEngine, ledger: List[Dict[str, Any]], rank: 
     if expected is None:
         out["unchecked"] = engine.collectives_unchecked
     return out
-
-
-def optimizer_record(cfg: Any, ran: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
-    """``RankResult.optimizer``: each copy's param groups as its optimizer held them
-    in step 0 and the notes where they depart from the ``optimizer`` section, its ``lr``
-    as the schedule gives it at step 0 (``sweep.analysis.collectives.optimizer_notes``)."""
-    from omegaconf import OmegaConf
-
-    from sweep.analysis.collectives import optimizer_notes
-
-    from sweep.train.schedules import lr_factor
-
-    configured = OmegaConf.to_container(cfg.optimizer, resolve=True)
-    configured["name"] = as_str(cfg.optimizer.name)
-    # step 0 runs the scheduled lr (train.lr_scheduler), not optimizer.lr itself
-    configured["lr"] = float(cfg.optimizer.lr) * lr_factor(0, as_str(cfg.train.lr_scheduler),
-                                                          int(cfg.train.warmup_steps), int(cfg.steps))
-    held = {copy: groups for copy, groups in ran.items() if groups}
-    return dict(held, notes=optimizer_notes(held, configured))
 
 
 def run_rank(cfg: Any, job_dir: str, phase: str = "both") -> None:

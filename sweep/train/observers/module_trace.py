@@ -30,14 +30,18 @@ ROOT = "(model)"  # the name of the root module in a module trace
 
 
 def summarize(tensor: Any) -> Dict[str, Any]:
-    """A tensor's summary (module docstring): ``{"dtype": str, "shape": [int], "absmax",
-    "mean", "norm": float, "sha1": hex of the float32 values, "sample": float32 ndarray
-    (rows, k), "columns": total columns or None when whole}``. Any dtype and device; a
-    ``DTensor`` gives its local shard."""
+    """A torch tensor's summary (module docstring; :func:`summarize_values`). Any dtype and
+    device; a ``DTensor`` gives its local shard."""
     from sweep.train.torch_step import host_copy
 
-    dtype = str(getattr(tensor, "dtype", "")).replace("torch.", "")
-    values = host_copy(tensor)
+    return summarize_values(host_copy(tensor), str(getattr(tensor, "dtype", "")).replace("torch.", ""))
+
+
+def summarize_values(values: np.ndarray, dtype: str) -> Dict[str, Any]:
+    """A tensor's summary (module docstring) from its float32 values ``values`` (any shape)
+    and its dtype's name: ``{"dtype": str, "shape": [int], "absmax", "mean", "norm": float,
+    "sha1": hex of the float32 values, "sample": float32 ndarray (rows, k), "columns": total
+    columns or None when whole}``."""
     table = values.reshape(values.shape[0], -1) if values.ndim and values.shape[0] else values.reshape(1, -1)
     sample, columns = table, None
     if values.size > WHOLE_ELEMENTS and table.shape[1] > SAMPLE_COLUMNS:
@@ -172,3 +176,89 @@ class ModuleTrace(Observer):
         for handle in self._handles:
             handle.remove()
         self._handles = []
+
+
+def _mindspore_summary(tensor: Any) -> Dict[str, Any]:
+    return summarize_values(tensor.asnumpy().astype(np.float32), str(tensor.dtype).lower())
+
+
+def _mindspore_first(value: Any, floating: bool = True) -> Any:
+    """The first (floating) MindSpore tensor in ``value`` (a tensor, or tuples and lists of them)."""
+    from mindspore import Tensor
+
+    if isinstance(value, Tensor):
+        return value if not floating or "float" in str(value.dtype).lower() else None
+    for item in value if isinstance(value, (tuple, list)) else ():
+        found = _mindspore_first(item, floating)
+        if found is not None:
+            return found
+    return None
+
+
+class MindSporeModuleTrace(ModuleTrace):
+    """The module trace of a MindSpore net (PYNATIVE mode), in the record shape of
+    :class:`ModuleTrace`: a forward hook on every Cell (``Cell.register_forward_hook``: its
+    first tensor argument and its first floating output) and a backward pre-hook
+    (``Cell.register_backward_pre_hook``: the gradient of its output, in autograd's order).
+    Hooks return ``None``: outputs and gradients go through unchanged. A Cell called several
+    times in a micro-batch gets its backward calls numbered from its last forward call back."""
+
+    def __init__(self, net: Any, until: int = -1, tensors: Any = None) -> None:  # noqa: D107
+        self.until, self.tensors = int(until), tensors
+        self.steps = []
+        self._micro = -1
+        self._calls: Dict[str, int] = {}
+        self._back: Dict[str, int] = {}
+        self._recording = self._live = False
+        self._handles = []
+        self.owners = {}
+        seen = set()
+        for name, cell in net.cells_and_names():
+            canon = name or ROOT
+            if canon in seen:
+                continue
+            seen.add(canon)
+            for pname, _ in cell.parameters_and_names(expand=False):
+                self.owners[pname if not name or pname.startswith(name + ".") else f"{name}.{pname}"] = canon
+            self._handles.append(cell.register_forward_hook(self._ms_forward(canon)))
+            self._handles.append(cell.register_backward_pre_hook(self._ms_backward(canon)))
+
+    def _ms_forward(self, name: str) -> Any:
+        def hook(cell: Any, args: Any, output: Any) -> None:
+            if not self._recording:
+                return None
+            out = _mindspore_first(output)
+            if out is None:
+                return None
+            call = self._calls.get(name, 0)
+            self._calls[name] = call + 1
+            inp = _mindspore_first(args, floating=False)
+            self.steps[-1]["forward"].append({"module": name, "call": call, "micro": self._micro,
+                                              "input": _mindspore_summary(inp) if inp is not None else None,
+                                              "output": _mindspore_summary(out)})
+            return None
+
+        return hook
+
+    def _ms_backward(self, name: str) -> Any:
+        def hook(cell: Any, grad_output: Any) -> None:
+            if not self._live or name not in self._calls:
+                return None
+            grad = _mindspore_first(grad_output)
+            if grad is None:
+                return None
+            done = self._back.get(name, 0)
+            self._back[name] = done + 1
+            self.steps[-1]["backward"].append({"module": name, "call": max(self._calls[name] - 1 - done, 0),
+                                               "micro": self._micro, "grad": _mindspore_summary(grad)})
+            return None
+
+        return hook
+
+    def begin_step(self, step: Step) -> None:
+        self._live = step.index <= self.until  # backward hooks fire after the forward span: record this step's only
+        super().begin_step(step)
+
+    def __enter__(self) -> "ModuleTrace":
+        self._back = {}
+        return super().__enter__()

@@ -5,7 +5,7 @@ other (``sweep.run.judge``)."""
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any, Dict, List, Optional, Sequence
 
 from sweep.train.observers.base import Observer, Step
 
@@ -21,3 +21,42 @@ class ReplicaDigests(Observer):
         from sweep.train.torch_step import local_digest
 
         self.digests.append(local_digest(step.copy.model))
+
+
+def mindspore_digest(net: Any) -> str:
+    """sha1 (hex) of this rank's local parameter values of a MindSpore ``net``
+    (``trainable_params`` order, float32 bytes; a sharding engine's local shards)."""
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.sha1()
+    for param in net.trainable_params():
+        digest.update(np.ascontiguousarray(param.asnumpy().astype(np.float32)).tobytes())
+    return digest.hexdigest()
+
+
+def mindspore_shard_key(net: Any, full_shapes: Dict[str, Sequence[int]], rank: int) -> Optional[str]:
+    """Which shards of the weights this rank holds (``RankResult.replica["key"]``, as torch's
+    ``sweep.train.torch_step.shard_key``): per trainable parameter its name and local shape,
+    and where the local tensor is a dim-0 slice of the full one (``full_shapes``: the
+    standalone net's shapes by name), the slice's index ``rank % k`` (``k = full / local``
+    rows: shard groups of consecutive ranks, as ``sweep.analysis.trace.to_shards`` reads
+    them). ``None`` where a shape fits no such slice: nothing compared."""
+    parts = []
+    for param in net.trainable_params():
+        local, full = tuple(param.shape), tuple(full_shapes.get(param.name, param.shape))
+        entry = f"{param.name}{local}"
+        if local != full:
+            if not local or not local[0] or full[0] % local[0] or local[1:] != full[1:]:
+                return None
+            entry += f"@0:{rank % (full[0] // local[0])}/{full[0] // local[0]}"
+        parts.append(entry)
+    return ";".join(parts)
+
+
+class MindSporeReplicaDigests(ReplicaDigests):
+    """``after_step``: appends :func:`mindspore_digest` of the weights after the step."""
+
+    def after_step(self, step: Step) -> None:
+        self.digests.append(mindspore_digest(step.copy.model))

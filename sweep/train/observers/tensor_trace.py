@@ -6,7 +6,7 @@ first tensor where the copies part is found from two such traces
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
@@ -57,26 +57,46 @@ class TorchTensorTrace(_Trace):
             self.entries[-1]["weight"] = record_tensors(step.copy.model, "weight")
 
 
-def mindspore_weights(optimizer: Any) -> Dict[str, np.ndarray]:
-    """The optimizer's parameters by name, as float32 numpy arrays (copies)."""
-    return {p.name: p.asnumpy().astype(np.float32) for p in optimizer.parameters}
+def mindspore_state(net: Any, kind: str, frozen: Sequence[str] = ()) -> Dict[str, np.ndarray]:
+    """``{parameter name: float32 ndarray}`` (copies) of a MindSpore ``net``: ``kind="weight"``
+    its trainable parameters and the frozen ones (``frozen``: names ``model.frozen`` matched),
+    ``"buffer"`` every other parameter that takes no gradient (BatchNorm's ``moving_mean``
+    and ``moving_variance``: MindSpore's buffers are parameters with ``requires_grad=False``).
+    A sharding engine's parameters give this rank's local shards."""
+    out = {}
+    for param in net.get_parameters():
+        is_buffer = not param.requires_grad and param.name not in frozen
+        if is_buffer == (kind == "buffer"):
+            out[param.name] = param.asnumpy().astype(np.float32)
+    return out
 
 
 class MindSporeTensorTrace(_Trace):
-    """A MindSpore copy's trace, by parameter name: ``begin_step`` (step 0): ``"initial"``;
-    ``after_backward``: up to ``until``, ``"grad"`` (``step.grads``, after the engine's
-    reduction: a sharding engine's local shards; ``sweep.analysis.trace.to_shards`` matches
-    them to the standalone tensors); ``after_step``: ``"weight"``."""
+    """A MindSpore copy's trace, by parameter name (:func:`mindspore_state`): ``begin_step``
+    (step 0): ``"initial"`` and ``"initial_buffer"``; ``after_backward``: ``"buffer"`` (after
+    the forward) and, up to ``until``, ``"grad"`` (``step.grads``, after the engine's
+    reduction); ``after_step``: ``"weight"``. A sharding engine's tensors are its local
+    shards (``sweep.analysis.trace.to_shards`` matches them to the standalone tensors).
+    ``frozen``: the names of frozen parameters (weights, not buffers)."""
+
+    def __init__(self, until: int, weights_until: int = -1, frozen: Sequence[str] = ()) -> None:
+        super().__init__(until, weights_until)
+        self.frozen = list(frozen)
 
     def begin_step(self, step: Step) -> None:
         if self.traced(step):
-            self.entries.append({"initial": mindspore_weights(step.copy.optimizer)} if step.index == 0 else {})
+            net = step.copy.model
+            self.entries.append({"initial": mindspore_state(net, "weight", self.frozen),
+                                 "initial_buffer": mindspore_state(net, "buffer", self.frozen)}
+                                if step.index == 0 else {})
 
     def after_backward(self, step: Step) -> None:
+        if self.traced(step):
+            self.entries[-1]["buffer"] = mindspore_state(step.copy.model, "buffer", self.frozen)
         if step.index <= self.until:
             names = [p.name for p in step.copy.optimizer.parameters]
             self.entries[-1]["grad"] = {n: g.asnumpy().astype(np.float32) for n, g in zip(names, step.grads)}
 
     def after_step(self, step: Step) -> None:
         if self.traced(step):
-            self.entries[-1]["weight"] = mindspore_weights(step.copy.optimizer)
+            self.entries[-1]["weight"] = mindspore_state(step.copy.model, "weight", self.frozen)

@@ -1,0 +1,57 @@
+"""MindSpore faults planted in the distributed copy through test-only engines (subclasses of
+``sweep.engines.data_parallel.MindSporeGradReducer``), each modelled on a class of real bug:
+``engine.impl.mindspore=tests.helpers.ms_faults.<Name>``.
+
+- ``LaterLayerForwardDP``: the second Dense's output scaled by 1.5 (a forward fault in a
+  later layer).
+- ``SumReduceDP``: the gradient reduction sums over the ranks instead of averaging.
+- ``EpsOverrideDP``: the distributed copy's Adam steps with ``eps=1e-3`` (an optimizer
+  hyper-parameter changed in one copy).
+- ``FrozenStatsDP``: the distributed copy's BatchNorm never updates its moving statistics and
+  normalises with them (``use_batch_statistics=False``: a frozen BatchNorm statistic).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweep.engines.data_parallel import MindSporeGradReducer
+
+SCALE = 1.5
+EPS = 1e-3
+
+
+class LaterLayerForwardDP(MindSporeGradReducer):
+    def parallelize(self, net: Any) -> Any:
+        layer = net.layer1
+        inner = layer.construct
+
+        def construct(x: Any) -> Any:
+            return inner(x) * SCALE
+
+        layer.construct = construct
+        return net
+
+
+class SumReduceDP(MindSporeGradReducer):
+    def reduce_grads(self, optimizer: Any, grads: Any) -> Any:
+        return tuple(g * self.world_size for g in super().reduce_grads(optimizer, grads))
+
+
+class EpsOverrideDP(MindSporeGradReducer):
+    def optimizer_step(self, optimizer: Any, grads: Any = None) -> None:
+        import mindspore as ms
+
+        if hasattr(optimizer, "eps"):
+            optimizer.eps = ms.Tensor(EPS, ms.float32)
+        super().optimizer_step(optimizer, grads)
+
+
+class FrozenStatsDP(MindSporeGradReducer):
+    def parallelize(self, net: Any) -> Any:
+        from mindspore import nn
+
+        for _, cell in net.cells_and_names():
+            if isinstance(cell, nn.BatchNorm1d):
+                cell.use_batch_statistics = False
+        return net
