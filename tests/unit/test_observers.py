@@ -154,7 +154,8 @@ def test_a_planted_observer_is_called_at_every_point_of_the_mindspore_step(compo
     assert watched == plain  # bit for bit
     assert planted.calls == expected_calls(3, 2)
     assert dtypes.observed["param_forward"] == "float32" and dtypes.observed["grad"] == "float32"
-    assert [sorted(e) for e in trace.entries] == [["grad", "initial", "weight"], ["grad", "weight"], ["weight"]]
+    assert [sorted(e) for e in trace.entries] == [["buffer", "grad", "initial", "initial_buffer", "weight"],
+                                                  ["buffer", "grad", "weight"], ["buffer", "weight"]]
     assert all(np.isfinite(v).all() for v in trace.entries[0]["grad"].values())
 
 
