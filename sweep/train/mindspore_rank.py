@@ -171,8 +171,11 @@ def traced(cfg: Any, rank: int, seen: Dict[str, Dict[str, Observer]], result: Ra
         from sweep.analysis.trace import locate, to_shards
 
         ours, theirs = traces["standalone"].entries, traces["distributed"].entries
+        shape = [int(n) for n in cfg.mesh.mesh_shape]
+        known = {"world_size": float(result.world_size), "grad_accum_steps": float(cfg.train.grad_accum_steps),
+                 "the replicate degree": float(shape[0]) if len(shape) == 2 else None}
         result.first_tensor = locate(to_shards(ours, theirs, rank), theirs, float(cfg.compare.noise_floor),
-                                     traces["distributed"].last)
+                                     traces["distributed"].last, rank=rank, known=known)
 
 
 def in_own_stream(seed: int, fn: Any) -> Any:
