@@ -77,7 +77,7 @@ class RankResult(_Record):
     trained (``None`` for a copy it did not train). ``moved``: max |change| of one copy's
     parameters while the other trained, keyed ``"<other>_during_<trained>"`` (0.0 for
     independent copies). ``dtypes_observed``: dtype names the distributed copy ran at
-    step 0 (``param_forward``, ``output``, ``grad``, ...; ``sweep.train.torch_step.train``);
+    step 0 (``param_forward``, ``output``, ``grad``, ...; ``sweep.train.observers.dtypes``);
     ``dtypes_observed_standalone``: the same for the standalone copy, if this process
     trained it (torch). ``timings_s``: ``setup`` and one entry
     per trained copy, seconds. ``engine_notes``: what the engine did besides the

@@ -6,7 +6,7 @@ against the engine's expectation (``TorchEngine.expected_collectives``: the redu
 gather dtypes of the ``MixedPrecisionPolicy``, the groups of the ``DeviceMesh``'s dims, a
 mean over the data-parallel degree, one reduction per unit per optimizer step) by
 :func:`ledger_notes`; the optimizer's hyper-parameters as it ran
-(``sweep.train.torch_step.optimizer_ran``) against the ``optimizer`` section by
+(``sweep.train.observers.optimizer_log``) against the ``optimizer`` section by
 :func:`optimizer_notes`. Every mismatch is one note (no ``"; "`` inside: the report splits
 notes on it). :func:`scale_signature` names a factor that matches a known cause (a sum
 where a mean was expected: ``world_size``). Pure numpy.

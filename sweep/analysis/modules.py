@@ -1,5 +1,5 @@
-"""The first module that differs: the two copies' module traces (``sweep.train.torch_observe
-.ModuleTrace``: per step, every module's forward input and output and the gradient of each
+"""The first module that differs: the two copies' module traces (``sweep.train.observers
+.module_trace``: per step, every module's forward input and output and the gradient of each
 output, as summaries with a row-complete sample) compared module by module.
 
 The rule, per traced step, forward before backward:

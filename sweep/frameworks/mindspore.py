@@ -75,7 +75,7 @@ class MindSporeFramework(Framework):
 
     @classmethod
     def check_train(cls, cfg: Any) -> None:
-        """sweep's MindSpore step (``sweep.train.mindspore_rank``) runs float32 parameters,
+        """sweep's MindSpore step (``sweep.train.mindspore_step``) runs float32 parameters,
         the MSE loss, gradient accumulation and clipping, frozen parameters, full
         recompute and the lr schedules; not a gradient scaler, selective recompute,
         activation offload, compile or tied parameters.

@@ -148,7 +148,7 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
     env = pool.rank_env(cfg)
     limit = timeout_s(cfg)
     shutil.rmtree(paths.ranks, ignore_errors=True)  # nothing stale from an earlier attempt
-    if cfg.baseline.file:  # a golden file's standalone sequence (sweep.golden)
+    if cfg.baseline.file:  # a golden file's standalone sequence (sweep.report.golden)
         if as_str(cfg.weights.transfer) == "shared":
             raise ConfigError("baseline.file with weights.transfer=shared: the standalone copy does not train, "
                               "there is no storage to share; use independent or checkpoint")

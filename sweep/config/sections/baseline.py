@@ -47,7 +47,7 @@ class BaselineConfig:
         BASELINE, default=None,
         doc="A golden file (``python -m sweep.report DIR --export-golden FILE``): its standalone losses are the "
             "baseline instead of running the standalone copy, for built-in and command jobs alike; refused when "
-            "its steps or config keys differ from the job's (``sweep.golden``, ``sweep.run.baseline.from_file``).")
+            "its steps or config keys differ from the job's (``sweep.report.golden``, ``sweep.run.baseline.from_file``).")
     ignore_keys: List[str] = affects(
         default_factory=lambda: ["device", "framework", "baseline", "execution", "runner.command",
                                  "runner.baseline_command", "runner.parse", "runner.cwd"],
