@@ -23,6 +23,8 @@ What one job's evidence means (its first real step, onset and drift class) is
 
 from __future__ import annotations
 
+import re
+
 from collections import Counter, defaultdict
 from itertools import combinations
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -34,6 +36,7 @@ from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, drift_class, part
 from sweep.analysis.trace import ROUNDING_REL, UPDATE_ONSET_RULE
 
 Row = Dict[str, Any]
+NONFINITE = re.compile(r"non-finite loss from step (\d+) in both copies")  # sweep.analysis.judging.verdict's reason
 Pair = Tuple[str, Row, Row]
 
 STATUSES = ("ok", "fail", "error", "timeout", "missing")
@@ -176,6 +179,9 @@ def _flips_to_fail(oriented: Sequence[Tuple[Row, Row]]) -> List[Tuple[Row, Row]]
 def _signature(failing: Sequence[Row]) -> str:
     """Direction, onset and drift class of failing jobs, as a sentence fragment."""
     failing = list({r["job"]: r for r in failing}.values())  # a job can stand in several pairs
+    diverged = [int(m.group(1)) for m in (NONFINITE.match(r.get("reason") or "") for r in failing) if m]
+    if len(diverged) == len(failing):  # equal non-finite losses: no drift to describe
+        return f"losses non-finite in both copies from step {min(diverged)} ({len(diverged)} of {len(failing)} jobs)"
     mean = _mean(r["mean_signed_diff"] for r in failing)
     signs = _finite(r["mean_signed_diff"] for r in failing)
     low, high = int(np.sum(signs < 0)), int(np.sum(signs > 0))
@@ -632,6 +638,9 @@ def headline(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> str:
         steps = [s for s in (parting_step(r) for r in failing) if s is not None]
         classes = Counter(c for c in (drift_class(r) for r in failing) if c)
         where = f" They part from standalone from step {min(steps)}" if steps else ""
+        diverged = [int(m.group(1)) for m in (NONFINITE.match(r.get("reason") or "") for r in failing) if m]
+        if diverged and not where:  # equal in both copies, and no training: said, never a pass
+            where = f" Their losses turn non-finite in both copies from step {min(diverged)}"
         if where and classes:
             kinds = [k for k, _ in classes.most_common()] if equal else [classes.most_common(1)[0][0]]
             where += f"; drift class{'es' if len(kinds) > 1 else ''} {', '.join(kinds)}"

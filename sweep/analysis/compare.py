@@ -104,7 +104,7 @@ def compare_losses(
     close = np.isclose(got, ref, rtol=rtol, atol=atol, equal_nan=True)
     failing = np.flatnonzero(~close)
     finite = np.isfinite(ref) & np.isfinite(got)
-    diff = (got - ref)[finite]
+    diff = got[finite] - ref[finite]
     nonzero = finite & (ref != 0)
     rel = np.abs(got[nonzero] - ref[nonzero]) / np.abs(ref[nonzero])
     nonfinite = np.flatnonzero(~finite)

@@ -132,7 +132,9 @@ def verdict(comparisons: Dict[int, Comparison], judged_rank: int, standalone: Se
             replicas: Optional[Dict[str, Any]] = None) -> Tuple[str, Optional[str]]:
     """A run's status and reason: ``("fail", "reason; reason")`` if any rank fails against
     the standalone sequence (the judged rank's steps outside tolerance, and the failing
-    ranks; a non-finite loss named with both values), if its ranks disagree beyond
+    ranks; a non-finite loss named with both values), if both copies' losses turn
+    non-finite alike (NaN or inf at the same steps: ``numpy.isclose`` calls them equal, yet
+    a diverged run passes nothing: "non-finite loss from step k in both copies"), if its ranks disagree beyond
     tolerance (:func:`ranks_apart`; each may still pass against standalone), if the copies
     do not start equal, or if replicas disagree (:func:`replica_check`); else ``("ok", None)``.
 
@@ -161,6 +163,13 @@ def verdict(comparisons: Dict[int, Comparison], judged_rank: int, standalone: Se
             f"{where}{comparison.n_fail}/{comparison.n_steps} steps outside rtol={rtol}, "
             f"atol={atol}; first at step {comparison.first_fail_step}{others}{nonfinite}"
         )
+    nonfinite_ranks = [rank for rank, c in sorted(comparisons.items()) if c.first_nonfinite_step is not None]
+    if not failing and nonfinite_ranks:  # equal NaN or inf in both copies: equal, yet no training
+        rank = judged_rank if judged_rank in nonfinite_ranks else nonfinite_ranks[0]
+        bad = comparisons[rank].first_nonfinite_step
+        values = (read_floats(standalone)[bad], read_floats(distributed)[bad]) if rank == judged_rank else None
+        shown = f" (standalone {values[0]}, distributed {values[1]})" if values else f" (rank {rank})"
+        reasons.append(f"non-finite loss from step {bad} in both copies{shown}: equal, but nothing to compare")
     if apart:
         rank, c = apart[0]
         reasons.append(f"ranks disagree: rank {rank} against rank 0 from step {c.first_fail_step} "

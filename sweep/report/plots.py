@@ -54,7 +54,8 @@ def plot_job(row: Dict[str, Any], path: Path) -> Path:
     got = np.asarray(read_floats(result.losses["distributed"]))
     tol = result.comparison["atol"] + result.comparison["rtol"] * np.abs(ref)
     steps = np.arange(ref.size)
-    diff = got - ref
+    with np.errstate(invalid="ignore"):  # inf - inf in a diverged run: NaN, not drawn
+        diff = got - ref
     first = row.get("first_fail_step")
     fig, axes = _figure(3, 1, 8, 8.5, layout=None)
     fig.subplots_adjust(left=0.1, right=0.97, top=0.93, bottom=0.06, hspace=0.22)

@@ -326,6 +326,8 @@ def summary_line(record: JobRecord, label: str = "") -> str:
     head += " ".join(record.overrides) or "(defaults)"
     if record.judged and c:
         extra = f"max|diff|={c['max_abs_diff']:.3g} mean diff={c['mean_signed_diff']:+.3g}"
+        if c.get("first_nonfinite_step") is not None:  # the diffs above are over the finite steps only
+            extra = f"non-finite loss from step {c['first_nonfinite_step']}; over the finite steps {extra}"
         if c.get("first_fail_step") is not None:
             extra += f" first fail step={c['first_fail_step']} ({c['n_fail']}/{c['n_steps']})"
         if record.repeats:

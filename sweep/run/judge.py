@@ -139,7 +139,7 @@ def effect_notes(cfg: DictConfig, record: JobRecord) -> List[str]:
             f"weights.transfer=shared had no effect: engine={cfg.engine.name} copied the parameters, so neither "
             "copy moved the other (weights_moved 0.0 both ways)"
         )
-    shared = [(key.partition("_during_"), value) for key, value in sorted(moved.items()) if value > 0.0]
+    shared = [(key.partition("_during_"), float(value)) for key, value in sorted(moved.items()) if float(value) > 0.0]
     if shared:  # the copies are not independent: one trains on the other's updates
         how = ", ".join(f"the {other} copy's weights moved by {value:.3g} while the {trained} copy trained"
                         for (other, _, trained), value in shared)

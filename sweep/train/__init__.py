@@ -149,6 +149,21 @@ def train_phases(
         losses[name] = train[name]()
         seconds[name] = time.perf_counter() - t0
         if before is not None:
-            after = snapshot[other]()
-            moved[f"{other}_during_{name}"] = float(max(np.max(np.abs(a - b)) for a, b in zip(after, before)))
+            moved[f"{other}_during_{name}"] = moved_by(before, snapshot[other]())
     return losses, moved, seconds
+
+
+def moved_by(before: Sequence[np.ndarray], after: Sequence[np.ndarray]) -> float:
+    """The largest absolute change of any element between two snapshots of the same tensors
+    (float arrays, pairwise): 0.0 when every element is unchanged (a NaN that stays NaN and an
+    infinity that stays the same one included: a diverged copy that did not move), ``inf``
+    where an element changed to or from a non-finite value."""
+    worst = 0.0
+    for a, b in zip(after, before):
+        with np.errstate(invalid="ignore"):
+            same = (a == b) | (np.isnan(a) & np.isnan(b))
+            if same.all():
+                continue
+            change = np.abs(a - b)[~same]
+        worst = max(worst, float(np.max(np.where(np.isfinite(change), change, np.inf))))
+    return worst

@@ -59,6 +59,20 @@ def test_a_nan_from_a_given_step_is_reported(tmp_path):
     assert c["max_abs_diff"] == 0.0  # the finite steps agree
 
 
+def test_both_copies_diverging_alike_fail_the_job_and_the_gate(tmp_path):
+    from tests.conftest import multirun_jobs
+
+    # lr 1e30: both copies' losses run to inf, then NaN, at the same steps (numpy.isclose: equal)
+    jobs, proc = multirun_jobs(tmp_path, "steps=6", "optimizer=sgd", "optimizer.lr=1e30,1e-4", "gate=true",
+                               exit_codes=(1,))
+    diverged, sane = jobs[0], jobs[1]
+    assert diverged["status"] == "fail" and sane["status"] == "ok"
+    assert diverged["reason"].startswith("non-finite loss from step 1 in both copies (standalone inf, distributed inf)")
+    assert "non-finite loss from step 1; over the finite steps" in proc.stdout  # the job's line, not max|diff|=0
+    assert "Their losses turn non-finite in both copies from step 1." in proc.stdout  # the headline
+    assert "gate:" in proc.stdout + proc.stderr
+
+
 def test_bad_inputs_never_start_a_process(tmp_path):
     # engine=hyper_parallel is rejected while hyper-parallel is missing; once installed (fdd0a80),
     # Adam without SkipDTensorDispatch is rejected before launch instead

@@ -66,3 +66,15 @@ def test_the_worst_rank_is_the_earliest_failure_and_ties_go_to_the_lowest_rank()
     assert worst_rank({0: _c(REF), 1: _c(REF)}) == 0
     with pytest.raises(ValueError):
         worst_rank({})
+
+
+def test_losses_non_finite_alike_in_both_copies_fail_the_job():
+    diverged = [1.0, float("inf"), float("nan"), float("nan")]
+    both = compare_losses(diverged, diverged, rtol=1e-4, atol=1e-4)
+    assert both.passed and both.first_nonfinite_step == 1  # numpy.isclose(equal_nan) calls them equal
+    status, reason = verdict({0: both}, 0, diverged, diverged, 1e-4, 1e-4)
+    assert status == "fail" and reason == (
+        "non-finite loss from step 1 in both copies (standalone inf, distributed inf): equal, but nothing to compare")
+    finite = compare_losses(REF, REF, rtol=1e-4, atol=1e-4)
+    status, reason = verdict({0: finite, 1: both}, 0, REF, REF, 1e-4, 1e-4)  # another rank's: named by rank
+    assert status == "fail" and reason.startswith("non-finite loss from step 1 in both copies (rank 1)")
