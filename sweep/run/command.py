@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -40,7 +39,8 @@ from sweep.layout import JobDir
 from sweep.lossfile import ENV_COPY, ENV_FILE
 from sweep.records import JobRecord, RankResult
 from sweep.run import baseline, failures, judge, repeats
-from sweep.run.loss_lines import LossError, as_ranks, entries, expected_line, sequences
+from sweep.run.failures import first_failure
+from sweep.run.loss_lines import LossError, as_ranks, entries, expected_line, matched_files, sequences
 
 COMMAND_LOG = "command.log"            # in logs/: the command's output
 BASELINE_LOG = "baseline_command.log"  # in logs/: the baseline command's
@@ -48,7 +48,6 @@ LOSS_FILE = "losses.jsonl"             # in the job dir: $SWEEP_LOSS_FILE of the
 BASELINE_LOSS_FILE = "losses_standalone.jsonl"
 CONFIG_JSON = "job.json"               # in the job dir: $SWEEP_JOB_CONFIG
 NOT_OBSERVED = "not observed (runner=command)"
-EXCEPTION = re.compile(r"\b[A-Z]\w*(Error|Exception|Interrupt)\b:")  # a Python exception line, any prefix
 ENV_PREFIX = "SWEEP_"
 _SKIP = ("runner.command", "runner.baseline_command", "runner.parse", "runner.cwd", "runner.baseline_keys")
 
@@ -107,27 +106,38 @@ class RunResult:
     entries: List[Dict[str, Any]] = field(default_factory=list)
     error: Optional[str] = None  # the entries could not be read: why
     source: Optional[Any] = None  # where the entries came from (loss_lines.entries)
+    parsed_files: List[Path] = field(default_factory=list)  # runner.parse.files as matched (msrun's worker logs)
 
     def failure(self, what: str) -> Tuple[str, str]:
         """``(status, reason)`` of a run that gave no usable losses (``what``: why not)."""
         if self.outcome.timed_out:
             return "timeout", (f"the command ran past its limit of {self.limit:.0f} s and was stopped "
                                f"({self.outcome.killed} processes killed); {what}")
-        if self.outcome.returncode == 0:
-            return "error", what
+        if self.outcome.returncode == 0:  # it ran to the end and said nothing we could read
+            tail = self.ends(3)
+            return "error", f"the command exited with code 0; {what}" + (f"; {tail}" if tail else "")
         return "error", f"{self.crash()}; {what}"
 
     def crash(self) -> str:
-        """The command's exit code and its exception line, from anywhere in its log (a
-        launcher's summary may follow it: torchrun's ``ChildFailedError`` box), else its
-        last line (``SystemExit("...")``, a shell's message)."""
+        """The command's exit code and the exception of the process that failed first
+        (``sweep.run.failures.first_failure``: torchrun's root-cause rank, else the earliest
+        exception that is no survivor's follow-on error), from anywhere in its log and in
+        the files ``runner.parse.files`` names (msrun's worker logs), else its last line
+        (``SystemExit("...")``, a shell's message)."""
         cause = f"the command exited with code {self.outcome.returncode}"
+        for path in [self.log, *self.parsed_files]:
+            lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
+            found = first_failure(lines)
+            if found is not None:
+                who = f"rank {found['rank']}: " if found["rank"] is not None else ""
+                return f"{cause}; {path.name}: {who}{str(found['line'])[:300]}"
+        return f"{cause}; {self.ends()}" if self.ends() else cause
+
+    def ends(self, n: int = 1) -> str:
+        """The last ``n`` lines of the command's log (``"command.log ends: ..."``), or ``""``."""
         text = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
-        raised = [line.strip() for line in text if EXCEPTION.search(line) and "ChildFailedError" not in line]
-        if raised:
-            return f"{cause}; {self.log.name}: {raised[-1][:300]}"
-        last = [line.strip() for line in text if line.strip() and not line.startswith("$ ")]
-        return f"{cause}; {self.log.name} ends: {last[-1][:300]}" if last else cause
+        last = [line.strip() for line in text if line.strip() and not line.startswith("$ ")][-n:]
+        return f"{self.log.name} ends: {' | '.join(x[:200] for x in last)}" if last else ""
 
     def sequences(self, cfg: DictConfig, copy: str) -> Dict[int, List[float]]:
         """Raises: LossError: with the line that was expected."""
@@ -153,6 +163,7 @@ def run_once(cfg: DictConfig, config: Dict[str, Any], run_dir: Path, command: st
                                 log_path=log, timeout_s=limit, safe_path=False,
                                 cwd=str(cfg.runner.cwd) if cfg.runner.cwd else None)
     result = RunResult(log=log, loss_file=loss_file, spec=spec, limit=limit, outcome=supervise.run(spec))
+    result.parsed_files = [p for p in matched_files(run_dir, list(cfg.runner.parse.files or []), log) if p != log]
     try:
         result.entries, result.source = entries(run_dir, loss_file, log, cfg.runner.parse)
     except LossError as exc:

@@ -42,8 +42,8 @@ def log_tails(job_dir: Path, lines: int = TAIL_LINES, launcher_log: Optional[Pat
 
 def failure_cause(returncode: Optional[int], tails: Dict[str, str]) -> str:
     """What the logs say about a crash, in one line: the launcher's exit code or signal,
-    torchrun's per-rank ``exitcode``/signal lines, and the last exception line of each
-    worker log."""
+    torchrun's per-rank ``exitcode``/signal lines, and the exception of each worker log,
+    the workers that raised before those that only saw a peer die (:func:`worker_errors`)."""
     if returncode is None:
         parts = ["launcher killed"]
     elif returncode < 0:
@@ -55,10 +55,7 @@ def failure_cause(returncode: Optional[int], tails: Dict[str, str]) -> str:
         if name == LAUNCHER_LOG:
             hits = [line.strip() for line in lines if re.search(r"exitcode|Signal \d+|rank\s*:", line)]
             parts.extend(hits[:6])
-        else:
-            errors = [i for i, line in enumerate(lines) if re.search(r"Error|Exception|Traceback|error:", line)]
-            if errors:
-                parts.append(f"{name}: {_exception_text(lines, errors[-1])[:300]}")
+    parts.extend(worker_errors({name: text for name, text in tails.items() if name != LAUNCHER_LOG}))
     return "; ".join(parts)
 
 
@@ -80,3 +77,66 @@ def _exception_text(lines: List[str], index: int) -> str:
             body.append(text)
     return " ".join([head, *body])
 
+
+
+EXCEPTION = re.compile(r"\b[A-Z]\w*(Error|Exception|Interrupt)\b:")  # a Python exception line, any prefix
+# A survivor's error once a peer died: its connection or collective broke. Never the cause
+# while another line names one (gloo: "Connection closed by peer"; NCCL: "communicator was
+# aborted"; torchrun's own summary: ChildFailedError; its agent's SignalException).
+FOLLOW_ON = re.compile(r"Connection (closed|reset) by peer|Broken pipe|communicator was aborted|ChildFailedError"
+                       r"|SignalException|Socket Timeout|DistNetworkError|Connection refused|terminated by signal")
+RANK_PREFIX = re.compile(r"^\s*\[(?:rank|default)(\d+)\]:")  # torchrun --tee / --local-ranks-filter prefixes
+PREFIXES = re.compile(r"^\s*(?:\[\w+\]:\s*)+")
+ROOT_CAUSE_RANK = re.compile(r"^\s*(?:\[\w+\]:)?\s*rank\s*:\s*(\d+)")  # torchrun's "Root Cause" box
+
+
+def first_failure(lines: List[str]) -> Optional[Dict[str, object]]:
+    """The exception of the process that failed first, from one log's ``lines`` (a launched
+    command's merged output: torchrun's, msrun's, a shell's): ``{"rank": int or None,
+    "line": the exception line, "root_cause": bool}``, or ``None`` when no line is an
+    exception.
+
+    The rule: torchrun's "Root Cause (first observed failure)" box names the rank, and that
+    rank's first exception line (``[rankN]:`` / ``[defaultN]:`` prefixes, ``--tee``) is the
+    cause; else the first exception line in the log (the earliest by time) that is no
+    survivor's follow-on error (:data:`FOLLOW_ON`: a peer's connection closed, a collective
+    aborted); else the last exception line."""
+    root = None
+    for i, line in enumerate(lines):
+        if "Root Cause" in line:
+            root = next((int(m.group(1)) for m in (ROOT_CAUSE_RANK.match(x) for x in lines[i + 1:i + 12]) if m),
+                        None)
+    raised = [(i, line) for i, line in enumerate(lines) if EXCEPTION.search(line) and "ChildFailedError" not in line]
+    if not raised:
+        return None
+
+    def rank_of(line: str) -> Optional[int]:
+        m = RANK_PREFIX.match(line)
+        return int(m.group(1)) if m else None
+
+    def text(i: int) -> str:  # the exception line without its rank prefixes
+        return PREFIXES.sub("", _exception_text(lines, i))
+
+    if root is not None:
+        own = [(i, line) for i, line in raised if rank_of(line) == root and not FOLLOW_ON.search(line)]
+        if own:
+            return {"rank": root, "line": text(own[0][0]), "root_cause": True}
+    causes = [(i, line) for i, line in raised if not FOLLOW_ON.search(line)]
+    i, line = causes[0] if causes else raised[-1]
+    rank = rank_of(line)
+    return {"rank": rank if rank is not None else (root if causes else None), "line": text(i),
+            "root_cause": root is not None and rank in (None, root)}
+
+
+def worker_errors(tails: Dict[str, str]) -> List[str]:
+    """Each worker log's exception (``"worker_1.log: ValueError: ..."``), a real cause before a
+    survivor's follow-on error (:data:`FOLLOW_ON`), so the reason leads with the rank that
+    failed."""
+    found = []
+    for name, text in tails.items():
+        lines = text.splitlines()
+        errors = [i for i, line in enumerate(lines) if re.search(r"Error|Exception|Traceback|error:", line)]
+        if errors:
+            causes = [i for i in errors if not FOLLOW_ON.search(lines[i]) and "Traceback" not in lines[i]]
+            found.append((not causes, f"{name}: {_exception_text(lines, (causes or errors)[-1])[:300]}"))
+    return [text for _, text in sorted(found, key=lambda f: f[0])]

@@ -33,7 +33,9 @@ class Source:
     files: List[str]
 
 
-def _files(job_dir: Path, patterns: Sequence[str], log: Path) -> List[Path]:
+def matched_files(job_dir: Path, patterns: Sequence[str], log: Path) -> List[Path]:
+    """``log`` (if it exists) and the files ``patterns`` (``runner.parse.files``: globs,
+    relative to ``job_dir`` unless absolute, ``**`` recursive) match, each once, in order."""
     found = [log] if log.exists() else []
     for pattern in patterns:
         full = pattern if Path(pattern).is_absolute() else str(job_dir / pattern)
@@ -88,7 +90,7 @@ def entries(job_dir: Path, loss_file: Path, log: Path, parse: Any) -> Tuple[List
     patterns = {"standalone": parse.standalone, "distributed": parse.distributed}
     by_path = re.compile(parse.rank_from_path) if parse.rank_from_path else None
     out: List[Entry] = []
-    files = _files(job_dir, list(parse.files or []), log)
+    files = matched_files(job_dir, list(parse.files or []), log)
     for path in files:
         hit = by_path.search(str(path)) if by_path else None
         out += parse_text(path.read_text(errors="replace"), patterns, int(hit.group("rank")) if hit else None)
@@ -133,7 +135,9 @@ def sequences(found: List[Entry], copy: str, steps: int) -> Dict[Optional[int], 
         who = f"rank {rank}" if rank is not None else "the lines that name no rank"
         if first not in (0, 1) or len(got) != last - first + 1 or len(got) != steps:
             gaps = sorted(set(range(first, last + 1)) - set(got))
-            holes = first > 1 or bool(gaps) or len(got) < steps  # (a first or last step lost counts too)
+            # glued or split lines lose a step here and there, or the first or the last one; a run that
+            # stopped early (a crash) loses every step after its last: no interleaving hint for that
+            holes = first > 1 or bool(gaps) or len(got) == steps - 1
             raise LossError(
                 f"{who} reported {copy} losses for {len(got)} steps ({first}-{last}"
                 + (f", missing {', '.join(map(str, gaps[:5]))}{'...' if len(gaps) > 5 else ''}" if gaps else "")

@@ -125,9 +125,10 @@ def test_a_command_that_crashes_hangs_or_reports_nothing_is_recorded_with_its_ca
     port = int((tmp_path / "multirun" / "1" / "port").read_text())
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))  # its port is free again
-    assert silent["status"] == "error" and silent["reason"].startswith("no distributed loss reported; expected "
-                                                                       "sweep.log_loss(step, loss)")
+    assert silent["status"] == "error" and silent["reason"].startswith(
+        "the command exited with code 0; no distributed loss reported; expected sweep.log_loss(step, loss)")
     assert "step:" in silent["reason"] and "logs/command.log" in silent["reason"]
+    assert silent["reason"].endswith("command.log ends: training done")  # its exit code and last lines
     assert "training done" in silent["log_tails"]["command.log"]
     assert "no job of the sweep could be judged" in proc.stderr
 
@@ -195,3 +196,14 @@ def test_the_reports_mindspore_shape_under_msrun_is_read_from_the_worker_logs(tm
     record = json.loads((tmp_path / "run" / "result.json").read_text())
     assert proc.returncode == 0, record.get("reason")
     assert [r["rank"] for r in record["rank_comparisons"]] == [0, 1] and record["comparison"]["n_steps"] == 3
+
+
+def test_a_crash_under_torchrun_is_blamed_on_the_rank_that_raised(tmp_path):
+    script = ROOT / "tests" / "helpers" / "crash_rank.py"
+    proc = run_cli(["runner=command", "steps=2",
+                    f"runner.command='torchrun --standalone --nproc-per-node=2 {script}'"], tmp_path)
+    record = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert record["status"] == "error", proc.stdout[-2000:]
+    assert record["reason"].startswith("the command exited with code 1; command.log: rank 1: ValueError: planted: "
+                                       "rank 1 cannot read its shard"), record["reason"]
+    assert "Connection closed" not in record["reason"] and "--tee" not in record["reason"]

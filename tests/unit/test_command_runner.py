@@ -68,6 +68,10 @@ def test_lines_glued_by_ranks_sharing_a_stream_still_count_and_holes_say_why():
     split = "[r0] it=0 ref=1.25\n[r0] it=\n1 ref=2.0\n[r0] it=2 ref=3.0\n"
     with pytest.raises(LossError, match="missing 1.*run torchrun with --tee 3"):
         sequences(parse_text(split, patterns), "standalone", 3)
+    stopped = "[r0] it=0 ref=1.25\n[r0] it=1 ref=2.0\n"  # a run that stopped after 2 of 5 steps: no hint
+    with pytest.raises(LossError) as raised:
+        sequences(parse_text(stopped, patterns), "standalone", 5)
+    assert "2 steps (0-1); steps=5 expects steps 0-4" in str(raised.value) and "--tee" not in str(raised.value)
 
 
 def test_the_loss_file_wins_over_the_output_and_files_take_their_rank_from_the_path(tmp_path, report_parse):
@@ -194,10 +198,54 @@ def test_a_crash_is_named_by_its_exception_line_even_under_a_launchers_summary(t
     run.log.write_text("$ /bin/sh -c torchrun ...\n[default1]:[rank1]: RuntimeError: planted crash in backward\n"
                        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n" + "=" * 60 + "\n"
                        + "\n".join(f"  summary line {i}" for i in range(20)) + "\n" + "=" * 60 + "\n")
-    assert run.crash() == "the command exited with code 1; command.log: [default1]:[rank1]: RuntimeError: planted " \
-                          "crash in backward"
+    assert run.crash() == "the command exited with code 1; command.log: rank 1: RuntimeError: planted crash in " \
+                          "backward"
     run.log.write_text("$ /bin/sh -c python x.py\nNPU driver mismatch\n")  # SystemExit("..."): no exception line
     assert run.crash() == "the command exited with code 1; command.log ends: NPU driver mismatch"
+
+
+ROOT_CAUSE_BOX = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-02_06:50:00
+  host      : box
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 4242)
+  error_file: <N/A>
+============================================================
+"""
+
+
+def test_a_crash_is_blamed_on_the_rank_that_failed_not_on_a_survivors_follow_on_error(tmp_path):
+    from types import SimpleNamespace
+
+    from sweep.run.command import RunResult
+    from sweep.run.failures import first_failure
+
+    run = RunResult(log=tmp_path / "command.log", loss_file=tmp_path / "losses.jsonl", spec=None, limit=60.0,
+                    outcome=SimpleNamespace(returncode=1, timed_out=False))  # type: ignore[arg-type]
+    # rank 1 raises first; rank 0, waiting in an all_reduce, sees its peer vanish (the last exception line)
+    interleaved = ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+                   "ValueError: planted: rank 1 cannot read its shard", "Traceback (most recent call last):",
+                   "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer"]
+    run.log.write_text("\n".join(["$ torchrun ...", *interleaved, ROOT_CAUSE_BOX]))
+    assert run.crash() == ("the command exited with code 1; command.log: rank 1: ValueError: planted: rank 1 cannot "
+                           "read its shard")
+    # with --tee 3 prefixes, the root cause's rank picks its own line even when another rank's comes first
+    tee = ["[default0]:RuntimeError: Connection closed by peer", "[default2]:KeyError: 'unrelated but earlier'",
+           "[default1]:ValueError: planted", *ROOT_CAUSE_BOX.splitlines()]
+    assert first_failure(tee) == {"rank": 1, "line": "ValueError: planted", "root_cause": True}
+    assert first_failure(["RuntimeError: Connection reset by peer"]) == {
+        "rank": None, "line": "RuntimeError: Connection reset by peer", "root_cause": False}  # only a follow-on
+    assert first_failure(["all good"]) is None
+    # an exit 0 without losses: its code and its last lines
+    run.outcome = SimpleNamespace(returncode=0, timed_out=False)
+    run.log.write_text("$ python train.py\nstep 1\ndone\n")
+    assert run.failure("no distributed loss reported") == (
+        "error", "the command exited with code 0; no distributed loss reported; command.log ends: step 1 | done")
 
 
 def test_the_baseline_command_runs_unless_the_sweeps_cache_holds_it_and_a_failure_is_a_status_and_reason(
@@ -238,4 +286,4 @@ def test_the_baseline_command_runs_unless_the_sweeps_cache_holds_it_and_a_failur
         outcome=SimpleNamespace(returncode=0, timed_out=False, killed=0)))
     record = JobRecord(config=config, overrides=[])
     assert command._standalone(cfg, config, tmp_path, record, None, 9.0, use_cache=False) == \
-        (None, ("error", "runner.baseline_command: no losses"))
+        (None, ("error", "runner.baseline_command: the command exited with code 0; no losses"))
