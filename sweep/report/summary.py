@@ -533,7 +533,7 @@ def _export_golden(directory: Path, job: Optional[int], path: Path) -> int:
     from sweep.report import golden
 
     job_dir = directory
-    if not JobDir(directory).result.exists():
+    if job is not None or not JobDir(directory).result.exists():  # --job N: job N, whatever the root holds
         jobs = SweepDir(directory).job_dirs() if directory.is_dir() else []
         if job is None and len(jobs) != 1:
             print(f"error: {directory} is not a job dir" + (f" but a sweep dir of {len(jobs)} jobs: add --job N"

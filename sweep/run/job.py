@@ -79,6 +79,10 @@ def run(
         if previous is not None:
             previous.resumed = True
             return previous
+    cleared = clear_earlier(job_dir, cfg)
+    if cleared:
+        print(f"note: {job_dir} held an earlier run's files; removed before this run: {', '.join(cleared)}",
+              file=sys.stderr)
     t0 = time.perf_counter()
     record = JobRecord(
         overrides=list(overrides or []),
@@ -317,6 +321,33 @@ def _builtin_again(cfg: DictConfig, framework: Type[Framework], world: int, env:
         return present, standalone, None, ""
 
     return again
+
+
+def clear_earlier(job_dir: Path, cfg: DictConfig) -> List[str]:
+    """Remove what an earlier run left in ``job_dir`` before this one writes its own, so one
+    dir holds one run's files (a single run into a used ``hydra.run.dir``, a sweep run
+    again into its dir without ``resume``): its ``result.json``, ``plot.png``, ``job.json``,
+    ``ranks/``, ``logs/``, ``trace/``, a command job's loss files and what its relative
+    ``runner.parse.files`` match. Hydra's ``.hydra/`` and the run's shared launches
+    (``.pools/``) stay. Returns the names removed (relative to ``job_dir``)."""
+    from sweep.run import command
+
+    job = JobDir(job_dir)
+    names = [job.result, job.plot, job_dir / "job.json", job.ranks, job.logs, job_dir / TRACE_DIR,
+             job_dir / command.LOSS_FILE, job_dir / command.BASELINE_LOSS_FILE]
+    runner = cfg.get("runner") or {}
+    patterns = [str(p) for p in ((runner.get("parse") or {}).get("files") or []) if not Path(str(p)).is_absolute()]
+    names += [p for pattern in patterns for p in sorted(job_dir.glob(pattern))]
+    removed = []
+    for path in names:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        else:
+            continue
+        removed.append(str(path.relative_to(job_dir)))
+    return removed
 
 
 def summary_line(record: JobRecord, label: str = "") -> str:
