@@ -161,7 +161,11 @@ class JobRecord(_Record):
     ``{"standalone": [...], "distributed": [...]}`` (the judged rank's, or the mean over
     ranks with ``data.split=sharded``); ``first_tensor``: where the copies' tensors first
     differ (``sweep.analysis.trace.first_difference``, from the job's tracing rerun, with its
-    ``rank``), or why it was not traced; ``ranks_agree``: every rank recorded the same losses;
+    ``rank``), or why it was not traced; ``ranks_agree``: every rank recorded the same losses
+    (over ``ranks_reported``, the ranks whose losses were read; ``None`` when only one of
+    several reported); ``resolution``: where losses were read from rounded text, each
+    copy's printed resolution (``sweep.analysis.compare.printed_resolution``: ``{"distributed":
+    1e-4}``), else ``None`` (exact floats);
     ``dtypes``: ``{"configured": {...}, "observed": {...}, "observed_standalone": {...}}``
     (``observed``: what the distributed copy ran at step 0, ``observed_standalone``: the
     standalone copy, e.g. ``param_forward: bfloat16`` with ``baseline.precision=policy``); ``weights_moved``; ``launch``:
@@ -202,6 +206,8 @@ class JobRecord(_Record):
     judged_rank: Optional[int] = None
     first_tensor: Optional[Dict[str, Any]] = None
     ranks_agree: Optional[bool] = None
+    ranks_reported: Optional[List[int]] = None
+    resolution: Optional[Dict[str, float]] = None
     losses: Optional[Dict[str, List[Loss]]] = None
     dtypes: Optional[Dict[str, Any]] = None
     weights_moved: Optional[Dict[str, float]] = None

@@ -658,6 +658,9 @@ def headline(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> str:
         return text + f" {word}: {name}, {against(top)}." + (where + "." if where else "")
     differ = [r for r in judged if r.get("first_diff_step") is not None]
     if not differ:
+        printed = _max(r.get("resolution") for r in judged)
+        if printed is not None:  # losses read from rounded text: equal is equal to what was printed
+            return text + f" No job fails: every job equals standalone to the printed precision ({printed:.0e})."
         return text + " No job fails: every job equals standalone bit for bit."
     size = _max(r.get("max_abs_diff") for r in differ)
     ratio = _max(r.get("tolerance_ratio") for r in differ)

@@ -11,7 +11,7 @@ one sequence only fails that step.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
@@ -123,6 +123,55 @@ def compare_losses(
         first_diff_step=int(differ[0]) if differ.size else None,
         noise_floor=float(noise_floor),
     )
+
+
+def printed_quantum(text: str) -> Optional[float]:
+    """The unit in the last place of a number as written (``"0.9773"`` -> 1e-4,
+    ``"9.773e-01"`` -> 1e-4, ``"12"`` -> 1.0); ``None`` for ``nan``/``inf``. A value written
+    so stands for any number within half of it."""
+    mantissa, _, exponent = text.strip().lower().partition("e")
+    if not any(c.isdigit() for c in mantissa):
+        return None
+    decimals = len(mantissa.partition(".")[2]) if "." in mantissa else 0
+    return float(10.0 ** (int(exponent or 0) - decimals))
+
+
+PRINTED_SHARE = 0.9  # the share of a sequence's values that must be short for it to count as printed
+
+
+def printed_resolution(values: Sequence[Any]) -> Optional[float]:
+    """The resolution of a loss sequence read from rounded text (``{loss:.4f}``: 1e-4), or
+    ``None`` when its values are exact floats.
+
+    A float parsed from ``"0.9773"`` is written back by ``repr`` as ``"0.9773"``, while a
+    float32 loss written by ``repr`` needs about 8 significant digits. So a value is short
+    where the unit in its last place (:func:`printed_quantum` of its ``repr``) is coarser
+    than float32's spacing at the sequence's largest value (``numpy.spacing``); the sequence
+    is printed when at least :data:`PRINTED_SHARE` of its finite values are short (an exact
+    0.5 now and then is no rounding), and its resolution is the finest such unit (a value
+    printed ``0.9770`` reads back as ``0.977``: trailing zeros hide digits that were printed)."""
+    finite = [float(v) for v in values if isinstance(v, (int, float)) and np.isfinite(v)]
+    short = [q for q in (printed_quantum(repr(v)) for v in finite)
+             if q is not None and q > float(np.spacing(np.float32(max(abs(v) for v in finite) or 1.0)))]
+    return min(short) if finite and len(short) >= PRINTED_SHARE * len(finite) else None
+
+
+PRINTED_PREFIX = "printed precision"  # the kind of the note (the text before its first ":")
+
+
+def printed_note(resolution: Dict[str, float], rtol: float, atol: float, scale: float) -> str:
+    """The note of a job whose losses were read from rounded text (``resolution``: copy ->
+    :func:`printed_resolution`): what "equal" means then, what cannot be seen, and whether
+    the tolerance (``atol + rtol * scale``, ``scale`` the largest standalone loss) is finer
+    than the text can show. One note: no "; " inside."""
+    q = max(resolution.values())
+    which = ", ".join(f"{copy} {value:.0e}" for copy, value in sorted(resolution.items()))
+    text = (f"{PRINTED_PREFIX}: the losses were read from text rounded to {q:.0e} ({which}), so equal means equal "
+            f"to the printed precision and a difference under {q / 2:.0e} cannot be seen")
+    if q / 2 > atol + rtol * scale:
+        text += f", which is more than the tolerance (atol={atol:g}, rtol={rtol:g}): print more digits or log with " \
+                "sweep.log_loss"
+    return text
 
 
 def drift_metrics(standalone: Sequence[float], distributed: Sequence[float]) -> dict:

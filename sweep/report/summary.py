@@ -113,6 +113,7 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
                                                      result.comparison.get("atol"))
     metrics.update(job_evidence(result))
     metrics["ranks_agree"] = result.ranks_agree
+    metrics["resolution"] = max(result.resolution.values()) if result.resolution else None  # printed losses
     metrics.update(repeat_metrics(result))
     metrics["wall_s"] = result.timings_s.get("wall")
     metrics.update(dtype_evidence(result.dtypes))

@@ -238,10 +238,40 @@ def _ranks(cfg: DictConfig, run: RunResult, world: int, standalone: Optional[Lis
                          f"{'s' if len(differ) > 1 else ''} {', '.join(map(str, differ))}): each rank is judged "
                          f"against rank {min(own)}'s")
     assert standalone is not None
+    if len(dist) < world:  # e.g. a script that logs on rank 0 only (nanoGPT's master_process)
+        silent = sorted(set(range(world)) - set(dist))
+        notes.append(f"ranks reported: only rank{'s' if len(dist) > 1 else ''} {', '.join(map(str, sorted(dist)))} of "
+                     f"{world} reported losses (rank{'s' if len(silent) > 1 else ''} "
+                     f"{', '.join(map(str, silent))} none), so the job is judged on "
+                     f"{'them' if len(dist) > 1 else 'it'} and whether the ranks agree is not known")
+    apart = _different_data(own, dist, standalone)
+    if apart:
+        notes.append(apart)
     name = str(cfg.framework.name)
     ranks = [RankResult(rank=r, world_size=world, framework=name, distributed=seq,
                         standalone=(own or {}).get(r, standalone)) for r, seq in sorted(dist.items())]
     return ranks, standalone, notes
+
+
+def _different_data(own: Optional[Dict[int, List[Any]]], dist: Dict[int, List[Any]],
+                    standalone: List[Any]) -> Optional[str]:
+    """A note when the ranks computed on inputs of their own: before any update (step 0) the
+    ranks of a data-parallel run hold the same weights, so their step-0 losses differ from
+    each other only if their batches (or their initial weights) do; then the ranks whose
+    step-0 loss differs from the standalone copy's cannot match it (per-rank seeds, sharded
+    sampling: nanoGPT seeds each rank with ``1337 + rank``). ``None`` for one rank, or step-0
+    losses the ranks share."""
+    firsts = {rank: seq[0] for rank, seq in dist.items() if seq}
+    if len(firsts) < 2 or len({float(v) for v in firsts.values()}) < 2:
+        return None
+    apart = [r for r in sorted(firsts) if firsts[r] != (own or {}).get(r, standalone)[0]]
+    if not apart:
+        return None
+    return ("different inputs: before any update the ranks' step-0 losses differ from each other "
+            f"({', '.join(f'rank {r} {float(v):.6g}' for r, v in sorted(firsts.items()))}) and rank"
+            f"{'s' if len(apart) > 1 else ''} {', '.join(map(str, apart))} from the standalone copy's: each rank "
+            "computed on data (or initial weights) of its own, per-rank seeds or sharded sampling, which the "
+            "standalone copy does not share")
 
 
 def _again(cfg: DictConfig, config: Dict[str, Any], world: int, limit: float) -> repeats.Again:

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 from omegaconf import DictConfig
 
-from sweep.analysis.compare import MISSING_PREFIX, RANDOM_DRAWS_NOTE, compare_losses
+from sweep.analysis.compare import MISSING_PREFIX, RANDOM_DRAWS_NOTE, compare_losses, printed_note, printed_resolution
 from sweep.analysis.judging import ranked_notes, ranks_apart, replica_check, start_tensor, verdict, worst_rank
 from sweep.analysis.trace import missing_text
 from sweep.config.enums import as_str
@@ -49,15 +49,22 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
     distributed, comparison = judged[record.judged_rank]
     record.versions.update(first.versions)
     record.losses = {"standalone": standalone, "distributed": distributed}
+    record.ranks_reported = sorted(r.rank for r in ranks)
     record.ranks_agree = all(
         r.standalone == first.standalone and (sharded or r.distributed == first.distributed) for r in ranks
-    )
+    ) if len(ranks) > 1 or int(first.world_size or 1) == 1 else None  # one rank of several: not known
     apart = [] if sharded else ranks_apart([(r.rank, r.distributed) for r in ranks], **tol)
     record.weights_moved = first.moved
     record.zero_grad_effective = first.zero_grad_effective
     record.engine_notes = list(dict.fromkeys(note for r in ranks for note in r.engine_notes))
     record.engine = first.engine  # engine.info(): the API that ran, workarounds, emulated collectives
     record.notes = effect_notes(cfg, record)
+    printed = {copy: q for copy, q in (("standalone", printed_resolution(standalone)),
+                                       ("distributed", printed_resolution(distributed))) if q is not None}
+    record.resolution = printed or None
+    if printed:
+        scale = max((abs(v) for v in ref if np.isfinite(v)), default=0.0)
+        record.notes.append(printed_note(printed, float(cfg.compare.rtol), float(cfg.compare.atol), scale))
     record.random_draws = any(any(r.random_draws.values()) for r in ranks) if any(r.random_draws for r in ranks) \
         else None
     if record.random_draws and sharded:

@@ -207,3 +207,21 @@ def test_a_crash_under_torchrun_is_blamed_on_the_rank_that_raised(tmp_path):
     assert record["reason"].startswith("the command exited with code 1; command.log: rank 1: ValueError: planted: "
                                        "rank 1 cannot read its shard"), record["reason"]
     assert "Connection closed" not in record["reason"] and "--tee" not in record["reason"]
+
+
+def test_printed_losses_rank_zero_logging_and_per_rank_data_are_said(tmp_path):
+    script = ROOT / "tests" / "helpers" / "report_shapes.py"
+    proc = _sweep(tmp_path, "ablation=none", "runner=command", "steps=4", "+runner.args.mode=printed,per_rank_data",
+                  f"runner.command='torchrun --standalone --nproc-per-node=2 {script} ${{runner.args.mode}} 4'")
+    printed, per_rank = sweep_jobs(tmp_path / "multirun").values()
+    # four decimals: equal to the printed precision, never "bit for bit"; only rank 0 logged
+    assert printed["status"] == "ok" and printed["resolution"] == {"standalone": 1e-4, "distributed": 1e-4}
+    assert any(n.startswith("printed precision: the losses were read from text rounded to 1e-04") and
+               "a difference under 5e-05 cannot be seen" in n for n in printed["notes"]), printed["notes"]
+    assert printed["ranks_reported"] == [0] and printed["ranks_agree"] is None
+    assert any(n.startswith("ranks reported: only rank 0 of 2 reported losses (rank 1 none)") for n in printed["notes"])
+    # every rank its own batch: said, from step 0
+    assert per_rank["status"] == "fail" and per_rank["ranks_reported"] == [0, 1] and per_rank["resolution"] is None
+    assert any(n.startswith("different inputs: before any update the ranks' step-0 losses differ from each other")
+               and "rank 1 from the standalone copy's" in n for n in per_rank["notes"]), per_rank["notes"]
+    assert "bit for bit" not in proc.stdout.splitlines()[-2]

@@ -143,3 +143,12 @@ def test_level_stats_follow_the_jobs_of_each_level():
 )
 def test_drift_class_rule(status, first, expected):
     assert drift_class(_row(0, status, first, 0.0)) == expected
+
+
+def test_equal_printed_losses_are_equal_to_the_printed_precision_not_bit_for_bit():
+    from sweep.analysis.attribution import attribute
+
+    rows = [_row(0, "ok", msd=0.0, optimizer="adam"), _row(1, "ok", msd=0.0, optimizer="sgd")]
+    assert attribute(rows)["headline"].endswith("every job equals standalone bit for bit.")
+    rows[1]["resolution"] = 1e-4  # losses read from {loss:.4f} text
+    assert attribute(rows)["headline"].endswith("every job equals standalone to the printed precision (1e-04).")
