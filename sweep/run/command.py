@@ -39,7 +39,7 @@ from sweep.layout import JobDir
 from sweep.lossfile import ENV_COPY, ENV_FILE
 from sweep.records import JobRecord, RankResult
 from sweep.run import baseline, failures, judge, repeats
-from sweep.run.failures import first_failure
+from sweep.run.failures import CANNOT_START, first_failure
 from sweep.run.loss_lines import LossError, as_ranks, entries, expected_line, matched_files, sequences
 
 COMMAND_LOG = "command.log"            # in logs/: the command's output
@@ -125,12 +125,17 @@ class RunResult:
         the files ``runner.parse.files`` names (msrun's worker logs), else its last line
         (``SystemExit("...")``, a shell's message)."""
         cause = f"the command exited with code {self.outcome.returncode}"
-        for path in [self.log, *self.parsed_files]:
-            lines = path.read_text(errors="replace").splitlines() if path.is_file() else []
+        logs = [(path, path.read_text(errors="replace").splitlines()) for path in [self.log, *self.parsed_files]
+                if path.is_file()]
+        for path, lines in logs:
             found = first_failure(lines)
             if found is not None:
                 who = f"rank {found['rank']}: " if found["rank"] is not None else ""
                 return f"{cause}; {path.name}: {who}{str(found['line'])[:300]}"
+        for path, lines in logs:  # no exception anywhere: a script that never started says why
+            start = next((line.strip() for line in lines if CANNOT_START.search(line)), None)
+            if start:
+                return f"{cause}; {path.name}: {start[:300]}"
         return f"{cause}; {self.ends()}" if self.ends() else cause
 
     def ends(self, n: int = 1) -> str:

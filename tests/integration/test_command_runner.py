@@ -225,3 +225,27 @@ def test_printed_losses_rank_zero_logging_and_per_rank_data_are_said(tmp_path):
     assert any(n.startswith("different inputs: before any update the ranks' step-0 losses differ from each other")
                and "rank 1 from the standalone copy's" in n for n in per_rank["notes"]), per_rank["notes"]
     assert "bit for bit" not in proc.stdout.splitlines()[-2]
+
+
+def test_the_readme_example_gives_its_headline_every_time(tmp_path):
+    """The README's example (experiment=example_command: each rank's lines in a file of its
+    own, never glued), run three times: the same documented headline each time."""
+    headlines = set()
+    for i in range(3):
+        proc = _sweep(tmp_path / str(i), "experiment=example_command", "mp_policy=fp32,bf16",
+                      "runner.args.reduce=mean,sum", "steps=8")
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]  # (no gate: failing jobs are findings)
+        jobs = sweep_jobs(tmp_path / str(i) / "multirun")
+        assert all(r["status"] in ("ok", "fail") for r in jobs.values()), {n: r["reason"] for n, r in jobs.items()}
+        headlines.add(next(line for line in proc.stdout.splitlines() if line.startswith("4 jobs:")))
+    assert headlines == {"4 jobs: 1 ok, 3 fail. Culprits, weighed alike: mp_policy=bf16 and runner.args.reduce=sum, "
+                         "each failing in 1 of 1 one-factor pairs where its other level passes. They part from "
+                         "standalone from step 0; drift classes first_update, step0."}
+
+
+def test_a_command_that_cannot_start_says_why(tmp_path):
+    proc = run_cli(["experiment=example_command", "steps=2", "runner.cwd=/"], tmp_path)  # examples/ is not under /
+    record = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert record["status"] == "error", proc.stdout[-2000:]
+    assert "stderr.log: " in record["reason"] and "can't open file" in record["reason"]
+    assert "examples/torch_repro.py': [Errno 2] No such file or directory" in record["reason"]
