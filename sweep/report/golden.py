@@ -7,7 +7,8 @@ checks its steps and config against the job's), so a run on one machine (an NPU)
 compared with a golden run made on another (a GPU, CPU in float64).
 
 The file is JSON: ``{"format": "sweep-golden/1", "steps": N, "config": the job's
-resolved config, "versions": the job's versions, "source": the job dir, "exported": UTC
+resolved config, "versions": the job's versions, "commands": a command job's
+``runner.command`` and ``runner.baseline_command`` as written (before interpolation), "source": the job dir, "exported": UTC
 ISO-8601, "rows": [{"step", "loss", "rank", "copy"}]}``, ``copy`` ``standalone``
 (``rank`` ``null``) or ``distributed`` (every rank that recorded a result, else the
 judged one), steps counted from 0, losses as floats or ``"nan"``/``"inf"``/``"-inf"``.
@@ -46,8 +47,10 @@ def export(job_dir: Path | str, path: Path | str) -> Dict[str, Any]:
     ranks = _rank_sequences(paths, record)
     for rank, seq in sorted(ranks.items()):
         rows += [{"step": i, "loss": v, "rank": rank, "copy": "distributed"} for i, v in enumerate(seq)]
+    templates = (record.engine or {}).get("templates")  # a command job's commands as written
     content = {"format": FORMAT, "steps": len(record.losses["standalone"]), "config": record.config,
-               "versions": record.versions, "source": str(Path(job_dir).resolve()), "status": record.status,
+               "versions": record.versions, **({"commands": templates} if templates else {}),
+               "source": str(Path(job_dir).resolve()), "status": record.status,
                "exported": datetime.now(timezone.utc).isoformat(), "rows": rows}
     write_json(path, content)
     return content

@@ -93,7 +93,8 @@ def _lookup(config: Dict[str, Any], key: str) -> Any:
 _ABSENT = "(absent)"
 
 
-def from_file(config: Dict[str, Any], path: str) -> Dict[str, Any]:
+def from_file(config: Dict[str, Any], path: str, commands: Optional[Dict[str, Optional[str]]] = None
+              ) -> Dict[str, Any]:
     """The standalone sequence of the golden file ``path`` (``sweep.report.golden``) for the job
     of ``config`` (resolved, plain), as a baseline entry (``{"standalone", "job_dir",
     "dtypes_observed", "source": "file", "file", "versions"}``).
@@ -101,7 +102,9 @@ def from_file(config: Dict[str, Any], path: str) -> Dict[str, Any]:
     Raises:
         ConfigError: the file is missing or not a golden file; its steps are not the job's
             ``steps``; its config differs in a key of :func:`golden_keys` (each named with
-            both values).
+            both values); for a command job (``commands``: ``sweep.run.command.command_templates``),
+            the file's command or baseline command as written differs from the job's, unless
+            ``baseline.ignore_keys`` lists ``runner.command`` / ``runner.baseline_command``.
     """
     from sweep.errors import ConfigError, RecordError
     from sweep.report import golden
@@ -122,6 +125,12 @@ def from_file(config: Dict[str, Any], path: str) -> Dict[str, Any]:
         mine, theirs = _lookup(config, key), _lookup(data["config"], key)
         if json.dumps(mine, sort_keys=True, default=str) != json.dumps(theirs, sort_keys=True, default=str):
             differ.append(f"{key} (golden {theirs!r}, job {mine!r})")
+    ignored = list((config.get("baseline") or {}).get("ignore_keys") or [])
+    theirs_commands = data.get("commands") or {}
+    for key, mine in (commands or {}).items():
+        theirs = theirs_commands.get(key)
+        if key in theirs_commands and theirs != mine and f"runner.{key}" not in ignored and "runner" not in ignored:
+            differ.append(f"runner.{key} as written (golden {theirs!r}, job {mine!r})")
     if differ:
         raise ConfigError(f"baseline.file={path}: made with another config: {'; '.join(differ[:6])}"
                           + (f"; and {len(differ) - 6} more" if len(differ) > 6 else "")

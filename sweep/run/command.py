@@ -176,6 +176,32 @@ def run_once(cfg: DictConfig, config: Dict[str, Any], run_dir: Path, command: st
     return result
 
 
+def command_templates(cfg: DictConfig) -> Dict[str, Optional[str]]:
+    """``runner.command`` and ``runner.baseline_command`` as written, before interpolation
+    (``${steps}`` stays ``${steps}``): what two jobs of one script share whatever their
+    swept values, so a golden file made by another command (a flag written into it that
+    differs) is told apart (``sweep.run.baseline.from_file``)."""
+    raw = OmegaConf.to_container(cfg.runner, resolve=False)
+    return {key: (str(raw[key]) if raw.get(key) is not None else None) for key in ("command", "baseline_command")}
+
+
+def environment_versions(cfg: DictConfig) -> Dict[str, str]:
+    """The versions a command job's framework would import in the sweep's own environment
+    (``importlib.metadata``, nothing imported): ``{"torch": "2.13.0", "numpy": ...,
+    "versions_from": "the sweep's environment"}``. The command may run under another
+    interpreter; then these say what this one has, as the key says."""
+    from importlib import metadata
+
+    packages = {"torch": "torch", "mindspore": "mindspore"}.get(str(cfg.framework.name), str(cfg.framework.name))
+    out = {}
+    for name in (packages, "numpy", "hyper_parallel"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return dict(out, versions_from="the sweep's environment") if out else {}
+
+
 def _resolved(config: Dict[str, Any], key: str) -> str:
     return str(config["runner"][key])
 
@@ -191,7 +217,7 @@ def _standalone(cfg: DictConfig, config: Dict[str, Any], run_dir: Path, record: 
         ConfigError: a golden file that does not match; a ``baseline_keys`` key the config lacks.
     """
     if cfg.baseline.file:
-        entry = baseline.from_file(config, str(cfg.baseline.file))
+        entry = baseline.from_file(config, str(cfg.baseline.file), commands=command_templates(cfg))
         record.baseline = {"source": "file", "file": entry["file"], "job_dir": entry["job_dir"],
                            "versions": entry["versions"]}
         return entry["standalone"], None
@@ -330,7 +356,9 @@ def run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[P
     shutil.rmtree(paths.ranks, ignore_errors=True)
     limit = failures.timeout_s(cfg)
     record.engine = {"runner": "command", "command": _resolved(config, "command"), "cwd": str(cfg.runner.cwd or
-                                                                                               os.getcwd())}
+                                                                                               os.getcwd()),
+                     "templates": command_templates(cfg)}
+    record.versions.update(environment_versions(cfg))
     standalone, failed = _standalone(cfg, config, job_dir, record, sweep_dir, limit, use_cache=True)
     if failed:
         record.status, record.reason = failed

@@ -188,6 +188,31 @@ def test_a_golden_file_is_refused_naming_what_differs_and_taken_where_only_the_m
         from_file(job, str(tmp_path / "absent.json"))
 
 
+def test_a_golden_file_of_another_command_is_refused_unless_its_command_is_ignored(compose_cfg, tmp_path):
+    from sweep.config.schema import to_container
+    from sweep.run.baseline import from_file
+    from sweep.run.command import command_templates
+
+    def cfg(command, *more):
+        return compose_cfg(["runner=command", f"runner.command='{command}'", "steps=4", *more])
+
+    mine = cfg("python train.py --steps ${steps} --lr 0.1")
+    golden = _golden(tmp_path, to_container(mine), 4)
+    data = json.loads(golden.read_text())
+    data["commands"] = command_templates(cfg("python train.py --steps ${steps} --lr 0.2"))  # a flag written in
+    golden.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=r"runner.command as written \(golden 'python train.py --steps \$\{steps\} "
+                                          r"--lr 0.2', job 'python train.py --steps \$\{steps\} --lr 0.1'\)"):
+        from_file(to_container(mine), str(golden), commands=command_templates(mine))
+    ignoring = cfg("python train.py --steps ${steps} --lr 0.1", "baseline.ignore_keys=[runner.command]")
+    assert from_file(to_container(ignoring), str(golden), commands=command_templates(ignoring))["source"] == "file"
+    data["commands"] = command_templates(mine)  # the same template, another swept value: taken
+    golden.write_text(json.dumps(data))
+    other_steps_value = cfg("python train.py --steps ${steps} --lr 0.1")
+    assert from_file(to_container(other_steps_value), str(golden),
+                     commands=command_templates(other_steps_value))["source"] == "file"
+
+
 def test_a_crash_is_named_by_its_exception_line_even_under_a_launchers_summary(tmp_path):
     from types import SimpleNamespace
 

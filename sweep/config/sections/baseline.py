@@ -49,7 +49,8 @@ class BaselineConfig:
             "baseline instead of running the standalone copy, for built-in and command jobs alike; refused when "
             "its steps or config keys differ from the job's (``sweep.report.golden``, ``sweep.run.baseline.from_file``).")
     ignore_keys: List[str] = affects(
-        default_factory=lambda: ["device", "framework", "baseline", "execution", "runner.command",
-                                 "runner.baseline_command", "runner.parse", "runner.cwd"],
+        default_factory=lambda: ["device", "framework", "baseline", "execution", "runner.parse", "runner.cwd"],
         doc="Config keys (and sections) a golden file's may differ in from the job's: by default where and how "
-            "it ran, so a run on one machine is compared with a golden run from another.")
+            "it ran, so a run on one machine is compared with a golden run from another. A command job's "
+            "``runner.command`` and ``runner.baseline_command`` as written (before interpolation) must match "
+            "the golden file's unless listed here: a flag written into the command is part of the run.")
