@@ -1,8 +1,9 @@
 """Sweep against sweep: the before/after check of a fix or a version bump.
 
 ``python -m sweep.report NEW --against OLD`` matches the jobs of two sweep dirs by
-their config (the overrides of each job, run switches aside; the same grid, or two
-grids that share jobs) and reports, per matched job, the status change and the change
+their resolved config (each job's ``result.json`` config, normalised: how the sweep ran
+aside; the same grid, or two grids that share jobs, however their overrides were
+spelled) and reports, per matched job, the status change and the change
 of the key metrics, plus the jobs present in only one sweep. Pure functions over the
 rows of ``sweep.report.summary.collect``.
 """
@@ -18,8 +19,23 @@ METRICS = ("first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff")
 CHANGES = ("fixed", "broke", "still failing", "still passing", "other")
 
 
-def _key(row: Row) -> Tuple[Tuple[str, str], ...]:
-    return tuple(sorted(row["overrides"].items()))
+# Config keys that say how a sweep ran, not what a job computed: never part of a job's identity.
+NOT_IDENTITY = ("resume", "replace_grid", "gate", "logger", "execution", "hydra")
+
+
+def _key(row: Row) -> Any:
+    """A job's identity: its resolved config (``result.json``'s), normalised (keys sorted,
+    :data:`NOT_IDENTITY` left out), so ``mesh=dp2`` and ``mesh.mesh_shape=[2]``, or an
+    override spelled ``+x=1`` and ``x=1``, are one job; the overrides where a job has no
+    record (missing)."""
+    import json
+
+    result = row.get("result")
+    config = getattr(result, "config", None)
+    if not config:
+        return ("overrides", tuple(sorted(row["overrides"].items())))
+    return ("config", json.dumps({k: v for k, v in config.items() if k not in NOT_IDENTITY}, sort_keys=True,
+                                 default=str))
 
 
 def change(old: Optional[str], new: Optional[str]) -> str:
@@ -38,7 +54,7 @@ def change(old: Optional[str], new: Optional[str]) -> str:
 
 def match(new_rows: Sequence[Row], old_rows: Sequence[Row]) -> Dict[str, Any]:
     """``{"pairs": [(new, old, change)], "only_new": [...], "only_old": [...], "counts":
-    {change: n}}``; jobs match when their overrides are equal."""
+    {change: n}}``; jobs match when their resolved configs are equal (:func:`_key`)."""
     old_by_key: Dict[Any, Row] = {}
     for row in old_rows:
         old_by_key.setdefault(_key(row), row)

@@ -94,3 +94,20 @@ def test_max_rows_minus_one_or_zero_shows_every_row(sweeps, capsys, flag):
     out = capsys.readouterr().out
     jobs = out[out.index("Jobs (failing first)"):out.index("Not judged")]
     assert "more rows" not in out and all(f"\n{n} " in jobs for n in "01234")
+
+
+def test_against_pairs_jobs_by_their_resolved_config_not_the_spelling_of_their_overrides(tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    config = {"mesh": {"mesh_shape": [2], "mesh_dim_names": ["dp"]}, "steps": 10, "gate": False}
+    write_job(old, 0, ["mesh=dp2"], make_record("fail", ["mesh=dp2"], _cmp(False, -0.5), "x", config=config))
+    # the same job spelled otherwise, run with the gate on: one job
+    write_job(new, 0, ["mesh.mesh_shape=[2]", "gate=true"],
+              make_record("ok", ["mesh.mesh_shape=[2]"], _cmp(True, 0.0), config=dict(config, gate=True)))
+    # the same overrides, another config (a default changed between the two sweeps): two jobs
+    sgd = dict(config, optimizer={"name": "sgd"})
+    write_job(old, 1, ["optimizer=sgd"], make_record("ok", ["optimizer=sgd"], _cmp(True, 0.0), config=sgd))
+    write_job(new, 1, ["optimizer=sgd"], make_record("ok", ["optimizer=sgd"], _cmp(True, 0.0),
+                                                     config=dict(sgd, steps=20)))
+    found = against.match(collect(new), collect(old))
+    assert [(n["job"], o["job"], c) for n, o, c in found["pairs"]] == [(0, 0, "fixed")]
+    assert [r["job"] for r in found["only_new"]] == [1] and [r["job"] for r in found["only_old"]] == [1]
