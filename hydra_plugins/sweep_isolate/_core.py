@@ -315,9 +315,42 @@ class Isolation:
                   answer=answer, one_minimal=result.one_minimal, unproven=[changes[i].key for i in result.unproven],
                   removals=removals, proof=proof, deciding=[changes[i].key for i in minimal],
                   interaction=result.interaction)
+        if minimal and result.status == "isolated":
+            self.others(result, changes, oracle, jobs_of)
         if minimal and result.status != "endpoints" and self.levels and self.sweeper.context:
             self.context(isolate.apply(passing, changes, result.minimal), answer, [changes[i].key for i in minimal])
         self.finish()
+
+    def others(self, result: Any, changes: List[Change], oracle: Any, jobs_of: Dict[Subset, List[int]]) -> None:
+        """Whether the failure has another cause: the passing config with every change but the
+        minimal set's (one probe, unless ddmin already ran it). If that fails too, ddmin again
+        over those changes names the other failure-inducing set ("also fails alone"), so one
+        of two independent causes is never called the one that decides it; if it passes,
+        the minimal set decides it. ``state["others"]``: ``{"verdict", "jobs", "minimal":
+        [changes], "answer"}``."""
+        rest = tuple(i for i in range(len(changes)) if i not in result.minimal)
+        if not rest:
+            return
+        room = self.room()
+        verdict = result.verdicts.get(rest)
+        if verdict is None:
+            if room is not None and room < self.sweeper.repeat:
+                self.save(others={"verdict": None, "reason": "the budget ran out before it was tested"})
+                return
+            verdict = oracle([rest], "others")[0]
+        found: Dict[str, Any] = {"verdict": verdict, "jobs": jobs_of.get(rest, [])}
+        if verdict == isolate.FAIL:
+            def sub(subsets: List[Subset], phase: str) -> List[str]:
+                return oracle([tuple(rest[i] for i in s) for s in subsets], "others")
+
+            room = self.room()
+            known = {tuple(range(len(rest))): isolate.FAIL}
+            again = isolate.ddmin(len(rest), sub, budget=None if room is None else room // self.sweeper.repeat,
+                                  known=known)
+            other = [rest[i] for i in again.minimal]
+            found.update(minimal=[_change(changes[i]) for i in other], status=again.status,
+                         answer=" + ".join(str(changes[i]) for i in other), jobs=jobs_of.get(tuple(other), []))
+        self.save(others=found)
 
     def context(self, failing_probe: List[str], answer: str, keys: List[str]) -> None:
         """The minimal failing probe with one grid factor outside the minimal set changed

@@ -10,7 +10,7 @@ rows of ``sweep.report.summary.collect``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 from tabulate import tabulate
 

@@ -93,8 +93,21 @@ def verdict(state: Dict[str, Any]) -> str:
     if len(minimal) >= 2:
         alone = ", ".join(f"without {k}: {v or 'not run'}" for k, v in removals.items())
         text += f" Interaction: these {len(minimal)} changes fail only together ({alone})."
-    elif not conditions:
-        text += " One change decides it, the rest of the passing config unchanged."
+    others = state.get("others") or {}
+    other_jobs = ", ".join(map(str, (others.get("jobs") or [])[:1]))
+    if others.get("verdict") == "fail" and others.get("answer"):  # a second, independent cause
+        alone = "also fails alone" if len(others.get("minimal") or []) == 1 else "also fails without it"
+        text += (f" Not the only cause: {alone}: {others['answer']} (job {other_jobs}), so "
+                 f"{'either change' if len(minimal) == 1 else 'either set'} fails on its own.")
+    elif others.get("verdict") == "fail":
+        text += f" Not the only cause: every other change together fails without it too (job {other_jobs})."
+    elif len(minimal) == 1 and not conditions:
+        if others.get("verdict") == "pass":
+            text += (f" One change decides it: every other change together passes without it (job {other_jobs}), "
+                     "the rest of the passing config unchanged.")
+        else:
+            text += " This change fails on its own, the rest of the passing config unchanged; whether another " \
+                    "change fails without it was not tested."
     for key, c in conditions.items():
         passing_jobs = [j for p in context if p["key"] == key and p["verdict"] == "pass" for j in p["jobs"][:1]]
         fails, passes = "/".join(_value(v) for v in c["fails"]), "/".join(_value(v) for v in c["passes"])

@@ -49,7 +49,7 @@ def test_interaction_from_endpoints(tmp_path):
     assert state["status"] == "isolated"
     assert state["answer"] == "a=1 + c=1" and state["interaction"] and state["one_minimal"]
     assert state["removals"] == {"a": "pass", "c": "pass"}
-    assert state["n_jobs"] == 10 and state["grid_jobs"] == 32
+    assert state["n_jobs"] == 11 and state["grid_jobs"] == 32  # ddmin's 10, and every other change without it
     # the proof: the passing endpoint and the probe of exactly {a, c}
     jobs = {j["job"]: j for j in state["jobs"]}
     good, bad = jobs[state["proof"]["passing"][0]], jobs[state["proof"]["failing"][0]]
@@ -63,7 +63,20 @@ def test_interaction_from_endpoints(tmp_path):
     assert "| cause=[a,c] a=0 b=1 c=1 d=0 e=0 |" in text  # every probe's full overrides
     assert "Minimal failure-inducing change: a=1 + c=1" in state["stdout"]
     # the answer is printed again last, after whatever the multirun's callbacks print
-    assert state["stdout"].rstrip().splitlines()[-2].startswith("Isolation: 10 jobs")
+    assert state["stdout"].rstrip().splitlines()[-2].startswith("Isolation: 11 jobs")
+
+
+def test_one_of_two_independent_causes_is_never_said_to_decide_it(tmp_path):
+    state = isolate(["cause=[]", "either=[b,d]", *endpoints()], tmp_path / "two")
+    assert state["answer"] in ("b=1", "d=1")
+    other = "d=1" if state["answer"] == "b=1" else "b=1"
+    assert state["others"]["verdict"] == "fail" and state["others"]["answer"] == other
+    text = (tmp_path / "two" / "isolate.md").read_text()
+    assert f"Not the only cause: also fails alone: {other}" in text and "One change decides it" not in text
+    one = isolate(["cause=[b]", *endpoints()], tmp_path / "one")
+    assert one["answer"] == "b=1" and one["others"]["verdict"] == "pass"
+    assert "One change decides it: every other change together passes without it (job" in \
+        (tmp_path / "one" / "isolate.md").read_text()
 
 
 def test_report_re_renders_from_isolate_json(tmp_path, capsys):

@@ -29,7 +29,7 @@ def main(cfg: DictConfig) -> dict:
     Path(hc.runtime.output_dir, "job.txt").write_text(" ".join(hc.overrides.task))
     if _exactly(cfg, cfg.crash):
         raise RuntimeError("planted crash")
-    failing = _all_one(cfg, cfg.cause)
+    failing = _all_one(cfg, cfg.cause) or any(cfg[k] == 1 for k in cfg.either)
     if _exactly(cfg, cfg.flaky):
         failing = hc.job.num % 2 == 0
     comparison = {"passed": not failing, "first_fail_step": 0 if failing else None, "n_fail": 3 if failing else 0,
