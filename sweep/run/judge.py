@@ -91,6 +91,8 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
         if values:
             record.timings_s[phase] = max(values)
     record.comparison = comparison.to_dict()
+    if printed:  # equal means equal to the printed precision: the comparison says so too
+        record.comparison["resolution"] = max(printed.values())
     if unequal and not record.first_tensor:  # the copies do not start equal: that is the first difference
         record.first_tensor = start_tensor(unequal)
     record.status, record.reason = verdict({rank: c for rank, (_, c) in judged.items()}, record.judged_rank,

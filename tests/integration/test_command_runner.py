@@ -216,6 +216,7 @@ def test_printed_losses_rank_zero_logging_and_per_rank_data_are_said(tmp_path):
     printed, per_rank = sweep_jobs(tmp_path / "multirun").values()
     # four decimals: equal to the printed precision, never "bit for bit"; only rank 0 logged
     assert printed["status"] == "ok" and printed["resolution"] == {"standalone": 1e-4, "distributed": 1e-4}
+    assert printed["comparison"]["resolution"] == 1e-4
     assert any(n.startswith("printed precision: the losses were read from text rounded to 1e-04") and
                "a difference under 5e-05 cannot be seen" in n for n in printed["notes"]), printed["notes"]
     assert printed["ranks_reported"] == [0] and printed["ranks_agree"] is None
