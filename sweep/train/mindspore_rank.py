@@ -122,14 +122,14 @@ def initial_check(standalone: Any, distributed: Any, rank: int, noise_floor: flo
 
 def copy_observers(cfg: Any, name: str, copy: Copy, frozen: List[str]) -> Dict[str, Observer]:
     """The observers of one copy's training (``sweep.train.observers``), by role: random
-    draws, the optimizer as it ran, the dtypes that ran and the replica digests (the
+    draws, the optimizer as it ran, the dtypes that ran, the replica digests (the
     distributed copy), and in a tracing rerun
     (``compare.trace_until`` set) the tensor trace and the module trace
     (``compare.module_trace``: Cell hooks, PYNATIVE mode)."""
     until = cfg.compare.get("trace_until")
-    found: Dict[str, Observer] = {"draws": MindSporeRandomDraws(), "optimizer": MindSporeOptimizerLog()}
+    found: Dict[str, Observer] = {"draws": MindSporeRandomDraws(), "optimizer": MindSporeOptimizerLog(),
+                                  "dtypes": MindSporeDtypes()}
     if name == "distributed":
-        found["dtypes"] = MindSporeDtypes()
         found["digests"] = MindSporeReplicaDigests()
     if until is not None:
         found["trace"] = MindSporeTensorTrace(until, max(until, int(cfg.compare.get("onset_until") or -1)), frozen)
@@ -390,6 +390,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         versions={"mindspore": ms.__version__, **info.pop("versions", {})},
         standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
         dtypes_observed=seen["distributed"]["dtypes"].observed if "distributed" in seen else {},
+        dtypes_observed_standalone=seen["standalone"]["dtypes"].observed if "standalone" in seen else {},
         zero_grad_effective=bool(cfg.zero_grad) and hasattr(distributed.model, "zero_grad"),
         engine_notes=list(info.get("notes") or engine.notes), engine=info,
         collectives=ledger_record(engine, rank, world) if "distributed" in names else None, features=applied,

@@ -65,3 +65,5 @@ def test_no_mindspore_record_is_left_empty(jobs):
         assert record["optimizer"]["distributed"]  # the standalone copy's where it trained in this job's launch
         assert record["optimizer"].get("standalone") or (record["baseline"] or {}).get("source") == "cache"
         assert record["replicas"]["groups"] == [[0, 1]] and record["replicas"]["first_step"] is None
+        assert record["dtypes"]["observed"]["param_forward"] == "float32"
+        assert record["dtypes"]["observed_standalone"] or (record["baseline"] or {}).get("source") == "cache"
