@@ -55,7 +55,8 @@ from sweep.train.observers.random_draws import RandomDraws
 from sweep.train.observers.replicas import ReplicaDigests
 from sweep.train.observers.tensor_trace import TorchTensorTrace
 from sweep.train.schedules import torch_scheduler
-from sweep.train.torch_step import host_copy, named_state, record_tensors, shard_key, train
+from sweep.train.torch_step import train
+from sweep.train.torch_tensors import host_copy, named_state, record_tensors, shard_key
 
 
 def initial_weights(standalone: Any, state: Dict[str, Any], how: str, path: Path) -> None:
@@ -117,7 +118,7 @@ def copy_weights(dst: Any, src: Any, how: str, path: Path) -> None:
 
 def local_params(model: Any) -> List[np.ndarray]:
     """This rank's parameter and buffer values as float32 numpy arrays copied out of live
-    storage (``sweep.train.torch_step.host_copy``; a DTensor gives its local shard), in
+    storage (``sweep.train.torch_tensors.host_copy``; a DTensor gives its local shard), in
     ``named_parameters`` then ``named_buffers`` order."""
     return [host_copy(t) for kind in ("weight", "buffer") for t in named_state(model, kind, gather=False).values()]
 
@@ -394,7 +395,7 @@ def traced(cfg: Any, ctx: RankContext, model: Any, seen: Dict[str, Dict[str, Obs
     traces = {name: obs["trace"].entries for name, obs in seen.items() if "trace" in obs}
     if traces.get("standalone") and traces.get("distributed"):
         from sweep.analysis.trace import locate, tensor_rows
-        from sweep.train.torch_step import shard_layout
+        from sweep.train.torch_tensors import shard_layout
 
         result.tensors = tensor_rows(traces["standalone"], traces["distributed"])
         shape = [int(n) for n in cfg.mesh.mesh_shape]

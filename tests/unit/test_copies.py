@@ -117,7 +117,7 @@ def test_a_snapshot_leaves_the_storage_resizable():
     import pytest
     import torch
 
-    from sweep.train.torch_step import host_copy
+    from sweep.train.torch_tensors import host_copy
 
     live = torch.arange(6, dtype=torch.float32)
     copied = host_copy(live)

@@ -210,7 +210,7 @@ def test_an_all_reduce_fsdp2_does_not_make_is_named():
 
 def test_the_first_floating_output_is_found_in_a_dict_or_tuple():
     torch = pytest.importorskip("torch")
-    from sweep.train.torch_step import first_floating
+    from sweep.train.torch_tensors import first_floating
 
     t = torch.ones(2)
     assert first_floating({"ids": torch.ones(2, dtype=torch.long), "logits": (t,)}) is t

@@ -64,7 +64,7 @@ class TorchDtypes(Observer):
 
     def after_forward(self, step: Step, output: Any) -> None:
         if step.index == 0:
-            from sweep.train.torch_step import first_floating
+            from sweep.train.torch_tensors import first_floating
 
             self.observed["output"] = torch_dtype(first_floating(output))
 

@@ -4,7 +4,7 @@ order (:class:`ModuleTrace`, an observer of ``sweep.train.observers.base``), fro
 ``sweep.analysis.modules`` names the first module that differs. It only looks: hooks
 return ``None`` (the output and the gradient go through unchanged) and every value is
 copied out of live storage
-(``sweep.train.torch_step.host_copy``), so a run with them gives the same losses bit for
+(``sweep.train.torch_tensors.host_copy``), so a run with them gives the same losses bit for
 bit as one without (``tests/integration/test_inside_model.py``).
 
 A tensor is kept as a *summary* (:func:`summarize`), not whole: its dtype, shape,
@@ -32,7 +32,7 @@ ROOT = "(model)"  # the name of the root module in a module trace
 def summarize(tensor: Any) -> Dict[str, Any]:
     """A torch tensor's summary (module docstring; :func:`summarize_values`). Any dtype and
     device; a ``DTensor`` gives its local shard."""
-    from sweep.train.torch_step import host_copy
+    from sweep.train.torch_tensors import host_copy
 
     return summarize_values(host_copy(tensor), str(getattr(tensor, "dtype", "")).replace("torch.", ""))
 
@@ -56,8 +56,8 @@ def summarize_values(values: np.ndarray, dtype: str) -> Dict[str, Any]:
 
 
 def _first_tensor(value: Any, floating: bool = True) -> Any:
-    """``sweep.train.torch_step.first_floating``: the first (floating) tensor in ``value``."""
-    from sweep.train.torch_step import first_floating
+    """``sweep.train.torch_tensors.first_floating``: the first (floating) tensor in ``value``."""
+    from sweep.train.torch_tensors import first_floating
 
     return first_floating(value, floating)
 

@@ -1,5 +1,5 @@
 """Replica digests (``RankResult.replica["digests"]``): after each step, a sha1 of this
-rank's local weights (``sweep.train.torch_step.local_digest``), so the job can hold the
+rank's local weights (``sweep.train.torch_tensors.local_digest``), so the job can hold the
 ranks that hold the same shards (an HSDP mesh's replicate dim, DDP's ranks) against each
 other (``sweep.run.judge``)."""
 
@@ -18,7 +18,7 @@ class ReplicaDigests(Observer):
         self.digests: List[str] = []
 
     def after_step(self, step: Step) -> None:
-        from sweep.train.torch_step import local_digest
+        from sweep.train.torch_tensors import local_digest
 
         self.digests.append(local_digest(step.copy.model))
 
@@ -38,7 +38,7 @@ def mindspore_digest(net: Any) -> str:
 
 def mindspore_shard_key(net: Any, full_shapes: Dict[str, Sequence[int]], rank: int) -> Optional[str]:
     """Which shards of the weights this rank holds (``RankResult.replica["key"]``, as torch's
-    ``sweep.train.torch_step.shard_key``): per trainable parameter its name and local shape,
+    ``sweep.train.torch_tensors.shard_key``): per trainable parameter its name and local shape,
     and where the local tensor is a dim-0 slice of the full one (``full_shapes``: the
     standalone net's shapes by name), the slice's index ``rank % k`` (``k = full / local``
     rows: shard groups of consecutive ranks, as ``sweep.analysis.trace.to_shards`` reads

@@ -31,11 +31,11 @@ class TorchTensorTrace(_Trace):
     the weights and buffers before it; ``after_backward``: ``"buffer"`` (BatchNorm's running
     statistics, updated by the forward) and, up to ``until``, ``"grad"``; ``after_step``:
     ``"weight"``. Each a ``{canonical name: float32 ndarray}`` of full tensors
-    (``sweep.train.torch_step.record_tensors``: a sharded ``DTensor`` is gathered, a
+    (``sweep.train.torch_tensors.record_tensors``: a sharded ``DTensor`` is gathered, a
     collective every rank makes at the same point, outside the ledger's spans)."""
 
     def begin_step(self, step: Step) -> None:
-        from sweep.train.torch_step import record_tensors
+        from sweep.train.torch_tensors import record_tensors
 
         if self.traced(step):
             model = step.copy.model
@@ -43,7 +43,7 @@ class TorchTensorTrace(_Trace):
                                  "initial_buffer": record_tensors(model, "buffer")} if step.index == 0 else {})
 
     def after_backward(self, step: Step) -> None:
-        from sweep.train.torch_step import record_tensors
+        from sweep.train.torch_tensors import record_tensors
 
         if self.traced(step):
             self.entries[-1]["buffer"] = record_tensors(step.copy.model, "buffer")
@@ -51,7 +51,7 @@ class TorchTensorTrace(_Trace):
             self.entries[-1]["grad"] = record_tensors(step.copy.model, "grad")
 
     def after_step(self, step: Step) -> None:
-        from sweep.train.torch_step import record_tensors
+        from sweep.train.torch_tensors import record_tensors
 
         if self.traced(step):
             self.entries[-1]["weight"] = record_tensors(step.copy.model, "weight")
