@@ -514,7 +514,8 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
     if not rows:
         return "0 jobs: nothing to judge."
     counts = Counter(r["status"] for r in rows)
-    text = f"{len(rows)} jobs: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
+    text = f"{len(rows)} job{'s' if len(rows) != 1 else ''}: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES
+                                                                         if counts[s])
     not_judged = len(rows) - len(_judged(rows))
     if not_judged:
         text += f"; {not_judged} not judged (error/timeout/missing: excluded from pass rates, listed below)"
@@ -545,6 +546,10 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
         if differ:
             return text + (f". No job fails, but {len(differ)} {verb} from standalone below tolerance; the earliest "
                            f"{_onset_sentence(differ)}.") + tail
+        printed = _max(r.get("resolution") for r in _judged(rows))
+        if printed is not None:  # losses read from rounded text: never "bit for bit"
+            return text + (f". No culprit: every judged job passes, equal to the printed precision ({printed:.0e}) "
+                           "of its losses.") + tail
         return text + ". No culprit: every judged job passes, bit for bit where the run is deterministic." + tail
     if ranked:
         top = ranked[0]

@@ -146,6 +146,8 @@ def repeat_metrics(result: JobRecord) -> Dict[str, Any]:
 def _notes(row: Dict[str, Any]) -> Optional[str]:
     result = row.get("result")
     notes = list(row.get("engine_notes") or []) + (list(result.notes) if result is not None else [])
+    if result is not None and (result.reason or "").startswith("non-finite loss"):  # the why of a max|diff| of 0
+        notes.insert(0, str(result.reason).split(": equal, but")[0])
     if row["ranks_agree"] is False:
         notes.append("ranks disagree")
     if row["policy_applied"] is False:
@@ -514,11 +516,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _export_golden(args.sweep_dir, args.job, args.export_golden)
     max_rows = args.max_rows if args.max_rows > 0 else None
     try:
+        old_rows = collect(args.against) if args.against is not None else None  # a bad OLD_DIR: before anything is written
         print(write_report(args.sweep_dir, args.format, max_rows, wide=args.wide, plots=not args.no_plots))
-        if args.against is not None:
+        if old_rows is not None:
             from sweep.report import against
 
-            found = against.match(collect(args.sweep_dir), collect(args.against))
+            found = against.match(collect(args.sweep_dir), old_rows)
             print("\n" + against.render(found, str(args.sweep_dir), str(args.against), args.format, max_rows))
     except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
         print(f"error: {exc}", file=sys.stderr)

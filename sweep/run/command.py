@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -107,6 +108,7 @@ class RunResult:
     error: Optional[str] = None  # the entries could not be read: why
     source: Optional[Any] = None  # where the entries came from (loss_lines.entries)
     parsed_files: List[Path] = field(default_factory=list)  # runner.parse.files as matched (msrun's worker logs)
+    rank_from_path: Optional[str] = None  # runner.parse.rank_from_path: a per-rank file's rank
 
     def failure(self, what: str) -> Tuple[str, str]:
         """``(status, reason)`` of a run that gave no usable losses (``what``: why not)."""
@@ -127,11 +129,15 @@ class RunResult:
         cause = f"the command exited with code {self.outcome.returncode}"
         logs = [(path, path.read_text(errors="replace").splitlines()) for path in [self.log, *self.parsed_files]
                 if path.is_file()]
-        for path, lines in logs:
-            found = first_failure(lines)
-            if found is not None:
-                who = f"rank {found['rank']}: " if found["rank"] is not None else ""
-                return f"{cause}; {path.name}: {who}{str(found['line'])[:300]}"
+        by_path = re.compile(self.rank_from_path) if self.rank_from_path else None
+        ranks = [int(m.group("rank")) if m else None
+                 for m in ((by_path.search(str(path)) if by_path and path != self.log else None) for path, _ in logs)]
+        found = first_failure([lines for _, lines in logs], ranks)
+        if found is not None:
+            where = next((path.name for path, lines in logs
+                          if any(e["line"] == found["line"] for e in failures.exceptions(lines))), self.log.name)
+            who = f"rank {found['rank']}: " if found["rank"] is not None else ""
+            return f"{cause}; {where}: {who}{str(found['line'])[:300]}"
         for path, lines in logs:  # no exception anywhere: a script that never started says why
             start = next((line.strip() for line in lines if CANNOT_START.search(line)), None)
             if start:
@@ -141,7 +147,8 @@ class RunResult:
     def ends(self, n: int = 1) -> str:
         """The last ``n`` lines of the command's log (``"command.log ends: ..."``), or ``""``."""
         text = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
-        last = [line.strip() for line in text if line.strip() and not line.startswith("$ ")][-n:]
+        last = [line.strip() for line in text if line.strip() and not line.startswith("$ ")
+                and not set(line.strip()) <= set("=-_*#~ ")][-n:]  # (a rule of a launcher's box says nothing)
         return f"{self.log.name} ends: {' | '.join(x[:200] for x in last)}" if last else ""
 
     def sequences(self, cfg: DictConfig, copy: str) -> Dict[int, List[float]]:
@@ -169,6 +176,7 @@ def run_once(cfg: DictConfig, config: Dict[str, Any], run_dir: Path, command: st
                                 cwd=str(cfg.runner.cwd) if cfg.runner.cwd else None)
     result = RunResult(log=log, loss_file=loss_file, spec=spec, limit=limit, outcome=supervise.run(spec))
     result.parsed_files = [p for p in matched_files(run_dir, list(cfg.runner.parse.files or []), log) if p != log]
+    result.rank_from_path = cfg.runner.parse.rank_from_path or None
     try:
         result.entries, result.source = entries(run_dir, loss_file, log, cfg.runner.parse)
     except LossError as exc:
@@ -269,7 +277,12 @@ def _ranks(cfg: DictConfig, run: RunResult, world: int, standalone: Optional[Lis
                          f"{'s' if len(differ) > 1 else ''} {', '.join(map(str, differ))}): each rank is judged "
                          f"against rank {min(own)}'s")
     assert standalone is not None
-    if len(dist) < world:  # e.g. a script that logs on rank 0 only (nanoGPT's master_process)
+    unranked = all(e.get("rank") is None for e in run.entries if e.get("copy") == "distributed")
+    if len(dist) < world and unranked:  # lines without a rank: one sequence, whoever printed it
+        notes.append(f"ranks reported: the lines name no rank, so they are read as one sequence (as rank 0's) of "
+                     f"{world} ranks, and which ranks printed them, and whether those agree, is not known: give "
+                     "each rank's lines a rank (a rank group, runner.parse.rank_from_path or sweep.log_loss)")
+    elif len(dist) < world:  # e.g. a script that logs on rank 0 only (nanoGPT's master_process)
         silent = sorted(set(range(world)) - set(dist))
         notes.append(f"ranks reported: only rank{'s' if len(dist) > 1 else ''} {', '.join(map(str, sorted(dist)))} of "
                      f"{world} reported losses (rank{'s' if len(silent) > 1 else ''} "
@@ -391,5 +404,5 @@ def run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[P
         record.teardown_note = f"{run_.crash()}, after reporting every loss: judged by the losses"
         record.notes.append(record.teardown_note)
     if cfg.baseline.file and not list(cfg.runner.baseline_keys):
-        record.notes.append("baseline.file: only its steps were checked against this job (runner.baseline_keys "
-                            "names none of the keys its standalone losses depend on)")
+        record.notes.append("baseline.file: only its steps and its command as written were checked against this "
+                            "job (runner.baseline_keys names none of the keys its standalone losses depend on)")

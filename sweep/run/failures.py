@@ -93,42 +93,54 @@ PREFIXES = re.compile(r"^\s*(?:\[\w+\]:\s*)+")
 ROOT_CAUSE_RANK = re.compile(r"^\s*(?:\[\w+\]:)?\s*rank\s*:\s*(\d+)")  # torchrun's "Root Cause" box
 
 
-def first_failure(lines: List[str]) -> Optional[Dict[str, object]]:
-    """The exception of the process that failed first, from one log's ``lines`` (a launched
-    command's merged output: torchrun's, msrun's, a shell's): ``{"rank": int or None,
-    "line": the exception line, "root_cause": bool}``, or ``None`` when no line is an
-    exception.
-
-    The rule: torchrun's "Root Cause (first observed failure)" box names the rank, and that
-    rank's first exception line (``[rankN]:`` / ``[defaultN]:`` prefixes, ``--tee``) is the
-    cause; else the first exception line in the log (the earliest by time) that is no
-    survivor's follow-on error (:data:`FOLLOW_ON`: a peer's connection closed, a collective
-    aborted); else the last exception line."""
+def root_cause_rank(lines: List[str]) -> Optional[int]:
+    """The rank torchrun's "Root Cause (first observed failure)" box names in ``lines``, or ``None``."""
     root = None
     for i, line in enumerate(lines):
         if "Root Cause" in line:
             root = next((int(m.group(1)) for m in (ROOT_CAUSE_RANK.match(x) for x in lines[i + 1:i + 12]) if m),
                         None)
-    raised = [(i, line) for i, line in enumerate(lines) if EXCEPTION.search(line) and "ChildFailedError" not in line]
+    return root
+
+
+def exceptions(lines: List[str], rank: Optional[int] = None) -> List[Dict[str, object]]:
+    """Every exception line of one log, in order: ``{"rank": its ``[rankN]:`` prefix's rank, else
+    ``rank`` (the log's own: a per-rank file), "line": the line without rank prefixes (and its
+    message where MindSpore puts it on the lines after), "follow_on": a survivor's error once a
+    peer died (:data:`FOLLOW_ON`)}``. torchrun's ``ChildFailedError`` summary is none."""
+    found = []
+    for i, line in enumerate(lines):
+        if EXCEPTION.search(line) and "ChildFailedError" not in line:
+            prefix = RANK_PREFIX.match(line)
+            found.append({"rank": int(prefix.group(1)) if prefix else rank,
+                          "line": PREFIXES.sub("", _exception_text(lines, i)), "follow_on": bool(FOLLOW_ON.search(line))})
+    return found
+
+
+def first_failure(logs: List[List[str]], ranks: Optional[List[Optional[int]]] = None) -> Optional[Dict[str, object]]:
+    """The exception of the process that failed first, over the logs a command left (each a
+    list of lines: the command's merged output first, then per-rank files, whose rank
+    ``ranks`` gives where the path tells it): ``{"rank": int or None, "line": the exception
+    line, "root_cause": whether torchrun's box named that rank}``, or ``None`` when no line
+    is an exception.
+
+    The rule: torchrun's "Root Cause (first observed failure)" box (in any log) names the
+    rank, and that rank's first exception that is no follow-on is the cause; else the first
+    exception (logs in order, lines in order: the earliest by time within a log) that is no
+    survivor's follow-on error (:data:`FOLLOW_ON`: a peer's connection closed, a collective
+    aborted); else the last exception line."""
+    ranks = list(ranks or [None] * len(logs))
+    root = next((r for r in (root_cause_rank(lines) for lines in logs) if r is not None), None)
+    raised = [e for lines, rank in zip(logs, ranks) for e in exceptions(lines, rank)]
     if not raised:
         return None
-
-    def rank_of(line: str) -> Optional[int]:
-        m = RANK_PREFIX.match(line)
-        return int(m.group(1)) if m else None
-
-    def text(i: int) -> str:  # the exception line without its rank prefixes
-        return PREFIXES.sub("", _exception_text(lines, i))
-
-    if root is not None:
-        own = [(i, line) for i, line in raised if rank_of(line) == root and not FOLLOW_ON.search(line)]
-        if own:
-            return {"rank": root, "line": text(own[0][0]), "root_cause": True}
-    causes = [(i, line) for i, line in raised if not FOLLOW_ON.search(line)]
-    i, line = causes[0] if causes else raised[-1]
-    rank = rank_of(line)
-    return {"rank": rank if rank is not None else (root if causes else None), "line": text(i),
-            "root_cause": root is not None and rank in (None, root)}
+    causes = [e for e in raised if not e["follow_on"]]
+    own = [e for e in causes if root is not None and e["rank"] == root]
+    if own:
+        return {"rank": root, "line": own[0]["line"], "root_cause": True}
+    chosen = causes[0] if causes else raised[-1]
+    rank = chosen["rank"] if chosen["rank"] is not None else (root if causes else None)
+    return {"rank": rank, "line": chosen["line"], "root_cause": root is not None and rank == root}
 
 
 def worker_errors(tails: Dict[str, str]) -> List[str]:

@@ -38,7 +38,7 @@ def grid_text(jobs: Sequence[Sequence[str]]) -> str:
             values.setdefault(key, [])
             if value not in values[key]:
                 values[key].append(value)
-    return f"{len(jobs)} jobs: " + (" ".join(f"{k}={','.join(v)}" for k, v in values.items()) or "(defaults)")
+    return f"{len(jobs)} job{'s' if len(jobs) != 1 else ''}: " + (" ".join(f"{k}={','.join(v)}" for k, v in values.items()) or "(defaults)")
 
 
 def _comparable(jobs: Sequence[Sequence[str]]) -> List[List[str]]:

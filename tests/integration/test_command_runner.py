@@ -198,13 +198,19 @@ def test_the_reports_mindspore_shape_under_msrun_is_read_from_the_worker_logs(tm
     assert [r["rank"] for r in record["rank_comparisons"]] == [0, 1] and record["comparison"]["n_steps"] == 3
 
 
-def test_a_crash_under_torchrun_is_blamed_on_the_rank_that_raised(tmp_path):
+@pytest.mark.parametrize("layout", ["one stream", "a file per rank"])
+def test_a_crash_under_torchrun_is_blamed_on_the_rank_that_raised(tmp_path, layout):
     script = ROOT / "tests" / "helpers" / "crash_rank.py"
-    proc = run_cli(["runner=command", "steps=2",
-                    f"runner.command='torchrun --standalone --nproc-per-node=2 {script}'"], tmp_path)
+    per_rank = layout == "a file per rank"  # torchrun --log-dir --redirects 3, as experiment=example_command does
+    launch = "--log-dir $SWEEP_JOB_DIR/tl --redirects 3 " if per_rank else ""
+    extra = ["runner.parse.files=[tl/**/stdout.log,tl/**/stderr.log]",
+             r"runner.parse.rank_from_path='attempt_\d+/(?P<rank>\d+)/std(?:out|err)\.log$'"] if per_rank else []
+    proc = run_cli(["runner=command", "steps=2", *extra,
+                    f"runner.command='torchrun --standalone --nproc-per-node=2 {launch}{script}'"], tmp_path)
     record = json.loads((tmp_path / "run" / "result.json").read_text())
     assert record["status"] == "error", proc.stdout[-2000:]
-    assert record["reason"].startswith("the command exited with code 1; command.log: rank 1: ValueError: planted: "
+    where = "stderr.log" if per_rank else "command.log"
+    assert record["reason"].startswith(f"the command exited with code 1; {where}: rank 1: ValueError: planted: "
                                        "rank 1 cannot read its shard"), record["reason"]
     assert "Connection closed" not in record["reason"] and "--tee" not in record["reason"]
 
@@ -220,7 +226,9 @@ def test_printed_losses_rank_zero_logging_and_per_rank_data_are_said(tmp_path):
     assert any(n.startswith("printed precision: the losses were read from text rounded to 1e-04") and
                "a difference under 5e-05 cannot be seen" in n for n in printed["notes"]), printed["notes"]
     assert printed["ranks_reported"] == [0] and printed["ranks_agree"] is None
-    assert any(n.startswith("ranks reported: only rank 0 of 2 reported losses (rank 1 none)") for n in printed["notes"])
+    # its lines name no rank: one sequence, and which ranks printed it is not claimed
+    assert any(n.startswith("ranks reported: the lines name no rank, so they are read as one sequence (as rank "
+                            "0's) of 2 ranks") for n in printed["notes"]), printed["notes"]
     # every rank its own batch: said, from step 0
     assert per_rank["status"] == "fail" and per_rank["ranks_reported"] == [0, 1] and per_rank["resolution"] is None
     assert any(n.startswith("different inputs: before any update the ranks' step-0 losses differ from each other")

@@ -152,3 +152,5 @@ def test_equal_printed_losses_are_equal_to_the_printed_precision_not_bit_for_bit
     assert attribute(rows)["headline"].endswith("every job equals standalone bit for bit.")
     rows[1]["resolution"] = 1e-4  # losses read from {loss:.4f} text
     assert attribute(rows)["headline"].endswith("every job equals standalone to the printed precision (1e-04).")
+    details = attribute(rows)["verdict"]
+    assert "bit for bit" not in details and "equal to the printed precision (1e-04)" in details

@@ -262,10 +262,16 @@ def test_a_crash_is_blamed_on_the_rank_that_failed_not_on_a_survivors_follow_on_
     # with --tee 3 prefixes, the root cause's rank picks its own line even when another rank's comes first
     tee = ["[default0]:RuntimeError: Connection closed by peer", "[default2]:KeyError: 'unrelated but earlier'",
            "[default1]:ValueError: planted", *ROOT_CAUSE_BOX.splitlines()]
-    assert first_failure(tee) == {"rank": 1, "line": "ValueError: planted", "root_cause": True}
-    assert first_failure(["RuntimeError: Connection reset by peer"]) == {
+    assert first_failure([tee]) == {"rank": 1, "line": "ValueError: planted", "root_cause": True}
+    assert first_failure([["RuntimeError: Connection reset by peer"]]) == {
         "rank": None, "line": "RuntimeError: Connection reset by peer", "root_cause": False}  # only a follow-on
-    assert first_failure(["all good"]) is None
+    assert first_failure([["all good"]]) is None
+    # each rank in a file of its own (torchrun --redirects 3): rank 0's file read first holds only its follow-on
+    box, rank0, rank1 = ROOT_CAUSE_BOX.splitlines(), ["[rank0]: RuntimeError: Connection closed by peer"], \
+        ["Traceback (most recent call last):", "ValueError: planted: rank 1 at step 3"]
+    assert first_failure([box, rank0, rank1], [None, 0, 1]) == {
+        "rank": 1, "line": "ValueError: planted: rank 1 at step 3", "root_cause": True}
+    assert first_failure([["no box"], rank0, rank1], [None, 0, 1])["rank"] == 1  # no box: the earliest real cause
     # an exit 0 without losses: its code and its last lines
     run.outcome = SimpleNamespace(returncode=0, timed_out=False)
     run.log.write_text("$ python train.py\nstep 1\ndone\n")
@@ -312,3 +318,27 @@ def test_the_baseline_command_runs_unless_the_sweeps_cache_holds_it_and_a_failur
     record = JobRecord(config=config, overrides=[])
     assert command._standalone(cfg, config, tmp_path, record, None, 9.0, use_cache=False) == \
         (None, ("error", "runner.baseline_command: the command exited with code 0; no losses"))
+
+
+def test_ranks_that_reported_are_said_and_unranked_lines_claim_no_rank(compose_cfg, tmp_path):
+    from types import SimpleNamespace
+
+    from sweep.run.command import RunResult, _ranks
+
+    cfg = compose_cfg(["runner=command", "runner.command=true", "steps=2"])
+
+    def run(entries):
+        return RunResult(log=tmp_path / "c.log", loss_file=tmp_path / "l.jsonl", spec=None, limit=9.0,
+                         outcome=SimpleNamespace(returncode=0, timed_out=False), entries=entries)
+
+    def e(copy, step, rank):
+        return {"copy": copy, "step": step, "loss": 1.0 - step / 10, "rank": rank}
+
+    ranked = [e(c, s, 0) for c in ("standalone", "distributed") for s in (0, 1)]
+    ranks, _, notes = _ranks(cfg, run(ranked), 2, None)
+    assert [r.rank for r in ranks] == [0]
+    assert notes == ["ranks reported: only rank 0 of 2 reported losses (rank 1 none), so the job is judged on it "
+                     "and whether the ranks agree is not known"]
+    unranked = [e(c, s, None) for c in ("standalone", "distributed") for s in (0, 1)]
+    notes = _ranks(cfg, run(unranked), 2, None)[2]
+    assert len(notes) == 1 and notes[0].startswith("ranks reported: the lines name no rank") and "rank 1" not in notes[0]
