@@ -96,7 +96,7 @@ def test_printed_commands_can_be_pasted(tmp_path, launcher_dir):  # the re-rende
     again = subprocess.run(command, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=300,
                            executable="/bin/sh", env=dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:"
                                                                           + os.environ["PATH"]))
-    assert again.returncode == 0 and "1 jobs: 1 ok" in again.stdout, again.stderr
+    assert again.returncode == 0 and "1 job: 1 ok" in again.stdout, again.stderr
 
 
 def test_an_interrupt_prints_the_full_resume_command(tmp_path):
