@@ -27,9 +27,11 @@ from sweep.analysis.collectives import scale_signature
 
 Trace = List[Dict[str, Dict[str, np.ndarray]]]
 KINDS = ("initial", "initial_buffer", "buffer", "grad", "weight")  # a step's order; "initial*" at step 0 only
-# Path segments that wrappers insert into parameter names (activation checkpointing, FSDP1,
-# torch.compile, DDP/DataParallel): dropped anywhere in a dotted name (canonical_name).
-WRAPPER_SEGMENTS = ("_checkpoint_wrapped_module", "_fsdp_wrapped_module", "_orig_mod", "module")
+# Path segments that wrappers insert into parameter and module names (activation checkpointing,
+# FSDP1, torch.compile, DDP/DataParallel; MindSpore's Cell.recompute(), whose cell holds the
+# original as ``_recompute_cell.wrap_cell``): dropped anywhere in a dotted name (canonical_name).
+WRAPPER_SEGMENTS = ("_checkpoint_wrapped_module", "_fsdp_wrapped_module", "_orig_mod", "module", "_recompute_cell",
+                    "wrap_cell")
 
 
 def canonical_name(name: str) -> str:

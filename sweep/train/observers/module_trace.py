@@ -212,14 +212,17 @@ class MindSporeModuleTrace(ModuleTrace):
         self._recording = self._live = False
         self._handles = []
         self.owners = {}
+        from sweep.analysis.trace import canonical_name
+
         seen = set()
-        for name, cell in net.cells_and_names():
-            canon = name or ROOT
+        for name, cell in net.cells_and_names():  # a wrapper and the cell it wraps share a name: the outer one
+            canon = canonical_name(name) or ROOT
             if canon in seen:
                 continue
             seen.add(canon)
             for pname, _ in cell.parameters_and_names(expand=False):
-                self.owners[pname if not name or pname.startswith(name + ".") else f"{name}.{pname}"] = canon
+                full = pname if not name or pname.startswith(name + ".") else f"{name}.{pname}"
+                self.owners[canonical_name(full)] = canon
             self._handles.append(cell.register_forward_hook(self._ms_forward(canon)))
             self._handles.append(cell.register_backward_pre_hook(self._ms_backward(canon)))
 
