@@ -81,7 +81,16 @@ def _interrupted_exit(sweep_dir: Optional[Path]) -> None:
 
     hint = f"; to continue:\n  {resume_command(sweep_dir)}" if sweep_dir is not None else ""
     print(f"\ninterrupted: finished jobs keep their results{hint}", file=sys.stderr, flush=True)
-    sys.exit(130)
+    # Exit 130 for certain: the interpreter's own shutdown (joining threads, finalizers) can
+    # meet the interrupt again and end the process by SIGINT (-2) instead. The exit handlers
+    # (shared launches' clean-up) run first, as sys.exit would run them.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import atexit
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130)
 
 
 def entry() -> None:
