@@ -177,8 +177,9 @@ class SummaryCallback(Callback):
         from sweep.report.summary import write_report
         from sweep.run import pool
 
-        pool.close_all()
+        pool.stop_all()  # the launches end while the report is written
         report = write_report(sweep_dir, self.tablefmt, self.max_rows, outcome=OUTCOME)
+        pool.close_all()
         headline, details = report.split("\n\n", 1)
         print("\n" + details, flush=True)  # the headline once, at the end, where the eye is
         rerender = "python -m sweep.report " + shlex.quote(str(sweep_dir))

@@ -40,16 +40,17 @@ def log_tails(job_dir: Path, lines: int = TAIL_LINES, launcher_log: Optional[Pat
     return tails
 
 
-def failure_cause(returncode: Optional[int], tails: Dict[str, str]) -> str:
-    """What the logs say about a crash, in one line: the launcher's exit code or signal,
-    torchrun's per-rank ``exitcode``/signal lines, and the exception of each worker log,
-    the workers that raised before those that only saw a peer die (:func:`worker_errors`)."""
+def failure_cause(returncode: Optional[int], tails: Dict[str, str], who: str = "launcher") -> str:
+    """What the logs say about a crash, in one line: the exit code or signal of ``who``
+    (the launcher; ``the standalone process`` of ``order=separate``), torchrun's per-rank
+    ``exitcode``/signal lines, and the exception of each worker log, the workers that
+    raised before those that only saw a peer die (:func:`worker_errors`)."""
     if returncode is None:
-        parts = ["launcher killed"]
+        parts = [f"{who} killed"]
     elif returncode < 0:
-        parts = [f"launcher killed by {signal.Signals(-returncode).name}"]
+        parts = [f"{who} killed by {signal.Signals(-returncode).name}"]
     else:
-        parts = [f"launcher exited with code {returncode}"]
+        parts = [f"{who} exited with code {returncode}"]
     for name, text in tails.items():
         lines = text.splitlines()
         if name == LAUNCHER_LOG:

@@ -160,7 +160,7 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
     else:
         fields = baseline.key_fields(record.config, world) if sweep_dir and cfg.execution.reuse_baselines else None
         cached = baseline.lookup(sweep_dir, fields) if fields else None
-    log, outcome = _launch(cfg, framework, job_dir, record, world, env, limit, cached, pools)
+    log, outcome, alone = _launch(cfg, framework, job_dir, record, world, env, limit, cached, pools)
 
     ranks = _read_ranks(job_dir, world)
     missing = [str(r) for r, res in enumerate(ranks) if res is None]
@@ -175,6 +175,10 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
             record.reason = (f"no result from rank(s) {', '.join(missing)}: a rank died at {outcome.wall_s:.0f} s and "
                              f"the launch was stopped: {outcome.failed_early}; "
                              + failure_cause(outcome.returncode, record.log_tails))
+        elif missing == ["standalone process"] and alone is not None:  # the ranks did their part
+            record.status = "timeout" if alone.timed_out else "error"
+            record.reason = "no result from the standalone process (order=separate): " + failure_cause(
+                alone.returncode, record.log_tails, who="the standalone process")
         else:
             record.status = "error"
             record.reason = f"no result from rank(s) {', '.join(missing)}: " + failure_cause(
@@ -206,11 +210,13 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
 def _launch(
     cfg: DictConfig, framework: Type[Framework], job_dir: Path, record: JobRecord, world: int, env: Dict[str, str],
     limit: float, cached: Optional[Dict[str, Any]], pools: Optional[Path],
-) -> tuple[Optional[Path], supervise.LaunchOutcome]:
-    """Put the standalone baseline in place (from the cache, or from its own process with
-    ``order=separate``), then run the ranks: in a shared launch under ``pools`` (see
-    :func:`_run_ranks`), or in a launch of their own. Returns the shared launch's log
-    (``None`` for a launch of its own) and the outcome."""
+) -> tuple[Optional[Path], supervise.LaunchOutcome, Optional[supervise.LaunchOutcome]]:
+    """Put the standalone baseline in place (from the cache, or with ``order=separate``
+    from a process apart from the ranks: the sweep's standalone pool when launches are
+    shared, training while the ranks do, else a process of its own first), and run the
+    ranks: in a shared launch under ``pools`` (see :func:`_run_ranks`), or in a launch of
+    their own. Returns the shared launch's log (``None`` for a launch of its own), the
+    ranks' outcome, and the standalone process's (``None`` without one)."""
     paths = JobDir(job_dir)
     if cached:
         # The ranks see ranks/standalone.json and train the distributed copy only.
@@ -218,14 +224,26 @@ def _launch(
                                              "dtypes_observed_standalone": cached.get("dtypes_observed") or {}})
         record.baseline = {"source": cached.get("source", "cache"), "job_dir": cached["job_dir"],
                            **{k: cached[k] for k in ("file", "versions") if k in cached}}
-    elif cfg.order == "separate":
+    standalone_pool, posted, alone = None, 0.0, None
+    if not cached and cfg.order == "separate" and _shares_launches(cfg, pools, world):
+        # The standalone baseline in the sweep's standalone pool (a process apart from the
+        # ranks, started once), training while the ranks train theirs.
+        standalone_pool = pool.get_pool(pools, record.config, framework, 1, env, phase="standalone")
+        posted = standalone_pool.submit(job_dir)
+    elif not cached and cfg.order == "separate":
         # The standalone baseline in a process of its own, before the distributed launch.
         standalone_spec = supervise.LaunchSpec(
             argv=[sys.executable, "-m", "sweep.train", str(job_dir), "--phase", "standalone"],
             env=env, log_path=paths.logs / "standalone.log", timeout_s=limit,
         )
-        record.timings_s["standalone_launch"] = supervise.run(standalone_spec).wall_s
+        alone = supervise.run(standalone_spec)
+        record.timings_s["standalone_launch"] = alone.wall_s
     argv, kill_tag, log, outcome = _run_ranks(cfg, framework, job_dir, record, world, env, limit, pools)
+    if standalone_pool is not None:
+        alone = standalone_pool.wait(job_dir, posted, limit)
+        record.timings_s["standalone_launch"] = alone.wall_s
+        record.pool = dict(record.pool or {}, standalone={"dir": str(standalone_pool.dir),
+                                                          "jobs": standalone_pool.jobs})
     record.launch = {
         "kill_tag": kill_tag,
         "argv": argv,
@@ -235,7 +253,13 @@ def _launch(
         "timeout_s": limit,
     }
     record.timings_s["launch"] = outcome.wall_s
-    return log, outcome
+    return log, outcome, alone
+
+
+def _shares_launches(cfg: DictConfig, pools: Optional[Path], world: int) -> bool:
+    """Whether this job runs in the sweep's shared launches (``sweep.run.pool``): a pools
+    dir, ``execution.reuse_processes``, and one node."""
+    return bool(pools) and bool(cfg.execution.reuse_processes) and not topology_from_env(None, world).multi_node
 
 
 def _run_ranks(
@@ -247,12 +271,12 @@ def _run_ranks(
     and ``execution.reuse_processes`` holds, or in a launch of their own (also across nodes
     under a multi-node SLURM allocation: srun, one launcher per node, ``sweep.run.cluster``).
     Returns ``(argv, kill_tag, shared launch's log or None, outcome)``."""
-    topology = topology_from_env(None, world)
-    if pools and cfg.execution.reuse_processes and not topology.multi_node:
+    if _shares_launches(cfg, pools, world):
         rank_pool = pool.get_pool(pools, record.config, framework, world, env)
         outcome = rank_pool.run_job(run_dir, limit)
         record.pool = {"dir": str(rank_pool.dir), "jobs": rank_pool.jobs}
         return rank_pool.argv, rank_pool.kill_tag, rank_pool.log_path, outcome
+    topology = topology_from_env(None, world)
     spec = framework.job_launch(cfg.framework.launcher, world, run_dir, env=env, timeout_s=limit, topology=topology)
     return spec.argv, spec.kill_tag, None, supervise.run(spec)
 
@@ -309,7 +333,7 @@ def _builtin_again(cfg: DictConfig, framework: Type[Framework], world: int, env:
     """A built-in job's repeat (:func:`run_repeats`): its ranks in a launch of their own."""
     def again(rep_dir: Path, scratch: JobRecord) -> Tuple[Optional[List[RankResult]], Optional[List[Any]],
                                                           Optional[str], str]:
-        _, outcome = _launch(cfg, framework, rep_dir, scratch, world, env, limit, None, None)
+        _, outcome, _ = _launch(cfg, framework, rep_dir, scratch, world, env, limit, None, None)
         ranks = _read_ranks(rep_dir, world)
         paths = JobDir(rep_dir)
         if any(r is None for r in ranks) or (cfg.order == "separate" and not paths.standalone_result.exists()):

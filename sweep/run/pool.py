@@ -8,7 +8,11 @@ job), writing into the job's own dir. Start-up (interpreter, framework import,
 rendezvous, ``init()``) is then paid once per pool instead of once per job.
 
 The framework starts a pool's launch (``Framework.start_shared``: torch forks it from
-``sweep.launch.forkserver``'s server). This module owns every pool's lifetime: started on
+``sweep.launch.forkserver``'s server). A *standalone pool* (``phase="standalone"``) is one
+plain process, ``python -m sweep.train POOL_DIR --phase standalone``, that trains the
+standalone copies of ``order=separate`` jobs: still a process apart from the ranks, but
+the framework's import and start-up (MindSpore: about 3 s here) are paid once per sweep,
+and its job runs while the ranks run theirs (:meth:`RankPool.submit`, :meth:`RankPool.wait`). This module owns every pool's lifetime: started on
 first use (:func:`get_pool`), replaced when it died, stopped at the end of the multirun
 or at interpreter exit (:func:`close_all`).
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 import atexit
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple, Type
@@ -69,29 +74,38 @@ def prestart(cfg: Any, sweep_dir: Path) -> None:
         frameworks.load(cfg).prestart(cfg, Path(sweep_dir).resolve(), rank_env(cfg))
 
 
-def pool_key(config: Dict[str, Any], framework: Type[Framework], world: int) -> Tuple:
+def pool_key(config: Dict[str, Any], framework: Type[Framework], world: int, phase: str = "both") -> Tuple:
     """Jobs with equal keys can share one launch: the values of the fields with the
-    ``launch`` role (``sweep.config.schema``), of the framework's ``launch_fields``, and the
-    world size. ``config`` is the resolved job config (plain dict)."""
+    ``launch`` role (``sweep.config.schema``), of the framework's ``launch_fields``, the
+    world size and the phase (``both``: the ranks; ``standalone``: the standalone pool).
+    ``config`` is the resolved job config (plain dict)."""
     fields = select(config, fields_with(LAUNCH) + list(framework.launch_fields))
-    return tuple(sorted((k, repr(v)) for k, v in fields.items())) + (("world_size", world),)
+    return tuple(sorted((k, repr(v)) for k, v in fields.items())) + (("world_size", world), ("phase", phase))
 
 
 class RankPool:
+    """One shared launch: ``world`` ranks (``phase="both"``) or the standalone pool's one
+    process (``phase="standalone"``), serving the jobs posted to its queue."""
+
     """A running shared launch of ``world`` ranks (see the module docstring)."""
 
     def __init__(
-        self, pool_dir: Path, config: dict, framework: Type[Framework], world: int, env: Dict[str, str]
+        self, pool_dir: Path, config: dict, framework: Type[Framework], world: int, env: Dict[str, str],
+        phase: str = "both",
     ) -> None:
         self.dir = pool_dir
         self.paths = PoolDir(pool_dir)
         self.world = world
+        self.phase = phase
         self.paths.queue.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(OmegaConf.create(config), self.paths.config)
         self.paths.owner.write_text(str(os.getpid()))
-        self.handle: supervise.Handle = framework.start_shared(
-            config["framework"]["pool_launcher"], world, pool_dir, env
-        )
+        if phase == "standalone":
+            self.handle: supervise.Handle = supervise.start(supervise.LaunchSpec(
+                argv=[sys.executable, "-m", "sweep.train", str(pool_dir), "--phase", "standalone"], env=env,
+                log_path=self.paths.launcher_log, timeout_s=float("inf")))
+        else:
+            self.handle = framework.start_shared(config["framework"]["pool_launcher"], world, pool_dir, env)
         self.log_path = self.paths.launcher_log
         self.seq = 0
         self.jobs = 0
@@ -120,19 +134,34 @@ class RankPool:
         os.replace(tmp, path)
         self.seq += 1
 
+    def results(self, job_dir: Path) -> List[Path]:
+        """The files a job of this pool is done with: every rank's result, or the
+        standalone result (``ranks/standalone.json``) for the standalone pool."""
+        job = JobDir(job_dir)
+        return [job.standalone_result] if self.phase == "standalone" else [job.rank_result(r) for r in range(self.world)]
+
+    def submit(self, job_dir: Path) -> float:
+        """Hand ``job_dir`` to the ranks without waiting; returns the time it was posted
+        (``time.monotonic()``) for :meth:`wait`."""
+        self._post(str(job_dir))
+        self.jobs += 1
+        return time.monotonic()
+
     def run_job(self, job_dir: Path, timeout_s: float) -> supervise.LaunchOutcome:
-        """Hand ``job_dir`` to the ranks and wait until each wrote its result, the pool
-        died, or ``timeout_s`` passed (then the pool is killed).
+        """:meth:`submit` then :meth:`wait`."""
+        began = self.submit(job_dir)
+        return self.wait(job_dir, began, timeout_s)
+
+    def wait(self, job_dir: Path, began: float, timeout_s: float) -> supervise.LaunchOutcome:
+        """Wait until each rank wrote its result for the submitted ``job_dir``, the pool
+        died, or ``timeout_s`` passed since ``began`` (then the pool is killed).
 
         Raises:
             KeyboardInterrupt: re-raised after the pool's processes are killed.
         """
-        began = time.monotonic()
         spec = getattr(self.handle, "spec", None)
         watch = supervise.LogWatch(spec.log_path, spec.fail_patterns, from_end=True) if spec is not None else None
-        self._post(str(job_dir))
-        self.jobs += 1
-        paths = [JobDir(job_dir).rank_result(r) for r in range(self.world)]
+        paths = self.results(job_dir)
         try:
             while not all(p.exists() for p in paths):
                 if not self.alive():
@@ -176,11 +205,13 @@ _STARTED: List[str] = []  # names of the pools this process started (unique dirs
 
 
 def get_pool(
-    sweep_dir: Path, config: dict, framework: Type[Framework], world: int, env: Dict[str, str]
+    sweep_dir: Path, config: dict, framework: Type[Framework], world: int, env: Dict[str, str],
+    phase: str = "both",
 ) -> RankPool:
     """The live pool for the job ``config`` (:func:`pool_key`), started on first use or
-    after the previous one died."""
-    key = pool_key(config, framework, world)
+    after the previous one died: its ranks, or with ``phase="standalone"`` the
+    standalone pool (``world`` is then 1)."""
+    key = pool_key(config, framework, world, phase)
     pool = _POOLS.get(key)
     if pool is not None and not pool.alive():
         pool.handle.kill()
@@ -189,11 +220,19 @@ def get_pool(
         # (Again) at exit: atexit runs hooks last-registered-first, and this one must run
         # before multiprocessing's, which waits for a forked launch whose ranks wait for jobs.
         atexit.register(close_all)
-        name = f"{framework.name}_w{world}_{config['device']}_{os.getpid()}_{len(_STARTED)}"
+        kind = "standalone" if phase == "standalone" else f"w{world}"
+        name = f"{framework.name}_{kind}_{config['device']}_{os.getpid()}_{len(_STARTED)}"
         _STARTED.append(name)
-        pool = RankPool(SweepDir(sweep_dir).pools / name, config, framework, world, env)
+        pool = RankPool(SweepDir(sweep_dir).pools / name, config, framework, world, env, phase)
         _POOLS[key] = pool
     return pool
+
+
+def stop_all() -> None:
+    """Ask every pool of this process to stop after its job, without waiting (their
+    teardowns then overlap the report; :func:`close_all` waits for them)."""
+    for pool in list(_POOLS.values()):
+        pool.stop()
 
 
 def close_all(grace_s: float = 30.0) -> None:

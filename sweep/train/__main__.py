@@ -34,8 +34,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def serve(pool_dir: Path, exit_process: bool = True) -> None:
-    """Initialise once, then run each job posted to ``pool_dir/queue`` in order.
+def serve(pool_dir: Path, exit_process: bool = True, phase: str = "both") -> None:
+    """Initialise once, then run each job posted to ``pool_dir/queue`` in order
+    (``phase="standalone"``: the standalone pool's process, not distributed, training each
+    job's standalone copy with its output in ``JOB_DIR/logs/standalone.log``).
     A failing job ends the process with its traceback in the job's worker log. A rank
     also leaves when its launcher (parent) or the sweep process that posts the jobs
     (pid in ``pool_dir/owner.pid``) is gone: nothing would ever stop it otherwise.
@@ -44,7 +46,8 @@ def serve(pool_dir: Path, exit_process: bool = True) -> None:
     from omegaconf import OmegaConf
 
     from sweep.layout import STOP, PoolDir
-    from sweep.train import load_job, rank_functions, redirect_output
+    from sweep.layout import JobDir
+    from sweep.train import load_job, rank_functions, redirect_output, redirect_to
 
     user_path()
     launcher = os.getppid()
@@ -52,7 +55,7 @@ def serve(pool_dir: Path, exit_process: bool = True) -> None:
     owner = int(paths.owner.read_text()) if paths.owner.exists() else None
     pool_cfg = OmegaConf.load(paths.config)
     module = rank_functions(pool_cfg)
-    ctx = module.init_rank(pool_cfg)
+    ctx = module.init_rank(pool_cfg, phase != "standalone")
     seq = 0
     gone = None
     while True:
@@ -74,9 +77,12 @@ def serve(pool_dir: Path, exit_process: bool = True) -> None:
         if text == STOP:
             break
         job_dir = Path(text)
-        redirect_output(job_dir, ctx.rank)
+        if phase == "standalone":
+            redirect_to(JobDir(job_dir).logs / "standalone.log")
+        else:
+            redirect_output(job_dir, ctx.rank)
         try:
-            module.run_job(load_job(job_dir), job_dir, ctx)
+            module.run_job(load_job(job_dir), job_dir, ctx, phase)
         except BaseException:
             traceback.print_exc()
             sys.stdout.flush()
@@ -100,7 +106,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     user_path()
     if is_pool_dir(args.dir):
-        serve(args.dir)
+        serve(args.dir, phase=args.phase)
         return
     cfg = load_job(args.dir)
     rank_functions(cfg).run_rank(cfg, str(args.dir), args.phase)

@@ -90,3 +90,45 @@ def test_ranks_of_a_pool_whose_launcher_died_leave(tmp_path, compose_cfg):
         proc.kill()
     rank_pool.handle.kill()
     assert alive == [], "orphaned ranks kept waiting for jobs"
+
+
+def test_separate_standalone_copies_share_one_process_with_the_same_losses(tmp_path):
+    """order=separate: the standalone copies train in the sweep's standalone pool (one
+    process apart from the ranks, started once, running while the ranks run), with the
+    losses of a process of their own per job; MindSpore, whose start-up it saves."""
+    pytest.importorskip("mindspore")
+    grid = ["-m", "ablation=none", "framework=mindspore", "engine=data_parallel", "mesh=dp2", "steps=8",
+            "order=separate", "optimizer=adam,sgd"]
+    fast = run_cli(grid, tmp_path / "fast")
+    slow = run_cli(grid + ["execution.reuse_processes=false"], tmp_path / "slow")
+    assert fast.returncode == 0 and slow.returncode == 0, fast.stdout + slow.stdout
+    a, b = _results(tmp_path / "fast" / "multirun", 2), _results(tmp_path / "slow" / "multirun", 2)
+    for x, y in zip(a, b):
+        assert x["status"] == y["status"] == "ok" and x["baseline"] is None  # each job's own standalone copy
+        assert x["losses"] == y["losses"]
+    alone = [r["pool"]["standalone"] for r in a]
+    assert alone[0]["dir"] == alone[1]["dir"] != a[0]["pool"]["dir"] and [s["jobs"] for s in alone] == [1, 2]
+    assert "--phase standalone" in (Path(alone[0]["dir"]) / "logs" / "launcher.log").read_text()
+    for n in range(2):  # each job's standalone output in its own dir, as from a process of its own
+        assert (tmp_path / "fast" / "multirun" / str(n) / "logs" / "standalone.log").exists()
+    assert all(r["pool"] is None for r in b)
+    for r in a:
+        assert survivors(r["launch"]["kill_tag"]) == []
+    import psutil  # the standalone pool's process was stopped with the multirun
+
+    assert not [p for p in psutil.process_iter(["cmdline"]) if alone[0]["dir"] in " ".join(p.info["cmdline"] or [])]
+
+
+def test_a_standalone_process_that_fails_is_named_and_the_next_job_starts_another(tmp_path):
+    pytest.importorskip("mindspore")
+    proc = run_cli(["-m", "ablation=none", "framework=mindspore", "engine=data_parallel", "mesh=dp2", "steps=4",
+                    "order=separate", "optimizer=adam,sgd", "model._target_=tests.helpers.standalone_crash.mlp"],
+                   tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    records = _results(tmp_path / "multirun", 2)
+    for r in records:
+        assert r["status"] == "error"
+        assert r["reason"].startswith("no result from the standalone process (order=separate): "
+                                      "the standalone process exited with code 1"), r["reason"]
+        assert "planted: the standalone process fails" in r["reason"]
+    assert records[0]["pool"]["dir"] == records[1]["pool"]["dir"]  # the ranks' launch served both
