@@ -17,12 +17,18 @@ factor with a third of the grid crashing (errors to route around).
 It prints, per case, the jobs and wall time of each arm, both answers and whether
 they agree, and exits 1 if any case disagrees or takes more than a quarter of the
 grid's jobs. Usage: ``python benchmarks/isolate.py [--steps 10] [--cases a,b] [--out DIR]``.
+
+``--readme [--runs 3]`` times the README's isolation command instead (the report's
+question between its own setup and a passing one, 10 steps): one warm-up, then ``runs``
+runs; it prints each wall time, the median against the goal of 25 s on 2 cores, and the
+answer, and exits 1 if the answer is not ``weights.transfer=shared + order=standalone_first``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,6 +53,36 @@ CASES = {
                       {"optimizer", "mp_policy", "deterministic"}),
     "crashes": (["ablation=none", ENGINE + "planted_faults.Crash4RanksGradScaleFSDP2", *GRID_A], {"optimizer"}),
 }
+
+
+README_ISOLATION = [
+    "hydra/sweeper=isolate", "experiment=seed_hypotheses", "steps=10",
+    'hydra.sweeper.failing=["weights.transfer=shared","order=standalone_first","zero_grad=false",'
+    '"data.split=replicated","optimizer=adam"]',
+    'hydra.sweeper.passing=["weights.transfer=independent","order=separate","zero_grad=true",'
+    '"data.split=sharded","optimizer=sgd"]',
+]
+README_ANSWER = "weights.transfer=shared + order=standalone_first"
+GOAL_S = 25.0
+
+
+def time_readme(out: Path, runs: int) -> int:
+    """The README's isolation command: one warm-up, then ``runs`` timed runs (wall, s)."""
+    walls = []
+    for n in range(runs + 1):
+        wall = run(README_ISOLATION, out / f"readme_{n}")
+        state = json.loads((out / f"readme_{n}" / "isolate.json").read_text())
+        print(f"run {n}{' (warm-up, not counted)' if n == 0 else ''}: {wall:.1f} s, {state['n_jobs']} jobs, "
+              f"answer: {state.get('answer')}", flush=True)
+        if state.get("answer") != README_ANSWER:
+            print(f"unexpected answer (expected {README_ANSWER})")
+            return 1
+        if n:
+            walls.append(wall)
+    median = statistics.median(walls)
+    print(f"\nREADME isolation: median {median:.1f} s over {runs} runs (min {min(walls):.1f}, max {max(walls):.1f}); "
+          f"goal {GOAL_S:.0f} s: {'met' if median <= GOAL_S else 'NOT met'}")
+    return 0
 
 
 def run(args: list[str], sweep_dir: Path) -> float:
@@ -84,9 +120,13 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of: {', '.join(CASES)}")
     parser.add_argument("--out", type=Path, default=None, help="where the sweep dirs go (default: a temp dir)")
+    parser.add_argument("--readme", action="store_true", help="time the README's isolation command instead")
+    parser.add_argument("--runs", type=int, default=3, help="with --readme: timed runs after one warm-up")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="sweep-isolate-bench-"))
     out.mkdir(parents=True, exist_ok=True)
+    if args.readme:
+        return time_readme(out, args.runs)
     rows, ok = [], True
     for name in args.cases.split(","):
         overrides, expected = CASES[name]

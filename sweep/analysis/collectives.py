@@ -118,7 +118,10 @@ def ledger_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[str,
                     f"({want['why']})")
             # reshard_after_forward=k also gathers over groups of k ranks (FSDP2), listed in "sizes"
             other = len(e["group"]) in (want.get("sizes") or []) and len(e["group"]) != len(members)
-            if sorted(e["group"]) != sorted(members) and kind != "all_reduce" and not other:
+            if want.get("groups") is not None:  # the engine names every group a call may use
+                if where not in want["groups"]:
+                    add(f"{kind} over {where}, expected the {' or the '.join(want['groups'])} group")
+            elif sorted(e["group"]) != sorted(members) and kind != "all_reduce" and not other:
                 add(f"{kind} over {where}, expected the {want['dim']} group")
         if want["size"] > 1 and steps and kind != "all_gather":
             for step in steps:

@@ -163,6 +163,19 @@ class Engine:
         before `` -- ``) and ``collectives_emulated``."""
         return {"notes": list(self.notes)} if self.notes else {}
 
+    # Why this engine's collectives have no contract to check (``expected_collectives``
+    # is None), for the record; None: it has one.
+    collectives_unchecked: Optional[str] = "the engine declares no collective contract"
+
+    def expected_collectives(self) -> Optional[Dict[str, Any]]:
+        """What the config implies for this engine's collectives, checked against the
+        ledger by ``sweep.analysis.collectives.ledger_notes``: ``{"mesh_shape",
+        "mesh_dim_names", "reduce_scatter" / "all_reduce" / "all_gather": {"dim", "size",
+        "dtypes", "why", optional "groups": the group names a call may use, "sizes"} or
+        None, "divide": the data-parallel degree, "units", "grad_accum_steps"}``; ``None``:
+        no contract (:attr:`collectives_unchecked` says why)."""
+        return None
+
 
 class TorchEngine(Engine):
     """Parallelises a ``torch.nn.Module`` on an initialised process group; ``device`` is
@@ -207,24 +220,12 @@ class TorchEngine(Engine):
 
         return torch.amp.GradScaler(self.device.type, **_scaler_kwargs(scaler_cfg))
 
-    # Why this engine's collectives have no contract to check (``expected_collectives``
-    # is None), for the record; None: it has one.
-    collectives_unchecked: Optional[str] = "the engine declares no collective contract"
-
     def collectives(self) -> Any:
         """A ledger of the collectives this copy issues while it is entered
         (``sweep.engines.collectives.Ledger``)."""
         from sweep.engines.collectives import Ledger
 
         return Ledger()
-
-    def expected_collectives(self) -> Optional[Dict[str, Any]]:
-        """What the config implies for this engine's collectives, checked against the
-        ledger by ``sweep.analysis.collectives.ledger_notes``: ``{"mesh_shape",
-        "mesh_dim_names", "reduce_scatter" / "all_reduce" / "all_gather": {"dim", "size",
-        "dtypes", "why"} or None, "divide": the data-parallel degree, "units",
-        "grad_accum_steps"}``; ``None``: no contract (:attr:`collectives_unchecked` says why)."""
-        return None
 
     def optimizer_step(self, optimizer: Any, grads: Any = None, *, scaler: Any = None) -> None:
         """``optimizer.step()`` after ``loss.backward()`` (``grads`` is unused), or

@@ -675,6 +675,39 @@ class MindSporeHyperParallel(_HyperParallel, MindSporeEngine):
                 else:
                     delattr(MindSporePlatform, name)
 
+    collectives_unchecked = None
+
+    def expected_collectives(self) -> Optional[Dict[str, Any]]:
+        """hyper-parallel's contract on this config, from its gradient hooks
+        (``hyper_parallel/core/fully_shard/hsdp_grad_hook.py``, ``hsdp_async_grad_hook.py``):
+        a sharded parameter is all-gathered over the shard group (the mesh's last dim) in
+        ``param_dtype`` (``fully_shard``; ``hsdp`` has none: the master dtype) and its
+        gradient reduce-scattered over it in ``reduce_dtype`` (else the gradient's dtype),
+        then, on a 2-D mesh, all-reduced over the replicate dim; a parameter too small to
+        shard (dim 0 not divisible by the shard size: the seed MLP's 1-element bias) is
+        all-reduced over every rank of the mesh. Its gradients are summed and scaled by
+        ``grad_scale`` inside the hook, out of the ledger's sight: no ``divide`` entries
+        (a wrong scale shows in the traced gradients, ``sweep.analysis.collectives.scale_signature``)."""
+        shape = [int(n) for n in self.cfg.mesh.mesh_shape]
+        dims = [str(d) for d in self.cfg.mesh.mesh_dim_names]
+        master = dtype_name(self.cfg.model.get("init_dtype")) or "float32"
+        p = self.cfg.mp_policy
+        gather = dtype_name(p.param_dtype) or master
+        reduce = dtype_name(p.reduce_dtype) or dtype_name(p.param_dtype) or master
+        why_reduce = (f"mp_policy.reduce_dtype, else param_dtype, else model.init_dtype: reduce_dtype="
+                      f"{dtype_name(p.reduce_dtype)}, param_dtype={dtype_name(p.param_dtype)}")
+        # (a 1-D mesh's only dim is the world: group_name calls it by the dim's name)
+        replicate = {"dim": dims[0], "size": shape[0] if len(shape) == 2 else 1, "dtypes": [reduce],
+                     "why": why_reduce, "groups": [dims[0], "world"]}
+        return {
+            "mesh_shape": shape, "mesh_dim_names": dims,
+            "all_gather": {"dim": dims[-1], "size": shape[-1], "dtypes": [gather],
+                           "why": f"mp_policy.param_dtype={dtype_name(p.param_dtype)}, else model.init_dtype"},
+            "reduce_scatter": {"dim": dims[-1], "size": shape[-1], "dtypes": [reduce], "why": why_reduce},
+            "all_reduce": replicate,
+            "divide": None, "units": 0, "grad_accum_steps": int(self.cfg.train.grad_accum_steps),
+        }
+
     def optimizer_step(self, optimizer: Any, grads: Any = None) -> None:
         with _skip_dispatch(self):
             optimizer(grads)

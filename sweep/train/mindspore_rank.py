@@ -281,12 +281,15 @@ def run_rank(cfg: Any, job_dir: str, phase: str = "both") -> None:
 def ledger_record(engine: Any, rank: int, world: int) -> Dict[str, Any]:
     """``RankResult.collectives`` of a MindSpore rank: the calls the engine saw at step 0
     (``engine.ledger``; hyper-parallel's platform collectives) folded per op, dtype and
-    group (``sweep.analysis.collectives.ledger_summary``), no contract to check them
-    against, and why (``engine.collectives_unchecked``)."""
-    from sweep.analysis.collectives import ledger_summary
+    group (``sweep.analysis.collectives.ledger_summary``), the engine's contract
+    (``engine.expected_collectives()``) and the notes where the calls depart from it
+    (``ledger_notes``), or, with no contract, why (``engine.collectives_unchecked``)."""
+    from sweep.analysis.collectives import ledger_notes, ledger_summary
 
-    return {"expected": None, "calls": ledger_summary(engine.ledger, rank, world, None), "divide_factors": None,
-            "notes": [], "unchecked": engine.collectives_unchecked}
+    expected = engine.expected_collectives()
+    return {"expected": expected, "calls": ledger_summary(engine.ledger, rank, world, expected),
+            "divide_factors": None, "notes": ledger_notes(engine.ledger, expected, rank, world),
+            "unchecked": engine.collectives_unchecked if expected is None else None}
 
 
 def prepare_cells(cfg: Any, net: Any) -> Dict[str, Any]:

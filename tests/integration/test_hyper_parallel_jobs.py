@@ -83,7 +83,9 @@ def test_mindspore_sharding_runs_on_cpu_with_emulated_collectives(tmp_path):
         ops = {c["op"] for c in r["collectives"]["calls"]}
         assert {"reduce_scatter_tensor", "all_gather_into_tensor"} <= ops, r["collectives"]
         assert all(c["dtype"] == "float32" for c in r["collectives"]["calls"] if c["op"] == "reduce_scatter_tensor")
-        assert r["collectives"]["expected"] is None and r["collectives"]["unchecked"]
+        # held against hyper-parallel's contract: the mesh's groups, the policy's dtypes
+        assert r["collectives"]["expected"]["reduce_scatter"]["dim"] == r["config"]["mesh"]["mesh_dim_names"][-1]
+        assert r["collectives"]["notes"] == [] and r["collectives"]["unchecked"] is None
     summary = (tmp_path / "multirun" / "summary.md").read_text()
     assert "collectives emulated" in summary
 
@@ -112,3 +114,28 @@ def test_mindspore_reduce_dtype_is_observed_in_hyper_parallels_reduction(tmp_pat
     assert proc.returncode == 0 and r["status"] == "ok", r["reason"]
     assert r["dtypes"]["configured"]["reduce_dtype"] == "float16"
     assert r["dtypes"]["observed"]["reduce"] == "float16" and r["dtypes"]["observed"]["grad"] == "float32"
+
+
+@pytest.mark.mindspore
+def test_mindspore_collectives_that_depart_from_the_config_are_named(tmp_path):
+    """hyper-parallel's MindSpore collectives held against the config's contract: an HSDP
+    mesh sharded over every rank (its losses still agree) and a reduce dtype the policy
+    does not set are each named in the job's notes; the clean job has none."""
+    pytest.importorskip("mindspore")
+    from sweep.engines.hyper_parallel import mindspore_api
+    from tests.conftest import case_jobs
+
+    if mindspore_api() != "hsdp":
+        pytest.skip("the planted engines change hsdp's arguments; the installed hyper-parallel has fully_shard")
+    faults = "engine.impl.mindspore=tests.helpers.ms_hp_faults."
+    found, _ = case_jobs(tmp_path, {"world": [faults + "WorldShardHP"], "half": [faults + "HalfReduceHP"],
+                                    "clean": []},
+                         "ablation=none", "framework=mindspore", "engine=hyper_parallel", "mesh=hsdp2x2", "steps=3")
+    jobs = {name: record for name, (record, _) in found.items()}
+    world = jobs["world"]["collectives"]["notes"]
+    assert "reduce_scatter over world, expected the dp_shard group" in world, world
+    assert "all_gather over world, expected the dp_shard group" in world, world
+    assert any(n in jobs["world"]["notes"] for n in world)
+    half = jobs["half"]["collectives"]["notes"]
+    assert any(n.startswith("reduce_scatter ran in float16 over dp_shard, expected float32") for n in half), half
+    assert jobs["clean"]["status"] == "ok" and jobs["clean"]["collectives"]["notes"] == []

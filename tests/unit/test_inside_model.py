@@ -216,3 +216,16 @@ def test_the_first_floating_output_is_found_in_a_dict_or_tuple():
     assert first_floating({"ids": torch.ones(2, dtype=torch.long), "logits": (t,)}) is t
     assert first_floating({"ids": torch.ones(2, dtype=torch.long)}) is None
     assert first_floating({"ids": torch.ones(2, dtype=torch.long)}, floating=False) is not None
+
+
+def test_an_engine_that_names_its_groups_has_every_call_held_to_them():
+    """hyper-parallel's MindSpore contract lists the groups an all-reduce may use (the
+    replicate dim, or every rank for a parameter too small to shard): others are named."""
+    contract = dict(FSDP_HSDP, all_reduce=dict(FSDP_HSDP["all_reduce"], groups=["dp_replicate", "world"]),
+                    divide=None, units=0)
+    fine = [_call("reduce_scatter_tensor", "float32", [0, 1]), _call("all_reduce", "float32", [0, 2]),
+            _call("all_reduce", "float32", [0, 1, 2, 3])]
+    assert ledger_notes(fine, contract, rank=0, world_size=4) == []
+    wrong = fine + [_call("all_reduce", "float32", [0, 1])]
+    assert ledger_notes(wrong, contract, rank=0, world_size=4) == [
+        "all_reduce over dp_shard, expected the dp_replicate or the world group"]
