@@ -94,6 +94,35 @@ def _interrupted_exit(sweep_dir: Optional[Path]) -> None:
 
 
 def entry() -> None:
+    """The command (:func:`run_command`), quiet when its reader goes away: ``python -m sweep
+    --help | head`` ends without a ``BrokenPipeError`` traceback (the recipe of Python's
+    ``signal`` docs, "Note on SIGPIPE": the rest of the output goes to ``os.devnull``, exit 1)."""
+    try:
+        run_command()
+        sys.stdout.flush()
+    except SystemExit:
+        _flush_or_drop()
+        raise
+    except BrokenPipeError:
+        _drop_stdout()
+        sys.exit(1)
+
+
+def _flush_or_drop() -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+
+
+def _drop_stdout() -> None:
+    """Point stdout at ``os.devnull``: the interpreter's flush at exit then has nowhere to fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def run_command() -> None:
     """The command: Hydra's main with this project's exit statuses.
 
     A single run exits 0 if its job passed, 1 if it failed the comparison, 2 if it

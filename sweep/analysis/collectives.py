@@ -51,10 +51,14 @@ def group_name(ranks: Sequence[int], groups: Dict[str, List[int]], world_size: i
 
 
 def scale_signature(ratio: float, known: Dict[str, float]) -> Optional[str]:
-    """The known factor ``ratio`` equals (within :data:`SCALE_TOL`), as text: ``known``
+    """The known factors ``ratio`` equals (within :data:`SCALE_TOL`), as text: ``known``
     maps a name (``world_size``, ``grad_accum_steps``, ``the replicate degree``) to its
     value (only values > 1 count). ``x4 = world_size: a sum where a mean was expected``;
-    ``x0.25 = 1/world_size: divided twice``; ``None`` if none matches."""
+    ``x0.25 = 1/world_size: divided by world_size twice``. Where several factors are
+    equal (``world_size = grad_accum_steps = 2``) every one that matches is named, in
+    ``known``'s order, joined by ``or``: the ratio alone cannot tell them apart, and the
+    sweep's contrasts (the factor whose levels change the drift) decide. ``None`` if none
+    matches."""
     if not (ratio > 0 and math.isfinite(ratio)):
         return None
     causes = {"world_size": ("a sum where a mean was expected", "divided by world_size twice"),
@@ -62,14 +66,20 @@ def scale_signature(ratio: float, known: Dict[str, float]) -> Optional[str]:
                                    "the loss divided by the micro-batch count twice"),
               "the replicate degree": ("the mean does not include the replicate dim",
                                        "divided by the replicate degree twice")}
+    names, whys, shown = [], [], None
     for name, value in known.items():
         if value is None or value <= 1:
             continue
         for factor, text, which in ((value, name, 0), (1 / value, f"1/{name}", 1)):
             if abs(ratio - factor) <= SCALE_TOL * factor:
+                shown = factor if shown is None else shown
+                names.append(text)
                 why = causes.get(name, ("", ""))[which]
-                return f"x{factor:.4g} = {text}" + (f": {why}" if why else "")
-    return None
+                if why:
+                    whys.append(why)
+    if not names:
+        return None
+    return f"x{shown:.4g} = {' or '.join(names)}" + (f": {', or '.join(whys)}" if whys else "")
 
 
 def _effective_divide(entry: Dict[str, Any]) -> float:

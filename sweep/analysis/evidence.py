@@ -216,11 +216,21 @@ def place(module: Optional[Dict[str, Any]], tensor: Optional[Dict[str, Any]]) ->
     module's step comes after the tensor's (a gradient or weight that differs after step
     ``N``'s update, a module of a later step whose inputs agree computes on it), the
     module's description (a copy of ``module``) adds that the weights already differ after
-    step ``N``'s update: the tensor has the cause. Otherwise ``module`` as it is (also
-    ``None``, a module without a step, or a tensor without one)."""
+    step ``N``'s update: the tensor has the cause. A buffer (updated by a forward, not by
+    the optimizer) says so by its name and the forward after which it differs, and initial
+    weights that differ say that. Otherwise ``module`` as it is (also ``None``, a module
+    without a step, or a tensor without one)."""
     if not module or not tensor or module.get("step") is None or "step" not in tensor \
             or module["step"] <= tensor["step"]:
         return module
+    if tensor.get("kind") in ("buffer", "initial_buffer"):  # a buffer the forward updates, not the weights
+        when = "before any step" if tensor["kind"] == "initial_buffer" else f"after the forward of step {tensor['step']}"
+        return dict(module, description=module["description"] + (
+            f"; buffer {tensor.get('name')} already differs {when} (first differing tensor): the module computes "
+            "with it"))
+    if tensor.get("kind") == "initial":
+        return dict(module, description=module["description"] + (
+            "; the initial weights already differ (first differing tensor): the module computes on them"))
     return dict(module, description=module["description"] + (
         f"; the weights already differ after step {tensor['step']}'s update (first differing tensor): the "
         "module computes on them"))

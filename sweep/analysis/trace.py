@@ -284,18 +284,27 @@ def _locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step
 
 
 def describe(found: Dict[str, Any]) -> str:
-    """``layer1.bias grad at step 3, abs 1e-05, rel 2e-3; weights identical before``."""
+    """``layer1.bias grad at step 3, abs 1e-05, rel 2e-3; weights identical before``; for
+    every kind, initial weights and buffers too, the dim-0 shards that differ and the
+    ranks holding them where only some do (``found["shards"]``: a per-rank init seed
+    shows as ``only dim-0 shard 1 of 2 differs, held by rank 1``)."""
+    sizes = f"abs {found['abs_diff']:.3g}, rel {found['rel_diff']:.3g}"
     if found["kind"] == "initial":
-        return f"{found['name']} initial weights (before any step), abs {found['abs_diff']:.3g}, " \
-               f"rel {found['rel_diff']:.3g}"
-    if found["kind"] == "initial_buffer":
-        return f"buffer {found['name']} initial value (before any step), abs {found['abs_diff']:.3g}, " \
-               f"rel {found['rel_diff']:.3g}"
-    if found["kind"] == "buffer":
-        return f"buffer {found['name']} after the forward of step {found['step']}, abs {found['abs_diff']:.3g}, " \
-               f"rel {found['rel_diff']:.3g}" + ("; weights identical before" if found["step"] > 0 else "")
-    text = f"{found['name']} {found['kind']} at step {found['step']}, abs {found['abs_diff']:.3g}, " \
-           f"rel {found['rel_diff']:.3g}"
+        text = f"{found['name']} initial weights (before any step), {sizes}"
+    elif found["kind"] == "initial_buffer":
+        text = f"buffer {found['name']} initial value (before any step), {sizes}"
+    elif found["kind"] == "buffer":
+        text = f"buffer {found['name']} after the forward of step {found['step']}, {sizes}" + (
+            "; weights identical before" if found["step"] > 0 else "")
+    else:
+        text = f"{found['name']} {found['kind']} at step {found['step']}, {sizes}" + _update_text(found)
+    return text + _shards_text(found.get("shards"))
+
+
+def _update_text(found: Dict[str, Any]) -> str:
+    """What a gradient's or a weight's description adds: near zero, a pure scale and its
+    signature, and where it arises (before or after the reduction)."""
+    text = ""
     if found.get("near_zero"):
         text += f" (zero up to rounding: rel to the largest {found['kind']})"
     if found.get("scale") is not None:
@@ -313,14 +322,18 @@ def describe(found: Dict[str, Any]) -> str:
                 "scaling or the optimizer step"
     else:
         text += " (past the steps whose gradients are recorded: compare.trace_after)"
-    shards = found.get("shards")
-    if shards:
-        many = len(shards["differ"]) > 1
-        held = f", held by rank{'s' if len(shards['ranks']) > 1 else ''} {', '.join(map(str, shards['ranks']))}" \
-            if shards.get("ranks") else ""
-        text += (f"; only dim-0 shard{'s' if many else ''} {', '.join(map(str, shards['differ']))} of {shards['of']} "
-                 f"differ{'' if many else 's'}{held}")
     return text
+
+
+def _shards_text(shards: Optional[Dict[str, Any]]) -> str:
+    """``; only dim-0 shard 1 of 2 differs, held by rank 1`` (``""`` without shards)."""
+    if not shards:
+        return ""
+    many = len(shards["differ"]) > 1
+    held = f", held by rank{'s' if len(shards['ranks']) > 1 else ''} {', '.join(map(str, shards['ranks']))}" \
+        if shards.get("ranks") else ""
+    return (f"; only dim-0 shard{'s' if many else ''} {', '.join(map(str, shards['differ']))} of {shards['of']} "
+            f"differ{'' if many else 's'}{held}")
 
 
 UPDATE_EVENT = 2.0  # an event: an update difference over this many times the step before's

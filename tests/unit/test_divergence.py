@@ -343,6 +343,22 @@ def test_the_first_tensor_names_the_shard_and_ranks_that_differ():
     assert "shards" not in first_difference(trace(w), trace(bad))  # no layout: not sharded
 
 
+def test_initial_weights_and_buffers_name_the_shard_and_rank_that_differ():
+    """A per-rank init seed: only the shard rank 1 holds starts otherwise; its telling fact,
+    the rank, reaches the description of initial weights and buffers too (issue 38)."""
+    from sweep.analysis.trace import first_difference
+
+    w = np.arange(8 * 2, dtype=np.float64).reshape(8, 2)
+    bad = w.copy()
+    bad[4:] += 0.5  # rows 4..7: dim-0 shard 1 of 2
+    found = first_difference([{"initial": {"w": w}}], [{"initial": {"w": bad}}], layout={"w": 2}, rank=0)
+    assert found["kind"] == "initial" and found["shards"]["ranks"] == [1]
+    assert found["description"].startswith("w initial weights (before any step)")
+    assert found["description"].endswith("; only dim-0 shard 1 of 2 differs, held by rank 1")
+    found = first_difference([{"initial_buffer": {"m": w}}], [{"initial_buffer": {"m": bad}}], layout={"m": 2})
+    assert found["description"].endswith("; only dim-0 shard 1 of 2 differs, held by rank 1"), found
+
+
 def test_noise_without_repeats_says_how_to_tell_nondeterminism():
     row = _row(0, "fail", {"o": "b"}, first_diff=3, first_fail=9, max_abs=2e-4, onset="noise")
     verdict = attribute([row, _row(1, "ok", {"o": "a"})])["verdict"]

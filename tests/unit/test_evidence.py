@@ -121,6 +121,19 @@ def test_a_module_that_computes_on_weights_that_already_differ_says_so():
     assert found["module"] == "layer1" and found["step"] == 3
     assert place(module, {"step": 3, "kind": "grad"}) is module  # the same step: the module is the place
     assert place(module, {"note": "not traced"}) is module
+
+
+def test_a_module_after_a_buffer_that_differs_names_the_buffer_not_the_update():
+    """A buffer is updated by a forward, not by the optimizer: the merged place names it and
+    that forward, never "the weights already differ after step N's update" (issue 38)."""
+    module = {"step": 1, "phase": "forward", "module": "norm1", "description": "norm1 forward output at step 1"}
+    found = place(module, {"step": 0, "kind": "buffer", "name": "norm1.running_mean"})
+    assert found["description"] == ("norm1 forward output at step 1; buffer norm1.running_mean already differs after "
+                                     "the forward of step 0 (first differing tensor): the module computes with it")
+    assert "update" not in found["description"]
+    initial = place(module, {"step": 0, "kind": "initial", "name": "w"})
+    assert initial["description"].endswith("; the initial weights already differ (first differing tensor): the "
+                                           "module computes on them")
     assert place({"description": "every module agrees"}, {"step": 0, "kind": "grad"}) == {
         "description": "every module agrees"}
     assert place(None, {"step": 0, "kind": "grad"}) is None

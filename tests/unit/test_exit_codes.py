@@ -57,3 +57,13 @@ def test_a_good_command_line_and_hydras_own_options_pass_untouched():
                               CONF_DIR) is None
     assert check_command_line(["--help"], CONF_DIR) is None
     assert check_command_line(["hydra/launcher=no_such_launcher"], CONF_DIR) is None  # Hydra's own groups: Hydra's
+
+
+def test_help_piped_into_a_reader_that_leaves_ends_quietly(tmp_path):
+    """``python -m sweep --help | head -0``: the reader is gone before the help is written;
+    the command ends without a BrokenPipeError traceback (issue 38)."""
+    proc = subprocess.Popen([sys.executable, "-m", "sweep", "--help"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    proc.stdout.close()  # as a reader that leaves at once does
+    _, err = proc.communicate(timeout=120)
+    assert b"BrokenPipeError" not in err and b"Traceback" not in err, err.decode()

@@ -229,3 +229,14 @@ def test_an_engine_that_names_its_groups_has_every_call_held_to_them():
     wrong = fine + [_call("all_reduce", "float32", [0, 1])]
     assert ledger_notes(wrong, contract, rank=0, world_size=4) == [
         "all_reduce over dp_shard, expected the dp_replicate or the world group"]
+
+
+def test_a_scale_that_two_equal_factors_explain_names_both():
+    """world_size = grad_accum_steps = 2: a loss divided twice by the accumulation is x0.5,
+    and so is a double division by world_size; the ratio names both (issue 38)."""
+    from sweep.analysis.collectives import scale_signature
+
+    both = scale_signature(0.5, {"world_size": 2.0, "grad_accum_steps": 2.0})
+    assert both == ("x0.5 = 1/world_size or 1/grad_accum_steps: divided by world_size twice, or the loss divided "
+                    "by the micro-batch count twice")
+    assert scale_signature(0.5, {"world_size": 4.0, "grad_accum_steps": 2.0}).startswith("x0.5 = 1/grad_accum_steps:")
