@@ -196,6 +196,33 @@ def _signature(failing: Sequence[Row]) -> str:
     return f"distributed {direction} ({detail}); {_onset_sentence(failing)}"
 
 
+def precision_pointer(row: Row) -> Optional[str]:
+    """Where a job's policy computes in another dtype than its standalone copy (a
+    ``mp_policy.param_dtype`` against the default ``baseline.precision=float32``), the
+    sentence that says so and names the comparison that holds the precision equal:
+    ``baseline.precision=policy`` (the standalone copy under the same policy, on one
+    rank). ``None`` otherwise (no record, no param_dtype, or already ``policy``)."""
+    config = getattr(row.get("result"), "config", None) or {}
+    param = ((config.get("mp_policy") or {}).get("param_dtype"))
+    precision = str((config.get("baseline") or {}).get("precision") or "float32")
+    if not param or precision == "policy" or str(param) == precision:
+        return None
+    return (f"mp_policy.param_dtype={param} against a {precision} standalone copy: the precision alone parts the "
+            "copies at step 0, so this compares dtypes, not engines; baseline.precision=policy runs the standalone "
+            "copy under the same policy and leaves what the engine does")
+
+
+def precision_failures(rows: Sequence[Row]) -> Optional[str]:
+    """The param dtype when every failing job parts at step 0 with a policy dtype its
+    standalone copy does not compute in (:func:`precision_pointer`), else ``None``: the
+    sweep then compares dtypes, and ``baseline.precision=policy`` is the comparison meant."""
+    failing = [r for r in rows if r["status"] == "fail"]
+    if not failing or any(drift_class(r) != "step0" or not precision_pointer(r) for r in failing):
+        return None
+    params = sorted({str(r["result"].config["mp_policy"]["param_dtype"]) for r in failing})
+    return "/".join(params)
+
+
 def _onset_sentence(jobs: Sequence[Row]) -> str:
     """Where the earliest of ``jobs`` parts from standalone, with that same job's class
     (so the step and the class never come from different jobs), and how many share it."""
@@ -217,6 +244,9 @@ def _onset_sentence(jobs: Sequence[Row]) -> str:
     if first.get("first_fail_step") is not None and first["first_fail_step"] != step:
         text += f"; first outside tolerance at step {first['first_fail_step']}"
     text += f"), {cls}{period} ({DRIFT_CLASSES[cls]})"
+    pointer = precision_pointer(first) if cls == "step0" else None
+    if pointer:
+        text += f"; {pointer}"
     if first.get("onset") in ONSET_WORDS:
         text += f", {ONSET_WORDS[first['onset']]}"
         if first["onset"] == "noise" and first.get("nondeterministic") is None and cls != "rounding":
@@ -595,10 +625,14 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
         ) + tail
     if not one_factor_pairs(rows):
         return text + ". No culprit can be named: no two judged jobs differ in exactly one factor." + tail
+    dtype = precision_failures(rows)
+    precision = (f" Every failing job computes in mp_policy.param_dtype={dtype} against a float32 standalone copy "
+                 "and parts from it at step 0: the precision alone does that. baseline.precision=policy runs the "
+                 "standalone copy under the same policy, which leaves what the engine does.") if dtype else ""
     return text + (
         ". No culprit among the swept factors: no one-factor change turns a pass into a fail"
         + (" (every judged job fails: the drift is common to all of them)." if not counts["ok"] else ".")
-    ) + tail
+    ) + precision + tail
 
 
 def _separating_level(rows: Sequence[Row], differ: Sequence[Row]) -> Optional[Tuple[str, Any]]:
@@ -628,6 +662,10 @@ def headline(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> str:
         return text + " Nothing could be judged: no job produced a comparison."
     if counts["fail"]:
         if not ranked:
+            dtype = precision_failures(rows)
+            if dtype:
+                return text + (f" Each parts at step 0 by its {dtype} parameters against a float32 standalone copy: "
+                               "compare with baseline.precision=policy.")
             return text + " No single swept factor decides it: see the details."
         top = ranked[0]
         name = f"{top['factor']}={label(top['level'])}"

@@ -151,9 +151,25 @@ def printed_resolution(values: Sequence[Any]) -> Optional[float]:
     0.5 now and then is no rounding), and its resolution is the finest such unit (a value
     printed ``0.9770`` reads back as ``0.977``: trailing zeros hide digits that were printed)."""
     finite = [float(v) for v in values if isinstance(v, (int, float)) and np.isfinite(v)]
-    short = [q for q in (printed_quantum(repr(v)) for v in finite)
-             if q is not None and q > float(np.spacing(np.float32(max(abs(v) for v in finite) or 1.0)))]
+    spacing = float(np.spacing(np.float32(max((abs(v) for v in finite), default=1.0) or 1.0)))
+    # a bfloat16 or float16 loss (4.15625) has a short repr too, yet is exact: not printed text
+    short = [q for v in finite if not _half_exact(v)
+             for q in [printed_quantum(repr(v))] if q is not None and q > spacing]
     return min(short) if finite and len(short) >= PRINTED_SHARE * len(finite) else None
+
+
+def _half_exact(value: float) -> bool:
+    """Whether ``value`` is exactly a bfloat16 (a float32 whose low 16 bits are zero) or a
+    float16 number with 5 or more significant digits (4.15625): a loss computed in half
+    precision, whose short ``repr`` is no sign of rounded text. Shorter ones (0.5, 4.125)
+    are as often printed as computed, and still count."""
+    f32 = np.float32(value)
+    if float(f32) != value or value == 0:
+        return False
+    bf16 = (int(f32.view(np.uint32)) & 0xFFFF) == 0
+    f16 = bool(np.isfinite(np.float16(value))) and float(np.float16(value)) == value
+    digits = repr(abs(value)).split("e")[0].replace(".", "").strip("0")
+    return (bf16 or f16) and len(digits) >= 5
 
 
 PRINTED_PREFIX = "printed precision"  # the kind of the note (the text before its first ":")

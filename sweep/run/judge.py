@@ -59,8 +59,11 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
     record.engine_notes = list(dict.fromkeys(note for r in ranks for note in r.engine_notes))
     record.engine = first.engine  # engine.info(): the API that ran, workarounds, emulated collectives
     record.notes = effect_notes(cfg, record)
+    # only a command's losses are read from text; a built-in rank's are the tensors' floats
+    from_text = as_str(cfg.runner.name) == "command"
     printed = {copy: q for copy, q in (("standalone", printed_resolution(standalone)),
-                                       ("distributed", printed_resolution(distributed))) if q is not None}
+                                       ("distributed", printed_resolution(distributed)))
+               if q is not None and from_text}
     record.resolution = printed or None
     if printed:
         scale = max((abs(v) for v in ref if np.isfinite(v)), default=0.0)

@@ -78,3 +78,18 @@ def test_the_one_rank_fully_shard_copy_is_pytorchs_own_mixed_precision_reference
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert len(result["standalone"]) == 30 and result["standalone"] == result["reference"]
     assert result["observed"]["param_forward"] == "bfloat16" and result["observed"]["master"] == "float32"
+
+
+def test_a_bf16_transformer_against_the_float32_baseline_is_pointed_at_the_policy_baseline(tmp_path):
+    """A correct transformer under mp_policy=bf16 fails against the default float32 copy by the
+    precision alone: the headline and the details name baseline.precision=policy, and no
+    "printed precision" note claims its bf16 losses were read from text (issue 38)."""
+    proc = run_cli(["-m", "ablation=none", "model=transformer", "mp_policy=bf16", "steps=4", "optimizer=adam,sgd"],
+                   tmp_path)
+    summary = json.loads((tmp_path / "multirun" / "summary.json").read_text())
+    assert [j["status"] for j in summary["jobs"]] == ["fail", "fail"], proc.stdout[-2000:]
+    assert "baseline.precision=policy" in summary["headline"], summary["headline"]
+    assert "baseline.precision=policy runs the standalone copy under the same policy" in summary["verdict"]
+    for record in _records(tmp_path / "multirun", 2):
+        assert not any(n.startswith("printed precision") for n in record["notes"]), record["notes"]
+        assert record["resolution"] is None

@@ -154,3 +154,36 @@ def test_equal_printed_losses_are_equal_to_the_printed_precision_not_bit_for_bit
     assert attribute(rows)["headline"].endswith("every job equals standalone to the printed precision (1e-04).")
     details = attribute(rows)["verdict"]
     assert "bit for bit" not in details and "equal to the printed precision (1e-04)" in details
+
+
+def test_a_policy_dtype_against_a_float32_baseline_points_at_baseline_precision_policy():
+    """bf16 parameters against the default float32 standalone copy part at step 0 by the
+    precision alone: the verdict names the comparison meant, baseline.precision=policy
+    (issue 38); with that baseline, or without a param dtype, it does not."""
+    from types import SimpleNamespace
+
+    from sweep.analysis.attribution import precision_pointer
+
+    def record(param, precision="float32"):
+        return SimpleNamespace(config={"mp_policy": {"param_dtype": param}, "baseline": {"precision": precision}})
+
+    rows = [dict(_row(n, "fail", 0, -1e-3, optimizer=o), first_diff_step=0, result=record("bfloat16"))
+            for n, o in enumerate(["adam", "sgd"])]
+    att = attribute(rows)
+    assert att["headline"] == ("2 jobs: 2 fail. Each parts at step 0 by its bfloat16 parameters against a float32 "
+                               "standalone copy: compare with baseline.precision=policy.")
+    assert "mp_policy.param_dtype=bfloat16 against a float32 standalone copy" in att["verdict"]
+    assert "baseline.precision=policy runs the standalone copy under the same policy" in att["verdict"]
+    assert precision_pointer(dict(rows[0], result=record("bfloat16", "policy"))) is None
+    assert precision_pointer(dict(rows[0], result=record(None))) is None
+    late = [dict(r, first_fail_step=3, first_diff_step=3) for r in rows]  # not step0: the precision is no answer
+    assert "baseline.precision=policy" not in attribute(late)["headline"]
+
+
+def test_half_precision_losses_are_exact_floats_not_printed_text():
+    """A bf16 loss (4.15625) has a short repr, yet is no rounded text (issue 38: a false
+    "printed precision" note on a built-in bf16 job)."""
+    from sweep.analysis.compare import printed_resolution
+
+    assert printed_resolution([4.15625, 4.1875, 4.140625, 4.09375, 4.0859375]) is None
+    assert printed_resolution([0.9773, 0.9512, 0.9401, 0.9012, 0.8812]) == 1e-4
