@@ -428,6 +428,28 @@ def notes_summary(rows: Sequence[Row]) -> Optional[str]:
     return "Notes: " + "; ".join(f"{kind} ({n} job{'s' if n > 1 else ''})" for kind, n in kinds.most_common(6))
 
 
+REPLICAS_NOTE = "replicas disagree from step "  # the start of a job's note (sweep.report.summary)
+
+
+def replica_jobs(rows: Sequence[Row]) -> List[int]:
+    """The jobs whose replicas disagree (ranks holding the same shards, different values)."""
+    return [r["job"] for r in rows if any(n.startswith(REPLICAS_NOTE) for n in (r.get("notes") or "").split("; "))]
+
+
+def replica_sentence(rows: Sequence[Row]) -> Optional[str]:
+    """``Replicas disagree in jobs 3, 5 (job 3: replicas disagree from step 1 (ranks 0 and 2)):
+    ranks that hold the same shards hold different values, the reduction across replicas
+    is missing or wrong``; ``None`` when every job's replicas agree."""
+    jobs = replica_jobs(rows)
+    if not jobs:
+        return None
+    first = next(r for r in rows if r["job"] == jobs[0])
+    note = next(n for n in (first.get("notes") or "").split("; ") if n.startswith(REPLICAS_NOTE))
+    listed = ", ".join(map(str, jobs))
+    return (f"Replicas disagree in job{'s' if len(jobs) > 1 else ''} {listed} (job {jobs[0]}: {note}): ranks that "
+            "hold the same shards hold different values, the reduction across replicas is missing or wrong")
+
+
 def _has_note(row: Row, note: str) -> bool:
     return note in (row.get("notes") or "").split("; ")
 
@@ -558,11 +580,12 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
     scaled = "".join(f" {s['evidence']}." for s in scalers(rows)[:3])
 
     unequal = copy_notes(rows)
+    replicas = replica_sentence(rows)
 
     def tails(evidence: Optional[Iterable[int]] = None) -> str:
         repeats = repeats_sentence(rows, evidence)
-        return scaled + (f" {repeats}." if repeats else "") + (f" {unequal}." if unequal else "") + \
-            (f" {notes}." if notes else "")
+        return scaled + (f" {repeats}." if repeats else "") + (f" {replicas}." if replicas else "") + \
+            (f" {unequal}." if unequal else "") + (f" {notes}." if notes else "")
 
     tail = tails()
     if not counts["fail"]:
@@ -662,6 +685,10 @@ def headline(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> str:
         return text + " Nothing could be judged: no job produced a comparison."
     if counts["fail"]:
         if not ranked:
+            split = replica_jobs([r for r in rows if r["status"] == "fail"])
+            if split:
+                return text + (f" Replicas disagree in {len(split)} of the failing jobs: the reduction across "
+                               "replicas is missing or wrong.")
             dtype = precision_failures(rows)
             if dtype:
                 return text + (f" Each parts at step 0 by its {dtype} parameters against a float32 standalone copy: "
@@ -687,6 +714,9 @@ def headline(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> str:
         if where and classes:
             kinds = [k for k, _ in classes.most_common()] if equal else [classes.most_common(1)[0][0]]
             where += f"; drift class{'es' if len(kinds) > 1 else ''} {', '.join(kinds)}"
+        split = [j for j in replica_jobs(failing)]
+        if split and where:
+            where += f"; replicas disagree in {len(split)} of them"
 
         def against(c: Dict[str, Any]) -> str:
             n = c.get("passing_pairs", c["pairs"])

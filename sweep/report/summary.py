@@ -150,6 +150,10 @@ def _notes(row: Dict[str, Any]) -> Optional[str]:
         notes.insert(0, str(result.reason).split(": equal, but")[0])
     if row["ranks_agree"] is False:
         notes.append("ranks disagree")
+    replicas = getattr(result, "replicas", None) or {}
+    if replicas.get("first_step") is not None:  # the same shards, different values (judging.replica_check)
+        pairs = ", ".join(f"ranks {a} and {b}" for a, b in replicas.get("pairs") or [])
+        notes.append(f"replicas disagree from step {replicas['first_step']}" + (f" ({pairs})" if pairs else ""))
     if row["policy_applied"] is False:
         notes.append(f"policy not applied (configured/ran {row['dtypes_configured']} vs {row['dtypes_ran']})")
     notes.extend(n for n in row.get("dtype_notes") or [] if not (row["policy_applied"] is False

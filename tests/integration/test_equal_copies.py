@@ -91,7 +91,7 @@ def test_a_changed_buffer_and_an_extra_parameter_are_named(tmp_path):
 
 
 def test_every_replica_of_a_shard_is_compared(tmp_path):
-    jobs, _ = _multirun(tmp_path, "world_size=4", "mesh=hsdp2x2", "data.split=sharded", "steps=8",
+    jobs, summary = _multirun(tmp_path, "world_size=4", "mesh=hsdp2x2", "data.split=sharded", "steps=8",
                         "engine.impl.torch=sweep.engines.torch_fsdp2.TorchFSDP2,"
                         "tests.helpers.copy_engines.NoReplicaReduceHSDP")
     correct, unreduced = jobs[0], jobs[1]
@@ -101,6 +101,12 @@ def test_every_replica_of_a_shard_is_compared(tmp_path):
     assert ("replicas disagree from step 0: rank 0 (dp_replicate x dp_shard [0, 0]) and rank 2 "
             "(dp_replicate x dp_shard [1, 0])") in unreduced["reason"]
     assert unreduced["replicas"]["pairs"] == [[0, 2], [1, 3]]
+    # and beyond the job's reason: the headline, the details and summary.md's table (issue 38)
+    assert "replicas disagree in 1 of them" in summary["headline"], summary["headline"]
+    assert "Replicas disagree in job 1 (job 1: replicas disagree from step 0 (ranks 0 and 2, ranks 1 and 3))" \
+        in summary["verdict"]
+    table = (tmp_path / "multirun" / "summary.md").read_text()
+    assert "replicas disagree from step 0 (ranks 0 and 2, ranks 1 and 3)" in table
 
 
 def test_a_wrapper_that_renames_every_parameter_changes_nothing_and_misses_nothing(tmp_path):

@@ -187,3 +187,14 @@ def test_half_precision_losses_are_exact_floats_not_printed_text():
 
     assert printed_resolution([4.15625, 4.1875, 4.140625, 4.09375, 4.0859375]) is None
     assert printed_resolution([0.9773, 0.9512, 0.9401, 0.9012, 0.8812]) == 1e-4
+
+
+def test_replicas_that_disagree_reach_the_headline_and_the_details():
+    """A job whose replicas disagree says so beyond its reason (issue 38)."""
+    note = "replicas disagree from step 2 (ranks 0 and 2)"
+    rows = [dict(_row(0, "ok", msd=0.0, engine="fsdp2"), first_diff_step=None, notes=None),
+            dict(_row(1, "fail", 2, -1e-2, engine="planted"), first_diff_step=2, notes=note)]
+    att = attribute(rows)
+    assert "replicas disagree in 1 of them" in att["headline"]
+    assert f"Replicas disagree in job 1 (job 1: {note})" in att["verdict"]
+    assert "Replicas" not in attribute([rows[0], dict(rows[1], notes=None)])["verdict"]
