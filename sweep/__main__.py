@@ -41,7 +41,11 @@ def main(cfg: DictConfig) -> dict:
     )
     if single:
         pool.close_all()  # its launch ends with the job (a multirun's at the end of the sweep)
-    print(job.summary_line(record, label), flush=True)
+    from sweep.run.callbacks import CONSTANT
+
+    from sweep.report.terminal import fit_job_line
+
+    print(fit_job_line(job.summary_line(record, label, CONSTANT if label else ())), flush=True)
     if hc.mode == RunMode.RUN:
         paths = JobDir(hc.runtime.output_dir)
         print(f"result: {paths.result}", flush=True)

@@ -38,6 +38,12 @@ def run_cli(args: List[str], tmp_path: Path, timeout: float = 900) -> subprocess
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
 
 
+def flat(text: str) -> str:
+    """``text`` with every run of whitespace one space: terminal prose wraps at 120 columns
+    (``sweep.report.terminal``), so a sentence may span lines."""
+    return " ".join(text.split())
+
+
 def survivors(job_id: str) -> list:
     """Live processes tagged ``SWEEP_JOB_ID=job_id``. A multirun's fork server (tag
     ``forkserver-...``, ``sweep.launch.forkserver``) leaves by itself once the sweep's process

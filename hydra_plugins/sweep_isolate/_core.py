@@ -382,13 +382,15 @@ class Isolation:
     def finish(self) -> None:
         self.state.update(n_jobs=self.next_idx, wall_s=time.monotonic() - self.began)
         report = write_isolation(self.sweep_dir, self.state, final=True)
-        print("\n" + report, flush=True)
+        from sweep.report.terminal import fit
+
+        print("\n" + fit(report), flush=True)
         where = (f"isolation: {self.sweep_dir / 'isolate.md'} and {ISOLATE_JSON} "
                  f"(re-render: python -m sweep.report.isolate_report {self.sweep_dir})")
         print(f"\n{where}; the grid report that follows (summary.md) tabulates the probe jobs", flush=True)
         # The multirun's end callbacks (the grid report over the probes) print after this;
         # the answer goes last again, where the eye is, when the process exits.
-        atexit.register(print, f"\n{verdict(self.state)}\n{where}", flush=True)
+        atexit.register(print, f"\n{fit(verdict(self.state))}\n{where}", flush=True)
 
 
 class _Stop(Exception):

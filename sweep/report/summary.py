@@ -31,6 +31,7 @@ from tabulate import tabulate, tabulate_formats
 from sweep.analysis.attribution import attribute, factors, label
 from sweep.analysis.compare import drift_metrics, tolerance_ratio
 from sweep.analysis.dtypes import dtype_evidence
+from sweep.report.terminal import fit
 from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, drift_class, job_evidence, parting_step
 from sweep.analysis.trace import ROUNDING_REL
 from sweep.errors import RecordError
@@ -373,7 +374,7 @@ def render(
     rows: Sequence[Dict[str, Any]], tablefmt: str = "simple", max_rows: Optional[int] = MAX_ROWS,
     att: Optional[Dict[str, Any]] = None, wide: bool = False,
 ) -> str:
-    """The terminal report: the verdict, then culprits, factor tables, interactions, the
+    """The terminal report, in 120 columns (``sweep.report.terminal.fit``): the verdict, then culprits, factor tables, interactions, the
     jobs (failing first: the swept factors and :data:`TERMINAL_METRICS`, or with ``wide``
     :data:`BRIEF_METRICS`, the first tensor and notes too) and the jobs not judged, every
     list cut after ``max_rows`` (``None``: all). Tables in any tabulate format
@@ -383,7 +384,7 @@ def render(
     parts = [att["headline"], "Details: " + att["verdict"]]
     metrics = BRIEF_METRICS if wide else TERMINAL_METRICS
     parts += [f"{title}:\n{body}" for title, body in _sections(rows, att, tablefmt, max_rows, metrics)]
-    return "\n\n".join(parts)
+    return fit("\n\n".join(parts))
 
 
 def render_markdown(

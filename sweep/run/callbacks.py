@@ -27,6 +27,26 @@ def count_jobs(config: DictConfig) -> Optional[int]:
     return None if planned is None else len(planned)
 
 
+CONSTANT: List[str] = []  # the overrides every job of this process's multirun has (its job lines leave them out)
+SWEEP_SYNTAX = (",", "range(", "choice(", "glob(", "interval(", "tag(", "shuffle(", "sort(")
+
+
+def constant_overrides(config: DictConfig) -> List[str]:
+    """The overrides every job of the multirun has, in command-line order: with Hydra's
+    basic sweeper those in every planned job's list (``planned_overrides``); with another
+    sweeper (``isolate``, which chooses its jobs as it goes) the command line's own
+    overrides that sweep nothing (no ``,`` or sweep function) and are not ``hydra.*``."""
+    from sweep.report.summary import planned_overrides
+
+    planned = planned_overrides(config.hydra)
+    if planned:
+        first = [str(o) for o in planned[0]]
+        return [o for o in first if all(o in map(str, job) for job in planned[1:])] if len(planned) > 1 else []
+    typed = [str(o) for o in (config.hydra.overrides.get("task") or [])]
+    return [o for o in typed if not o.lstrip("+~").startswith("hydra") and "=" in o
+            and not any(mark in o.partition("=")[2] for mark in SWEEP_SYNTAX)]
+
+
 def launcher_missing(hydra_launcher: Any) -> Optional[str]:
     """Why Hydra's launcher (the ``hydra.launcher`` config) cannot be loaded, in one line
     naming what to install; ``None`` when it loads."""
@@ -98,6 +118,11 @@ class ProgressCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.total = count_jobs(config)
+        CONSTANT[:] = constant_overrides(config)
+        if CONSTANT:  # said once; each job's line then shows what it sweeps
+            from sweep.report.terminal import fit
+
+            print(fit(f"[every job] {' '.join(CONSTANT)}"), flush=True)
         self.done = self.failed = 0
         self.began = time.monotonic()
         self.durations: List[float] = []
@@ -175,6 +200,7 @@ class SummaryCallback(Callback):
 
     def report(self, sweep_dir: Path) -> None:
         from sweep.report.summary import write_report
+        from sweep.report.terminal import fit
         from sweep.run import pool
 
         pool.stop_all()  # the launches end while the report is written
@@ -183,4 +209,5 @@ class SummaryCallback(Callback):
         headline, details = report.split("\n\n", 1)
         print("\n" + details, flush=True)  # the headline once, at the end, where the eye is
         rerender = "python -m sweep.report " + shlex.quote(str(sweep_dir))
-        print(f"\n{headline}\nsummary: {sweep_dir / 'summary.md'} (re-render: {rerender})", flush=True)
+        # (the paths' line stays whole: it is copied into a shell)
+        print(f"\n{fit(headline)}\nsummary: {sweep_dir / 'summary.md'} (re-render: {rerender})", flush=True)

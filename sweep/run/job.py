@@ -19,7 +19,7 @@ import time
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Type
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -374,11 +374,13 @@ def clear_earlier(job_dir: Path, cfg: DictConfig) -> List[str]:
     return removed
 
 
-def summary_line(record: JobRecord, label: str = "") -> str:
-    """One human line per job: status, overrides, and the key number."""
+def summary_line(record: JobRecord, label: str = "", constant: Sequence[str] = ()) -> str:
+    """One human line per job: status, overrides (less ``constant``: those every job of
+    the multirun has, printed once at its start), and the key number."""
     c = record.comparison or {}
     head = f"[{record.status:>7}] {label}{'(resumed) ' if record.resumed else ''}"
-    head += " ".join(record.overrides) or "(defaults)"
+    shown = [o for o in record.overrides if o not in set(constant)]
+    head += " ".join(shown) or ("(the overrides of every job)" if record.overrides else "(defaults)")
     if record.judged and c:
         extra = f"max|diff|={c['max_abs_diff']:.3g} mean diff={c['mean_signed_diff']:+.3g}"
         if c.get("first_nonfinite_step") is not None:  # the diffs above are over the finite steps only

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_cli, survivors, sweep_jobs
+from tests.conftest import ROOT, run_cli, survivors, sweep_jobs, flat
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +69,7 @@ def test_the_isolation_sweeper_isolates_the_scripts_flag(tmp_path):
                   'hydra.sweeper.passing=["reshard_after_forward=true","runner.args.reduce=mean"]',
                   'hydra.sweeper.failing=["reshard_after_forward=false","runner.args.reduce=sum"]')
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "Minimal failure-inducing change: runner.args.reduce=sum." in proc.stdout
+    assert "Minimal failure-inducing change: runner.args.reduce=sum." in flat(proc.stdout)
 
 
 def test_a_script_in_its_own_format_is_judged_per_rank_and_its_faulty_flag_is_named(tmp_path):
@@ -246,7 +246,8 @@ def test_the_readme_example_gives_its_headline_every_time(tmp_path):
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]  # (no gate: failing jobs are findings)
         jobs = sweep_jobs(tmp_path / str(i) / "multirun")
         assert all(r["status"] in ("ok", "fail") for r in jobs.values()), {n: r["reason"] for n, r in jobs.items()}
-        headlines.add(next(line for line in proc.stdout.splitlines() if line.startswith("4 jobs:")))
+        tail = proc.stdout[proc.stdout.rindex("\n4 jobs:") + 1:]  # the headline, last: up to the summary line
+        headlines.add(flat(tail[:tail.index("\nsummary: ")]))
     assert headlines == {"4 jobs: 1 ok, 3 fail. Culprits, weighed alike: mp_policy=bf16 and runner.args.reduce=sum, "
                          "each failing in 1 of 1 one-factor pairs where its other level passes. They part from "
                          "standalone from step 0; drift classes first_update, step0."}

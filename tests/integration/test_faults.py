@@ -10,7 +10,7 @@ import time
 import pytest
 
 from sweep.launch.supervise import tagged_processes
-from tests.conftest import ROOT, run_cli, survivors
+from tests.conftest import ROOT, run_cli, survivors, flat
 from tests.helpers.hyper_parallel import INSTALLED as HP_INSTALLED
 
 pytestmark = pytest.mark.slow
@@ -68,8 +68,8 @@ def test_both_copies_diverging_alike_fail_the_job_and_the_gate(tmp_path):
     diverged, sane = jobs[0], jobs[1]
     assert diverged["status"] == "fail" and sane["status"] == "ok"
     assert diverged["reason"].startswith("non-finite loss from step 1 in both copies (standalone inf, distributed inf)")
-    assert "non-finite loss from step 1; over the finite steps" in proc.stdout  # the job's line, not max|diff|=0
-    assert "Their losses turn non-finite in both copies from step 1." in proc.stdout  # the headline
+    assert "non-finite loss from step 1; over the finite steps" in flat(proc.stdout)  # the job's line, not max|diff|=0
+    assert "Their losses turn non-finite in both copies from step 1." in flat(proc.stdout)  # the headline
     assert "gate:" in proc.stdout + proc.stderr
 
 

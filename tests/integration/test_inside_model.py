@@ -8,7 +8,7 @@ import json
 import pytest
 
 import sweep
-from tests.conftest import multirun_jobs
+from tests.conftest import multirun_jobs, flat
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,7 @@ def test_a_forward_fault_in_a_later_layer_is_named_by_module(dp2):
     assert found["ranks"] == [0, 1]
     # the first tensor by cause: autograd produces layer1's gradients first
     assert jobs[0]["first_tensor"]["name"].startswith("layer1."), jobs[0]["first_tensor"]
-    assert "first differing module: layer1 forward output" in proc.stdout
+    assert "first differing module: layer1 forward output" in flat(proc.stdout)
 
 
 def test_a_bf16_reduce_scatter_under_an_fp32_policy_is_named_with_its_dtype(dp2):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, flat
 
 pytestmark = pytest.mark.slow
 
@@ -28,8 +28,10 @@ def test_isolation_names_the_interaction_then_resumes(tmp_path):
     assert state["interaction"] and state["one_minimal"] and state["status"] == "isolated"
     # endpoints (2), halves (2), then each of the two alone (2); the grid has 16
     assert state["n_jobs"] == 6 and state["grid_jobs"] == 16
-    assert "Minimal failure-inducing change: optimizer=sgd + reshard_after_forward=false" in proc.stdout
-    assert proc.stdout.rstrip().splitlines()[-2].startswith("Isolation: 6 jobs")  # the answer goes last
+    assert "Minimal failure-inducing change: optimizer=sgd + reshard_after_forward=false" in flat(proc.stdout)
+    last = proc.stdout.rstrip().split("\n\n")[-1].splitlines()  # the answer goes last, then where it is
+    assert last[0].startswith("Isolation: 6 jobs") and last[-1].startswith("isolation: ")
+    assert all(len(line) <= 120 for line in last[:-1])  # wrapped prose; the paths' line stays whole
     for n in range(6):
         assert json.loads((sweep_dir / str(n) / "result.json").read_text())["status"] in ("ok", "fail")
     assert (sweep_dir / "summary.md").exists() and (sweep_dir / "isolate.md").exists()

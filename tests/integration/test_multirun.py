@@ -65,3 +65,17 @@ def test_a_planted_fault_is_named_first_with_its_drift_class(tmp_path):
     assert "first differing tensor: layer0.bias weight at step 0" in top["evidence"]
     assert "gradients of that step identical" in top["evidence"]
     assert (tmp_path / "multirun" / "plots").is_dir() and len(list((tmp_path / "multirun" / "plots").glob("*.png"))) >= 3
+
+
+def test_the_default_grid_prints_in_120_columns(tmp_path):
+    """The README's main command (the default 32-job grid, here 5 steps a job): no line of its
+    terminal output is over 120 columns (tabs expanded), but the summary's paths, which are
+    copied into a shell whole; the job lines show the swept values only (issue 38)."""
+    proc = run_cli(["-m", "steps=5"], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = [line.expandtabs() for line in (proc.stdout + proc.stderr).splitlines()]
+    wide = [line for line in lines if len(line) > 120 and not line.startswith("summary: ")]
+    assert wide == [], wide[:3]
+    assert "[every job] steps=5" in lines
+    jobs = [line for line in lines if line.startswith("[     ok] #")]
+    assert len(jobs) == 32 and not any("steps=5" in line for line in jobs)

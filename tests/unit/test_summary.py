@@ -5,6 +5,8 @@ import json
 import re
 
 import pytest
+
+from tests.conftest import flat
 import yaml
 
 from sweep.report.summary import MAX_ROWS, collect, factors, main, write_report
@@ -65,7 +67,8 @@ def test_cli_rerenders_in_any_tabulate_format(sweep_dir, capsys):
 
 def test_report_leads_with_the_verdict_then_culprits_tables_and_errored_jobs(sweep_dir):
     text = write_report(sweep_dir, "simple")
-    headline, details = text.split("\n\n")[:2]
+    headline, details = (flat(part) for part in text.split("\n\n")[:2])  # (wrapped at 120 columns)
+    assert all(len(line) <= 120 for line in text.split("\n\n")[1].splitlines())
     assert headline.startswith("4 jobs: 1 ok, 1 fail, 1 error, 1 missing. Culprit: optimizer=sgd, failing in 1 of 1 "
                                "one-factor pairs where optimizer=adam passes.")
     assert headline.count(". ") <= 2 and "(" not in headline  # three short sentences at most, no parentheses
@@ -269,3 +272,18 @@ def test_the_terminal_job_table_fits_120_columns_and_wide_shows_the_rest(tmp_pat
     assert main([str(tmp_path), "--wide"]) == 0
     wide = capsys.readouterr().out
     assert "first_tensor" in wide and "layer0.bias grad at step 0" in wide
+
+
+def test_terminal_prose_wraps_at_120_columns_and_tables_stay_whole():
+    from sweep.report.terminal import fit, fit_job_line
+
+    prose = "Details: " + " ".join(["the copies part at step 0"] * 20)
+    table = "factor     level    jobs    judged" + " " * 100 + "x"
+    out = fit(f"{prose}\n\n{table}\n- " + "a culprit's evidence " * 10)
+    lines = out.splitlines()
+    assert all(len(line) <= 120 for line in lines if line != table) and table in lines
+    assert flat(out) == flat(f"{prose} {table} - " + "a culprit's evidence " * 10)  # nothing lost, only wrapped
+    assert lines[1].startswith("  ")  # a hanging indent under the paragraph's first line
+    job = "[   fail] #3 " + " ".join(f"key{i}=value{i}" for i in range(12)) + "  max|diff|=0.0019 mean diff=-0.00085"
+    assert all(len(line) <= 120 for line in fit_job_line(job).splitlines())
+    assert flat(fit_job_line(job)) == flat(job)
