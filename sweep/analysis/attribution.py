@@ -223,6 +223,23 @@ def precision_failures(rows: Sequence[Row]) -> Optional[str]:
     return "/".join(params)
 
 
+def onset_words(row: Row, cls: Optional[str]) -> str:
+    """The onset in words (:data:`ONSET_WORDS`). A random-sign onset is called noise only
+    where the job's repeats disagree (nondeterminism shown); otherwise its update errors
+    take both signs, which a deterministic fault can do too: with repeats that agree it is
+    deterministic, without repeats ``repeat=3`` tells."""
+    if row.get("onset") != "noise":
+        return ONSET_WORDS[row["onset"]]
+    if row.get("nondeterministic"):
+        return "random-sign noise (its repeats disagree)"
+    if row.get("nondeterministic") is False:
+        return "update errors of both signs, deterministic (its repeats agree): not noise"
+    if cls == "rounding":
+        return "update errors of both signs"
+    return "update errors of both signs (noise only if repeats disagree: repeat=3 tells nondeterminism from a " \
+           "deterministic cause)"
+
+
 def _onset_sentence(jobs: Sequence[Row]) -> str:
     """Where the earliest of ``jobs`` parts from standalone, with that same job's class
     (so the step and the class never come from different jobs), and how many share it."""
@@ -248,9 +265,7 @@ def _onset_sentence(jobs: Sequence[Row]) -> str:
     if pointer:
         text += f"; {pointer}"
     if first.get("onset") in ONSET_WORDS:
-        text += f", {ONSET_WORDS[first['onset']]}"
-        if first["onset"] == "noise" and first.get("nondeterministic") is None and cls != "rounding":
-            text += " (repeat=3 tells nondeterminism from a deterministic cause)"
+        text += f", {onset_words(first, cls)}"
         if first.get("onset_until") is not None:
             text += (f", over after update {first['onset_until']} (a fault on a few steps only: what differs "
                      "later is its aftermath)")

@@ -469,8 +469,9 @@ def update_onset(series: Dict[str, Sequence[float]]) -> Dict[str, Any]:
             return dict(out, pattern="abrupt", events=[int(t) for t in large], until=int(large[-1]))
     steps = real if real.size else differ
     signs, sized = np.sign(along[steps]), along[steps][np.isfinite(rel[steps])]
+    # weighed by size: a large one-signed error is not outvoted by many tiny mixed-sign steps after it
     by_size = abs(float(np.sum(sized))) / float(np.sum(np.abs(sized))) if np.any(sized) else 1.0
-    if signs.size >= 3 and min(abs(float(np.mean(signs))), by_size) < NOISE_BALANCE:
+    if signs.size >= 3 and by_size < NOISE_BALANCE:
         return dict(out, pattern="noise")
     if not real.size and signs.size >= SYSTEMATIC_STEPS and abs(float(np.mean(signs))) == 1.0:
         # one sign on every differing step: a systematic error below rounding's size

@@ -362,9 +362,26 @@ def test_initial_weights_and_buffers_name_the_shard_and_rank_that_differ():
 def test_noise_without_repeats_says_how_to_tell_nondeterminism():
     row = _row(0, "fail", {"o": "b"}, first_diff=3, first_fail=9, max_abs=2e-4, onset="noise")
     verdict = attribute([row, _row(1, "ok", {"o": "a"})])["verdict"]
-    assert "random-sign noise (repeat=3 tells nondeterminism from a deterministic cause)" in verdict
+    assert "update errors of both signs (noise only if repeats disagree: repeat=3 tells nondeterminism from a " \
+           "deterministic cause)" in verdict
+    assert "random-sign noise" not in verdict  # a deterministic fault can take both signs: not called noise
     repeated = attribute([dict(row, nondeterministic=False), _row(1, "ok", {"o": "a"})])["verdict"]
-    assert "random-sign noise" in repeated and "repeat=3 tells" not in repeated  # its repeats agree already
+    assert "deterministic (its repeats agree): not noise" in repeated and "repeat=3 tells" not in repeated
+    noisy = attribute([dict(row, nondeterministic=True), _row(1, "ok", {"o": "a"})])["verdict"]
+    assert "random-sign noise (its repeats disagree)" in noisy
+
+
+def test_a_large_one_signed_error_is_not_outvoted_by_many_tiny_mixed_sign_steps():
+    """Weighed by size (issue 38): a fault large and one-signed for two updates, then fading
+    into many tiny steps of both signs, is no noise; equal-sized random signs still are."""
+    from sweep.analysis.trace import update_onset
+
+    tiny = [2e-4 * (-1) ** t for t in range(12)]
+    fading = {"rel": [0.2, 0.15] + [abs(x) for x in tiny], "along": [0.2, 0.15] + tiny}
+    assert update_onset(fading)["pattern"] != "noise"
+    signs = [1, -1, -1, 1, -1, 1, 1, -1, 1, -1, -1, 1]
+    mixed = {"rel": [0.01] * 12, "along": [0.01 * s for s in signs]}
+    assert update_onset(mixed)["pattern"] == "noise"
 
 
 def test_a_weight_past_the_recorded_gradients_makes_no_claim_about_them():
