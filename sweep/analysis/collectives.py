@@ -225,3 +225,24 @@ def optimizer_notes(ran: Dict[str, Sequence[Dict[str, Any]]], configured: Dict[s
                     notes.append(f"optimizer {key} ran {show(got)} in the {copy} copy (param group "
                                  f"{group.get('group', 0)}), configured {show(want)}")
     return notes
+
+
+LR_REL = 1e-6  # lrs that differ by more than this, relative, differ (a float32 round trip is 6e-8)
+
+
+def lr_notes(standalone: Optional[Sequence[float]], distributed: Optional[Sequence[float]]) -> List[str]:
+    """The first step at which the two copies' lrs as they ran differ (``features.lr``: a
+    float a step, param group 0, read after each update), as one note with both values:
+    ``lr differs from step 3: distributed 0.0005, standalone 0.001 (the copies' schedules
+    differ: a scheduler stepped otherwise in one copy)``; ``[]`` when they agree or one copy's
+    lrs are unknown. A schedule fault whose step 0 is right is named at its step."""
+    if not standalone or not distributed:
+        return []
+    for step, (a, b) in enumerate(zip(standalone, distributed)):
+        if abs(float(a) - float(b)) > LR_REL * max(abs(float(a)), abs(float(b)), 1e-30):
+            return [f"lr differs from step {step}: distributed {float(b):.6g}, standalone {float(a):.6g} (the "
+                    "copies' schedules differ: a scheduler stepped otherwise in one copy)"]
+    if len(standalone) != len(distributed):
+        return [f"lr recorded for {len(distributed)} steps in the distributed copy, {len(standalone)} in the "
+                "standalone one"]
+    return []

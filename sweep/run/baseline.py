@@ -61,11 +61,13 @@ def lookup(sweep_dir: Path, fields: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 
 
 def store(sweep_dir: Path, fields: Dict[str, Any], standalone: List[Any], job_dir: Path,
-          dtypes_observed: Optional[Dict[str, Any]] = None) -> None:
+          dtypes_observed: Optional[Dict[str, Any]] = None, lrs: Optional[List[float]] = None) -> None:
     """Cache ``standalone`` (the loss list as in ``result.json``) for ``fields``, with the
-    dtypes the standalone copy ran (``dtypes_observed``: ``RankResult.dtypes_observed_standalone``)."""
+    dtypes the standalone copy ran (``dtypes_observed``: ``RankResult.dtypes_observed_standalone``)
+    and the lr of each of its steps (``lrs``: ``RankResult.features["lr"]["standalone"]``, with a
+    scheduler), so a job that takes the cached sequence still compares its lrs."""
     write_json(_path(sweep_dir, fields), {"key_fields": fields, "standalone": standalone, "job_dir": str(job_dir),
-                                          "dtypes_observed": dict(dtypes_observed or {})})
+                                          "dtypes_observed": dict(dtypes_observed or {}), "lrs": lrs})
 
 
 def golden_keys(config: Dict[str, Any]) -> List[str]:

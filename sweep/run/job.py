@@ -190,11 +190,13 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
     if paths.standalone_result.exists():  # order=separate's process, or the cached baseline
         entry = read_json(paths.standalone_result)
         standalone, observed_standalone = entry["standalone"], entry.get("dtypes_observed_standalone") or {}
+        lrs = entry.get("lrs") or ((entry.get("features") or {}).get("lr") or {}).get("standalone")
     else:
         standalone, observed_standalone = present[0].standalone, present[0].dtypes_observed_standalone
+        lrs = ((present[0].features or {}).get("lr") or {}).get("standalone")
     if fields and not cached:
-        baseline.store(sweep_dir, fields, standalone, job_dir, dtypes_observed=observed_standalone)
-    judge(cfg, record, present, standalone)
+        baseline.store(sweep_dir, fields, standalone, job_dir, dtypes_observed=observed_standalone, lrs=lrs)
+    judge(cfg, record, present, standalone, lrs)
     record.dtypes["observed_standalone"] = observed_standalone  # what the standalone copy ran (baseline.precision)
     # (the rerun's dir holds no cached baseline: its ranks train both copies, to trace them)
     _trace(cfg, framework, job_dir, record, world, env, limit, pools)
@@ -221,7 +223,8 @@ def _launch(
     if cached:
         # The ranks see ranks/standalone.json and train the distributed copy only.
         write_json(paths.standalone_result, {"standalone": cached["standalone"], "from": cached["job_dir"],
-                                             "dtypes_observed_standalone": cached.get("dtypes_observed") or {}})
+                                             "dtypes_observed_standalone": cached.get("dtypes_observed") or {},
+                                             "lrs": cached.get("lrs")})
         record.baseline = {"source": cached.get("source", "cache"), "job_dir": cached["job_dir"],
                            **{k: cached[k] for k in ("file", "versions") if k in cached}}
     standalone_pool, posted, alone = None, 0.0, None

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 from omegaconf import DictConfig
 
+from sweep.analysis.collectives import lr_notes
 from sweep.analysis.compare import MISSING_PREFIX, RANDOM_DRAWS_NOTE, compare_losses, printed_note, printed_resolution
 from sweep.analysis.judging import ranked_notes, ranks_apart, replica_check, start_tensor, verdict, worst_rank
 from sweep.analysis.trace import missing_text
@@ -23,7 +24,8 @@ from sweep.io import read_floats
 from sweep.records import JobRecord, RankResult
 
 
-def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalone: List[Any]) -> None:
+def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalone: List[Any],
+          standalone_lrs: Optional[List[float]] = None) -> None:
     """Fill the record from the ranks' results: every rank judged against the standalone
     sequence (``sweep.analysis.compare.compare_losses``; the job is judged by its worst rank,
     ``sweep.analysis.judging.worst_rank``), losses, weights moved, dtypes, timings, notes,
@@ -82,6 +84,13 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
                             + where)
     record.collectives, record.optimizer = _inside_notes(record, ranks)
     record.features = first.features
+    # the lr each copy ran with, step by step (standalone_lrs: from the cached baseline or the
+    # standalone-only process, where this launch did not train that copy)
+    lrs = dict((first.features or {}).get("lr") or {})
+    if standalone_lrs and not lrs.get("standalone"):
+        lrs["standalone"] = standalone_lrs
+        record.features = dict(first.features or {}, lr=lrs)
+    record.notes.extend(n for n in lr_notes(lrs.get("standalone"), lrs.get("distributed")) if n not in record.notes)
     unequal = [(r.rank, r.initial["first"]) for r in ranks if r.initial and r.initial.get("first")]
     record.replicas = replica_check(ranks)
     record.dtypes = {

@@ -31,3 +31,18 @@ class LocalNormClipFSDP2(TorchFSDP2):
             if p.grad is not None:
                 p.grad.to_local().mul_(coef)
         return float(total)
+
+
+class LateHalvedLrFSDP2(TorchFSDP2):
+    """From its 4th optimizer step on, the distributed copy steps with half the lr (a
+    schedule stepped otherwise in one copy, right at step 0): the lr as it ran names the
+    step and both values."""
+
+    calls = 0
+
+    def optimizer_step(self, optimizer, grads=None, *, scaler=None):
+        self.calls += 1
+        if self.calls == 4:
+            for group in optimizer.param_groups:
+                group["lr"] *= 0.5
+        super().optimizer_step(optimizer, grads, scaler=scaler)

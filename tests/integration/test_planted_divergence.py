@@ -216,3 +216,22 @@ def test_a_fault_in_the_reduced_gradient_of_step_0_is_first_update_whatever_the_
         found = t.get("beyond_rounding") or t
         assert (found["step"], found["kind"]) == (0, "grad") and found["rel_diff"] > 0.5
     assert jobs[1]["first_diff_step"] == 0  # sharded: the step-0 losses differ, by rounding
+
+
+def test_an_lr_that_ran_otherwise_in_one_copy_is_named_with_its_step_and_both_values(tmp_path):
+    """A schedule fault whose step 0 is right (issue 38): the distributed copy steps with half
+    the lr at step 3. The lrs as they ran are compared copy against copy, also where the job
+    took its standalone sequence from the sweep's cache (job 1 reuses job 0's)."""
+    engines = "sweep.engines.torch_fsdp2.TorchFSDP2,tests.helpers.planted_step_faults.LateHalvedLrFSDP2"
+    summary, jobs, records = _sweep(tmp_path, "steps=8", "train.lr_scheduler=cosine", f"engine.impl.torch={engines}")
+    clean, faulty = records[0], records[1]
+    assert clean["status"] == "ok" and not any(n.startswith("lr differs") for n in clean["notes"])
+    assert faulty["baseline"]["source"] == "cache"  # only one copy trained in its launch
+    notes = [n for n in faulty["notes"] if n.startswith("lr differs")]
+    assert len(notes) == 1 and notes[0].startswith("lr differs from step 3: distributed "), faulty["notes"]
+    lrs = faulty["features"]["lr"]
+    assert lrs["distributed"][3] == pytest.approx(0.5 * lrs["standalone"][3], rel=1e-6)
+    assert notes[0] == (f"lr differs from step 3: distributed {lrs['distributed'][3]:.6g}, standalone "
+                        f"{lrs['standalone'][3]:.6g} (the copies' schedules differ: a scheduler stepped otherwise "
+                        "in one copy)")
+    assert "lr differs from step 3" in summary["verdict"]

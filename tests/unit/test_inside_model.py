@@ -240,3 +240,16 @@ def test_a_scale_that_two_equal_factors_explain_names_both():
     assert both == ("x0.5 = 1/world_size or 1/grad_accum_steps: divided by world_size twice, or the loss divided "
                     "by the micro-batch count twice")
     assert scale_signature(0.5, {"world_size": 4.0, "grad_accum_steps": 2.0}).startswith("x0.5 = 1/grad_accum_steps:")
+
+
+def test_lrs_as_they_ran_are_compared_copy_against_copy():
+    """Only step 0's param groups were held against the config; a schedule fault at a later
+    step is named at its step with both lrs (issue 38)."""
+    from sweep.analysis.collectives import lr_notes
+
+    assert lr_notes([1e-3, 1e-3, 9e-4], [1e-3, 1e-3, 9e-4]) == []
+    assert lr_notes([1e-3, 1e-3, 9e-4], [1e-3, 1e-3, 4.5e-4]) == [
+        "lr differs from step 2: distributed 0.00045, standalone 0.0009 (the copies' schedules differ: a scheduler "
+        "stepped otherwise in one copy)"]
+    assert lr_notes(None, [1e-3]) == [] and lr_notes([1e-3], []) == []  # one copy's lrs unknown: no claim
+    assert lr_notes([1e-3, 1e-3], [1e-3 * (1 + 1e-8), 1e-3]) == []  # a float32 round trip is no difference
