@@ -648,6 +648,14 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
             text += f". {word}: {top['evidence']}{context}."
         rest = [c for c in ranked[1:]
                 if (c["factor"], c["level"]) not in {(t["factor"], t["level"]) for t in tied + together}]
+        # weighed alike with the top one (the headline names them with it), failing other jobs
+        alike = [c for c in rest if (c["score"], c["to_fail"], bool(c.get("exposes_only")))
+                 == (top["score"], top["to_fail"], bool(top.get("exposes_only")))
+                 and not c.get("random_draws_only")][:2]
+        if alike:
+            text += (" Weighed alike with it: " + ", ".join(f"{c['factor']}={label(c['level'])}" for c in alike)
+                     + " (the same score, in other jobs): " + "; ".join(c["evidence"] for c in alike) + ".")
+        rest = [c for c in rest if c not in alike]
         if rest:
             text += " Also: " + ", ".join(f"{c['factor']}={label(c['level'])}" for c in rest[:3]) + "."
         return text + tail
@@ -715,9 +723,11 @@ def headline(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> str:
             return text + f" No culprit: the failing {name} jobs draw random numbers on sharded data."
         word = "Exposed by, not caused by" if top.get("exposes_only") else "Culprit"
         # culprits the sweep weighs alike (the same score and flips, each failing other jobs): all named
-        equal = [c for c in ranked if c["factor"] != top["factor"]
+        # (another level of the same factor too: two levels that both fail are both named)
+        equal = [c for c in ranked if c is not top
                  and (c["score"], c["to_fail"], bool(c.get("exposes_only")), bool(c.get("random_draws_only")))
                  == (top["score"], top["to_fail"], bool(top.get("exposes_only")), False)][:2]
+        together = [t for t in ties(ranked, rows) if t["together"]]  # as the details say: an interaction
         named = [top, *equal]
         failing = [r for r in rows if r["job"] in {j for c in named for j in c.get("failing_jobs") or []}]
         steps = [s for s in (parting_step(r) for r in failing) if s is not None]
@@ -738,6 +748,10 @@ def headline(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> str:
             other = f" where {c['factor']}={c['other_levels']} passes" if c.get("other_levels") else ""
             return f"failing in {c['to_fail']} of {n} one-factor pairs{other}"
 
+        if together:
+            names = " and ".join([name] + [f"{t['factor']}={label(t['level'])}" for t in together])
+            return text + (f" Only together: {names} fail, an interaction, not one factor ({against(top)})."
+                           + (where + "." if where else ""))
         if equal:
             names = " and ".join(f"{c['factor']}={label(c['level'])}" for c in named)
             each = f"failing in {top['to_fail']} of {top.get('passing_pairs', top['pairs'])} one-factor pairs"

@@ -198,3 +198,21 @@ def test_replicas_that_disagree_reach_the_headline_and_the_details():
     assert "replicas disagree in 1 of them" in att["headline"]
     assert f"Replicas disagree in job 1 (job 1: {note})" in att["verdict"]
     assert "Replicas" not in attribute([rows[0], dict(rows[1], notes=None)])["verdict"]
+
+
+def test_the_headline_and_the_details_say_the_same_of_ties_and_interactions():
+    """Issue 38: two levels of one factor that both fail are both named, in the headline and
+    the details alike; two changes that fail only together are an interaction in both."""
+    both = [_row(0, "ok", msd=0.0, opt="sgd", m="x"), _row(1, "fail", 1, -0.5, opt="adam", m="x"),
+            _row(2, "fail", 1, -0.5, opt="adamw", m="x"), _row(3, "ok", msd=0.0, opt="sgd", m="y"),
+            _row(4, "fail", 1, -0.5, opt="adam", m="y"), _row(5, "fail", 1, -0.5, opt="adamw", m="y")]
+    att = attribute(both)
+    assert "Culprits, weighed alike: opt=adam and opt=adamw" in att["headline"]
+    assert "Weighed alike with it: opt=adamw (the same score, in other jobs): opt=adamw: fails in 2 of 2" \
+        in att["verdict"]
+    only = [_row(0, "ok", msd=0.0, a="0", b="0"), _row(1, "ok", msd=0.0, a="1", b="0"),
+            _row(2, "ok", msd=0.0, a="0", b="1"), _row(3, "fail", 1, -0.5, a="1", b="1")]
+    att = attribute(only)
+    assert "Only together: a=1 and b=1 fail, an interaction, not one factor" in att["headline"]
+    assert "Culprit" not in att["headline"]
+    assert "an interaction, not one factor" in att["verdict"]
