@@ -51,8 +51,10 @@ def main(cfg: DictConfig) -> dict:
         print(f"result: {paths.result}", flush=True)
         from sweep.report.summary import job_headline
 
+        from sweep.report.terminal import fit
+
         for line in job_headline(paths.path):
-            print(f"  {line}", flush=True)
+            print(fit(f"  {line}"), flush=True)
         if record.losses and record.comparison:
             from sweep.report.plots import plot_record
 

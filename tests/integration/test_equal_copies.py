@@ -132,7 +132,8 @@ def test_a_single_run_says_where_the_copies_part_and_names_shared_storage(tmp_pa
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
     status = next(i for i, line in enumerate(lines) if line.startswith("[   fail]"))
-    headline = [line.strip() for line in lines[status + 1:] if line.startswith("  ")]
+    # the run's findings, indented 2 (a wrapped job line's own continuation is indented 10)
+    headline = [line.strip() for line in lines[status + 1:] if line.startswith("  ") and line[2] != " "]
     assert headline[0].startswith("the copies part at step 0: step0")
     assert any(line.startswith("note: the copies share storage (weights.transfer=shared): the distributed copy's "
                                "weights moved by") for line in headline), headline
