@@ -33,9 +33,27 @@ def fit(text: str, width: int = WIDTH, hang: int = 2) -> str:
 
 
 def fit_job_line(line: str, width: int = WIDTH) -> str:
-    """A job's line (``[   fail] #3 key=value ...  max|diff|=...``) in ``width`` columns:
-    its parts wrapped at spaces, continuation lines indented under the overrides."""
+    """A job's line (``[   fail] #3 key=value ...  max|diff|=...  (1.2s)``) in ``width``
+    columns: its parts (separated by two spaces: the overrides, the numbers, the time) kept
+    whole where they fit, each continuation line indented under the overrides; a part
+    longer than a line is wrapped at its spaces."""
     if len(line) <= width:
         return line
-    return textwrap.fill(line, width=width, subsequent_indent=" " * 10, break_long_words=False,
-                         break_on_hyphens=False)
+    indent = " " * 10
+    status, rest = line[:10], line[10:]  # "[   fail] " keeps its own spaces
+    lines: list = []
+    current = status
+    for part in rest.split("  "):
+        joined = current + part if current in (status, indent) else f"{current}  {part}"
+        if len(joined) <= width:
+            current = joined
+            continue
+        if current not in (status, indent):
+            lines.append(current)
+            current = indent
+        wrapped = textwrap.wrap(part, width=width, initial_indent=current, subsequent_indent=indent,
+                                break_long_words=False, break_on_hyphens=False)
+        lines.extend(wrapped[:-1])
+        current = wrapped[-1] if wrapped else current
+    lines.append(current)
+    return "\n".join(lines)
