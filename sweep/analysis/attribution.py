@@ -33,6 +33,7 @@ import numpy as np
 
 from sweep.analysis.compare import COPY_NOTE_KINDS, ONSET_RULE, RANDOM_DRAWS_NOTE
 from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, drift_class, parting_step, rounding_only
+from sweep.analysis.rounding import within_floor
 from sweep.analysis.trace import ROUNDING_REL, UPDATE_ONSET_RULE
 
 Row = Dict[str, Any]
@@ -308,6 +309,10 @@ def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
                 evidence += f"; passes in {to_pass} pairs where the other level fails"
             hidden = [y for _, y in to_fail if y.get("first_diff_step") is not None and not rounding_only(y)]
             exposes = bool(to_fail) and len(hidden) == len(to_fail)
+            rounded = [y for _, y in to_fail if y.get("first_diff_step") is not None and rounding_only(y)]
+            if rounded and not exposes:  # a side within rounding: no "present at both levels" rests on it
+                evidence += (f"; the passing {factor}={others} jobs differ from standalone by float rounding only "
+                             f"(max |diff| {_max(y['max_abs_diff'] for y in rounded):.3g}), not by the drift")
             if exposes:
                 worst_fail = _max(x["max_abs_diff"] for x, _ in to_fail)
                 worst_pass = _max(y["max_abs_diff"] for y in hidden)
@@ -607,10 +612,18 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
         differ = [r for r in _judged(rows) if drift_class(r)]
         verb = "differs" if len(differ) == 1 else "differ"
         if differ and all(rounding_only(r) for r in differ):
+            floored = [r for r in differ if within_floor(r)]
+            how = (f"traced tensors within rel {ROUNDING_REL:g}, or grown past it with random signs below tolerance: "
+                   "summation order, e.g. of sharded data")
+            if floored:
+                worst = max(floored, key=lambda r: float(r["max_rel_diff"]) / float(r["rounding_floor"]["rel"]))
+                floor = worst["rounding_floor"]
+                how = (f"{len(floored)} with losses within their rounding floor, the largest at "
+                       f"{float(worst['max_rel_diff']) / float(floor['rel']):.2g}x it (job {worst['job']}: "
+                       f"rel {float(worst['max_rel_diff']):.2g} against {float(floor['rel']):.2g}, {floor['dtype']}); "
+                       + ("the rest " + how if len(floored) < len(differ) else "no sign or size of theirs is a contrast"))
             return text + (f". No culprit: every judged job passes; {len(differ)} {verb} from standalone by float "
-                           f"rounding only (traced tensors within rel {ROUNDING_REL:g}, or grown past it with "
-                           "random signs below tolerance: summation order, e.g. of sharded data), which no factor "
-                           "causes.") + tail
+                           f"rounding only ({how}), which no factor causes.") + tail
         if differ:
             return text + (f". No job fails, but {len(differ)} {verb} from standalone below tolerance; the earliest "
                            f"{_onset_sentence(differ)}.") + tail

@@ -24,6 +24,7 @@ from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 
 from sweep.analysis.compare import onset
 from sweep.analysis.modules import first_over_ranks
+from sweep.analysis.rounding import within_floor
 from sweep.analysis.trace import KINDS, ROUNDING_REL, one_sign_along
 from sweep.io import read_floats
 from sweep.records import JUDGED, JobRecord
@@ -49,7 +50,7 @@ def first_diff_over_ranks(comparisons: Iterable[Optional[Dict[str, Any]]]) -> Op
 
 def real_onset(first_diff: Optional[int], tensor: Dict[str, Any], ref: Sequence[float], got: Sequence[float],
                within_tolerance: bool = False, sharded: bool = False,
-               failing_rel: float = ROUNDING_REL) -> Dict[str, Any]:
+               failing_rel: float = ROUNDING_REL, step0_floor: Optional[float] = None) -> Dict[str, Any]:
     """``first_real_step`` (the first loss step a difference beyond float rounding can
     reach) and the onset from the update differences when traced (``onset_from``:
     ``"updates"`` or ``"losses"``; ``sweep.analysis.trace.UPDATE_ONSET_RULE``).
@@ -66,6 +67,11 @@ def real_onset(first_diff: Optional[int], tensor: Dict[str, Any], ref: Sequence[
             ``runner=command`` job, whose copies the tool does not see).
         failing_rel: the relative loss difference beyond which a failing job's losses
             part on sharded data (:data:`LOSS_ROUNDING_REL` for a command job).
+        step0_floor: the job's rounding floor at step 0 (``sweep.analysis.rounding``:
+            ``rounding_floor(...)["step0_rel"]``, relative): on sharded data a step-0 loss
+            difference beyond it is real (the weights are equal there: the forward's or the
+            loss's own reduction differs), however small against the fixed rules; ``None``:
+            the fixed rules only.
 
     Returns:
         ``{"first_real_step": step or None, "onset_from": "losses" | "updates" | None}``,
@@ -110,6 +116,8 @@ def real_onset(first_diff: Optional[int], tensor: Dict[str, Any], ref: Sequence[
 
     def loss_real(step: int) -> bool:
         rel = ROUNDING_REL if within_tolerance else failing_rel
+        if step == 0 and step0_floor is not None:  # equal weights: rounding is measured, not assumed
+            rel = step0_floor
         return abs(got[step] - ref[step]) > rel * abs(ref[step])
 
     # each traced sign of a real difference, as the loss step that can first see it; they may
@@ -252,7 +260,7 @@ def first_tensor_text(tensor: Dict[str, Any], world_size: Optional[int], roundin
     return text
 
 
-def job_evidence(record: JobRecord) -> Dict[str, Any]:
+def job_evidence(record: JobRecord, floor: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Where and how a job's copies part and what differs first, from its record.
 
     Returns, for a record with a comparison and losses: ``first_diff_step`` (the
@@ -265,6 +273,8 @@ def job_evidence(record: JobRecord) -> Dict[str, Any]:
     and ``onset_until`` from the update differences where they give it). Keys in that order.
     A ``runner=command`` job counts as sharded (its copies are not seen: its losses may round
     apart from step 0, a loss averaged over the ranks), with :data:`LOSS_ROUNDING_REL`.
+    ``floor``: the job's rounding floor (``sweep.analysis.rounding.rounding_floor``), whose
+    ``step0_rel`` judges a sharded job's step 0 (:func:`real_onset`); ``None``: the fixed rules.
     """
     out: Dict[str, Any] = {}
     tensor = record.first_tensor or {}
@@ -280,7 +290,8 @@ def job_evidence(record: JobRecord) -> Dict[str, Any]:
         command = (config.get("runner") or {}).get("name") == "command"
         real = real_onset(first, tensor, ref, got, within_tolerance=record.status == "ok",
                           sharded=(config.get("data") or {}).get("split") == "sharded" or command,
-                          failing_rel=LOSS_ROUNDING_REL if command else ROUNDING_REL)
+                          failing_rel=LOSS_ROUNDING_REL if command else ROUNDING_REL,
+                          step0_floor=None if command or not floor else floor["step0_rel"])
     grown = bool(real.pop("rounding_grown", False))
     out["first_module"] = (record.first_module or {}).get("description")
     out["first_tensor"] = first_tensor_text(tensor, record.world_size, grown)
@@ -299,8 +310,8 @@ DRIFT_CLASSES = {
                     "or their precision (reduce_dtype)",
     "periodic": "an event every n steps: accumulation boundaries, a schedule, a periodic sync",
     "from_step": "a change from a later step on: a schedule, optimizer state, a step counter",
-    "rounding": "float rounding only, every traced tensor and update: summation order (e.g. of sharded data), "
-                "no fault",
+    "rounding": "float rounding only, every traced tensor and update, or losses within the job's rounding floor: "
+                "summation order (e.g. of sharded data) or a lower precision's rounding, no fault",
 }
 DRIFT_RULE = (
     "drift class of a job whose sequences differ, by the first step k where they differ at all (not the first "
@@ -327,7 +338,11 @@ def rounding_only(row: Row) -> bool:
     """Whether ``row``'s copies differ by float rounding only (``sweep.analysis.trace.ROUNDING_REL``),
     judged by its traced tensors and updates (no ``first_real_step``; rows without that
     key: ``first_tensor_rel``, the first difference beyond rounding if any); unknown (not
-    traced) counts as a real drift."""
+    traced) counts as a real drift. A passing job whose losses stay within its rounding floor
+    (``sweep.analysis.rounding.within_floor``) differs by rounding only, whatever its traced
+    tensors say: no cause rests on tensors alone."""
+    if row.get("first_diff_step") is not None and within_floor(row):
+        return True
     if "first_real_step" in row:
         return row.get("first_diff_step") is not None and row["first_real_step"] is None
     rel = row.get("first_tensor_rel")

@@ -33,6 +33,7 @@ from sweep.analysis.compare import drift_metrics, tolerance_ratio
 from sweep.analysis.dtypes import dtype_evidence
 from sweep.report.terminal import fit
 from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, drift_class, job_evidence, parting_step
+from sweep.analysis.rounding import rounding_floor
 from sweep.analysis.trace import ROUNDING_REL
 from sweep.errors import RecordError
 from sweep.io import read_floats, write_json
@@ -260,9 +261,13 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
             row.update(_result_metrics(result), status=result.status, reason=result.reason)
             if not row["overrides"]:
                 row["overrides"] = _pairs(result.overrides)
+        rows.append(row)
+    for row in rows:  # the rounding floor of each job, measured against its peers (sweep.analysis.rounding)
+        row["rounding_floor"] = rounding_floor(row, rows) if row["result"] is not None else None
+        if row["rounding_floor"] and row["status"] in ("ok", "fail"):
+            row.update(job_evidence(row["result"], floor=row["rounding_floor"]))
         row["drift"] = drift_class(row)
         row["notes"] = _notes(row)
-        rows.append(row)
     return rows
 
 

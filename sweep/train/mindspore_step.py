@@ -65,9 +65,11 @@ def train(copy: Copy, samples: List[Any], train_cfg: Any, observers: Iterable[Ob
             step.local_grads = grads
             step.grads = grads = engine.reduce_grads(optimizer, grads)
         watch.call("after_backward", step)
-        with watch.span(step, "update"):
+        with watch.span(step, "clip"):
             if clip is not None:
-                grads = engine.clip_grad_norm(grads, float(clip))
+                step.grads = grads = engine.clip_grad_norm(grads, float(clip))
+        watch.call("before_optimizer", step)
+        with watch.span(step, "update"):
             engine.optimizer_step(optimizer, grads)
         watch.call("after_update", step)
         watch.call("after_step", step)

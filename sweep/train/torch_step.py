@@ -81,9 +81,11 @@ def train(copy: Copy, samples: List[Any], train_cfg: Any, observers: Iterable[Ob
             if scaler is not None:
                 scaler.unscale_(optimizer)
         watch.call("after_backward", step)
-        with watch.span(step, "update"):
+        with watch.span(step, "clip"):
             if clip is not None:
                 engine.clip_grad_norm(model, float(clip))
+        watch.call("before_optimizer", step)
+        with watch.span(step, "update"):
             if scaler is not None:
                 engine.optimizer_step(optimizer, scaler=scaler)
                 scaler.update()

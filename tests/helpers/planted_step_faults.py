@@ -4,6 +4,7 @@ turns it on). Plugged in with ``engine.impl.torch=tests.helpers.planted_step_fau
 
 import contextlib
 
+from sweep.engines.data_parallel import TorchDDP
 from sweep.engines.torch_fsdp2 import TorchFSDP2
 
 
@@ -46,3 +47,27 @@ class LateHalvedLrFSDP2(TorchFSDP2):
             for group in optimizer.param_groups:
                 group["lr"] *= 0.5
         super().optimizer_step(optimizer, grads, scaler=scaler)
+
+
+class ClipBeforeReduceDDP(TorchDDP):
+    """Clips each rank's local gradient bucket to ``train.clip_grad_norm`` before DDP
+    all-reduces it (a communication hook), then the step clips again as configured: the
+    clip-before-reduce bug. On replicated data every rank's local gradient is the
+    standalone one, so the reduced gradient is already the clipped one and the copies agree
+    to float rounding; on sharded data the ranks' norms differ and the mean of clipped
+    gradients is not the clipped mean."""
+
+    def parallelize(self, model):
+        import torch
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        ddp = super().parallelize(model)
+        max_norm = float(self.cfg.train.clip_grad_norm)
+
+        def clip_then_reduce(state, bucket):
+            buf = bucket.buffer()
+            buf.mul_(torch.clamp(max_norm / (torch.linalg.vector_norm(buf) + 1e-6), max=1.0))
+            return default_hooks.allreduce_hook(state, bucket)
+
+        ddp.register_comm_hook(None, clip_then_reduce)
+        return ddp

@@ -28,6 +28,9 @@ class Planted(Observer):
     def after_backward(self, step):
         self.calls.append(("after_backward", step.index, None))
 
+    def before_optimizer(self, step):
+        self.calls.append(("before_optimizer", step.index, None))
+
     def after_update(self, step):
         self.calls.append(("after_update", step.index, None))
 
@@ -46,7 +49,8 @@ def expected_calls(steps, accum):
         calls += [("begin_step", i, None), ("span:grads", i, None)]
         for j in range(accum):
             calls += [("span:micro", i, j), ("span:forward", i, j), ("after_forward", i, j)]
-        calls += [("after_backward", i, None), ("span:update", i, None), ("after_update", i, None),
+        calls += [("after_backward", i, None), ("span:clip", i, None), ("before_optimizer", i, None),
+                  ("span:update", i, None), ("after_update", i, None),
                   ("after_step", i, None)]
     return calls + [("end", steps, None)]
 

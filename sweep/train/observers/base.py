@@ -14,7 +14,10 @@ point                         when
 ``span(step, "forward")``     a context around one micro-batch's model call
 ``after_forward(step, out)``  after each micro-batch's model call: ``out`` its output
 ``after_backward(step)``      the gradients reduced (``step.grads`` on MindSpore), not clipped
-``span(step, "update")``      a context around clipping and the optimizer step
+``span(step, "clip")``        a context around gradient clipping (``train.clip_grad_norm``; empty without)
+``before_optimizer(step)``    the gradients as the optimizer reads them: reduced, unscaled and
+                              clipped (``step.grads`` on MindSpore: the clipped ones)
+``span(step, "update")``      a context around the optimizer step
 ``after_update(step)``        after the optimizer step, before the lr scheduler steps
 ``after_step(step)``          the step done (scheduler stepped), before gradients are cleared
 ``end(steps)``                after the last step; ``steps``: how many ran
@@ -34,8 +37,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any, ContextManager, Iterable, Iterator, List, Optional
 
-SPANS = ("grads", "micro", "forward", "update")
-POINTS = ("begin_step", "after_forward", "after_backward", "after_update", "after_step", "end")
+SPANS = ("grads", "micro", "forward", "clip", "update")
+POINTS = ("begin_step", "after_forward", "after_backward", "before_optimizer", "after_update", "after_step", "end")
 
 
 @dataclass
@@ -91,6 +94,10 @@ class Observer:
 
     def after_backward(self, step: Step) -> None:
         """The step's gradients computed and reduced, before clipping and the optimizer."""
+
+    def before_optimizer(self, step: Step) -> None:
+        """The gradients as the optimizer reads them: reduced, unscaled and clipped (both
+        copies at the same point of the step, whatever clips them)."""
 
     def after_update(self, step: Step) -> None:
         """After the optimizer step, before the lr scheduler moves the lr."""

@@ -13,8 +13,8 @@ from sweep.train.observers.base import Observer, Step
 class CollectiveLedger(Observer):
     """Watches steps 0 to ``until`` (at least step 0: the dtype observer reads its first
     reduction there): ``begin_step`` opens a new ``engine.collectives()`` ledger
-    (:attr:`current`, its entries tagged with the step), entered around the ``grads`` and
-    ``update`` spans; ``after_update`` appends its entries to :attr:`entries` when
+    (:attr:`current`, its entries tagged with the step), entered around the ``grads``,
+    ``clip`` and ``update`` spans; ``after_update`` appends its entries to :attr:`entries` when
     ``keep`` (the standalone copy's is read for its dtypes only)."""
 
     def __init__(self, engine: Any, until: int = 0, keep: bool = True) -> None:
@@ -29,7 +29,7 @@ class CollectiveLedger(Observer):
             self.current.step = step.index
 
     def span(self, step: Step, name: str) -> Optional[ContextManager[Any]]:
-        return self.current if name in ("grads", "update") else None
+        return self.current if name in ("grads", "clip", "update") else None
 
     def after_update(self, step: Step) -> None:
         if self.keep and self.current is not None:

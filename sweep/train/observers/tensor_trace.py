@@ -1,5 +1,7 @@
 """The tensor trace of the tracing rerun (``sweep.analysis.trace``): per step, a copy's
-gradients after their reduction, its weights after the update, and (torch) its buffers
+gradients as its optimizer reads them (reduced, unscaled and clipped: both copies at the
+same point of the step, so a gradient one copy clips earlier, before its reduction, is
+compared with the other's clipped one), its weights after the update, and (torch) its buffers
 after the forward; step 0's entry also the weights (and buffers) before any step. The
 first tensor where the copies part is found from two such traces
 (``sweep.analysis.trace.locate``)."""
@@ -29,7 +31,8 @@ class _Trace(Observer):
 class TorchTensorTrace(_Trace):
     """A torch copy's trace: ``begin_step`` (step 0): ``"initial"`` and ``"initial_buffer"``,
     the weights and buffers before it; ``after_backward``: ``"buffer"`` (BatchNorm's running
-    statistics, updated by the forward) and, up to ``until``, ``"grad"``; ``after_step``:
+    statistics, updated by the forward); ``before_optimizer``, up to ``until``: ``"grad"``
+    (clipped, unscaled); ``after_step``:
     ``"weight"``. Each a ``{canonical name: float32 ndarray}`` of full tensors
     (``sweep.train.torch_tensors.record_tensors``: a sharded ``DTensor`` is gathered, a
     collective every rank makes at the same point, outside the ledger's spans)."""
@@ -47,6 +50,10 @@ class TorchTensorTrace(_Trace):
 
         if self.traced(step):
             self.entries[-1]["buffer"] = record_tensors(step.copy.model, "buffer")
+
+    def before_optimizer(self, step: Step) -> None:
+        from sweep.train.torch_tensors import record_tensors
+
         if step.index <= self.until:
             self.entries[-1]["grad"] = record_tensors(step.copy.model, "grad")
 
@@ -74,8 +81,8 @@ def mindspore_state(net: Any, kind: str, frozen: Sequence[str] = ()) -> Dict[str
 class MindSporeTensorTrace(_Trace):
     """A MindSpore copy's trace, by parameter name (:func:`mindspore_state`): ``begin_step``
     (step 0): ``"initial"`` and ``"initial_buffer"``; ``after_backward``: ``"buffer"`` (after
-    the forward) and, up to ``until``, ``"grad"`` (``step.grads``, after the engine's
-    reduction); ``after_step``: ``"weight"``. A sharding engine's tensors are its local
+    the forward); ``before_optimizer``, up to ``until``: ``"grad"`` (``step.grads``, after the
+    engine's reduction and clipping); ``after_step``: ``"weight"``. A sharding engine's tensors are its local
     shards (``sweep.analysis.trace.to_shards`` matches them to the standalone tensors).
     ``frozen``: the names of frozen parameters (weights, not buffers)."""
 
@@ -93,6 +100,8 @@ class MindSporeTensorTrace(_Trace):
     def after_backward(self, step: Step) -> None:
         if self.traced(step):
             self.entries[-1]["buffer"] = mindspore_state(step.copy.model, "buffer", self.frozen)
+
+    def before_optimizer(self, step: Step) -> None:
         if step.index <= self.until:
             names = [p.name for p in step.copy.optimizer.parameters]
             self.entries[-1]["grad"] = {n: g.asnumpy().astype(np.float32) for n, g in zip(names, step.grads)}
