@@ -622,6 +622,9 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
                        f"{float(worst['max_rel_diff']) / float(floor['rel']):.2g}x it (job {worst['job']}: "
                        f"rel {float(worst['max_rel_diff']):.2g} against {float(floor['rel']):.2g}, {floor['dtype']}); "
                        + ("the rest " + how if len(floored) < len(differ) else "no sign or size of theirs is a contrast"))
+                if any(precision_pointer(r) for r in floored):
+                    how += (f"; a {floor['dtype']} forward against a float32 standalone copy rounds them, "
+                            "baseline.precision=policy compares the engines alone")
             return text + (f". No culprit: every judged job passes; {len(differ)} {verb} from standalone by float "
                            f"rounding only ({how}), which no factor causes.") + tail
         if differ:

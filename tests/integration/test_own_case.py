@@ -61,20 +61,22 @@ def test_correct_accumulation_and_clipping_pass_against_a_standalone_doing_the_s
     assert "No culprit" in summary["verdict"]
 
 
-@pytest.mark.parametrize("experiment, engine, factor, extra", [
-    ("grad_accum", "SyncNeverRestoredFSDP2", "train.grad_accum_steps=4", []),
-    ("clip_grad_norm", "LocalNormClipFSDP2", "train.clip_grad_norm=0.05", ["optimizer=sgd", "optimizer.lr=0.1"]),
+@pytest.mark.parametrize("experiment, engine, factor, extra, kind", [
+    ("grad_accum", "SyncNeverRestoredFSDP2", "train.grad_accum_steps=4", [], "weight"),
+    # gradients are traced where the optimizer reads them: the wrongly clipped gradient itself
+    ("clip_grad_norm", "LocalNormClipFSDP2", "train.clip_grad_norm=0.05", ["optimizer=sgd", "optimizer.lr=0.1"],
+     "grad"),
 ])
-def test_a_planted_accumulation_or_clipping_bug_fails_and_is_named(tmp_path, experiment, engine, factor, extra):
+def test_a_planted_accumulation_or_clipping_bug_fails_and_is_named(tmp_path, experiment, engine, factor, extra, kind):
     jobs, summary = _multirun(tmp_path, f"experiment={experiment}", "mesh=dp2", "steps=20", *extra,
                               f"engine.impl.torch=tests.helpers.planted_step_faults.{engine}")
     failing = [r for r in jobs.values() if r["status"] == "fail"]
     assert len(failing) == 1 and factor in failing[0]["overrides"]
     assert f"Culprit: {factor}" in summary["verdict"]
-    # the first tensor beyond float rounding is the weight the faulty step wrote
+    # the first tensor beyond float rounding is what the faulty step wrote: the weight, or the clipped gradient
     tensor = failing[0]["first_tensor"]
     real = tensor.get("beyond_rounding") or tensor
-    assert real["kind"] == "weight" and real["step"] == 0 and real["rel_diff"] >= 1e-4, tensor["description"]
+    assert real["kind"] == kind and real["step"] == 0 and real["rel_diff"] >= 1e-4, tensor["description"]
 
 
 def test_a_bf16_loaded_model_drifts_and_the_drift_is_named_init_dtype(tmp_path):

@@ -1,0 +1,86 @@
+"""The rounding floor (sweep.analysis.rounding): its analytic figure per dtype and size, the
+dtypes each copy computes in, the floor measured from passing peers (the smallest, with its
+margin), and what it changes: a sharded job's step 0 is real beyond it, a passing job within
+it differs by rounding only."""
+
+import math
+
+import pytest
+
+from sweep.analysis import rounding
+from sweep.analysis.evidence import drift_class, real_onset, rounding_only
+from sweep.records import JobRecord
+
+
+def _config(split="sharded", param=None, precision="float32", batch=4, out=24, world=2):
+    return {"data": {"split": split}, "mp_policy": {"param_dtype": param, "reduce_dtype": None, "output_dtype": None},
+            "baseline": {"precision": precision}, "train": {"batch_size": batch}, "world_size": world,
+            "mesh": {"mesh_shape": [world]}, "framework": {"name": "torch"},
+            "model": {"name": "mlp", "out_size": out, "init_dtype": "float32"}}
+
+
+def _row(job, status, ref0, got0, **config):
+    record = JobRecord(status=status, config=_config(**config), world_size=config.get("world", 2),
+                       losses={"standalone": [ref0, 1.0], "distributed": [got0, 1.0]},
+                       comparison={"passed": status == "ok"})
+    return {"job": job, "status": status, "result": record}
+
+
+@pytest.mark.parametrize("name, expected", [
+    (None, "float32"), ("bf16", "bfloat16"), ("torch.bfloat16", "bfloat16"), ("mindspore.float16", "float16"),
+    ("float32", "float32"), ("fp16", "float16"), ("int8", "float32"),
+])
+def test_dtype_names_from_config_and_frameworks(name, expected):
+    assert rounding.dtype_name(name) == expected
+
+
+def test_the_analytic_floor_is_two_unit_roundoffs_per_level_of_the_pairwise_sum():
+    # 96 terms over 1 rank: ceil(log2 96) = 7 levels; float32's u = 2^-24
+    assert rounding.analytic_floor("float32", 96) == pytest.approx(2 * 7 * 2.0 ** -24)
+    # bf16's u = 2^-8 is 2^16 times float32's: the same sum's floor is that much larger
+    assert rounding.analytic_floor("bf16", 96) / rounding.analytic_floor("float32", 96) == pytest.approx(2.0 ** 16)
+    assert rounding.analytic_floor("float32", 1) == pytest.approx(2 * 2.0 ** -24)
+    assert rounding.analytic_floor("float32", 12288, world=2) == pytest.approx(2 * math.ceil(math.log2(24576))
+                                                                               * 2.0 ** -24)
+
+
+def test_each_copy_computes_in_its_own_dtype():
+    assert rounding.compute_dtypes(_config()) == ("float32", "float32")
+    assert rounding.compute_dtypes(_config(param="bfloat16")) == ("float32", "bfloat16")
+    assert rounding.compute_dtypes(_config(param="bfloat16", precision="policy")) == ("bfloat16", "bfloat16")
+    assert rounding.loss_terms(_config(batch=4, out=24), world=2) == 4 * 2 * 24  # sharded: every rank's rows
+    assert rounding.loss_terms(_config(split="replicated", batch=4, out=24), world=2) == 4 * 24
+
+
+def test_the_floor_is_measured_from_the_smallest_passing_peer_and_names_where_it_came_from():
+    big = 1e-5  # a passing peer carrying a fault below tolerance: not the floor
+    rows = [_row(0, "fail", 1.0, 1.0 + 9.7e-5), _row(1, "ok", 1.0, 1.0 + 2.4e-7), _row(2, "ok", 1.0, 1.0 + big),
+            _row(3, "ok", 1.0, 1.0 + 1e-3, split="replicated")]  # another split: no peer
+    floor = rounding.rounding_floor(rows[0], rows)
+    assert floor["peers"] == [1, 2]
+    assert floor["measured"] == pytest.approx(rounding.MEASURED_MARGIN * 2.4e-7, rel=1e-3)
+    assert floor["rel"] == max(floor["analytic"], floor["measured"]) and floor["dtype"] == "float32"
+    assert "analytic" in floor["from"] and "passing jobs 1, 2" in floor["from"]
+    # bf16 under a float32 standalone copy: its rounding is bf16's, its step 0 is judged at float32's
+    bf16 = rounding.rounding_floor(_row(4, "ok", 1.0, 1.0, param="bfloat16"), [])
+    assert bf16["dtype"] == "bfloat16" and bf16["rel"] > 1000 * bf16["step0_rel"]
+    assert bf16["measured"] is None and bf16["from"].startswith("analytic")
+
+
+def test_a_small_step0_gap_beyond_the_floor_is_real_on_sharded_data():
+    ref, got = [1.0, 1.0, 1.0], [1.0 + 9.7e-5, 1.0 + 2e-4, 1.0 + 3e-4]  # under the fixed 1e-4 at step 0
+    fixed = real_onset(0, {}, ref, got, sharded=True)
+    floored = real_onset(0, {}, ref, got, sharded=True, step0_floor=2e-6)
+    assert fixed["first_real_step"] == 1 and floored["first_real_step"] == 0
+    within = real_onset(0, {}, ref, [1.0 + 1e-6, 1.0 + 2e-4, 1.0], sharded=True, step0_floor=2e-6)
+    assert within["first_real_step"] == 1  # within the floor at step 0: rounding there
+
+
+def test_a_passing_job_within_its_floor_differs_by_rounding_only_whatever_its_tensors_say():
+    row = {"status": "ok", "first_diff_step": 0, "first_real_step": 1, "onset": "abrupt", "max_rel_diff": 1e-7,
+           "rounding_floor": {"rel": 8e-7}}
+    assert rounding.within_floor(row) and rounding_only(row) and drift_class(row) == "rounding"
+    beyond = dict(row, max_rel_diff=1e-5)
+    assert not rounding.within_floor(beyond) and drift_class(beyond) == "first_update"
+    failing = dict(row, status="fail")
+    assert not rounding.within_floor(failing)
