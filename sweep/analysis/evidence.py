@@ -339,8 +339,8 @@ def rounding_only(row: Row) -> bool:
     judged by its traced tensors and updates (no ``first_real_step``; rows without that
     key: ``first_tensor_rel``, the first difference beyond rounding if any); unknown (not
     traced) counts as a real drift. A passing job whose losses stay within its rounding floor
-    (``sweep.analysis.rounding.within_floor``) differs by rounding only, whatever its traced
-    tensors say: no cause rests on tensors alone."""
+    (``sweep.analysis.rounding.within_floor``) differs by rounding only, unless a traced
+    tensor differs beyond its dtype's rounding (``sweep.analysis.rounding.tensor_floor``)."""
     if row.get("first_diff_step") is not None and within_floor(row):
         return True
     if "first_real_step" in row:

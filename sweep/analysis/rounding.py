@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from sweep.analysis.trace import ROUNDING_REL
 from sweep.io import read_floats
 
 Row = Dict[str, Any]
@@ -169,11 +170,27 @@ def _jobs(nums: Sequence[int]) -> str:
     return ", ".join(str(n) for n in nums[:5]) + (f" (+{len(nums) - 5})" if len(nums) > 5 else "")
 
 
+def tensor_floor(row: Row) -> float:
+    """The relative size below which a traced tensor's difference (gradient, weight, update:
+    ``sweep.analysis.trace.first_difference``'s ``rel_diff``) is rounding for this row: the
+    fixed ``ROUNDING_REL`` (1e-4, float32's), or the row's loss floor ``rel`` where that is
+    larger (a lower precision's rounding: bf16's is about 0.1 on the default MLP)."""
+    floor = row.get("rounding_floor")
+    return max(ROUNDING_REL, float(floor["rel"])) if isinstance(floor, dict) else ROUNDING_REL
+
+
 def within_floor(row: Row) -> bool:
-    """Whether a passing row's losses stay within its rounding floor at every step
-    (``max_rel_diff <= rounding_floor.rel``): then no tensor of it carries a cause, and no
-    contrast rests on it. ``False`` for a failing job, or one without a floor."""
+    """Whether a passing row differs by rounding only: its losses stay within its rounding
+    floor at every step (``max_rel_diff <= rounding_floor.rel``) and its first traced tensor
+    difference beyond rounding, if any (``first_tensor_rel``), within :func:`tensor_floor`.
+    Then no contrast rests on it. A fault that leaves the losses within the floor but moves
+    a tensor far beyond its dtype's rounding (a gradient scaled by 2 under Adam, which
+    normalises the scale away) is not within it. ``False`` for a failing job, or one
+    without a floor."""
     floor = row.get("rounding_floor")
     rel = row.get("max_rel_diff")
-    return (row.get("status") == "ok" and isinstance(floor, dict) and rel is not None
-            and float(rel) <= float(floor["rel"]))
+    if not (row.get("status") == "ok" and isinstance(floor, dict) and rel is not None
+            and float(rel) <= float(floor["rel"])):
+        return False
+    tensor = row.get("first_tensor_rel")
+    return tensor is None or float(tensor) <= tensor_floor(row)

@@ -73,7 +73,7 @@ LEGEND = {
              "differences of traced jobs, else from the losses (rules in summary.json)",
     "first_module": "the first module whose inputs agree and whose forward output (or, if every forward agrees, "
                     "whose backward's gradient) differs between the copies, from the tracing rerun's module trace",
-    "first_tensor": "the first parameter gradient (after reduction) or weight (after the step) that differs between "
+    "first_tensor": "the first parameter gradient (after reduction and clipping) or weight (after the step) that differs between "
                     "the copies, from a rerun that records them (compare.trace_after steps past the first difference)",
     "mean_signed_diff": "mean of distributed - standalone over the steps, loss units (negative: distributed runs low)",
     "step0_diff": "distributed - standalone at step 0, before any update",

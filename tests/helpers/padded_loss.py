@@ -13,5 +13,5 @@ PAD_BELOW = -2.5  # about 0.6% of standard-normal targets: a few padded rows per
 def token_mean_mse(out, target):
     """``sum over real rows of (out - target)^2 / (real rows x columns)``, shapes
     ``(rows, columns)``; a padded row (``target[:, 0] < PAD_BELOW``) weighs nothing."""
-    real = (target[:, :1] >= PAD_BELOW).to(out.dtype)
+    real = (target[:, :1] >= PAD_BELOW).to(target.dtype)  # counted in the targets' float32, not a bf16 output's
     return ((out - target) ** 2 * real).sum() / (real.sum() * out.shape[-1])

@@ -76,11 +76,19 @@ def test_a_small_step0_gap_beyond_the_floor_is_real_on_sharded_data():
     assert within["first_real_step"] == 1  # within the floor at step 0: rounding there
 
 
-def test_a_passing_job_within_its_floor_differs_by_rounding_only_whatever_its_tensors_say():
+def test_a_passing_job_within_its_floor_differs_by_rounding_only_unless_a_tensor_is_beyond_its_dtypes_rounding():
     row = {"status": "ok", "first_diff_step": 0, "first_real_step": 1, "onset": "abrupt", "max_rel_diff": 1e-7,
-           "rounding_floor": {"rel": 8e-7}}
+           "first_tensor_rel": 5e-5, "rounding_floor": {"rel": 8e-7}}
     assert rounding.within_floor(row) and rounding_only(row) and drift_class(row) == "rounding"
     beyond = dict(row, max_rel_diff=1e-5)
     assert not rounding.within_floor(beyond) and drift_class(beyond) == "first_update"
     failing = dict(row, status="fail")
     assert not rounding.within_floor(failing)
+    # a gradient scaled by 2 that Adam normalises away: losses within the floor, the gradient far beyond
+    scaled = dict(row, first_tensor_rel=0.5)
+    assert rounding.tensor_floor(scaled) == 1e-4
+    assert not rounding.within_floor(scaled) and drift_class(scaled) == "first_update"
+    # bf16: the loss floor (0.1) is the tensors' rounding too
+    bf16 = dict(row, first_tensor_rel=0.02, rounding_floor={"rel": 0.1})
+    assert rounding.tensor_floor(bf16) == 0.1 and rounding.within_floor(bf16)
+    assert not rounding.within_floor(dict(bf16, first_tensor_rel=0.5))
