@@ -369,6 +369,49 @@ def ties(ranked: Sequence[Dict[str, Any]], rows: Sequence[Row]) -> List[Dict[str
     return found
 
 
+def fixes(rows: Sequence[Row]) -> List[Dict[str, Any]]:
+    """The overrides this sweep proves to be a fix: ``factor=level`` such that every failing
+    job, with that one factor set to ``level`` and nothing else changed, ran in this sweep
+    and passes, equal to standalone or within float rounding (:func:`rounding_only`). A
+    level under which the jobs still differ beyond rounding, below tolerance, hides the
+    drift (Adam's normalisation of a scaled gradient): it is no fix, and is not listed.
+    None is listed when the failing jobs draw random numbers on sharded data.
+
+    Returns ``[{"factor", "level", "override" (``"k=v"``), "jobs" ([[failing, passing], ...])}]``,
+    in factor order; empty when nothing fails or no level passes for every failing job."""
+    failing = [r for r in rows if r["status"] == "fail"]
+    if not failing or any(_has_note(r, RANDOM_DRAWS_NOTE) for r in failing):
+        return []
+    by_overrides = {tuple(sorted((k, str(v)) for k, v in r["overrides"].items())): r for r in _judged(rows)}
+    found = []
+    for factor in factors(rows):
+        for level in _levels(rows, factor):
+            jobs = []
+            for x in failing:
+                key = tuple(sorted((k, str(v)) for k, v in dict(x["overrides"], **{factor: level}).items()))
+                y = by_overrides.get(key)
+                if y is None or y is x or y["status"] != "ok" or (
+                        y.get("first_diff_step") is not None and not rounding_only(y)):
+                    break
+                jobs.append([x["job"], y["job"]])
+            else:
+                found.append({"factor": factor, "level": level, "override": f"{factor}={label(level)}", "jobs": jobs})
+    return found
+
+
+def fix_sentence(rows: Sequence[Row]) -> Optional[str]:
+    """One sentence naming :func:`fixes`, with the pairs that prove the first: ``None`` when
+    the sweep proves none."""
+    found = fixes(rows)
+    if not found:
+        return None
+    pairs = found[0]["jobs"]
+    shown = ", ".join(f"{a} -> {b}" for a, b in pairs[:4]) + (f" (+{len(pairs) - 4})" if len(pairs) > 4 else "")
+    names = " or ".join(f["override"] for f in found[:3])
+    return (f"Fix proven by this sweep: {names}; every failing job passes with it, nothing else changed "
+            f"(jobs {shown})")
+
+
 def _other(rows: Sequence[Row], tie: Dict[str, Any]) -> Any:
     """The level of ``tie``'s factor in its separating job."""
     job = next(r for r in rows if r["job"] == tie["separating_job"])
@@ -639,7 +682,8 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
         top = ranked[0]
         evidence = {row["job"] for pair in _oriented(one_factor_pairs(rows), top["factor"], top["level"])
                     for row in pair}
-        tail = tails(evidence)
+        fix = fix_sentence(rows)
+        tail = (f" {fix}." if fix else "") + tails(evidence)
         only = [i for i in found if (i["factor"], i["level"]) == (top["factor"], top["level"])]
         context = f"; only with {only[0]['with_factor']}={'/'.join(map(label, only[0]['with_levels']))}" if only else ""
         word = "Exposed by (not caused by)" if top.get("exposes_only") else "Culprit"
@@ -802,7 +846,7 @@ def attribute(rows: Sequence[Row]) -> Dict[str, Any]:
     (the details, one paragraph), ``factors``, ``counts`` (status -> jobs), ``judged``,
     ``not_judged`` (``[{job, status, reason}]``), ``levels`` (:func:`level_stats`),
     ``contrasts``, ``culprits``, ``interactions``, ``ties`` (:func:`ties`), ``scalers``
-    (:func:`scalers`), ``nondeterministic`` (:func:`nondeterministic_jobs`), ``drift`` (class ->
+    (:func:`scalers`), ``fixes`` (:func:`fixes`), ``nondeterministic`` (:func:`nondeterministic_jobs`), ``drift`` (class ->
     numbers of the judged jobs that differ),
     ``drift_rule`` (``sweep.analysis.evidence.DRIFT_RULE``), ``onset_rule`` (``sweep.analysis.compare.ONSET_RULE``).
     """
@@ -832,6 +876,7 @@ def attribute(rows: Sequence[Row]) -> Dict[str, Any]:
         "ties": ties(ranked, rows),
         "confounded": confounded(rows) if not ranked else None,
         "scalers": scalers(rows),
+        "fixes": fixes(rows),
         "nondeterministic": nondeterministic_jobs(rows),
         "drift": drift,
         "drift_rule": DRIFT_RULE,

@@ -216,3 +216,24 @@ def test_the_headline_and_the_details_say_the_same_of_ties_and_interactions():
     assert "Only together: a=1 and b=1 fail, an interaction, not one factor" in att["headline"]
     assert "Culprit" not in att["headline"]
     assert "an interaction, not one factor" in att["verdict"]
+
+
+def test_the_verdict_states_the_fix_the_sweep_proves_and_never_a_level_that_only_hides_the_drift():
+    """Issue 38: the fix is an override under which every failing job, nothing else changed,
+    passes equal to standalone; an interaction has one per partner; a level that passes but
+    still differs beyond rounding hides the drift and is no fix."""
+    only = [_row(0, "ok", msd=0.0, a="0", b="0"), _row(1, "ok", msd=0.0, a="1", b="0"),
+            _row(2, "ok", msd=0.0, a="0", b="1"), _row(3, "fail", 1, -0.5, a="1", b="1")]
+    att = attribute(only)
+    assert [f["override"] for f in att["fixes"]] == ["a=0", "b=0"]
+    assert att["fixes"][0]["jobs"] == [[3, 2]]
+    assert "Fix proven by this sweep: a=0 or b=0; every failing job passes with it" in att["verdict"]
+    # b=0 passes job 3's partner only: with another failing job (a=1, b=0 fails too), only a=0 fixes all
+    more = [only[0], _row(1, "fail", 1, -0.4, a="1", b="0"), only[2], only[3]]
+    assert [f["override"] for f in attribute(more)["fixes"]] == ["a=0"]
+    # the passing partner differs beyond rounding below tolerance (the drift hidden, not gone): no fix
+    hidden = [dict(r, first_diff_step=1, first_real_step=1, onset="abrupt") if r["job"] == 0 else r
+              for r in [_row(0, "ok", msd=-1e-6, opt="adam"), _row(1, "fail", 1, -0.5, opt="sgd")]]
+    att = attribute(hidden)
+    assert att["fixes"] == [] and "Fix proven" not in att["verdict"]
+    assert attribute([_row(0, "ok", msd=0.0), _row(1, "ok", msd=0.0)])["fixes"] == []

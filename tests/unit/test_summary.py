@@ -87,7 +87,7 @@ def test_report_leads_with_the_verdict_then_culprits_tables_and_errored_jobs(swe
     assert set(summary) == {
         "sweep_dir", "headline", "verdict", "factors", "counts", "judged", "not_judged", "culprits", "interactions", "levels",
         "contrasts", "drift", "drift_rule", "plots", "jobs", "ties", "scalers", "onset_rule", "confounded",
-        "nondeterministic",
+        "nondeterministic", "fixes",
     }
     assert summary["verdict"] == verdict and summary["headline"] == headline and summary["culprits"][0]["level"] == "sgd"
     assert [j["job"] for j in summary["not_judged"]] == [2, 10]
