@@ -378,7 +378,8 @@ def fixes(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     None is listed when the failing jobs draw random numbers on sharded data.
 
     Returns ``[{"factor", "level", "override" (``"k=v"``), "jobs" ([[failing, passing], ...])}]``,
-    in factor order; empty when nothing fails or no level passes for every failing job."""
+    sorted by override, so the typed order of the factors never changes it; empty when
+    nothing fails or no level passes for every failing job."""
     failing = [r for r in rows if r["status"] == "fail"]
     if not failing or any(_has_note(r, RANDOM_DRAWS_NOTE) for r in failing):
         return []
@@ -396,7 +397,7 @@ def fixes(rows: Sequence[Row]) -> List[Dict[str, Any]]:
                 jobs.append([x["job"], y["job"]])
             else:
                 found.append({"factor": factor, "level": level, "override": f"{factor}={label(level)}", "jobs": jobs})
-    return found
+    return sorted(found, key=lambda f: f["override"])
 
 
 def fix_sentence(rows: Sequence[Row]) -> Optional[str]:
