@@ -104,7 +104,8 @@ def ledger_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[str,
     is not the mesh dim's, a replicate dim never all-reduced, gradients divided by other
     than the data-parallel degree (named by :func:`scale_signature`), more reductions per
     step than units (gradient sync not off between micro-batches), an all-gather in
-    another dtype than ``param_dtype``."""
+    another dtype than ``param_dtype``, and the clipping norm's reduction
+    (:func:`clip_notes`)."""
     if not expected:
         return []
     groups = dim_groups(expected["mesh_shape"], expected["mesh_dim_names"], rank)
@@ -114,6 +115,10 @@ def ledger_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[str,
     def add(note: str) -> None:
         if note not in notes:
             notes.append(note)
+
+    for note in clip_notes(entries, expected.get("clip"), groups, world_size):
+        add(note)
+    entries = [e for e in entries if e.get("span") != "clip"]  # the gradients' own reductions below
 
     for kind in ("reduce_scatter", "all_reduce", "all_gather"):
         want = expected.get(kind)
@@ -182,19 +187,57 @@ def ledger_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[str,
     return notes
 
 
+def clip_notes(entries: Sequence[Dict[str, Any]], want: Optional[Dict[str, Any]], groups: Dict[str, List[int]],
+               world_size: int) -> List[str]:
+    """Where the gradient clipping's norm was reduced otherwise than ``want`` (the
+    contract's ``clip``: ``{"groups": names a norm's all-reduce may use, "size": ranks a
+    full gradient is sharded over, "why"}``; ``None``: no clipping, or none to check),
+    from the ledger entries made in the step's ``clip`` span, scalars included (a norm
+    is one element): an all-reduce over another group (one that holds the shard group
+    ``k`` times over counts each shard ``k`` times: a norm of summed squares runs
+    ``x sqrt(k)``), or none at all over sharded gradients (each rank clips by the norm of
+    its own shard). One note each, the first step it holds."""
+    if not want:
+        return []
+    notes: List[str] = []
+    allowed = list(want["groups"])
+    steps = sorted({int(e["step"]) for e in entries if e["op"] != "divide_factors"})
+    for step in steps:
+        calls = [e for e in entries if e["step"] == step and e.get("span") == "clip" and e["op"] == "all_reduce"]
+        if not calls and int(want.get("size") or 1) > 1:
+            notes.append(f"the clipping norm of step {step} was never all-reduced: each rank clips by the norm of its "
+                         f"own gradient shard, expected an all_reduce over the {' or the '.join(allowed)} group "
+                         f"({want['why']})")
+            break
+        wrong = [e for e in calls if group_name(e["group"], groups, world_size, with_ranks=False) not in allowed]
+        if wrong:
+            e = wrong[0]
+            where = group_name(e["group"], groups, world_size, with_ranks=False)
+            members = [m for name in allowed for m in groups.get(name, [])] or list(range(world_size))
+            times = len(e["group"]) / max(len(set(members)), 1)
+            extra = (f": it holds the {allowed[0]} group {times:g} times over, so each shard is counted {times:g} "
+                     f"times and a norm of summed squares runs x{math.sqrt(times):.4g}"
+                     if set(members) < set(e["group"]) and times == int(times) else "")
+            notes.append(f"the clipping norm of step {step} was all-reduced over {where} (reduce_op "
+                         f"{e.get('reduce_op')}, {e.get('numel')} element(s)), expected the "
+                         f"{' or the '.join(allowed)} group ({want['why']}){extra}")
+            break
+    return notes
+
+
 def ledger_summary(entries: Sequence[Dict[str, Any]], rank: int, world_size: int,
                    expected: Optional[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The ledger's calls folded by ``(step, op, dtype, group, reduce_op)`` with their count
-    and element total: ``[{"step", "op", "dtype", "group": name, "reduce_op", "calls",
-    "numel"}]`` (divide-factor entries left out), for the record and ``sweep.load_trace``."""
+    and element total: ``[{"step", "span", "op", "dtype", "group": name, "reduce_op", "calls",
+    "numel"}]`` (``span``: the part of the step, ``grads``, ``clip`` or ``update``) (divide-factor entries left out), for the record and ``sweep.load_trace``."""
     groups = dim_groups(expected["mesh_shape"], expected["mesh_dim_names"], rank) if expected else {}
     folded: Dict[tuple, Dict[str, Any]] = {}
     for e in entries:
         if e["op"] == "divide_factors":
             continue
-        key = (e["step"], e["op"], e.get("dtype"), tuple(e["group"]), e.get("reduce_op"))
+        key = (e["step"], e.get("span"), e["op"], e.get("dtype"), tuple(e["group"]), e.get("reduce_op"))
         where = group_name(e["group"], groups, world_size) if e["group"] else str(e.get("group_name") or "unknown")
-        row = folded.setdefault(key, {"step": e["step"], "op": e["op"], "dtype": e.get("dtype"),
+        row = folded.setdefault(key, {"step": e["step"], "span": e.get("span"), "op": e["op"], "dtype": e.get("dtype"),
                                       "group": where,
                                       "reduce_op": e.get("reduce_op"), "calls": 0, "numel": 0})
         row["calls"] += 1

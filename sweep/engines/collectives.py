@@ -4,8 +4,9 @@ reduction chose. The engine owns it (``TorchEngine.collectives``): the step open
 around its forward, backward and optimizer step, never around the tracer's own gathers.
 
 Each call is one entry, ``{"op", "dtype", "numel", "group": [global ranks], "reduce_op",
-"step"}`` (``numel``: elements of the tensor sent, the input; ``reduce_op``: ``SUM``,
-``AVG``, ``PREMUL_SUM``, ... or ``None`` for a gather or broadcast). FSDP2's reduction
+"step", "span"}`` (``numel``: elements of the tensor sent, the input; ``reduce_op``: ``SUM``,
+``AVG``, ``PREMUL_SUM``, ... or ``None`` for a gather or broadcast; ``span``: the part of
+the step that made it, ``grads``, ``clip`` or ``update``, set by the step's observer). FSDP2's reduction
 adds ``{"op": "divide_factors", "predivide", "postdivide", "factor", "reduce_scatter_op",
 "all_reduce_op", "all_reduce_group", "step"}`` from
 ``torch.distributed.fsdp._fully_shard._fsdp_collectives._get_gradient_divide_factors``
@@ -40,6 +41,26 @@ def op_name(op: Any) -> Optional[str]:
     return text
 
 
+def _functional_ranks(group: Any) -> List[int]:
+    """The global ranks of a functional collective's group: a ``ProcessGroup``, a group
+    name, a 1-D ``DeviceMesh``, ``(DeviceMesh, dim)`` or a list of ranks
+    (``_functional_collectives.RANK_TYPES``); ``[]`` for a form it cannot read."""
+    try:
+        if isinstance(group, tuple) and len(group) == 2 and hasattr(group[0], "get_group"):
+            return _ranks(group[0].get_group(int(group[1])))
+        if hasattr(group, "get_group"):
+            return _ranks(group.get_group(0))
+        if isinstance(group, str):
+            from torch.distributed.distributed_c10d import _resolve_process_group
+
+            return _ranks(_resolve_process_group(group))
+        if isinstance(group, (list, tuple)) and all(isinstance(r, int) for r in group):
+            return [int(r) for r in group]
+        return _ranks(group)
+    except Exception:  # another torch's forms
+        return []
+
+
 def _ranks(group: Any) -> List[int]:
     import torch.distributed as dist
 
@@ -69,6 +90,7 @@ class Ledger:
     def __init__(self) -> None:
         self.entries: List[Dict[str, Any]] = []
         self.step = 0
+        self.span: Optional[str] = None  # the part of the step entered for (grads, clip, update)
         self._saved: Dict[str, Any] = {}
 
     def _watch(self, name: str, original: Any, position: int, keyword: str, op_position: Optional[int]) -> Any:
@@ -79,8 +101,20 @@ class Ledger:
             if op is None and op_position is not None:
                 op = "SUM"  # the signature's default
             self.entries.append({"op": name.lstrip("_"), "dtype": _dtype(tensor), "numel": _numel(tensor),
-                                 "group": _ranks(kwargs.get("group")), "reduce_op": op_name(op), "step": self.step})
+                                 "group": _ranks(kwargs.get("group")), "reduce_op": op_name(op), "step": self.step,
+                                 "span": self.span})
             return original(*args, **kwargs)
+
+        return wrapper
+
+    def _watch_functional(self, original: Any) -> Any:
+        """``_functional_collectives.all_reduce(self, reduceOp, group, tag="")``, recorded as an
+        ``all_reduce`` with ``"functional": True``."""
+        def wrapper(tensor: Any, reduceOp: Any = "sum", group: Any = None, *args: Any, **kwargs: Any) -> Any:
+            self.entries.append({"op": "all_reduce", "dtype": _dtype(tensor), "numel": _numel(tensor),
+                                 "group": _functional_ranks(group), "reduce_op": str(reduceOp).upper(),
+                                 "step": self.step, "span": self.span, "functional": True})
+            return original(tensor, reduceOp, group, *args, **kwargs)
 
         return wrapper
 
@@ -95,6 +129,13 @@ class Ledger:
             if hasattr(dist, name):
                 self._saved[("dist", name)] = (dist, getattr(dist, name))
                 setattr(dist, name, self._watch(name, getattr(dist, name), position, keyword, op_position))
+        try:
+            import torch.distributed._functional_collectives as funcol
+        except ImportError:
+            funcol = None
+        if funcol is not None and hasattr(funcol, "all_reduce"):
+            self._saved[(funcol.__name__, "all_reduce")] = (funcol, funcol.all_reduce)
+            funcol.all_reduce = self._watch_functional(funcol.all_reduce)
         for module, patches in self.extra_patches().items():
             for attr, factory in patches.items():
                 if hasattr(module, attr):
@@ -129,7 +170,7 @@ class FSDP2Ledger(Ledger):
                     "reduce_scatter_op": op_name(rs_op), "all_reduce_op": op_name(ar_op),
                     "reduce_scatter_group": _ranks(reduce_scatter_group) if reduce_scatter_group is not None else [],
                     "all_reduce_group": _ranks(all_reduce_group) if all_reduce_group is not None else [],
-                    "dtype": _dtype_name(reduce_dtype), "step": self.step})
+                    "dtype": _dtype_name(reduce_dtype), "step": self.step, "span": self.span})
                 return out
 
             return wrapper

@@ -122,7 +122,9 @@ class TorchFSDP2(TorchEngine):
         ``param_dtype`` or the master dtype) over it and, on a 2-D mesh (HSDP),
         all-reduced over dim 0 (replicate); divided in all by the data-parallel degree
         (the mesh's size: a mean); one reduction per ``fully_shard`` unit (the root
-        included) per optimizer step."""
+        included) per optimizer step; with ``train.clip_grad_norm``, the norm all-reduced over
+        the shard dim (DTensor's ``Partial`` norm: each replica holds the same shards, so a
+        sum over the replicate dim too would count every shard again)."""
         shape = [int(n) for n in self.cfg.mesh.mesh_shape]
         dims = [str(d) for d in self.cfg.mesh.mesh_dim_names]
         reshard = self.cfg.reshard_after_forward
@@ -144,6 +146,10 @@ class TorchFSDP2(TorchEngine):
             if len(shape) == 2 else None,
             "divide": int(math.prod(shape)), "units": len(getattr(self, "units", None) or {}) + 1,
             "grad_accum_steps": int(self.cfg.train.grad_accum_steps),
+            "clip": {"groups": [dims[-1]], "size": shape[-1],
+                     "why": "torch.nn.utils.get_total_norm of DTensor gradients is Partial over the shard dim "
+                            "only, full_tensor() all-reduces it there"}
+            if self.cfg.train.clip_grad_norm is not None else None,
         }
 
     def grad_scaler(self, scaler_cfg: Any) -> Any:

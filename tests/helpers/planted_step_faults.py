@@ -34,6 +34,27 @@ class LocalNormClipFSDP2(TorchFSDP2):
         return float(total)
 
 
+class WorldNormClipFSDP2(TorchFSDP2):
+    """Clips with a norm whose squares are summed over every rank (``dist.all_reduce`` on
+    the default group) where the shards only span the shard dim: on an HSDP mesh each
+    replica's shard is counted again, the norm runs x sqrt(replicate degree) and the
+    gradients are clipped harder than the standalone copy's. On a 1-D mesh the world is
+    the shard group and the norm is right."""
+
+    def clip_grad_norm(self, model, max_norm):
+        import torch
+        import torch.distributed as dist
+
+        grads = [p.grad.to_local() for p in model.parameters() if p.grad is not None]
+        squares = torch.stack([g.float().pow(2).sum() for g in grads]).sum()
+        dist.all_reduce(squares)
+        total = squares.sqrt()
+        coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        for g in grads:
+            g.mul_(coef.to(g.dtype))
+        return float(total)
+
+
 class LateHalvedLrFSDP2(TorchFSDP2):
     """From its 4th optimizer step on, the distributed copy steps with half the lr (a
     schedule stepped otherwise in one copy, right at step 0): the lr as it ran names the

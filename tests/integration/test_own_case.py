@@ -77,6 +77,22 @@ def test_a_planted_accumulation_or_clipping_bug_fails_and_is_named(tmp_path, exp
     tensor = failing[0]["first_tensor"]
     real = tensor.get("beyond_rounding") or tensor
     assert real["kind"] == kind and real["step"] == 0 and real["rel_diff"] >= 1e-4, tensor["description"]
+    if engine == "LocalNormClipFSDP2":  # the ledger saw no reduction of the norm
+        assert any(n.startswith("the clipping norm of step 0 was never all-reduced") for n in failing[0]["notes"]), \
+            failing[0]["notes"]
+
+
+def test_a_clipping_norm_summed_over_every_rank_of_an_hsdp_mesh_is_named_by_its_group(tmp_path):
+    jobs, summary = _multirun(tmp_path, "mesh=dp4,hsdp2x2", "steps=10", "train.clip_grad_norm=0.05", "optimizer=sgd",
+                              "optimizer.lr=0.1", "engine.impl.torch=tests.helpers.planted_step_faults.WorldNormClipFSDP2")
+    by_mesh = {r["config"]["mesh"]["name"]: r for r in jobs.values()}
+    # on a 1-D mesh the world is the shard group: the same norm, nothing to say
+    assert by_mesh["dp4"]["status"] == "ok" and not any("clipping norm" in n for n in by_mesh["dp4"]["notes"])
+    hsdp = by_mesh["hsdp2x2"]
+    assert hsdp["status"] == "fail" and "Culprit: mesh=hsdp2x2" in summary["verdict"]
+    assert any(n.startswith("the clipping norm of step 0 was all-reduced over world") and "x1.414" in n
+               for n in hsdp["notes"]), hsdp["notes"]
+    assert "the clipping norm of step 0 was all-reduced over world" in summary["verdict"]
 
 
 def test_a_bf16_loaded_model_drifts_and_the_drift_is_named_init_dtype(tmp_path):

@@ -253,3 +253,28 @@ def test_lrs_as_they_ran_are_compared_copy_against_copy():
         "stepped otherwise in one copy)"]
     assert lr_notes(None, [1e-3]) == [] and lr_notes([1e-3], []) == []  # one copy's lrs unknown: no claim
     assert lr_notes([1e-3, 1e-3], [1e-3 * (1 + 1e-8), 1e-3]) == []  # a float32 round trip is no difference
+
+
+def test_a_clipping_norm_reduced_over_the_wrong_group_or_not_at_all_is_named_scalars_included():
+    clip = {"groups": ["dp_shard"], "size": 2, "why": "the norm is Partial over the shard dim"}
+    contract = dict(FSDP_HSDP, clip=clip)
+    grads = [_call("reduce_scatter_single", "float32", [0, 1]), _call("all_reduce", "float32", [0, 2]),
+             _divide([0, 1], [0, 2])]
+
+    def norm(group, step=0):  # one element: the squared norm, summed
+        return dict(_call("all_reduce", "float32", group, step=step, numel=1), reduce_op="SUM", span="clip")
+
+    assert ledger_notes(grads + [norm([0, 1])], contract, rank=0, world_size=4) == []
+    # over every rank of an HSDP mesh: each replica's shard is counted again
+    notes = ledger_notes(grads + [norm([0, 1, 2, 3])], contract, rank=0, world_size=4)
+    assert notes == ["the clipping norm of step 0 was all-reduced over world (reduce_op SUM, 1 element(s)), expected "
+                     "the dp_shard group (the norm is Partial over the shard dim): it holds the dp_shard group 2 times "
+                     "over, so each shard is counted 2 times and a norm of summed squares runs x1.414"]
+    # never reduced: each rank clips by its own shard's norm
+    notes = ledger_notes(grads, contract, rank=0, world_size=4)
+    assert len(notes) == 1 and notes[0].startswith("the clipping norm of step 0 was never all-reduced"), notes
+    # the clip span's all-reduce is not taken for a gradient reduction, nor a scalar elsewhere for a norm
+    assert ledger_notes(grads + [norm([0, 2])], dict(FSDP_HSDP, clip=dict(clip, groups=["dp_replicate"])),
+                        rank=0, world_size=4) == []
+    # without clipping there is nothing to check
+    assert ledger_notes(grads, dict(FSDP_HSDP, clip=None), rank=0, world_size=4) == []

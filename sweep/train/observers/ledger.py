@@ -14,7 +14,7 @@ class CollectiveLedger(Observer):
     """Watches steps 0 to ``until`` (at least step 0: the dtype observer reads its first
     reduction there): ``begin_step`` opens a new ``engine.collectives()`` ledger
     (:attr:`current`, its entries tagged with the step), entered around the ``grads``,
-    ``clip`` and ``update`` spans; ``after_update`` appends its entries to :attr:`entries` when
+    ``clip`` and ``update`` spans (each entry tagged with the span's name); ``after_update`` appends its entries to :attr:`entries` when
     ``keep`` (the standalone copy's is read for its dtypes only)."""
 
     def __init__(self, engine: Any, until: int = 0, keep: bool = True) -> None:
@@ -29,7 +29,10 @@ class CollectiveLedger(Observer):
             self.current.step = step.index
 
     def span(self, step: Step, name: str) -> Optional[ContextManager[Any]]:
-        return self.current if name in ("grads", "clip", "update") else None
+        if self.current is None or name not in ("grads", "clip", "update"):
+            return None
+        self.current.span = name  # each entry says which part of the step made it
+        return self.current
 
     def after_update(self, step: Step) -> None:
         if self.keep and self.current is not None:
