@@ -7,7 +7,7 @@ that departs from the one the policy sets or implies (:func:`implied_dtypes`).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 _CONFIG_KEY = {"param_forward": "param_dtype", "reduce": "reduce_dtype", "output": "output_dtype"}
 
@@ -60,3 +60,33 @@ def dtype_evidence(record: Optional[Dict[str, Any]]) -> Dict[str, Any]:
         "policy_applied": None if wanted is None or ran is None else dtype_name(wanted, "") == dtype_name(ran, ""),
         "dtype_notes": notes,
     }
+
+
+def override_notes(observed: Optional[Dict[str, Any]], master: str = "float32") -> List[str]:
+    """Where a per-module policy (``mp_policy.overrides``) was not applied, from the dtypes
+    each named module's first forward ran (``observed["overrides"]``, the dtypes observer):
+    its parameters in another dtype than the override's ``param_dtype`` (else ``master``:
+    the stored dtype), its output in another than an ``output_dtype`` it sets, or, with
+    ``cast_forward_inputs`` and a ``param_dtype``, its input in another (FSDP2 casts a
+    unit's inputs to its ``param_dtype``). One note per override key and way it departs,
+    naming the modules (four, then how many more); ``[]`` where nothing was observed."""
+    grouped: Dict[tuple, List[str]] = {}
+    for name, entry in sorted(((observed or {}).get("overrides") or {}).items()):
+        want = entry.get("want") or {}
+        param = dtype_name(want.get("param_dtype"), "") or master
+        checks = [(entry.get("param"), param, "its forward's parameters ran {seen}, the override gives "
+                                              "param_dtype={want}")]
+        if want.get("output_dtype"):
+            checks.append((entry.get("output"), dtype_name(want["output_dtype"], ""),
+                           "its output ran {seen}, the override gives output_dtype={want}"))
+        if want.get("cast_forward_inputs") and want.get("param_dtype"):
+            checks.append((entry.get("input"), param, "its input ran {seen}, which cast_forward_inputs casts to {want}"))
+        wrong = tuple(text.format(seen=dtype_name(seen, ""), want=expected) for seen, expected, text in checks
+                      if seen is not None and dtype_name(seen, "") != expected)
+        if wrong:
+            grouped.setdefault((str(entry.get("key", name)), wrong), []).append(name)
+    notes = []
+    for (key, wrong), names in grouped.items():
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        notes.append(f"mp_policy.overrides.{key} was not applied to {shown}: " + ", ".join(wrong))
+    return notes

@@ -16,6 +16,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from sweep.analysis.collectives import lr_notes
+from sweep.analysis.dtypes import dtype_name, override_notes
 from sweep.analysis.compare import MISSING_PREFIX, RANDOM_DRAWS_NOTE, compare_losses, printed_note, printed_resolution
 from sweep.analysis.judging import ranked_notes, ranks_apart, replica_check, start_tensor, verdict, worst_rank
 from sweep.analysis.trace import missing_text
@@ -98,6 +99,8 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
                        "init_dtype": record.config["model"].get("init_dtype", "float32")},
         "observed": first.dtypes_observed,
     }
+    master = dtype_name(record.dtypes["configured"]["init_dtype"], "") or "float32"
+    record.notes.extend(n for n in override_notes(first.dtypes_observed, master) if n not in record.notes)
     for phase in ("setup", "standalone", "distributed"):
         values = [r.timings_s[phase] for r in ranks if phase in r.timings_s]
         if values:

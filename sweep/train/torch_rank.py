@@ -34,6 +34,7 @@ from sweep import models
 from sweep.config.enums import as_str
 from sweep.engines import load_engine
 from sweep.engines.base import StandaloneTorch, TorchEngine
+from sweep.engines.wrapping import override_targets
 from sweep.layout import JobDir
 from sweep.records import RankResult
 from sweep.train import (
@@ -285,7 +286,8 @@ def copy_observers(cfg: Any, name: str, copy: Copy, device: Any) -> Dict[str, Ob
     distributed = name == "distributed"
     found: Dict[str, Observer] = {"draws": RandomDraws(device)}
     found["ledger"] = CollectiveLedger(copy.engine, until=max(until_step, 0), keep=distributed)
-    found["dtypes"] = TorchDtypes(found["ledger"])
+    targets = (lambda model: override_targets(model, cfg)) if cfg.mp_policy.get("overrides") else None
+    found["dtypes"] = TorchDtypes(found["ledger"], targets=targets)
     if until is not None:
         found["trace"] = TorchTensorTrace(until_step, weights_step)
         if cfg.compare.get("module_trace", True):  # the tracing rerun: inside the model too

@@ -92,3 +92,21 @@ class ClipBeforeReduceDDP(TorchDDP):
 
         ddp.register_comm_hook(None, clip_then_reduce)
         return ddp
+
+
+class OverridesIgnoredFSDP2(TorchFSDP2):
+    """Shards as configured but drops ``mp_policy.overrides``: a module the config keeps in
+    another dtype runs under its parent unit's policy (a wrapping that never reads the
+    per-module policies). Its own record of units says nothing of them."""
+
+    def parallelize(self, model):
+        from omegaconf import OmegaConf, open_dict
+
+        cfg = self.cfg
+        self.cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+        with open_dict(self.cfg):
+            self.cfg.mp_policy.overrides = {}
+        try:
+            return super().parallelize(model)
+        finally:
+            self.cfg = cfg

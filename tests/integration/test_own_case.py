@@ -185,3 +185,20 @@ def test_the_gradient_scaler_runs_in_both_copies_and_skips_overflowing_steps(tmp
     skipped = by_scale[1e30]
     assert skipped["status"] == "fail" and skipped["ranks_agree"]
     assert float(skipped["first_tensor"]["abs_diff"]) == float("inf") and skipped["first_tensor"]["step"] == 0
+
+
+def test_a_per_module_policy_the_engine_never_applied_is_named_with_its_modules(tmp_path):
+    engines = "sweep.engines.torch_fsdp2.TorchFSDP2,tests.helpers.planted_step_faults.OverridesIgnoredFSDP2"
+    jobs, summary = _multirun(tmp_path, "model=transformer", "mp_policy=bf16", "baseline.precision=policy",
+                              "+mp_policy.overrides.RMSNorm.param_dtype=float32",
+                              "+mp_policy.overrides.RMSNorm.output_dtype=bfloat16", "steps=10",
+                              f"engine.impl.torch={engines}")
+    by_engine = {r["config"]["engine"]["impl"]["torch"].rsplit(".", 1)[-1]: r for r in jobs.values()}
+    applied, ignored = by_engine["TorchFSDP2"], by_engine["OverridesIgnoredFSDP2"]
+    assert not any("was not applied" in n for n in applied["notes"]), applied["notes"]
+    seen = applied["dtypes"]["observed"]["overrides"]["layers.0.attn_norm"]
+    assert (seen["param"], seen["input"], seen["output"]) == ("float32", "float32", "bfloat16")
+    note = next(n for n in ignored["notes"] if "was not applied" in n)
+    assert note.startswith("mp_policy.overrides.RMSNorm was not applied to layers.0.attn_norm, layers.0.mlp_norm")
+    assert "its forward's parameters ran bfloat16, the override gives param_dtype=float32" in note
+    assert "mp_policy.overrides.RMSNorm was not applied" in summary["verdict"]

@@ -100,3 +100,42 @@ def test_init_dtype_sets_the_parameters_dtype(compose_cfg):
 
     model = models.build(compose_cfg(["model=mlp_norm", "model.init_dtype=bfloat16"]), "torch")
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+
+
+def test_override_targets_find_the_modules_through_wrappers_and_fsdps_class_swap(compose_cfg):
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+    cfg = compose_cfg(["model=transformer", "mp_policy=bf16", "+mp_policy.overrides.RMSNorm.param_dtype=float32",
+                       "+mp_policy.overrides.head.output_dtype=float32"])
+    model = models.build(cfg, "torch")
+    model.layers[0] = checkpoint_wrapper(model.layers[0])  # names gain _checkpoint_wrapped_module
+    # a subclass named otherwise, as fully_shard makes, still matches by its base class
+    model.norm.__class__ = type("FSDPRMSNorm", (type(model.norm),), {})
+    found = wrapping.override_targets(model, cfg)
+    assert set(found) == {"layers.0.attn_norm", "layers.0.mlp_norm", "layers.1.attn_norm", "layers.1.mlp_norm",
+                          "norm", "head"}
+    key, policy = found["norm"]
+    assert key == "RMSNorm" and policy["param_dtype"] == "float32" and policy["output_dtype"] is None
+    assert found["head"] == ("head", {"param_dtype": "bfloat16", "reduce_dtype": "float32",
+                                      "output_dtype": "float32", "cast_forward_inputs": True})
+
+
+def test_an_override_whose_module_ran_another_dtype_is_named_once_per_key_and_departure():
+    from sweep.analysis.dtypes import override_notes
+
+    want = {"param_dtype": "float32", "reduce_dtype": None, "output_dtype": "bfloat16", "cast_forward_inputs": True}
+    applied = {"key": "RMSNorm", "want": want, "param": "float32", "input": "float32", "output": "bfloat16"}
+    ignored = dict(applied, param="bfloat16", input="bfloat16")
+    assert override_notes({"overrides": {"norm": applied}}) == []
+    observed = {"overrides": {f"layers.{i}.norm": ignored for i in range(5)}}
+    assert override_notes(observed) == [
+        "mp_policy.overrides.RMSNorm was not applied to layers.0.norm, layers.1.norm, layers.2.norm, layers.3.norm "
+        "and 1 more: its forward's parameters ran bfloat16, the override gives param_dtype=float32, its input ran "
+        "bfloat16, which cast_forward_inputs casts to float32"]
+    # an override that only sets output_dtype: the parameters are the job's, the output is checked
+    head = {"key": "head", "want": {"param_dtype": None, "output_dtype": "float32", "cast_forward_inputs": True},
+            "param": "float32", "input": "float32", "output": "bfloat16"}
+    assert override_notes({"overrides": {"head": head}}) == [
+        "mp_policy.overrides.head was not applied to head: its output ran bfloat16, the override gives "
+        "output_dtype=float32"]
+    assert override_notes({}) == [] and override_notes(None) == []

@@ -10,7 +10,7 @@ after the step: Adam's ``exp_avg`` / ``moment1``, SGD's momentum; ``None`` for p
 
 from __future__ import annotations
 
-from typing import Any, ContextManager, Dict, Optional
+from typing import Any, Callable, ContextManager, Dict, Optional
 
 from sweep.train.observers.base import Observer, Step
 from sweep.train.observers.ledger import CollectiveLedger
@@ -46,12 +46,15 @@ class TorchDtypes(Observer):
     ``after_forward``: ``output`` (the last micro-batch's); ``after_backward``: ``grad`` and
     ``reduce``, the first ``reduce_scatter``/``all_reduce`` of ``ledger``'s step-0 entries
     (the copy's ``CollectiveLedger``, which watches step 0 whatever its ``until``);
-    ``after_step``: ``master`` and ``optimizer_state``."""
+    ``after_step``: ``master`` and ``optimizer_state``. With ``targets``, also the dtypes
+    each module named by ``mp_policy.overrides`` ran (``overrides``)."""
 
-    def __init__(self, ledger: CollectiveLedger) -> None:
-        self.observed: Dict[str, Optional[str]] = {}
+    def __init__(self, ledger: CollectiveLedger, targets: Optional[Callable[[Any], Dict[str, Any]]] = None) -> None:
+        self.observed: Dict[str, Any] = {}
         self.ledger = ledger
+        self.targets = targets  # a callable of the model: sweep.engines.wrapping.override_targets
         self._handle: Any = None
+        self._override_handles: list = []
 
     def begin_step(self, step: Step) -> None:
         if step.index != 0:
@@ -61,6 +64,37 @@ class TorchDtypes(Observer):
             self.observed.setdefault("param_forward", torch_dtype(module.weight))
 
         self._handle = first_weighted(step.copy.model).register_forward_pre_hook(record)
+        if self.targets is not None:
+            self._watch_overrides(step.copy.model)
+
+    def _watch_overrides(self, model: Any) -> None:
+        """``observed["overrides"]``: for each module ``mp_policy.overrides`` names
+        (``self.targets(model)``), the dtypes its first forward ran: ``{name: {"key", "want":
+        merged policy, "param": its first parameter as the forward saw it (after
+        ``fully_shard``'s pre-forward all-gather and cast, whose hook runs first), "input":
+        the first floating input, "output": the first floating output}}``."""
+        from sweep.analysis.trace import canonical_name
+        from sweep.train.torch_tensors import first_floating
+
+        seen: Dict[str, Dict[str, Any]] = {}
+        self.observed["overrides"] = seen
+        by_canonical = {canonical_name(n): m for n, m in model.named_modules() if n}  # the innermost: last wins
+        for name, (key, want) in self.targets(model).items():
+            module = by_canonical.get(name)
+            params = list(module.parameters()) if module is not None else []
+            if not params:
+                continue
+            entry = seen.setdefault(name, {"key": key, "want": want})
+
+            def before(mod: Any, args: Any, entry: Dict[str, Any] = entry) -> None:
+                if "param" not in entry:
+                    entry["param"] = torch_dtype(next(mod.parameters()))
+                    entry["input"] = torch_dtype(first_floating(args))
+
+            def after(mod: Any, args: Any, out: Any, entry: Dict[str, Any] = entry) -> None:
+                entry.setdefault("output", torch_dtype(first_floating(out)))
+
+            self._override_handles += [module.register_forward_pre_hook(before), module.register_forward_hook(after)]
 
     def after_forward(self, step: Step, output: Any) -> None:
         if step.index == 0:
@@ -72,6 +106,9 @@ class TorchDtypes(Observer):
         if step.index != 0:
             return
         self._handle.remove()
+        for handle in self._override_handles:
+            handle.remove()
+        self._override_handles = []
         self.observed["grad"] = torch_dtype(next(step.copy.model.parameters()).grad)
         reduced = [e for e in self.ledger.current.entries if e["op"].startswith(("reduce_scatter", "all_reduce"))]
         self.observed.setdefault("reduce", reduced[0]["dtype"] if reduced else None)
