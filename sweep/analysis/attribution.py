@@ -288,7 +288,9 @@ def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     reverse), ``score`` (``(to_fail - to_pass) / pairs``, in (0, 1]), ``mean_shift``
     (mean ``Δ mean_signed_diff`` towards this level, loss units, or ``None``),
     ``evidence`` (one sentence). Ranked by score, then ``to_fail``, then ``|mean_shift|``.
-    An empty list when no one-factor change turns a pass into a fail.
+    Ranked by score, then ``to_fail``, then a level that causes the drift before one that
+    only exposes it (``exposes_only``), then by name. An empty list when no one-factor
+    change turns a pass into a fail.
     """
     pairs = one_factor_pairs(rows)
     found = []
@@ -342,7 +344,9 @@ def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
             })
     # Ties are ties: the order depends on the evidence (pairs), never on sub-tolerance noise
     # or on the order the factors were typed in; equal ones are reported together (ties()).
-    return sorted(found, key=lambda c: (-c["score"], -c["to_fail"], c["factor"], label(c["level"])))
+    # of culprits weighed alike, one that causes the drift before one that only exposes it
+    return sorted(found, key=lambda c: (-c["score"], -c["to_fail"], bool(c["exposes_only"]), c["factor"],
+                                        label(c["level"])))
 
 
 def ties(ranked: Sequence[Dict[str, Any]], rows: Sequence[Row]) -> List[Dict[str, Any]]:
@@ -350,7 +354,11 @@ def ties(ranked: Sequence[Dict[str, Any]], rows: Sequence[Row]) -> List[Dict[str
     failing in the same jobs. With each, the smallest extra job that would separate it
     from the top one: a failing job's overrides with the tie's factor set to another
     level (if that job fails, the top culprit is enough; if it passes, the tie matters).
-    Keys: ``factor``, ``level``, ``separate_with`` (override strings)."""
+    Keys: ``factor``, ``level``, ``separate_with`` (override strings), ``separating_job``
+    (that job, where it ran), ``together`` (it ran and passed equal to standalone or within
+    float rounding: the two fail only together) and ``exposes`` (it ran and passed, but
+    differs from standalone beyond rounding: the drift is there without the tie's level,
+    below tolerance, so the tie only exposes it)."""
     if not ranked:
         return []
     top = ranked[0]
@@ -362,11 +370,24 @@ def ties(ranked: Sequence[Dict[str, Any]], rows: Sequence[Row]) -> List[Dict[str
         other = next((v for v in _levels(rows, c["factor"]) if v != c["level"]), None)
         overrides = dict(job["overrides"], **{c["factor"]: other}) if other is not None else job["overrides"]
         ran = next((r for r in rows if r["overrides"] == overrides and r["status"] in ("ok", "fail")), None)
+        passed = ran is not None and ran["status"] == "ok"
+        hidden = passed and ran.get("first_diff_step") is not None and not rounding_only(ran)
         found.append({"factor": c["factor"], "level": c["level"],
                       "separate_with": sorted(f"{k}={v}" for k, v in overrides.items() if v is not None),
-                      # the separating job ran already and passed: the two fail only together
-                      "together": ran is not None and ran["status"] == "ok", "separating_job": ran and ran["job"]})
+                      # the separating job ran already and passed: the two fail only together, unless
+                      # it carries the drift below tolerance (the tie's level only exposes it)
+                      "together": passed and not hidden, "exposes": hidden, "separating_job": ran and ran["job"]})
     return found
+
+
+def _exposer_sentence(rows: Sequence[Row], tie: Dict[str, Any]) -> str:
+    """``optimizer=sgd exposes it, not causes it: job 2 (optimizer=adam) passes but differs
+    from standalone too ...``, for a tie of :func:`ties` with ``exposes``."""
+    job = next(r for r in rows if r["job"] == tie["separating_job"])
+    return (f"{tie['factor']}={label(tie['level'])} exposes it, it does not cause it: job {job['job']} "
+            f"({tie['factor']}={label(_other(rows, tie))}) passes but differs from standalone too, below tolerance "
+            f"(max |diff| {float(job.get('max_abs_diff') or 0.0):.3g}, from step {job.get('first_diff_step')}), "
+            f"so {tie['factor']}={label(_other(rows, tie))} hides the drift, it does not remove it")
 
 
 def fixes(rows: Sequence[Row]) -> List[Dict[str, Any]]:
@@ -692,7 +713,8 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
             word = "No culprit from this alone (the failing jobs draw random numbers on sharded data)"
         tied = ties(ranked, rows)
         together = [t for t in tied if t["together"]]
-        tied = [t for t in tied if not t["together"]]
+        exposers = [t for t in tied if t["exposes"]]
+        tied = [t for t in tied if not t["together"] and not t["exposes"]]
         if together:
             names = " and ".join([f"{top['factor']}={label(top['level'])}"]
                                  + [f"{t['factor']}={label(t['level'])}" for t in together])
@@ -707,8 +729,10 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
                      f"add the job {' '.join(tied[0]['separate_with'])}. {word}: {top['evidence']}{context}.")
         else:
             text += f". {word}: {top['evidence']}{context}."
+        for t in exposers:
+            text += " " + _exposer_sentence(rows, t) + "."
         rest = [c for c in ranked[1:]
-                if (c["factor"], c["level"]) not in {(t["factor"], t["level"]) for t in tied + together}]
+                if (c["factor"], c["level"]) not in {(t["factor"], t["level"]) for t in tied + together + exposers}]
         # weighed alike with the top one (the headline names them with it), failing other jobs
         alike = [c for c in rest if (c["score"], c["to_fail"], bool(c.get("exposes_only")))
                  == (top["score"], top["to_fail"], bool(top.get("exposes_only")))
@@ -788,7 +812,10 @@ def headline(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> str:
         equal = [c for c in ranked if c is not top
                  and (c["score"], c["to_fail"], bool(c.get("exposes_only")), bool(c.get("random_draws_only")))
                  == (top["score"], top["to_fail"], bool(top.get("exposes_only")), False)][:2]
-        together = [t for t in ties(ranked, rows) if t["together"]]  # as the details say: an interaction
+        tied = ties(ranked, rows)
+        together = [t for t in tied if t["together"]]  # as the details say: an interaction
+        exposers = [t for t in tied if t["exposes"]]  # as the details say: they expose it, named after it
+        equal = [c for c in equal if (c["factor"], c["level"]) not in {(t["factor"], t["level"]) for t in exposers}]
         named = [top, *equal]
         failing = [r for r in rows if r["job"] in {j for c in named for j in c.get("failing_jobs") or []}]
         steps = [s for s in (parting_step(r) for r in failing) if s is not None]
@@ -818,7 +845,9 @@ def headline(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> str:
             each = f"failing in {top['to_fail']} of {top.get('passing_pairs', top['pairs'])} one-factor pairs"
             return text + f" {word}s, weighed alike: {names}, each {each} where its other level passes." \
                 + (where + "." if where else "")
-        return text + f" {word}: {name}, {against(top)}." + (where + "." if where else "")
+        exposed = "".join(f"; exposed by {t['factor']}={label(t['level'])}, which {t['factor']}="
+                          f"{label(_other(rows, t))} hides below tolerance" for t in exposers)
+        return text + f" {word}: {name}, {against(top)}{exposed}." + (where + "." if where else "")
     differ = [r for r in judged if r.get("first_diff_step") is not None]
     if not differ:
         printed = _max(r.get("resolution") for r in judged)

@@ -523,3 +523,22 @@ def test_a_failing_command_job_parts_at_the_first_loss_step_beyond_a_few_ulps():
         assert found["first_real_step"] == step
     # with the tensors' threshold the bf16 forward's 5e-5 would read as rounding
     assert real_onset(0, {}, ref, bf16_forward, sharded=True)["first_real_step"] == 1
+
+
+def test_a_tie_whose_separating_job_carries_the_drift_below_tolerance_exposes_it_and_is_no_interaction():
+    # the fault lives in one mesh; sgd shows it, adam hides it below tolerance (job 2 differs from step 1)
+    for mesh_key in ("mesh", "zmesh"):  # the factors' names never decide which one is the cause
+        rows = []
+        for job, (opt, mesh) in enumerate([("adam", "dp4"), ("sgd", "dp4"), ("adam", "hsdp2x2"), ("sgd", "hsdp2x2")]):
+            fails, hidden = (opt, mesh) == ("sgd", "hsdp2x2"), (opt, mesh) == ("adam", "hsdp2x2")
+            rows.append(_row(job, "fail" if fails else "ok", {"optimizer": opt, mesh_key: mesh},
+                             first_diff=1 if fails or hidden else None, first_fail=1 if fails else None,
+                             max_abs=0.3 if fails else 3e-5 if hidden else 0.0,
+                             msd=-0.1 if fails else -1e-5 if hidden else 0.0))
+        att = attribute(rows)
+        assert f"Culprit: {mesh_key}=hsdp2x2" in att["headline"] and "interaction" not in att["headline"]
+        assert "exposed by optimizer=sgd, which optimizer=adam hides below tolerance" in att["headline"]
+        assert "interaction" not in att["verdict"] and "Only together" not in att["verdict"]
+        assert ("optimizer=sgd exposes it, it does not cause it: job 2 (optimizer=adam) passes but differs from "
+                "standalone too, below tolerance (max |diff| 3e-05, from step 1)") in att["verdict"]
+        assert f"Fix proven by this sweep: {mesh_key}=dp4" in att["verdict"]
