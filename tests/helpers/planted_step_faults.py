@@ -110,3 +110,19 @@ class OverridesIgnoredFSDP2(TorchFSDP2):
             return super().parallelize(model)
         finally:
             self.cfg = cfg
+
+
+class ReplicaSumFSDP2(TorchFSDP2):
+    """On a 2-D (HSDP) mesh the gradients reach the optimizer summed over the replicas
+    where a mean was expected: x the replicate degree (a reducer that sums, on one mesh
+    only). Adam is nearly invariant to a constant scale and hides it below tolerance; SGD
+    shows it. A 1-D mesh is untouched."""
+
+    def optimizer_step(self, optimizer, grads=None, *, scaler=None):
+        shape = [int(n) for n in self.cfg.mesh.mesh_shape]
+        if len(shape) == 2:
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        (p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad).mul_(shape[0])
+        super().optimizer_step(optimizer, grads, scaler=scaler)

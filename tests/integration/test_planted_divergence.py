@@ -235,3 +235,17 @@ def test_an_lr_that_ran_otherwise_in_one_copy_is_named_with_its_step_and_both_va
                         f"{lrs['standalone'][3]:.6g} (the copies' schedules differ: a scheduler stepped otherwise "
                         "in one copy)")
     assert "lr differs from step 3" in summary["verdict"]
+
+
+def test_a_fault_on_one_mesh_that_adam_hides_names_the_mesh_and_says_sgd_only_exposes_it(tmp_path):
+    # gradients summed over the replicas (HSDP only): Adam hides the x2 below tolerance, SGD fails
+    summary, jobs, records = _sweep(tmp_path, "steps=12", "mesh=dp4,hsdp2x2", "optimizer=adam,sgd",
+                                    "engine.impl.torch=tests.helpers.planted_step_faults.ReplicaSumFSDP2")
+    by = {(r["config"]["mesh"]["name"], r["config"]["optimizer"]["name"]): r for r in records.values()}
+    assert by[("hsdp2x2", "sgd")]["status"] == "fail" and by[("hsdp2x2", "adam")]["status"] == "ok"
+    assert by[("hsdp2x2", "adam")]["comparison"]["first_diff_step"] is not None  # the drift, hidden
+    headline, verdict = summary["headline"], summary["verdict"]
+    assert "Culprit: mesh=hsdp2x2" in headline and "interaction" not in headline + verdict
+    assert "exposed by optimizer=sgd, which optimizer=adam hides below tolerance" in headline
+    assert "optimizer=sgd exposes it, it does not cause it" in verdict
+    assert "Fix proven by this sweep: mesh=dp4;" in verdict  # optimizer=adam hides it: no fix
