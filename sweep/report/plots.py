@@ -24,6 +24,39 @@ def plain(text: str) -> str:
     return str(text).replace("$", r"\$")
 
 
+def tick_label(text: str, width: int = 24, lines: int = 3) -> str:
+    """A level's name as an axis tick: whole if at most ``width`` characters, else broken
+    after ``.``, ``_``, ``/``, ``=`` or ``,`` into lines of at most ``width`` (a longer
+    piece is cut), the last ``lines`` kept (a dotted path's distinguishing end: ``...
+    planted_step_faults.ReplicaSumFSDP2``) behind ``…``."""
+    text = str(text)
+    if len(text) <= width:
+        return text
+    pieces, piece = [], ""
+    for char in text:
+        piece += char
+        if char in "._/=,":
+            pieces.append(piece)
+            piece = ""
+    pieces.append(piece)
+    out, line = [], ""
+    for piece in (p for p in pieces if p):
+        while len(piece) > width:
+            if line:
+                out.append(line)
+                line = ""
+            out.append(piece[:width])
+            piece = piece[width:]
+        if len(line) + len(piece) > width:
+            out.append(line)
+            line = ""
+        line += piece
+    if line:
+        out.append(line)
+    out = [o for o in out if o]
+    return "\n".join((["…" + out[-lines]] + out[-lines + 1:]) if len(out) > lines else out)
+
+
 def _figure(nrows: int, ncols: int, width: float, height: float, layout: str | None = "constrained") -> tuple:
     """A figure on an Agg canvas and its ``(nrows, ncols)`` array of axes; ``layout=None``:
     fixed margins set by the caller (``subplots_adjust``), a third faster to draw than
@@ -58,7 +91,9 @@ def plot_job(row: Dict[str, Any], path: Path) -> Path:
         diff = got - ref
     first = row.get("first_fail_step")
     fig, axes = _figure(3, 1, 8, 8.5, layout=None)
-    fig.subplots_adjust(left=0.1, right=0.97, top=0.93, bottom=0.06, hspace=0.22)
+    # fixed margins wide enough for the y-labels: the difference's ticks with an offset
+    # exponent (1e-3 above the axis, not 0.0015 on every tick) keep them inside the figure
+    fig.subplots_adjust(left=0.14, right=0.97, top=0.93, bottom=0.06, hspace=0.22)
     curves, signed, magnitude = axes[:, 0]
     curves.plot(steps, ref, label="standalone")
     curves.plot(steps, got, label="distributed", linestyle="--")
@@ -68,6 +103,7 @@ def plot_job(row: Dict[str, Any], path: Path) -> Path:
     signed.plot(steps, diff, color="tab:red", label="distributed - standalone")
     signed.axhline(0.0, color="black", linewidth=0.5)
     signed.set_ylabel("difference (loss units)")
+    signed.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
     signed.legend()
     nonzero = np.isfinite(diff) & (diff != 0)
     magnitude.plot(steps, tol, color="tab:blue", label="tolerance atol + rtol·|standalone|")
@@ -104,14 +140,15 @@ def plot_factor_effects(rows: Sequence[Dict[str, Any]], levels: Sequence[Dict[st
     names = list(dict.fromkeys(s["factor"] for s in levels))
     if not names:
         raise ValueError("no factor varies: nothing to plot")
-    fig, axes = _figure(2, len(names), 3.2 * len(names) + 0.6, 6.5)
+    # at least 7 inches: the title and the legend below the panels fit one factor too
+    fig, axes = _figure(2, len(names), max(3.2 * len(names) + 0.6, 7.0), 6.5)
     judged = [r for r in rows if r["status"] in ("ok", "fail") and r.get("max_abs_diff") is not None]
     sizes = [float(r["max_abs_diff"]) for r in judged if float(r["max_abs_diff"]) > 0]
     tol = _tolerance(judged)
     for col, name in enumerate(names):
         stats = [s for s in levels if s["factor"] == name]
         x = np.arange(len(stats))
-        ticks = [plain(label(s["level"])) for s in stats]
+        ticks = [plain(tick_label(label(s["level"]))) for s in stats]
         top, bottom = axes[0, col], axes[1, col]
         ok = np.array([s["judged"] * (s["pass_rate_pct"] or 0.0) / 100.0 for s in stats])
         fail = np.array([s["judged"] for s in stats]) - ok
@@ -136,7 +173,7 @@ def plot_factor_effects(rows: Sequence[Dict[str, Any]], levels: Sequence[Dict[st
         if sizes:
             bottom.set_ylim(min(sizes + ([tol] if tol else [])) / 3, max(sizes + ([tol] if tol else [])) * 3)
         bottom.set_xticks(x, ticks, rotation=45, ha="right")
-        bottom.set_ylabel("max |distributed - standalone|\n(loss, log)" if col == 0 else "")
+        bottom.set_ylabel("max |difference|\n(loss, log)" if col == 0 else "")
     handles = [h for ax in (axes[0, 0], axes[1, 0]) for h in ax.get_legend_handles_labels()[0]]
     labels = [lab for ax in (axes[0, 0], axes[1, 0]) for lab in ax.get_legend_handles_labels()[1]]
     fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small")

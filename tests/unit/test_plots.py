@@ -81,3 +81,45 @@ def test_a_command_with_dollars_in_its_overrides_is_drawn_literally(tmp_path):
     paths = write_plots(tmp_path / "plots", rows, level_stats(rows))
     assert [p.name for p in paths] == ["job_1.png", "factor_effects.png"]
     assert all(p.read_bytes().startswith(PNG_MAGIC) for p in paths)
+
+
+def test_long_level_names_become_readable_ticks_of_a_few_lines():
+    from sweep.report.plots import tick_label
+
+    assert tick_label("sgd") == "sgd"
+    assert tick_label("tests.helpers.planted_step_faults.OverridesIgnoredFSDP2") == \
+        "tests.helpers.planted_\nstep_faults.\nOverridesIgnoredFSDP2"
+    long = tick_label("a.very.long.module.path.of.a.user.package.with.many.parts.ReplicaSumFSDP2")
+    assert long.startswith("…") and long.endswith("ReplicaSumFSDP2") and long.count("\n") == 2
+    assert all(len(line) <= 25 for line in long.splitlines())
+
+
+def test_every_label_of_a_job_plot_and_the_factor_effects_lies_inside_the_figure(tmp_path, monkeypatch):
+    """The job plot's middle y-label was clipped at the figure's left edge by long tick
+    labels (0.0015), and one factor's effects squashed the title and the legend."""
+    from matplotlib.figure import Figure
+
+    engine = "engine.impl.torch=tests.helpers.planted_step_faults.OverridesIgnoredFSDP2"
+    _job(tmp_path, 0, ["engine.impl.torch=sweep.engines.torch_fsdp2.TorchFSDP2"], "ok", [1.0, 0.9, 0.8, 0.7])
+    _job(tmp_path, 1, [engine], "fail", [1.0, 0.9015, 0.7985, 0.7012])
+    rows = collect(tmp_path)
+    outside = []
+    save = Figure.savefig
+
+    def check(fig, path, **kw):
+        fig.canvas.draw()  # ticks placed, layout done, as savefig draws it
+        renderer = fig.canvas.get_renderer()
+        width, height = fig.bbox.width, fig.bbox.height
+        # each panel as drawn (its labels, ticks, title and legend: Axes.get_tightbbox), the
+        # figure's legends and its title
+        boxes = [(f"axes {i}", ax.get_tightbbox(renderer)) for i, ax in enumerate(fig.axes)]
+        boxes += [("legend", legend.get_window_extent(renderer)) for legend in fig.legends]
+        boxes += [("title", fig._suptitle.get_window_extent(renderer))] if fig._suptitle is not None else []
+        for name, box in boxes:
+            if box.x0 < -1 or box.y0 < -1 or box.x1 > width + 1 or box.y1 > height + 1:
+                outside.append((path.name, name, [round(v) for v in box.extents], (width, height)))
+        return save(fig, path, **kw)
+
+    monkeypatch.setattr(Figure, "savefig", check)
+    paths = write_plots(tmp_path / "plots", rows, level_stats(rows))
+    assert [p.name for p in paths] == ["job_1.png", "factor_effects.png"] and not outside, outside
