@@ -66,33 +66,6 @@ def units(model: Any, cfg: Any) -> List[Tuple[str, Any, Any]]:
     return [(name, model.get_submodule(name), policy_for(cfg.mp_policy, chosen.get(name))) for name in ordered]
 
 
-def override_targets(model: Any, cfg: Any) -> Dict[str, Tuple[str, Dict[str, Any]]]:
-    """The modules ``mp_policy.overrides`` asks a policy of, found on ``model`` as it runs
-    (sharded, checkpoint-wrapped or not): ``{canonical module name: (override key, merged
-    policy as plain values)}``. A key names a module by its canonical name
-    (``sweep.analysis.trace.canonical_name``: wrapper segments dropped) or a module class,
-    matched along each module's class hierarchy (``fully_shard`` swaps a module's class for
-    a subclass ``FSDP<class>``); of several modules under one canonical name (a wrapper and
-    the module it wraps) the innermost. Keys that match nothing are left out (the engine's
-    :func:`units` refuses them first)."""
-    from sweep.analysis.trace import canonical_name
-
-    overrides = dict(cfg.mp_policy.get("overrides") or {})
-    if not overrides:
-        return {}
-    found: Dict[str, Tuple[str, Dict[str, Any]]] = {}
-    for name, module in model.named_modules():
-        canonical = canonical_name(name)
-        if not canonical:
-            continue
-        classes = {c.__name__ for c in type(module).__mro__}
-        for key, override in overrides.items():
-            if key == canonical or key in classes:
-                merged = OmegaConf.to_container(policy_for(cfg.mp_policy, override), resolve=True)
-                found[canonical] = (str(key), {k: merged.get(k) for k in POLICY_KEYS})
-    return found
-
-
 def shard(model: Any, cfg: Any, fully_shard: Callable[[Any, Any], Any], root_policy: Any) -> Tuple[Any, Dict[str, Any]]:
     """Apply ``fully_shard(module, policy_cfg)`` to every unit of :func:`units`, then to the
     root with ``root_policy``. Returns the (root) model and a record of the units:

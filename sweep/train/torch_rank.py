@@ -34,7 +34,6 @@ from sweep import models
 from sweep.config.enums import as_str
 from sweep.engines import load_engine
 from sweep.engines.base import StandaloneTorch, TorchEngine
-from sweep.engines.wrapping import override_targets
 from sweep.layout import JobDir
 from sweep.records import RankResult
 from sweep.train import (
@@ -46,7 +45,7 @@ from sweep.train import (
 )
 from sweep.train.copies import compile_model, features_record, prepare
 from sweep.train.observers import Copy, Observer
-from sweep.train.observers.dtypes import TorchDtypes
+from sweep.train.observers.dtypes import TorchDtypes, override_targets
 from sweep.train.observers.ledger import CollectiveLedger
 from sweep.train.observers.lr_log import LearningRates
 from sweep.train.observers.module_trace import ModuleTrace

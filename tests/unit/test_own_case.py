@@ -111,7 +111,9 @@ def test_override_targets_find_the_modules_through_wrappers_and_fsdps_class_swap
     model.layers[0] = checkpoint_wrapper(model.layers[0])  # names gain _checkpoint_wrapped_module
     # a subclass named otherwise, as fully_shard makes, still matches by its base class
     model.norm.__class__ = type("FSDPRMSNorm", (type(model.norm),), {})
-    found = wrapping.override_targets(model, cfg)
+    from sweep.train.observers.dtypes import override_targets
+
+    found = override_targets(model, cfg)
     assert set(found) == {"layers.0.attn_norm", "layers.0.mlp_norm", "layers.1.attn_norm", "layers.1.mlp_norm",
                           "norm", "head"}
     key, policy = found["norm"]

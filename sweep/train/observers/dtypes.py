@@ -10,7 +10,7 @@ after the step: Adam's ``exp_avg`` / ``moment1``, SGD's momentum; ``None`` for p
 
 from __future__ import annotations
 
-from typing import Any, Callable, ContextManager, Dict, Optional
+from typing import Any, Callable, ContextManager, Dict, Optional, Tuple
 
 from sweep.train.observers.base import Observer, Step
 from sweep.train.observers.ledger import CollectiveLedger
@@ -39,6 +39,36 @@ def first_weighted(model: Any) -> Any:
     raise ValueError("the model has no module with a weight parameter")
 
 
+def override_targets(model: Any, cfg: Any) -> Dict[str, Tuple[str, Dict[str, Any]]]:
+    """The modules ``mp_policy.overrides`` asks a policy of, found on ``model`` as it runs
+    (sharded, checkpoint-wrapped or not): ``{canonical module name: (override key, merged
+    policy as plain values)}``. A key names a module by its canonical name
+    (``sweep.analysis.trace.canonical_name``: wrapper segments dropped) or a module class,
+    matched along each module's class hierarchy (``fully_shard`` swaps a module's class for
+    a subclass ``FSDP<class>``); of several modules under one canonical name (a wrapper and
+    the module it wraps) the innermost. Keys that match nothing are left out (the engine's
+    ``sweep.engines.wrapping.units`` refuses them first)."""
+    from omegaconf import OmegaConf
+
+    from sweep.analysis.trace import canonical_name
+    from sweep.engines.wrapping import POLICY_KEYS, policy_for
+
+    overrides = dict(cfg.mp_policy.get("overrides") or {})
+    if not overrides:
+        return {}
+    found: Dict[str, Tuple[str, Dict[str, Any]]] = {}
+    for name, module in model.named_modules():
+        canonical = canonical_name(name)
+        if not canonical:
+            continue
+        classes = {c.__name__ for c in type(module).__mro__}
+        for key, override in overrides.items():
+            if key == canonical or key in classes:
+                merged = OmegaConf.to_container(policy_for(cfg.mp_policy, override), resolve=True)
+                found[canonical] = (str(key), {k: merged.get(k) for k in POLICY_KEYS})
+    return found
+
+
 class TorchDtypes(Observer):
     """Step 0's dtypes (module docstring) of a torch copy into :attr:`observed`.
 
@@ -52,7 +82,7 @@ class TorchDtypes(Observer):
     def __init__(self, ledger: CollectiveLedger, targets: Optional[Callable[[Any], Dict[str, Any]]] = None) -> None:
         self.observed: Dict[str, Any] = {}
         self.ledger = ledger
-        self.targets = targets  # a callable of the model: sweep.engines.wrapping.override_targets
+        self.targets = targets  # a callable of the model: override_targets
         self._handle: Any = None
         self._override_handles: list = []
 
