@@ -270,7 +270,9 @@ def job_evidence(record: JobRecord, floor: Optional[Dict[str, Any]] = None) -> D
     and ``first_tensor_rel`` (the relative size of the first real difference: of its
     ``beyond_rounding`` where the first one is rounding); and with losses again
     :func:`real_onset`'s ``first_real_step`` and ``onset_from`` (with ``onset``, ``period``
-    and ``onset_until`` from the update differences where they give it). Keys in that order.
+    and ``onset_until`` from the update differences where they give it; ``onset="noise"``
+    with ``onset_from="repeats"`` where the job's repeats disagree by as much as its copies:
+    :func:`_repeats_explain`). Keys in that order.
     A ``runner=command`` job counts as sharded (its copies are not seen: its losses may round
     apart from step 0, a loss averaged over the ranks), with :data:`LOSS_ROUNDING_REL`.
     ``floor``: the job's rounding floor (``sweep.analysis.rounding.rounding_floor``), whose
@@ -298,7 +300,25 @@ def job_evidence(record: JobRecord, floor: Optional[Dict[str, Any]] = None) -> D
     beyond = tensor.get("beyond_rounding")  # the size of the first real difference
     out["first_tensor_rel"] = beyond["rel_diff"] if beyond else tensor.get("rel_diff")
     out.update(real)
+    if judged and out.get("onset") not in ("none", "noise") and _repeats_explain(record):
+        out.update(onset="noise", period=None, onset_from="repeats", onset_until=None)
     return out
+
+
+REPEATS_EXPLAIN = 0.5  # noise from repeats: launches of one config differ by this share of the drift or more
+
+
+def _repeats_explain(record: JobRecord) -> bool:
+    """Whether the job's repeats disagree by as much as its copies do: launches of one
+    config whose distributed losses differ by at least :data:`REPEATS_EXPLAIN` times the
+    job's ``max|diff|`` against standalone. The drift is then the size of the
+    nondeterminism itself, so its onset is noise (``onset_from="repeats"``), whatever
+    pattern one launch's update errors happen to draw (a one-signed first step is as
+    likely as any other)."""
+    spread, c = record.repeat_spread or {}, record.comparison or {}
+    drift, between = c.get("max_abs_diff"), spread.get("distributed_max_abs")
+    return bool(record.nondeterministic and drift and between is not None
+                and float(between) >= REPEATS_EXPLAIN * float(drift))
 
 
 # --- the class ----------------------------------------------------------------------------------

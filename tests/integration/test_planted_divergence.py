@@ -185,7 +185,10 @@ def test_a_nondeterministic_fault_is_marked_with_the_spread_of_its_repeats(tmp_p
     assert jobs[1]["nondeterministic"] is True and jobs[1]["repeats"].startswith("2 differ by")
     assert "nondeterministic: 2 repeats disagree" in jobs[1]["notes"]
     assert noisy["first_tensor"].get("step") is not None  # traced (in another launch: the note says so)
-    assert jobs[1]["onset"] == "noise" and jobs[1]["onset_from"] == "updates"
+    # noise: from the launch's own update errors, or, whatever pattern one launch draws, from repeats
+    # that differ from each other by as much as from standalone
+    assert jobs[1]["onset"] == "noise" and jobs[1]["onset_from"] in ("updates", "repeats")
+    assert spread["distributed_max_abs"] >= 0.5 * noisy["comparison"]["max_abs_diff"]
     assert [n["job"] for n in summary["nondeterministic"]] == [1]
     verdict = summary["verdict"]
     assert "Nondeterministic: job 1 (2 repeats differ by up to" in verdict

@@ -244,3 +244,22 @@ def test_a_policy_whose_forward_ran_otherwise_is_not_applied():
     assert dtype_evidence(None) == {"dtypes_configured": None, "dtypes_ran": None, "policy_applied": None,
                                     "dtype_notes": []}
     assert dtype_evidence({"configured": {}, "observed": {}})["policy_applied"] is None
+
+
+def _noisy(spread):
+    got = [1.0, 0.9 + 2e-3, 0.8 - 1e-3, 0.7 + 3e-3, 0.6 + 1e-3, 0.5 - 2e-3]
+    # one launch's update errors drew one large first step: abrupt, from the updates alone
+    updates = {"pattern": "abrupt", "first_step": 0, "real_step": 0, "period": None, "events": [0]}
+    return _record("fail", got, world_size=2, nondeterministic=spread is not None,
+                   repeat_spread=None if spread is None else {"distributed_max_abs": spread, "standalone_max_abs": 0.0},
+                   first_tensor=dict(_tensor(0, "grad", 0.1), rank=0, ranks=[0, 1], updates=updates))
+
+
+def test_repeats_that_differ_as_much_as_the_copies_make_the_onset_noise_whatever_one_launch_draws():
+    drift = _noisy(None).comparison["max_abs_diff"]
+    alone = job_evidence(_noisy(None))  # no repeats: the launch's own pattern stands
+    assert alone["onset"] == "abrupt" and alone["onset_from"] == "updates"
+    found = job_evidence(_noisy(0.8 * drift))  # launches differ by about as much as from standalone
+    assert found["onset"] == "noise" and found["onset_from"] == "repeats" and found["period"] is None
+    small = job_evidence(_noisy(0.1 * drift))  # a little nondeterminism under a larger deterministic fault
+    assert small["onset"] == "abrupt" and small["onset_from"] == "updates"
