@@ -62,6 +62,12 @@ def main(cfg: DictConfig) -> dict:
                 print(f"plot: {plot_record(record, paths.plot)}", flush=True)
             except Exception as exc:  # matplotlib's own: the result stands without its plot
                 print(f"plot: not drawn ({type(exc).__name__}: {exc})", flush=True)
+        from sweep.report.summary import write_job_page
+
+        try:
+            print(f"page: {write_job_page(paths.path, job.summary_line(record))}", flush=True)
+        except Exception as exc:  # the result stands without its page
+            print(f"page: not written ({type(exc).__name__}: {exc})", flush=True)
         if record.status != "ok":
             _RUN_FAILED.append(record.status)  # exit 1 in entry(), after Hydra's on_run_end callbacks (loggers)
     return record.to_dict()

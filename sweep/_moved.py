@@ -42,7 +42,7 @@ MOVED = {
     "sweep.against": "sweep.report.against",
     "sweep.frame": "sweep.report.frame",
     "sweep.isolate_report": "sweep.report.isolate_report",
-    "sweep.html_report": "sweep.report.html",
+    "sweep.html_report": "sweep.report.page",
     "sweep.golden": "sweep.report.golden",
     "sweep.train.torch_observe": "sweep.train.observers.module_trace",
 }

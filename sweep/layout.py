@@ -6,6 +6,7 @@ A job dir (``hydra.runtime.output_dir``; ``SWEEP_DIR/<job num>/`` in a multirun)
     job.yaml                  the resolved config the ranks read (written by the job)
     result.json               the job's record (sweep.records.JobRecord), written last
     plot.png                  a single run's curves and difference (sweep.report.plots)
+    report.html, plotly.min.js  a single run's page and the charts' script (sweep.report.page)
     ranks/rank_<r>.json       rank r's result (sweep.records.RankResult)
     ranks/standalone.json     the standalone sequence when it was computed elsewhere
                               (order=separate, or a baseline reused from the sweep)
@@ -21,6 +22,7 @@ A sweep dir (``hydra.sweep.dir``)::
     multirun.yaml             Hydra's record of the multirun (its grid)
     <num>/                    one job dir per job
     summary.md|html|csv|json  the report (sweep.report.summary); junit.xml: one test case per job
+    plotly.min.js             the script of summary.html's charts (sweep.report.page), written once
     plots/                    its PNGs
     .baselines/<key>.json     reused standalone sequences (sweep.run.baseline)
     .pools/<name>/            shared launches (sweep.run.pool): a pool dir each

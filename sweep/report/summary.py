@@ -39,7 +39,6 @@ from sweep.errors import RecordError
 from sweep.io import read_floats, write_json
 from sweep.layout import JobDir, SweepDir
 from sweep.records import JobRecord
-from sweep.report.html import render_html
 from sweep.report.junit import to_junit
 from sweep.report.plots import write_plots
 
@@ -454,9 +453,13 @@ def _failing_plot(path: Path, rows: Sequence[Dict[str, Any]]) -> bool:
 def write_report(
     sweep_dir: Path | str, tablefmt: str = "simple", max_rows: Optional[int] = MAX_ROWS,
     outcome: Optional[Dict[str, Any]] = None, wide: bool = False, plots: bool = True,
+    against: Optional[Tuple[Path, Sequence[Dict[str, Any]]]] = None,
 ) -> str:
-    """Write ``summary.md``, ``summary.csv``, ``summary.json`` and ``plots/*.png`` into
-    ``sweep_dir``; returns the terminal report (:func:`render`). ``outcome`` (a dict)
+    """Write ``summary.md``, ``summary.csv``, ``summary.json``, ``summary.html`` (the page,
+    :mod:`sweep.report.page`, with ``plotly.min.js`` beside it) and ``plots/*.png`` into
+    ``sweep_dir``; returns the terminal report (:func:`render`). ``against``: another
+    sweep's dir and rows (``python -m sweep.report NEW --against OLD``): the page shows both
+    sweeps side by side (:func:`sweep.report.against.match`). ``outcome`` (a dict)
     receives ``counts`` and ``judged`` of the report, for an exit status. ``plots=False``
     draws nothing and links the PNGs already in ``plots/`` (drawing takes about a second a
     drifting job: minutes for a re-render of hundreds).
@@ -482,10 +485,16 @@ def write_report(
     drawn = write_plots(layout.plots, rows, att["levels"]) if plots else sorted(layout.plots.glob("*.png"))
     layout.summary("md").write_text(render_markdown(sweep_dir, rows, att, drawn))
     layout.summary("csv").write_text(to_csv(rows))
-    layout.summary("html").write_text(render_html(
-        f"Sweep {sweep_dir}", att["headline"] + " Details: " + att["verdict"], _sections(rows, att, "html", None, METRICS),
-        sorted(drawn, key=lambda p: (p.stem != "factor_effects", _failing_plot(p, rows))),
-    ))
+    from sweep.report.against import match
+    from sweep.report.page import write_grid_page
+
+    write_grid_page(sweep_dir, _failing_first(rows), att,
+                    sorted(drawn, key=lambda p: (p.stem != "factor_effects", _failing_plot(p, rows))),
+                    against=match(rows, against[1]) if against is not None else None,
+                    old_name=str(against[0]) if against is not None else "",
+                    sections=[(t, b) for t, b in _sections(rows, att, "html", None, METRICS)
+                              if not t.startswith(("Culprits", "Jobs"))],
+                    legend=_legend(METRICS))
     (sweep_dir / "junit.xml").write_text(to_junit(rows, sweep_dir.name))
     write_json(
         layout.summary("json"),
@@ -527,7 +536,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     max_rows = args.max_rows if args.max_rows > 0 else None
     try:
         old_rows = collect(args.against) if args.against is not None else None  # a bad OLD_DIR: before anything is written
-        print(write_report(args.sweep_dir, args.format, max_rows, wide=args.wide, plots=not args.no_plots))
+        print(write_report(args.sweep_dir, args.format, max_rows, wide=args.wide, plots=not args.no_plots,
+                           against=(args.against, old_rows) if old_rows is not None else None))
         if old_rows is not None:
             from sweep.report import against
 
@@ -605,3 +615,15 @@ def job_headline(job_dir: Path | str) -> List[str]:
     record = row.get("result")
     lines += [f"note: {note}" for note in (record.notes if record is not None else [])]
     return lines
+
+
+def write_job_page(job_dir: Path | str, status_line: str) -> Path:
+    """A single run's ``report.html`` (:func:`sweep.report.page.write_run_page`): the
+    terminal's ``status_line`` first, then :func:`job_headline`'s lines and the charts.
+
+    Raises:
+        FileNotFoundError: ``job_dir`` holds no ``result.json``.
+    """
+    from sweep.report.page import write_run_page
+
+    return write_run_page(job_dir, collect_job(job_dir), status_line, job_headline(job_dir))

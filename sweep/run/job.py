@@ -353,14 +353,14 @@ def _builtin_again(cfg: DictConfig, framework: Type[Framework], world: int, env:
 def clear_earlier(job_dir: Path, cfg: DictConfig) -> List[str]:
     """Remove what an earlier run left in ``job_dir`` before this one writes its own, so one
     dir holds one run's files (a single run into a used ``hydra.run.dir``, a sweep run
-    again into its dir without ``resume``): its ``result.json``, ``plot.png``, ``job.json``,
+    again into its dir without ``resume``): its ``result.json``, ``plot.png``, ``report.html``, ``job.json``,
     ``ranks/``, ``logs/``, ``trace/``, a command job's loss files and what its relative
     ``runner.parse.files`` match. Hydra's ``.hydra/`` and the run's shared launches
     (``.pools/``) stay. Returns the names removed (relative to ``job_dir``)."""
     from sweep.run import command
 
     job = JobDir(job_dir)
-    names = [job.result, job.plot, job_dir / "job.json", job.ranks, job.logs, job_dir / TRACE_DIR,
+    names = [job.result, job.plot, job_dir / "report.html", job_dir / "job.json", job.ranks, job.logs, job_dir / TRACE_DIR,
              job_dir / command.LOSS_FILE, job_dir / command.BASELINE_LOSS_FILE]
     runner = cfg.get("runner") or {}
     patterns = [str(p) for p in ((runner.get("parse") or {}).get("files") or []) if not Path(str(p)).is_absolute()]

@@ -45,10 +45,10 @@ def test_plots_refuse_what_they_cannot_draw(tmp_path, rows):
     assert not list(tmp_path.glob("*.png"))
 
 
-def test_a_page_of_many_plots_stays_under_1_mb_and_links_the_rest(tmp_path):
-    """summary.html embeds the factor effects and the failing jobs first, up to its budget,
-    and links the other plots beside it (the default grid wrote 4.1 MB before, issue 28)."""
-    from sweep.report.html import EMBED_BYTES, render_html
+def test_a_page_links_its_static_plots_and_embeds_none(tmp_path):
+    """summary.html links the PNGs (folded: the interactive charts replace them on the
+    page, issue 40) and embeds none, so its size does not grow with the plots."""
+    from sweep.report.page import grid_page
 
     plots = tmp_path / "plots"
     plots.mkdir()
@@ -57,9 +57,11 @@ def test_a_page_of_many_plots_stays_under_1_mb_and_links_the_rest(tmp_path):
         path = plots / f"job_{i}.png"
         path.write_bytes(PNG_MAGIC + bytes(180_000))  # the size of a job plot
         paths.append(path)
-    page = render_html("Sweep x", "20 jobs: 20 ok.", [], paths)
-    assert len(page.encode()) < 1_000_000 and EMBED_BYTES < 1_000_000
-    assert page.count("data:image/png;base64,") == 3 and "<a href='plots/job_19.png'>job_19</a>" in page
+    att = {"headline": "20 jobs: 20 ok.", "verdict": "20 jobs: 20 ok.", "counts": {"ok": 20}, "culprits": [],
+           "levels": [], "factors": [], "contrasts": [], "interactions": [], "not_judged": []}
+    page = grid_page(tmp_path, [], att, paths)
+    assert len(page.encode()) < 200_000 and "data:image/png" not in page
+    assert '<a href="plots/job_19.png">job_19</a>' in page
 
 
 def test_a_job_plot_within_tolerance_says_so_not_none(tmp_path, rows, monkeypatch):

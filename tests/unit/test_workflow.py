@@ -78,13 +78,14 @@ def test_junit_is_read_by_a_junit_parser(sweeps):
     assert results == {"job 0": [], "job 1": [], "job 2": [], "job 3": ["Failure"], "job 4": ["Error"]}
 
 
-def test_html_report_embeds_its_plots(sweeps):
+def test_html_report_links_its_plots_and_ships_plotly_beside_it(sweeps):
     new, _ = sweeps
     write_report(new)
     page = (new / "summary.html").read_text()
-    assert page.startswith("<!doctype html>") and "<table>" in page
-    assert page.count("data:image/png;base64,") == 2  # the failing job and the factor effects
+    assert page.startswith("<!doctype html>") and '<table class="jobs">' in page
+    assert page.count('href="plots/') == 2  # the failing job and the factor effects, linked
     assert "5 jobs: 3 ok, 1 fail, 1 error" in page
+    assert '<script src="plotly.min.js"' in page and (new / "plotly.min.js").stat().st_size > 1_000_000
 
 
 @pytest.mark.parametrize("flag", ["-1", "0"])
