@@ -123,9 +123,11 @@ class SweepConfig:
     compare: CompareConfig = field(default_factory=CompareConfig)
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
     weights: WeightsConfig = field(default_factory=WeightsConfig)
-    order: Order = affects(DISTRIBUTED, default=Order.standalone_first,
+    order: Order = affects(DISTRIBUTED, BASELINE, default=Order.standalone_first,
                            doc="Which copy trains first in a rank, or ``separate``: the standalone copy in a "
-                               "process of its own.")
+                               "process of its own. A baseline role: the standalone copy's losses can depend "
+                               "on where it trains (a model that branches on the distributed state, a draw "
+                               "left by the copy before it), so each order computes its own baseline.")
     zero_grad: bool = affects(DISTRIBUTED, default=True,
                               doc="Clear the distributed copy's gradients every step (a no-op for MindSpore's "
                                   "functional gradients).")

@@ -132,3 +132,18 @@ def test_a_standalone_process_that_fails_is_named_and_the_next_job_starts_anothe
                                       "the standalone process exited with code 1"), r["reason"]
         assert "planted: the standalone process fails" in r["reason"]
     assert records[0]["pool"]["dir"] == records[1]["pool"]["dir"]  # the ranks' launch served both
+
+
+def test_each_order_computes_its_own_baseline(tmp_path):
+    """The baseline cache keys on ``order`` (a baseline role): a model that branches on the
+    distributed state passes under standalone_first (both copies train in the rank) and
+    fails under separate, whose standalone copy trains apart, with the cache on as with
+    it off. The cache once gave order=separate standalone_first's sequence, and it passed."""
+    grid = ["-m", "ablation=none", "model._target_=tests.helpers.branchy_model.branchy_mlp", "steps=5",
+            "order=standalone_first,separate", "gate=true"]
+    proc = run_cli(grid, tmp_path)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    first, separate = _results(tmp_path / "multirun", 2)
+    assert first["status"] == "ok" and separate["status"] == "fail"
+    assert separate["baseline"] is None or separate["baseline"].get("source") != "cache"
+    assert separate["comparison"]["first_fail_step"] == 0

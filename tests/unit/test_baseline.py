@@ -22,7 +22,10 @@ def test_baseline_ignores_what_only_the_distributed_copy_sees(config):
 def test_baseline_depends_on_what_the_standalone_copy_sees(config):
     base = key(key_fields(config(), 2))
     for overrides in (["optimizer=sgd"], ["steps=10"], ["seed=1"], ["deterministic=false"],
-                      ["framework=mindspore"], ["model.hidden_size=8"], ["data.split=sharded"]):
+                      ["framework=mindspore"], ["model.hidden_size=8"], ["data.split=sharded"],
+                      ["order=separate"], ["order=distributed_first"]):
+        # order: where the standalone copy trains (a model that branches on the distributed
+        # state gave order=separate the cached standalone_first baseline, and passed)
         assert key(key_fields(config(*overrides), 2)) != base, overrides
     sharded = config("data.split=sharded")
     assert key(key_fields(sharded, 2)) != key(key_fields(sharded, 4))  # the global batch grows with world_size
