@@ -181,3 +181,31 @@ def test_the_steps_read_in_a_screen():
                     args = node.args
                     assert len(args.posonlyargs + args.args + args.kwonlyargs) <= 8, path
     assert long == []
+
+
+def test_the_lr_recorded_is_the_one_the_optimizer_step_read():
+    """An engine that moves the lr inside its optimizer_step, after ``optimizer.step()``
+    (a scheduler stepped twice from step 2), changes what step 3 reads, not step 2: the
+    record says so (it read the lr after the update before, and named step 2)."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from sweep.train.observers.lr_log import LearningRates
+
+    weight = torch.nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.SGD([weight], lr=1.0)
+    log = LearningRates()
+    step = SimpleNamespace(copy=SimpleNamespace(optimizer=optimizer))
+    for k in range(5):
+        weight.grad = torch.ones(2)
+        log.before_optimizer(step)
+        optimizer.step()
+        if k >= 2:  # the fault: the engine moves the lr after the update
+            optimizer.param_groups[0]["lr"] *= 0.5
+        log.after_update(step)
+    assert log.lrs == [1.0, 1.0, 1.0, 0.5, 0.25]
+    log_skip = LearningRates()  # a step whose optimizer.step() never ran: the lr before it
+    other = torch.optim.SGD([weight], lr=0.1)
+    log_skip.before_optimizer(SimpleNamespace(copy=SimpleNamespace(optimizer=other)))
+    log_skip.after_update(step)
+    assert log_skip.lrs == [0.1]
