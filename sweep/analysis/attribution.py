@@ -33,7 +33,7 @@ import numpy as np
 
 from sweep.analysis.compare import COPY_NOTE_KINDS, ONSET_RULE, RANDOM_DRAWS_NOTE
 from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, drift_class, parting_step, rounding_only
-from sweep.analysis.rounding import within_floor
+from sweep.analysis.rounding import losses_within_floor, within_floor
 from sweep.analysis.trace import ROUNDING_REL, UPDATE_ONSET_RULE
 
 Row = Dict[str, Any]
@@ -442,13 +442,15 @@ def _other(rows: Sequence[Row], tie: Dict[str, Any]) -> Any:
 
 def scalers(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     """Factors that scale the drift or flip its sign, from one-factor pairs in which both
-    jobs differ from standalone, not both by float rounding only: ``{factor, level, other, ratio, pairs, sign_flips,
+    jobs differ from standalone beyond float rounding (neither :func:`rounding_only` nor with
+    losses within its rounding floor, ``sweep.analysis.rounding.losses_within_floor``): ``{factor, level, other, ratio, pairs, sign_flips,
     evidence}``. ``ratio`` is the geometric mean of ``max_abs_diff`` at ``level`` over
     that at ``other`` (reported when >= 2); ``sign_flips`` counts pairs whose
     ``mean_signed_diff`` have opposite signs (reported when most pairs do)."""
     pairs = [(f, a, b) for f, a, b in one_factor_pairs(rows)
              if (a.get("max_abs_diff") or 0) > 0 and (b.get("max_abs_diff") or 0) > 0
-             and not (rounding_only(a) or rounding_only(b))]  # rounding has a size and a sign, but no cause
+             and not (rounding_only(a) or rounding_only(b))  # rounding has a size and a sign, but no cause
+             and not (losses_within_floor(a) or losses_within_floor(b))]  # nor do losses within their floor
     out = []
     for factor in factors(rows):
         for level in _levels(rows, factor):

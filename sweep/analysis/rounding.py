@@ -179,6 +179,18 @@ def tensor_floor(row: Row) -> float:
     return max(ROUNDING_REL, float(floor["rel"])) if isinstance(floor, dict) else ROUNDING_REL
 
 
+def losses_within_floor(row: Row) -> bool:
+    """Whether ``row``'s losses differ from standalone by no more than its rounding floor at
+    any step (``max_rel_diff <= rounding_floor.rel``), passing or not, whatever its traced
+    tensors say: then the size and the sign of its loss difference are rounding's, and no
+    contrast of sizes or signs may rest on them (issue 41), even where a tensor shows a real
+    fault that the losses do not carry (a gradient scale that Adam normalises away).
+    ``False`` without a floor or a comparison."""
+    floor = row.get("rounding_floor")
+    rel = row.get("max_rel_diff")
+    return isinstance(floor, dict) and rel is not None and float(rel) <= float(floor["rel"])
+
+
 def within_floor(row: Row) -> bool:
     """Whether a passing row differs by rounding only: its losses stay within its rounding
     floor at every step (``max_rel_diff <= rounding_floor.rel``) and its first traced tensor

@@ -542,3 +542,23 @@ def test_a_tie_whose_separating_job_carries_the_drift_below_tolerance_exposes_it
         assert ("optimizer=sgd exposes it, it does not cause it: job 2 (optimizer=adam) passes but differs from "
                 "standalone too, below tolerance (max |diff| 3e-05, from step 1)") in att["verdict"]
         assert f"Fix proven by this sweep: {mesh_key}=dp4" in att["verdict"]
+
+
+def test_no_scale_or_sign_contrast_rests_on_losses_within_their_rounding_floor():
+    """A faulty job that Adam keeps within its rounding floor (its gradient scaled, its
+    losses at rounding's size and sign) against one that fails under sgd: no 'scales the
+    drift' nor 'flips its sign' (a tester's PerLayerScale sweep said both, 996x), though
+    its traced tensor keeps it from being rounding only (issue 41)."""
+    rows = []
+    for job, opt in enumerate(("adam", "sgd")):
+        hidden = opt == "adam"
+        size = 2.1e-7 if hidden else 2e-4
+        row = _row(job, "ok" if hidden else "fail", {"optimizer": opt}, first_diff=0, first_fail=None if hidden else 1,
+                   max_abs=size, msd=-4e-9 if hidden else 1e-4)
+        row.update(max_rel_diff=size, rounding_floor={"rel": 1.07e-6}, first_tensor_rel=0.5 if hidden else 0.5)
+        rows.append(row)
+    verdict = attribute(rows)["verdict"]
+    assert "scales the drift" not in verdict and "flips its sign" not in verdict
+    from sweep.analysis.rounding import losses_within_floor
+
+    assert losses_within_floor(rows[0]) and not losses_within_floor(rows[1])
