@@ -533,8 +533,13 @@ def replica_sentence(rows: Sequence[Row]) -> Optional[str]:
     first = next(r for r in rows if r["job"] == jobs[0])
     note = next(n for n in (first.get("notes") or "").split("; ") if n.startswith(REPLICAS_NOTE))
     listed = ", ".join(map(str, jobs))
+    start = [r for r in rows if r["job"] in jobs and "initial weights" in str(r.get("first_tensor") or "")
+             and note.startswith(REPLICAS_NOTE + "0")]
+    cause = ("the copies start apart there (job {}: {}): an initialisation that differs by rank, not the "
+             "reduction".format(start[0]["job"], start[0]["first_tensor"]) if start
+             else "the reduction across replicas is missing or wrong")
     return (f"Replicas disagree in job{'s' if len(jobs) > 1 else ''} {listed} (job {jobs[0]}: {note}): ranks that "
-            "hold the same shards hold different values, the reduction across replicas is missing or wrong")
+            f"hold the same shards hold different values; {cause}")
 
 
 def _has_note(row: Row, note: str) -> bool:

@@ -100,10 +100,17 @@ def replica_check(ranks: List[RankResult]) -> Optional[Dict[str, Any]]:
     return out
 
 
-def replica_reason(replicas: Dict[str, Any]) -> str:
+INIT_REPLICAS = ("the copies already start apart on some of these ranks (initial weights that differ by "
+                 "rank: an initialisation, not the reduction)")
+REDUCTION_REPLICAS = "the reduction across replicas is missing or wrong"
+
+
+def replica_reason(replicas: Dict[str, Any], start_unequal: Sequence[int] = ()) -> str:
     """The failure reason of replicas that disagree (:func:`replica_check`): the first
     step, and each pair of ranks holding the same shards that differ then, with their
-    coordinates on the job's mesh."""
+    coordinates on the job's mesh, and the likely cause: :data:`INIT_REPLICAS` when they
+    disagree from step 0 and a rank among them starts with initial weights unlike the
+    standalone copy's (``start_unequal``: those ranks), else :data:`REDUCTION_REPLICAS`."""
     coords, dims = replicas.get("coords") or {}, replicas.get("mesh_dims") or []
 
     def at(rank: int) -> str:
@@ -111,8 +118,9 @@ def replica_reason(replicas: Dict[str, Any]) -> str:
         return f"rank {rank}" + (f" ({' x '.join(dims) or 'mesh'} {where})" if where is not None else "")
 
     pairs = ", ".join(f"{at(a)} and {at(b)}" for a, b in replicas["pairs"])
+    init = replicas["first_step"] == 0 and set(start_unequal) & set(replicas.get("ranks") or [])
     return (f"replicas disagree from step {replicas['first_step']}: {pairs} hold the same shards of the weights "
-            "but different values (the reduction across replicas is missing or wrong)")
+            f"but different values ({INIT_REPLICAS if init else REDUCTION_REPLICAS})")
 
 
 def start_tensor(unequal: Sequence[Tuple[int, Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
@@ -179,6 +187,6 @@ def verdict(comparisons: Dict[int, Comparison], judged_rank: int, standalone: Se
         others = f" (ranks {', '.join(str(r) for r, _ in unequal)})" if len(unequal) > 1 else ""
         reasons.append(f"the copies do not start equal: rank {rank}: {found['description']}{others}")
     if replicas and replicas.get("first_step") is not None:
-        reasons.append(replica_reason(replicas))
+        reasons.append(replica_reason(replicas, [r for r, _ in unequal]))
     # (when only the ranks disagree, each is within tolerance of standalone: comparison.passed)
     return ("fail", "; ".join(reasons)) if reasons else ("ok", None)

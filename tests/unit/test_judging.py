@@ -45,6 +45,11 @@ def test_ranks_that_disagree_copies_that_start_apart_and_replicas_fail_a_job_wit
         "weights but different values (the reduction across replicas is missing or wrong)",
     ]
     assert verdict(comparisons, 0, REF, close, 1e-4, 1e-4, replicas=dict(replicas, first_step=None)) == ("ok", None)
+    # from step 0, with a rank among them that starts apart: the initialisation, not the reduction
+    from_init = dict(replicas, first_step=0, ranks=[0, 2])
+    _, reason = verdict(comparisons, 0, REF, close, 1e-4, 1e-4, unequal=unequal, replicas=from_init)
+    assert "initial weights that differ by rank: an initialisation, not the reduction" in reason
+    assert "missing or wrong" not in reason
 
 
 def test_copies_that_start_apart_have_their_first_tensor_at_the_start():
@@ -78,3 +83,17 @@ def test_losses_non_finite_alike_in_both_copies_fail_the_job():
     finite = compare_losses(REF, REF, rtol=1e-4, atol=1e-4)
     status, reason = verdict({0: finite, 1: both}, 0, REF, REF, 1e-4, 1e-4)  # another rank's: named by rank
     assert status == "fail" and reason.startswith("non-finite loss from step 1 in both copies (rank 1)")
+
+
+def test_replicas_apart_from_the_initial_weights_are_not_blamed_on_the_reduction():
+    """A tester's per-rank init fault on HSDP (rank 1's shard re-initialised): the replicas
+    disagree from step 0 because the copies start apart there; the sentence says so."""
+    from sweep.analysis.attribution import replica_sentence
+
+    init = {"job": 1, "notes": "replicas disagree from step 0 (ranks 1 and 3)",
+            "first_tensor": "layer0.weight initial weights (before any step), only dim-0 shard 1 of 2 differs, "
+                            "held by rank 1"}
+    text = replica_sentence([{"job": 0, "notes": None}, init])
+    assert "an initialisation that differs by rank, not the reduction" in text and "missing or wrong" not in text
+    later = dict(init, notes="replicas disagree from step 2 (ranks 1 and 3)", first_tensor="layer0.weight grad")
+    assert "the reduction across replicas is missing or wrong" in replica_sentence([later])
