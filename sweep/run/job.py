@@ -302,11 +302,17 @@ def _trace(
     the traced steps' collectives' notes."""
     first_diff = first_diff_over_ranks(record.rank_comparisons or [record.comparison])
     if first_diff is None or not cfg.compare.trace_after:
+        if record.status == "fail" and record.first_module is None:  # a failing job never left blank
+            why = "compare.trace_after=0" if not cfg.compare.trace_after else \
+                "the losses never differ (the job fails on what the reason names)"
+            record.first_module = {"note": f"not traced: {why}"}
         return
     if not framework.traces_tensors or cfg.order == "separate":
-        why = "order=separate trains the copies apart" if cfg.order == "separate" else \
+        why = ("order=separate trains the copies apart, in two processes (order=standalone_first traces the same "
+               "config)") if cfg.order == "separate" else \
             f"tensor tracing is not wired for framework={framework.name} yet"
         record.first_tensor = {"note": f"not traced: {why}"}
+        record.first_module = {"note": f"not traced: {why}"}
         return
     until = min(int(cfg.steps) - 1, first_diff + int(cfg.compare.trace_after))
     onset_until = min(int(cfg.steps) - 1, first_diff + int(cfg.compare.onset_steps))
