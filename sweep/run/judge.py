@@ -136,8 +136,22 @@ def _inside_notes(record: JobRecord, ranks: List[RankResult]) -> tuple:
         optimizer["notes"] = ranked_notes({r.rank: (r.optimizer or {}).get("notes") or [] for r in ranks},
                                           len(ranks))
         notes += optimizer["notes"]
+        if optimizer.get("standalone") is None:  # never silently empty (issue 36)
+            optimizer["standalone"] = {"note": f"not observed: {_standalone_elsewhere(record)}"}
     record.notes.extend(n for n in notes if n not in record.notes)
     return collectives, optimizer
+
+
+def _standalone_elsewhere(record: JobRecord) -> str:
+    """Why a job's ranks did not see the standalone copy's optimizer: where it trained."""
+    baseline = record.baseline or {}
+    if baseline.get("source") == "cache":
+        return f"the standalone losses were reused from job dir {baseline.get('job_dir')} (execution.reuse_baselines)"
+    if baseline:
+        return f"the standalone losses came from {baseline.get('source') or 'elsewhere'}"
+    if (record.config or {}).get("order") == "separate":
+        return "order=separate trains the standalone copy in a process of its own"
+    return "the ranks did not train the standalone copy"
 
 
 def effect_notes(cfg: DictConfig, record: JobRecord) -> List[str]:

@@ -97,3 +97,19 @@ def test_replicas_apart_from_the_initial_weights_are_not_blamed_on_the_reduction
     assert "an initialisation that differs by rank, not the reduction" in text and "missing or wrong" not in text
     later = dict(init, notes="replicas disagree from step 2 (ranks 1 and 3)", first_tensor="layer0.weight grad")
     assert "the reduction across replicas is missing or wrong" in replica_sentence([later])
+
+
+def test_the_standalone_optimizer_not_seen_by_the_ranks_says_why():
+    """A job whose ranks did not train the standalone copy (a cached baseline,
+    order=separate) records why its standalone optimizer is missing, never a blank."""
+    from sweep.records import JobRecord, RankResult
+    from sweep.run.judge import _inside_notes
+
+    group = [{"group": 0, "lr": 1e-4}]
+    rank = RankResult(rank=0, world_size=1, framework="torch", distributed=[1.0], optimizer={"distributed": group, "notes": []})
+    cached = JobRecord(config={"order": "standalone_first"}, baseline={"source": "cache", "job_dir": "/s/0"})
+    _, optimizer = _inside_notes(cached, [rank])
+    assert optimizer["standalone"] == {"note": "not observed: the standalone losses were reused from job dir /s/0 "
+                                               "(execution.reuse_baselines)"}
+    _, optimizer = _inside_notes(JobRecord(config={"order": "separate"}), [rank])
+    assert "order=separate" in optimizer["standalone"]["note"]
