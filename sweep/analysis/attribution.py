@@ -390,13 +390,27 @@ def _exposer_sentence(rows: Sequence[Row], tie: Dict[str, Any]) -> str:
             f"so {tie['factor']}={label(_other(rows, tie))} hides the drift, it does not remove it")
 
 
+def departures(row: Row) -> set:
+    """The job's departures from its engine's contract: the notes of its collective ledger
+    and of its optimizer as it ran (``JobRecord.collectives["notes"]``,
+    ``JobRecord.optimizer["notes"]``: ``no all_reduce over dp_replicate in step 0``, ...)."""
+    result = row.get("result")
+    found = set()
+    for part in (getattr(result, "collectives", None), getattr(result, "optimizer", None)):
+        if isinstance(part, dict):
+            found.update(str(n) for n in part.get("notes") or [])
+    return found
+
+
 def fixes(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     """The overrides this sweep proves to be a fix: ``factor=level`` such that every failing
     job, with that one factor set to ``level`` and nothing else changed, ran in this sweep
     and passes, equal to standalone or within float rounding (:func:`rounding_only`). A
     level under which the jobs still differ beyond rounding, below tolerance, hides the
-    drift (Adam's normalisation of a scaled gradient): it is no fix, and is not listed.
-    None is listed when the failing jobs draw random numbers on sharded data.
+    drift (Adam's normalisation of a scaled gradient): it is no fix, and is not listed; nor
+    is one whose passing job carries a departure from the engine's contract that its
+    failing job has too (:func:`departures`: a collective missing in both, which the level
+    only hides). None is listed when the failing jobs draw random numbers on sharded data.
 
     Returns ``[{"factor", "level", "override" (``"k=v"``), "jobs" ([[failing, passing], ...])}]``,
     sorted by override, so the typed order of the factors never changes it; empty when
@@ -413,7 +427,8 @@ def fixes(rows: Sequence[Row]) -> List[Dict[str, Any]]:
                 key = tuple(sorted((k, str(v)) for k, v in dict(x["overrides"], **{factor: level}).items()))
                 y = by_overrides.get(key)
                 if y is None or y is x or y["status"] != "ok" or (
-                        y.get("first_diff_step") is not None and not rounding_only(y)):
+                        y.get("first_diff_step") is not None and not rounding_only(y)) or (
+                        departures(x) & departures(y)):  # the same departure, hidden: no fix
                     break
                 jobs.append([x["job"], y["job"]])
             else:

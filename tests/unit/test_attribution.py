@@ -237,3 +237,14 @@ def test_the_verdict_states_the_fix_the_sweep_proves_and_never_a_level_that_only
     att = attribute(hidden)
     assert att["fixes"] == [] and "Fix proven" not in att["verdict"]
     assert attribute([_row(0, "ok", msd=0.0), _row(1, "ok", msd=0.0)])["fixes"] == []
+    # the passing partner misses the same collective (its ledger says so): hidden, not fixed (a
+    # tester's HSDP engine that never reduces over the replicate dim, passing on replicated data)
+    from types import SimpleNamespace
+
+    missing = {"notes": ["no all_reduce over dp_replicate in step 0"]}
+    carried = [dict(r, result=SimpleNamespace(collectives=missing, optimizer=None))
+               for r in (_row(0, "ok", msd=0.0, split="replicated"), _row(1, "fail", 1, -0.5, split="sharded"))]
+    att = attribute(carried)
+    assert att["fixes"] == [] and "Fix proven" not in att["verdict"]
+    clean = [dict(carried[0], result=SimpleNamespace(collectives={"notes": []}, optimizer=None)), carried[1]]
+    assert [f["override"] for f in attribute(clean)["fixes"]] == ["split=replicated"]
