@@ -32,7 +32,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from sweep.analysis.compare import COPY_NOTE_KINDS, ONSET_RULE, RANDOM_DRAWS_NOTE
-from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, drift_class, parting_step, rounding_only
+from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, class_gloss, drift_class, parting_step, rounding_only
 from sweep.analysis.rounding import losses_within_floor, within_floor
 from sweep.analysis.trace import ROUNDING_REL, UPDATE_ONSET_RULE
 
@@ -261,7 +261,7 @@ def _onset_sentence(jobs: Sequence[Row]) -> str:
         text += f"; the weights differ beyond float rounding after update {parting - 1} already"
     if first.get("first_fail_step") is not None and first["first_fail_step"] != step:
         text += f"; first outside tolerance at step {first['first_fail_step']}"
-    text += f"), {cls}{period} ({DRIFT_CLASSES[cls]})"
+    text += f"), {cls}{period} ({class_gloss(first, cls)})"
     pointer = precision_pointer(first) if cls == "step0" else None
     if pointer:
         text += f"; {pointer}"

@@ -297,6 +297,7 @@ def job_evidence(record: JobRecord, floor: Optional[Dict[str, Any]] = None) -> D
     grown = bool(real.pop("rounding_grown", False))
     out["first_module"] = (record.first_module or {}).get("description")
     out["first_tensor"] = first_tensor_text(tensor, record.world_size, grown)
+    out["first_tensor_kind"] = tensor.get("kind")
     beyond = tensor.get("beyond_rounding")  # the size of the first real difference
     out["first_tensor_rel"] = beyond["rel_diff"] if beyond else tensor.get("rel_diff")
     out.update(real)
@@ -333,6 +334,21 @@ DRIFT_CLASSES = {
     "rounding": "float rounding only, every traced tensor and update, or losses within the job's rounding floor: "
                 "summation order (e.g. of sharded data) or a lower precision's rounding, no fault",
 }
+BUFFER_GLOSS = ("not the update: a buffer that the forward updates differs first, after the forward of step {step} "
+                "(a running statistic, a step counter), and the next step's loss computes with it")
+
+
+def class_gloss(row: Row, cls: str) -> str:
+    """What the class ``cls`` says of ``row``'s cause: :data:`DRIFT_CLASSES`' gloss, except
+    where the job's first differing tensor is a buffer the forward updated (kind ``buffer``)
+    and the class is one of the update's: then the buffer, not 'the first update differs'
+    (its step's update is equal)."""
+    if cls in ("first_update", "periodic", "from_step") and row.get("first_tensor_kind") == "buffer":
+        step = row.get("first_diff_step")
+        return BUFFER_GLOSS.format(step=(step - 1) if isinstance(step, int) and step > 0 else step)
+    return DRIFT_CLASSES[cls]
+
+
 DRIFT_RULE = (
     "drift class of a job whose sequences differ, by the first step k where they differ at all (not the first "
     "failing step; when the traced tensors differ by float rounding first, the first step the difference beyond "

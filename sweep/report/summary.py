@@ -32,7 +32,7 @@ from sweep.analysis.attribution import attribute, factors, label
 from sweep.analysis.compare import drift_metrics, tolerance_ratio
 from sweep.analysis.dtypes import dtype_evidence
 from sweep.report.terminal import fit
-from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, drift_class, job_evidence, parting_step
+from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, class_gloss, drift_class, job_evidence, parting_step
 from sweep.analysis.rounding import rounding_floor
 from sweep.analysis.trace import ROUNDING_REL
 from sweep.errors import RecordError
@@ -607,7 +607,7 @@ def job_headline(job_dir: Path | str) -> List[str]:
     lines = []
     cls = drift_class(row)
     if cls is not None:
-        lines.append(f"the copies part at step {parting_step(row)}: {cls} ({DRIFT_CLASSES[cls]})")
+        lines.append(f"the copies part at step {parting_step(row)}: {cls} ({class_gloss(row, cls)})")
     if row.get("first_module") and cls not in (None, "rounding"):
         lines.append(f"first differing module: {row['first_module']}")
     if row.get("first_tensor") and cls not in (None, "rounding"):

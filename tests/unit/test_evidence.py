@@ -167,8 +167,8 @@ def test_a_records_evidence_is_the_earliest_rank_its_real_step_and_its_first_ten
                      first_tensor=dict(_tensor(1, "weight", 0.1), rank=1, ranks=[1]),
                      first_module={"step": 2, "description": "layer0 forward output at step 2 (rank 1)"})
     found = job_evidence(record)
-    assert list(found) == ["first_diff_step", "onset", "period", "first_module", "first_tensor", "first_tensor_rel",
-                           "first_real_step", "onset_from"]
+    assert list(found) == ["first_diff_step", "onset", "period", "first_module", "first_tensor", "first_tensor_kind",
+                           "first_tensor_rel", "first_real_step", "onset_from"]
     assert found["first_diff_step"] == 2  # rank 1's, before the judged losses' step 3
     assert found["first_real_step"] == 2 and found["onset_from"] == "losses"
     assert found["first_tensor"] == "w weight at step 1 (rank 1)" and found["first_tensor_rel"] == 0.1
@@ -191,7 +191,7 @@ def test_a_record_without_losses_has_only_its_places():
     record = JobRecord(status="error", first_tensor={"note": "not traced: the tracing rerun gave no result (exit 1)"})
     assert job_evidence(record) == {"first_module": None,
                                     "first_tensor": "not traced: the tracing rerun gave no result (exit 1)",
-                                    "first_tensor_rel": None}
+                                    "first_tensor_kind": None, "first_tensor_rel": None}
 
 
 def test_a_command_job_counts_as_sharded_with_the_loss_threshold():
@@ -263,3 +263,16 @@ def test_repeats_that_differ_as_much_as_the_copies_make_the_onset_noise_whatever
     assert found["onset"] == "noise" and found["onset_from"] == "repeats" and found["period"] is None
     small = job_evidence(_noisy(0.1 * drift))  # a little nondeterminism under a larger deterministic fault
     assert small["onset"] == "abrupt" and small["onset_from"] == "updates"
+
+
+def test_a_buffer_that_differs_first_is_glossed_as_the_buffer_not_the_update():
+    """A tester's running mean updated with another momentum in the distributed copy (used
+    before it is updated): the losses part at step 1, class first_update, but step 0's
+    update is equal; the gloss names the buffer, not 'the first update differs'."""
+    from sweep.analysis.evidence import DRIFT_CLASSES, class_gloss
+
+    row = {"first_diff_step": 1, "first_tensor_kind": "buffer"}
+    assert "a buffer that the forward updates differs first, after the forward of step 0" in \
+        class_gloss(row, "first_update")
+    assert class_gloss(dict(row, first_tensor_kind="grad"), "first_update") == DRIFT_CLASSES["first_update"]
+    assert class_gloss(row, "step0") == DRIFT_CLASSES["step0"]
