@@ -33,6 +33,7 @@ from sweep.analysis.compare import drift_metrics, tolerance_ratio
 from sweep.analysis.dtypes import dtype_evidence
 from sweep.report.terminal import fit
 from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, class_gloss, drift_class, job_evidence, parting_step
+from sweep.analysis.judging import replica_reason
 from sweep.analysis.rounding import rounding_floor
 from sweep.analysis.trace import ROUNDING_REL
 from sweep.errors import RecordError
@@ -339,15 +340,19 @@ def _listing(lines: Sequence[str], max_rows: Optional[int], empty: str, numbered
     return text
 
 
-def _factor_tables(att: Dict[str, Any], tablefmt: str, max_rows: Optional[int]) -> Tuple[str, str]:
+def _factor_tables(att: Dict[str, Any], tablefmt: str, max_rows: Optional[int],
+                   terminal: bool = False) -> Tuple[str, str]:
     """The factor-level and one-factor-contrast tables, the factors that flip pass/fail
-    most often first (so the culprit's levels lead even when the table is cut)."""
+    most often first (so the culprit's levels lead even when the table is cut);
+    ``terminal``: a dotted level longer than 30 characters by its last part
+    (``…TorchFSDP2``: an engine path would take the table past 120 columns; the files keep it whole)."""
     if not att["factors"]:
         return "no factor varies", "no factor varies"
     ordered = sorted(att["contrasts"], key=lambda c: -(c["flip_rate_pct"] or 0.0))
     rank = {c["factor"]: i for i, c in enumerate(ordered)}
     levels = sorted(att["levels"], key=lambda s: rank[s["factor"]])
-    level_body = [[label(s[k]) if k == "level" else s[k] for k in LEVEL_COLUMNS] for s in levels]
+    level_body = [[_level_name(label(s[k]), terminal) if k == "level" else s[k] for k in LEVEL_COLUMNS]
+                  for s in levels]
     contrast_body = [[c[k] for k in CONTRAST_COLUMNS] for c in ordered]
     return (
         _table(LEVEL_COLUMNS, level_body, tablefmt, max_rows),
@@ -355,11 +360,18 @@ def _factor_tables(att: Dict[str, Any], tablefmt: str, max_rows: Optional[int]) 
     )
 
 
+def _level_name(text: str, terminal: bool) -> str:
+    if terminal and len(text) > 30 and "." in text and " " not in text:
+        return "…" + text.rsplit(".", 1)[-1]
+    return text
+
+
 def _sections(
     rows: Sequence[Dict[str, Any]], att: Dict[str, Any], tablefmt: str, max_rows: Optional[int], metrics: Sequence[str]
 ) -> List[Tuple[str, str]]:
     """``(title, body)`` of each report section after the verdict."""
-    levels, contrasts = _factor_tables(att, tablefmt, max_rows)
+    levels, contrasts = _factor_tables(att, tablefmt, max_rows,
+                                       terminal=metrics is TERMINAL_METRICS or metrics is BRIEF_METRICS)
     header, body = table_rows(_failing_first(rows), metrics)
     not_judged = [f"job {j['job']} {j['status']}: {j['reason'] or 'no reason recorded'}" for j in att["not_judged"]]
     return [
@@ -613,6 +625,10 @@ def job_headline(job_dir: Path | str) -> List[str]:
     if row.get("first_tensor") and cls not in (None, "rounding"):
         lines.append(f"first differing tensor: {row['first_tensor']}")
     record = row.get("result")
+    replicas = getattr(record, "replicas", None) or {}
+    if replicas.get("first_step") is not None:  # as the sweep's details say it (summary.md's notes column)
+        lines.append(replica_reason(replicas, (record.first_tensor or {}).get("ranks") or []
+                                    if (record.first_tensor or {}).get("kind") == "initial" else []))
     lines += [f"note: {note}" for note in (record.notes if record is not None else [])]
     return lines
 

@@ -287,3 +287,26 @@ def test_terminal_prose_wraps_at_120_columns_and_tables_stay_whole():
     job = "[   fail] #3 " + " ".join(f"key{i}=value{i}" for i in range(12)) + "  max|diff|=0.0019 mean diff=-0.00085"
     assert all(len(line) <= 120 for line in fit_job_line(job).splitlines())
     assert flat(fit_job_line(job)) == flat(job)
+
+
+def test_a_single_runs_lines_say_when_its_replicas_disagree(tmp_path):
+    """A single run (no sweep) whose replicas disagree says so under its status line, as a
+    sweep's details do (a tester's HSDP engine without the replicate reduce printed nothing)."""
+    from sweep.report.summary import job_headline
+    from tests.helpers.records import make_record, write_job
+
+    comparison = {"first_fail_step": None, "n_fail": 0, "n_steps": 2, "max_abs_diff": 0.0, "max_rel_diff": 0.0,
+                  "mean_signed_diff": 0.0}
+    record = make_record("fail", ["mesh=hsdp2x2"], comparison,
+                         replicas={"first_step": 0, "pairs": [[1, 3]], "ranks": [1, 3]})
+    write_job(tmp_path, 0, ["mesh=hsdp2x2"], record)
+    lines = job_headline(tmp_path / "0")
+    assert any(line.startswith("replicas disagree from step 0: rank 1 and rank 3") for line in lines), lines
+
+
+def test_the_terminals_factor_table_names_a_long_dotted_level_by_its_last_part():
+    from sweep.report.summary import _level_name
+
+    engine = "tests.helpers.planted_step_faults.NoReplicateReduceFSDP2"
+    assert _level_name(engine, True) == "…NoReplicateReduceFSDP2" and _level_name(engine, False) == engine
+    assert _level_name("bf16", True) == "bf16"
