@@ -92,3 +92,15 @@ def test_a_passing_job_within_its_floor_differs_by_rounding_only_unless_a_tensor
     bf16 = dict(row, first_tensor_rel=0.02, rounding_floor={"rel": 0.1})
     assert rounding.tensor_floor(bf16) == 0.1 and rounding.within_floor(bf16)
     assert not rounding.within_floor(dict(bf16, first_tensor_rel=0.5))
+
+
+def test_peers_that_share_the_fault_do_not_lift_the_floor_past_its_cap():
+    """A tester's fault on every dp4 job (the output x1.1 on 4 ranks): the only dp4 peer is
+    faulty too, so the measured floor would be 4x the fault's own gap and call it rounding;
+    capped at MEASURED_CAP x the analytic bound, the gap stays beyond it (issue 41)."""
+    gap = 1.94e-5
+    rows = [_row(0, "ok", 1.0, 1.0 + gap, world=4), _row(1, "ok", 1.0, 1.0 + gap, world=4)]
+    floor = rounding.rounding_floor(rows[0], rows)
+    assert floor["measured"] == pytest.approx(rounding.MEASURED_MARGIN * gap, rel=1e-3)
+    assert floor["step0_rel"] == pytest.approx(rounding.MEASURED_CAP * floor["analytic"])
+    assert floor["step0_rel"] < gap
