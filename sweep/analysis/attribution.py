@@ -548,7 +548,7 @@ def replica_sentence(rows: Sequence[Row]) -> Optional[str]:
     first = next(r for r in rows if r["job"] == jobs[0])
     note = next(n for n in (first.get("notes") or "").split("; ") if n.startswith(REPLICAS_NOTE))
     listed = ", ".join(map(str, jobs))
-    start = [r for r in rows if r["job"] in jobs and "initial weights" in str(r.get("first_tensor") or "")
+    start = [r for r in rows if r["job"] in jobs and r.get("first_tensor_kind") == "initial"
              and note.startswith(REPLICAS_NOTE + "0")]
     cause = ("the copies start apart there (job {}: {}): an initialisation that differs by rank, not the "
              "reduction".format(start[0]["job"], start[0]["first_tensor"]) if start

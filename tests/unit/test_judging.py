@@ -90,13 +90,17 @@ def test_replicas_apart_from_the_initial_weights_are_not_blamed_on_the_reduction
     disagree from step 0 because the copies start apart there; the sentence says so."""
     from sweep.analysis.attribution import replica_sentence
 
-    init = {"job": 1, "notes": "replicas disagree from step 0 (ranks 1 and 3)",
+    init = {"job": 1, "notes": "replicas disagree from step 0 (ranks 1 and 3)", "first_tensor_kind": "initial",
             "first_tensor": "layer0.weight initial weights (before any step), only dim-0 shard 1 of 2 differs, "
                             "held by rank 1"}
     text = replica_sentence([{"job": 0, "notes": None}, init])
     assert "an initialisation that differs by rank, not the reduction" in text and "missing or wrong" not in text
     later = dict(init, notes="replicas disagree from step 2 (ranks 1 and 3)", first_tensor="layer0.weight grad")
     assert "the reduction across replicas is missing or wrong" in replica_sentence([later])
+    # a gradient whose text mentions equal initial weights is no initialisation (a missing replicate reduce)
+    grad = dict(init, first_tensor_kind="grad", first_tensor="layer1.bias grad at step 0, rel 1.01; the first "
+                                                              "gradient (initial weights equal)")
+    assert "the reduction across replicas is missing or wrong" in replica_sentence([grad])
 
 
 def test_the_standalone_optimizer_not_seen_by_the_ranks_says_why():
