@@ -127,15 +127,19 @@ def test_a_dropout_cell_draws_the_same_masks_in_both_copies_in_every_order(tmp_p
     baseline cache (``sweep.train.mindspore_rank.build_nets``, ``in_own_stream``)."""
     from tests.conftest import multirun_jobs
 
+    # each order computes its own baseline (a baseline role); zero_grad, a no-op for MindSpore's
+    # functional gradients and no baseline field, gives each order a second job that takes it from the cache
     engines = "data_parallel,hyper_parallel" if _has_hyper_parallel() else "data_parallel"
     jobs, _ = multirun_jobs(tmp_path, "ablation=none", "framework=mindspore", f"engine={engines}", "steps=6",
-                            "order=standalone_first,distributed_first,separate",
+                            "order=standalone_first,distributed_first,separate", "zero_grad=true,false",
                             "model._target_=tests.helpers.dropout_model.dropout_mlp")
     assert jobs and all(r["status"] == "ok" for r in jobs.values()), {n: r["reason"] for n, r in jobs.items()}
     for record in jobs.values():
         assert record["random_draws"] is True  # the forward did draw: the test tests something
         assert record["losses"]["standalone"] == record["losses"]["distributed"]
-    assert any((r["baseline"] or {}).get("source") == "cache" for r in jobs.values())
+    cached = [r for r in jobs.values() if (r["baseline"] or {}).get("source") == "cache"]
+    assert cached and all(jobs[int(Path(r["baseline"]["job_dir"]).name)]["config"]["order"] == r["config"]["order"]
+                          for r in cached)  # a cached baseline comes from a job of the same order
 
 
 def _has_hyper_parallel() -> bool:
