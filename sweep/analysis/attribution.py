@@ -714,6 +714,13 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
                             "baseline.precision=policy compares the engines alone")
             return text + (f". No culprit: every judged job passes; {len(differ)} {verb} from standalone by float "
                            f"rounding only ({how}), which no factor causes.") + tail
+        real = [r for r in differ if not rounding_only(r)]
+        carrier = _separating_level(rows, real) if real and len(real) < len(differ) else None
+        if carrier is not None:  # a drift below tolerance that one level carries, the rest rounding only
+            return text + (f". No job fails, but {len(real)} differ from standalone beyond float rounding, below "
+                           f"tolerance: exactly the jobs with {carrier[0]}={label(carrier[1])}, a drift too small to "
+                           f"fail at this tolerance; the other {len(differ) - len(real)} differ by rounding only. "
+                           f"The earliest {_onset_sentence(real)}.") + tail
         if differ:
             return text + (f". No job fails, but {len(differ)} {verb} from standalone below tolerance; the earliest "
                            f"{_onset_sentence(differ)}.") + tail
@@ -888,6 +895,17 @@ def headline(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> str:
     if found is not None and len(differ) < len(judged):
         return text + (f" No job fails. Only {found[0]}={label(found[1])} changes the losses: {len(differ)} of "
                        f"{len(differ)} jobs, up to {size:.1e}{against}{since}.")
+    real = [r for r in differ if not rounding_only(r)]
+    carrier = _separating_level(rows, real) if real else None
+    if carrier is not None:  # the rest differ by rounding only: the level that moves them beyond it
+        size = _max(r.get("max_abs_diff") for r in real)
+        ratio = _max(r.get("tolerance_ratio") for r in real)
+        steps = [s for s in (parting_step(r) for r in real) if s is not None]
+        return text + (f" No job fails. Only {carrier[0]}={label(carrier[1])} moves the losses beyond float "
+                       f"rounding: {len(real)} jobs, up to {size:.1e}"
+                       + (f", {ratio:.1g}x the tolerance" if ratio is not None else "")
+                       + (f", from step {min(steps)}" if steps else "")
+                       + f"; the other {len(differ) - len(real)} differ by rounding only.")
     return text + f" No job fails. {len(differ)} of {len(judged)} differ below tolerance, up to {size:.1e}{against}{since}."
 
 

@@ -50,7 +50,8 @@ def first_diff_over_ranks(comparisons: Iterable[Optional[Dict[str, Any]]]) -> Op
 
 def real_onset(first_diff: Optional[int], tensor: Dict[str, Any], ref: Sequence[float], got: Sequence[float],
                within_tolerance: bool = False, sharded: bool = False,
-               failing_rel: float = ROUNDING_REL, step0_floor: Optional[float] = None) -> Dict[str, Any]:
+               failing_rel: float = ROUNDING_REL, step0_floor: Optional[float] = None,
+               update_floor: Optional[float] = None) -> Dict[str, Any]:
     """``first_real_step`` (the first loss step a difference beyond float rounding can
     reach) and the onset from the update differences when traced (``onset_from``:
     ``"updates"`` or ``"losses"``; ``sweep.analysis.trace.UPDATE_ONSET_RULE``).
@@ -72,6 +73,12 @@ def real_onset(first_diff: Optional[int], tensor: Dict[str, Any], ref: Sequence[
             difference beyond it is real (the weights are equal there: the forward's or the
             loss's own reduction differs), however small against the fixed rules; ``None``:
             the fixed rules only.
+        update_floor: how large a passing job's update errors may grow by rounding
+            (``rounding_floor(...)["update_rel"]``, measured on the passing peers): update
+            errors of random sign beyond it are a fault's, not rounding grown (a warmup
+            1.3x too large in one copy for two steps, below tolerance: 0.3 against the
+            correct peers' 2e-6); ``None`` (no traced peer): random sign alone reads as
+            rounding grown.
 
     Returns:
         ``{"first_real_step": step or None, "onset_from": "losses" | "updates" | None}``,
@@ -107,7 +114,10 @@ def real_onset(first_diff: Optional[int], tensor: Dict[str, Any], ref: Sequence[
         return out
     updates = tensor.get("updates")
     grown = False  # a passing job's rounding, grown past rounding's size by the steps: no cause
-    if within_tolerance and not (updates and (updates.get("systematic") or one_sign_along(updates))):
+    largest = max((float(r) for r in (updates or {}).get("rel") or [] if r is not None), default=None)
+    beyond_peers = update_floor is not None and largest is not None and largest > update_floor
+    if within_tolerance and not beyond_peers and not (
+            updates and (updates.get("systematic") or one_sign_along(updates))):
         grown = "beyond_rounding" in tensor
         if updates:  # random-sign update differences: noise, whatever pattern their sizes draw
             updates = dict(updates, real_step=None, pattern="noise" if updates["pattern"] != "none" else "none",
@@ -293,7 +303,8 @@ def job_evidence(record: JobRecord, floor: Optional[Dict[str, Any]] = None) -> D
         real = real_onset(first, tensor, ref, got, within_tolerance=record.status == "ok",
                           sharded=(config.get("data") or {}).get("split") == "sharded" or command,
                           failing_rel=LOSS_ROUNDING_REL if command else ROUNDING_REL,
-                          step0_floor=None if command or not floor else floor["step0_rel"])
+                          step0_floor=None if command or not floor else floor["step0_rel"],
+                          update_floor=(floor or {}).get("update_rel"))
     grown = bool(real.pop("rounding_grown", False))
     out["first_module"] = (record.first_module or {}).get("description")
     out["first_tensor"] = first_tensor_text(tensor, record.world_size, grown)

@@ -143,13 +143,48 @@ def measured_floor(row: Row, rows: Iterable[Row]) -> Tuple[Optional[float], List
     return MEASURED_MARGIN * min(rel for rel, _ in found), sorted(job for _, job in found)
 
 
+def update_rel(record: Any) -> Optional[float]:
+    """The largest relative update error of a traced job (``max_t rel_t`` of
+    ``JobRecord.first_tensor["updates"]``, ``sweep.analysis.trace.update_series``: the
+    distributed copy's update minus the standalone one's, over ``|u_t|``), or ``None``
+    where its updates were not traced."""
+    updates = (getattr(record, "first_tensor", None) or {}).get("updates") or {}
+    rel = [float(r) for r in updates.get("rel") or [] if r is not None and math.isfinite(float(r))]
+    return max(rel) if rel else None
+
+
+def measured_update_floor(row: Row, rows: Iterable[Row]) -> Tuple[Optional[float], List[int]]:
+    """``(MEASURED_MARGIN x the smallest largest-update-error (:func:`update_rel`) of the
+    passing traced peers of ``row``, [their job numbers])``; ``(None, [])`` without any.
+    How far the same reorderings grow an update error over the same steps: a passing job's
+    update errors of random sign are rounding grown only within it (a correct bf16 job's
+    reach about 0.06 on the default MLP; a warmup 1.3x too large in one copy, 0.3)."""
+    config = getattr(row.get("result"), "config", None) or {}
+    key = peer_key(config)
+    found = []
+    for other in rows:
+        result = other.get("result")
+        if other is row or other.get("status") != "ok" or result is None or peer_key(result.config or {}) != key:
+            continue
+        rel = update_rel(result)
+        if rel is not None:
+            found.append((rel, other["job"]))
+    if not found:
+        return None, []
+    return MEASURED_MARGIN * min(rel for rel, _ in found), sorted(job for _, job in found)
+
+
 def rounding_floor(row: Row, rows: Sequence[Row] = ()) -> Optional[Dict[str, Any]]:
     """The rounding floor of a report row (``sweep.report.summary.collect``) with a record:
-    ``{"rel", "step0_rel", "dtype", "terms", "analytic", "measured", "peers", "from"}``.
+    ``{"rel", "step0_rel", "dtype", "terms", "analytic", "measured", "peers", "from",
+    "update_rel", "update_peers"}``.
     ``rel``: the larger of the analytic floor in the lowest dtype either copy computes in and
     the measured one (module docstring); ``step0_rel``: the same in the standalone copy's
     dtype (a precision below it is a step-0 cause, not rounding); ``from``: one phrase that
-    says which figure set it and how. ``None`` without a record or a config."""
+    says which figure set it and how; ``update_rel``: how large a passing job's update errors
+    of random sign may grow and still be rounding (:func:`measured_update_floor`, never
+    below :func:`tensor_floor`'s figure), ``None`` without traced passing peers, and
+    ``update_peers`` the jobs that measured it. ``None`` without a record or a config."""
     result = row.get("result")
     config = getattr(result, "config", None)
     if not config:
@@ -173,8 +208,11 @@ def rounding_floor(row: Row, rows: Sequence[Row] = ()) -> Optional[Dict[str, Any
         text = (f"{MEASURED_MARGIN:g}x the smallest step-0 difference of the passing jobs {_jobs(peers)} (same split, "
                 "mesh and precision)")
         how = f"measured: {text}" if measured >= analytic else f"{how}; measured {measured:.2g}: {text}"
+    grown, grown_peers = measured_update_floor(row, rows)
+    if grown is not None:
+        grown = max(grown, ROUNDING_REL, rel)
     return {"rel": rel, "step0_rel": step0, "dtype": low, "terms": terms * ranks, "analytic": analytic,
-            "measured": measured, "peers": peers, "from": how}
+            "measured": measured, "peers": peers, "from": how, "update_rel": grown, "update_peers": grown_peers}
 
 
 def _jobs(nums: Sequence[int]) -> str:
@@ -208,12 +246,17 @@ def within_floor(row: Row) -> bool:
     difference beyond rounding, if any (``first_tensor_rel``), within :func:`tensor_floor`.
     Then no contrast rests on it. A fault that leaves the losses within the floor but moves
     a tensor far beyond its dtype's rounding (a gradient scaled by 2 under Adam, which
-    normalises the scale away) is not within it. ``False`` for a failing job, or one
-    without a floor."""
+    normalises the scale away) is not within it, nor is one whose update errors grow beyond
+    its passing peers' (``rounding_floor["update_rel"]``: a warmup too large in one copy,
+    under bf16's wide floor). ``False`` for a failing job, or one without a floor."""
     floor = row.get("rounding_floor")
     rel = row.get("max_rel_diff")
     if not (row.get("status") == "ok" and isinstance(floor, dict) and rel is not None
             and float(rel) <= float(floor["rel"])):
         return False
     tensor = row.get("first_tensor_rel")
-    return tensor is None or float(tensor) <= tensor_floor(row)
+    if tensor is not None and float(tensor) > tensor_floor(row):
+        return False
+    # update errors beyond what the same reorderings grow them to in the passing peers: a fault's
+    grown, largest = floor.get("update_rel"), update_rel(row.get("result"))
+    return grown is None or largest is None or largest <= float(grown)

@@ -141,7 +141,7 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
                     continue
                 before = kind not in ("initial", "initial_buffer") and (step > 0 or kind == "weight")
                 found = {"step": step, "kind": kind, "name": name, "abs_diff": diff, "rel_diff": rel,
-                         "weights_identical_before": before,
+                         "weights_identical_before": before, "min_rel": min_rel,
                          "grads_recorded": bool(ours_grads := standalone[step].get("grad")) and name in ours_grads}
                 theirs_grads = distributed[step].get("grad") or {}
                 if ours_grads and theirs_grads and (name in ours_grads) != (name in theirs_grads):
@@ -295,10 +295,17 @@ def describe(found: Dict[str, Any]) -> str:
         text = f"buffer {found['name']} initial value (before any step), {sizes}"
     elif found["kind"] == "buffer":
         text = f"buffer {found['name']} after the forward of step {found['step']}, {sizes}" + (
-            "; weights identical before" if found["step"] > 0 else "")
+            f"; weights {_agree(found)} before" if found["step"] > 0 else "")
     else:
         text = f"{found['name']} {found['kind']} at step {found['step']}, {sizes}" + _update_text(found)
     return text + _shards_text(found.get("shards"))
+
+
+def _agree(found: Dict[str, Any]) -> str:
+    """How the tensors before ``found`` agree: ``identical``, or ``within rounding (rel <
+    1e-4)`` where ``found`` was searched beyond rounding (its ``min_rel``): those may differ
+    below it."""
+    return f"within rounding (rel < {found['min_rel']:g})" if found.get("min_rel") else "identical"
 
 
 def _update_text(found: Dict[str, Any]) -> str:
@@ -313,12 +320,13 @@ def _update_text(found: Dict[str, Any]) -> str:
             " (this tensor only, the other gradients are not scaled alike: not a reduction's factor)"
             if found.get("scale_alone") else "")
     if found["kind"] == "grad":
-        text += "; weights identical before" if found["step"] > 0 else "; the first gradient (initial weights equal)"
+        text += f"; weights {_agree(found)} before" if found["step"] > 0 else "; the first gradient (initial weights equal)"
     elif found.get("grad_only_in"):
         text += (f"; only the {found['grad_only_in']} copy has a gradient for it: requires_grad (or the "
                  "parameter's use) differs between the copies")
     elif found.get("grads_recorded", True):
-        text += "; gradients of that step identical (as reduced): it arises after the reduction, in clipping, " \
+        # searched beyond rounding (min_rel): the gradients may differ below it, never "identical"
+        text += f"; gradients of that step {_agree(found)} (as reduced): it arises after the reduction, in clipping, " \
                 "scaling or the optimizer step"
     else:
         text += " (past the steps whose gradients are recorded: compare.trace_after)"

@@ -126,3 +126,24 @@ class ReplicaSumFSDP2(TorchFSDP2):
                     if p.grad is not None:
                         (p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad).mul_(shape[0])
         super().optimizer_step(optimizer, grads, scaler=scaler)
+
+
+class EarlyLrScaleFSDP2(TorchFSDP2):
+    """The distributed copy's first two optimizer steps run at 1.3x the lr (a warmup
+    stepped once too early), the rest at the right lr: a one-signed fault that fades. Under
+    Adam it stays below the default tolerance on the default MLP, with update errors of 0.3
+    against the correct jobs' 2e-6 (rounding grown is measured on those, not assumed)."""
+
+    calls = 0
+
+    def optimizer_step(self, optimizer, grads=None, *, scaler=None):
+        self.calls += 1
+        saved = [group["lr"] for group in optimizer.param_groups]
+        if self.calls <= 2:
+            for group in optimizer.param_groups:
+                group["lr"] *= 1.3
+        try:
+            super().optimizer_step(optimizer, grads, scaler=scaler)
+        finally:
+            for group, lr in zip(optimizer.param_groups, saved):
+                group["lr"] = lr

@@ -248,3 +248,20 @@ def test_the_verdict_states_the_fix_the_sweep_proves_and_never_a_level_that_only
     assert att["fixes"] == [] and "Fix proven" not in att["verdict"]
     clean = [dict(carried[0], result=SimpleNamespace(collectives={"notes": []}, optimizer=None)), carried[1]]
     assert [f["override"] for f in attribute(clean)["fixes"]] == ["split=replicated"]
+
+
+def test_no_job_fails_and_one_level_carries_the_only_drift_beyond_rounding():
+    """Nothing fails, every job differs a little; the faulty engine's jobs beyond rounding
+    (first_real_step set), the correct engine's by rounding only: the headline and the details
+    name the level that carries the drift, and neither calls the sweep rounding only."""
+    def row(job, engine, optimizer):
+        faulty = engine == "faulty"
+        return dict(_row(job, "ok", None, 4e-5 if faulty else 2e-7, engine=engine, optimizer=optimizer),
+                    first_diff_step=0, first_real_step=1 if faulty else None, onset="abrupt" if faulty else "noise",
+                    tolerance_ratio=0.4 if faulty else 0.002)
+    rows = [row(j, e, o) for j, (e, o) in enumerate(product(["correct", "faulty"], ["adam", "sgd"]))]
+    out = attribute(rows)
+    assert "Only engine=faulty moves the losses beyond float rounding: 2 jobs" in out["headline"]
+    assert "the other 2 differ by rounding only" in out["headline"]
+    assert "exactly the jobs with engine=faulty, a drift too small to fail at this tolerance" in out["verdict"]
+    assert "rounding only (" not in out["headline"] and "No culprit: every judged job passes" not in out["verdict"]

@@ -562,3 +562,17 @@ def test_no_scale_or_sign_contrast_rests_on_losses_within_their_rounding_floor()
     from sweep.analysis.rounding import losses_within_floor
 
     assert losses_within_floor(rows[0]) and not losses_within_floor(rows[1])
+
+
+def test_searched_beyond_rounding_the_step_before_is_within_rounding_never_identical():
+    """A weight found beyond rounding (min_rel) may follow gradients that differ below it:
+    its description says so ("within rounding (rel < 0.0001)"), never "identical"."""
+    from sweep.analysis.trace import ROUNDING_REL, first_difference
+
+    standalone = [{"grad": {"w": [1.0, 2.0]}, "weight": {"w": [0.5, 0.5]}}]
+    distributed = [{"grad": {"w": [1.0, 2.0 + 1e-7]}, "weight": {"w": [0.5, 0.65]}}]
+    beyond = first_difference(standalone, distributed, min_rel=ROUNDING_REL)
+    assert beyond["kind"] == "weight" and "gradients of that step within rounding (rel < 0.0001)" in \
+        beyond["description"] and "identical" not in beyond["description"]
+    exact = first_difference(standalone, [{"grad": {"w": [1.0, 2.0]}, "weight": {"w": [0.5, 0.65]}}])
+    assert "gradients of that step identical (as reduced)" in exact["description"]
