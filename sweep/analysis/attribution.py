@@ -35,6 +35,7 @@ from sweep.analysis.compare import COPY_NOTE_KINDS, ONSET_RULE, RANDOM_DRAWS_NOT
 from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, class_gloss, drift_class, parting_step, rounding_only
 from sweep.analysis.rounding import losses_within_floor, within_floor
 from sweep.analysis.trace import ROUNDING_REL, UPDATE_ONSET_RULE
+from sweep.config.roles import WORKLOAD
 
 Row = Dict[str, Any]
 NONFINITE = re.compile(r"non-finite loss from step (\d+) in both copies")  # sweep.analysis.judging.verdict's reason
@@ -289,7 +290,8 @@ def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     (mean ``Δ mean_signed_diff`` towards this level, loss units, or ``None``),
     ``evidence`` (one sentence). Ranked by score, then ``to_fail``, then ``|mean_shift|``.
     Ranked by score, then ``to_fail``, then a level that causes the drift before one that
-    only exposes it (``exposes_only``), then by name. An empty list when no one-factor
+    only exposes it (``exposes_only``), then a level of a non-workload factor before a
+    workload's (:func:`workload_factor`), then by name. An empty list when no one-factor
     change turns a pass into a fail.
     """
     pairs = one_factor_pairs(rows)
@@ -345,8 +347,10 @@ def culprits(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     # Ties are ties: the order depends on the evidence (pairs), never on sub-tolerance noise
     # or on the order the factors were typed in; equal ones are reported together (ties()).
     # of culprits weighed alike, one that causes the drift before one that only exposes it
-    return sorted(found, key=lambda c: (-c["score"], -c["to_fail"], bool(c["exposes_only"]), c["factor"],
-                                        label(c["level"])))
+    # and, of those, a level of how the copies train before one of what they train (a workload's:
+    # sharded data that lets a clip-before-reduce fault show exposes it, the engine carries it)
+    return sorted(found, key=lambda c: (-c["score"], -c["to_fail"], bool(c["exposes_only"]),
+                                        workload_factor(c["factor"]), c["factor"], label(c["level"])))
 
 
 def ties(ranked: Sequence[Dict[str, Any]], rows: Sequence[Row]) -> List[Dict[str, Any]]:
@@ -402,7 +406,18 @@ def departures(row: Row) -> set:
     return found
 
 
-def fixes(rows: Sequence[Row]) -> List[Dict[str, Any]]:
+def workload_factor(factor: str) -> bool:
+    """Whether the swept ``factor`` (a field, ``data.split``, or a config group, ``optimizer``)
+    sets what both copies train (role ``workload``, ``sweep.config.roles``): another level of
+    it is another experiment (replicated data, where a clip-before-reduce fault cannot show;
+    another optimizer), which can hide a fault, never fix it."""
+    from sweep.config.schema import fields_with  # the schema imports Hydra: only when judged
+
+    paths = fields_with(WORKLOAD)
+    return factor in paths or any(p.startswith(factor + ".") for p in paths)
+
+
+def fixes(rows: Sequence[Row], workload: bool = False) -> List[Dict[str, Any]]:
     """The overrides this sweep proves to be a fix: ``factor=level`` such that every failing
     job, with that one factor set to ``level`` and nothing else changed, ran in this sweep
     and passes, equal to standalone or within float rounding (:func:`rounding_only`). A
@@ -410,7 +425,9 @@ def fixes(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     drift (Adam's normalisation of a scaled gradient): it is no fix, and is not listed; nor
     is one whose passing job carries a departure from the engine's contract that its
     failing job has too (:func:`departures`: a collective missing in both, which the level
-    only hides). None is listed when the failing jobs draw random numbers on sharded data.
+    only hides). None is listed when the failing jobs draw random numbers on sharded data,
+    nor a level of a :func:`workload_factor` (it changes what both copies train: it hides
+    the fault); ``workload=True`` lists those alone (the levels that hide it so).
 
     Returns ``[{"factor", "level", "override" (``"k=v"``), "jobs" ([[failing, passing], ...])}]``,
     sorted by override, so the typed order of the factors never changes it; empty when
@@ -421,6 +438,8 @@ def fixes(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     by_overrides = {tuple(sorted((k, str(v)) for k, v in r["overrides"].items())): r for r in _judged(rows)}
     found = []
     for factor in factors(rows):
+        if workload_factor(factor) != workload:
+            continue
         for level in _levels(rows, factor):
             jobs = []
             for x in failing:
@@ -437,11 +456,18 @@ def fixes(rows: Sequence[Row]) -> List[Dict[str, Any]]:
 
 
 def fix_sentence(rows: Sequence[Row]) -> Optional[str]:
-    """One sentence naming :func:`fixes`, with the pairs that prove the first: ``None`` when
-    the sweep proves none."""
+    """One sentence naming :func:`fixes`, with the pairs that prove the first; where only a
+    workload level passes every failing job, a sentence that it hides the drift and is no
+    fix; ``None`` when the sweep proves neither."""
     found = fixes(rows)
     if not found:
-        return None
+        hiding = fixes(rows, workload=True)
+        if not hiding:
+            return None
+        names = " or ".join(f["override"] for f in hiding[:3])
+        factors_ = ", ".join(dict.fromkeys(f["factor"] for f in hiding[:3]))
+        return (f"No fix proven: {names} passes in every failing job's place, but {factors_} sets what both copies "
+                "train (the workload), so it hides the drift, it does not fix it")
     pairs = found[0]["jobs"]
     shown = ", ".join(f"{a} -> {b}" for a, b in pairs[:4]) + (f" (+{len(pairs) - 4})" if len(pairs) > 4 else "")
     names = " or ".join(f["override"] for f in found[:3])

@@ -56,6 +56,10 @@ PEER_KEYS = (("data", "split"), ("world_size",), ("mesh", "mesh_shape"), ("mp_po
              ("mp_policy", "reduce_dtype"), ("mp_policy", "output_dtype"), ("baseline", "precision"),
              ("framework", "name"), ("model", "name"), ("model", "init_dtype"), ("train", "batch_size"))
 
+# update errors grow by rounding as the optimizer takes them: Adam normalises a rounding-size
+# gradient error to a full-size step, SGD scales it by the lr (a bf16 MLP: 0.075 against 0.011)
+UPDATE_PEER_KEYS = PEER_KEYS + (("optimizer", "name"),)
+
 
 def dtype_name(value: Any) -> str:
     """A dtype as config or a framework spells it (``bf16``, ``torch.bfloat16``,
@@ -117,9 +121,10 @@ def step0_rel(record: Any) -> Optional[float]:
     return abs(got[0] - ref[0]) / abs(ref[0])
 
 
-def peer_key(config: Dict[str, Any]) -> Tuple[str, ...]:
-    """What a job shares with the jobs whose rounding measures its own (:data:`PEER_KEYS`)."""
-    return tuple(str(_get(config, path)) for path in PEER_KEYS)
+def peer_key(config: Dict[str, Any], keys: Sequence[Sequence[str]] = PEER_KEYS) -> Tuple[str, ...]:
+    """What a job shares with the jobs whose rounding measures its own (:data:`PEER_KEYS`;
+    :data:`UPDATE_PEER_KEYS` for its update errors)."""
+    return tuple(str(_get(config, path)) for path in keys)
 
 
 def measured_floor(row: Row, rows: Iterable[Row]) -> Tuple[Optional[float], List[int]]:
@@ -155,16 +160,18 @@ def update_rel(record: Any) -> Optional[float]:
 
 def measured_update_floor(row: Row, rows: Iterable[Row]) -> Tuple[Optional[float], List[int]]:
     """``(MEASURED_MARGIN x the smallest largest-update-error (:func:`update_rel`) of the
-    passing traced peers of ``row``, [their job numbers])``; ``(None, [])`` without any.
+    passing traced peers of ``row`` (:data:`UPDATE_PEER_KEYS`: the optimizer too), [their job
+    numbers])``; ``(None, [])`` without any.
     How far the same reorderings grow an update error over the same steps: a passing job's
     update errors of random sign are rounding grown only within it (a correct bf16 job's
     reach about 0.06 on the default MLP; a warmup 1.3x too large in one copy, 0.3)."""
     config = getattr(row.get("result"), "config", None) or {}
-    key = peer_key(config)
+    key = peer_key(config, UPDATE_PEER_KEYS)
     found = []
     for other in rows:
         result = other.get("result")
-        if other is row or other.get("status") != "ok" or result is None or peer_key(result.config or {}) != key:
+        if other is row or other.get("status") != "ok" or result is None or \
+                peer_key(result.config or {}, UPDATE_PEER_KEYS) != key:
             continue
         rel = update_rel(result)
         if rel is not None:

@@ -33,6 +33,7 @@ ROLE_WORDS = {
     schema.VERDICT: "verdict",
     schema.LAUNCH: "launch",
     schema.POLICY_BASELINE: "policy_baseline",
+    schema.WORKLOAD: "workload",
 }
 
 

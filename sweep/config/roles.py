@@ -5,7 +5,10 @@
 distributed sequence does), ``verdict`` (the judgement of the two), ``launch`` (jobs
 that differ in it cannot share one distributed launch), ``policy_baseline`` (the
 standalone sequence depends on it when ``baseline.precision=policy``: the policy and
-the wrapping the standalone copy then runs; ``sweep.config.schema.baseline_fields``). A
+the wrapping the standalone copy then runs; ``sweep.config.schema.baseline_fields``),
+``workload`` (what both copies train: the model, the data, the loss, the optimizer and its
+schedule, the steps and the seed; another level of it is another experiment, which can hide
+a fault but never fix it: ``sweep.analysis.attribution.fixes``). A
 field with none of them changes no number (time limits, reuse switches). The field
 lists derived from the roles are ``sweep.config.schema``'s (``fields_with``).
 """
@@ -17,7 +20,8 @@ from typing import Any, Dict, Optional
 
 BASELINE, DISTRIBUTED, VERDICT, LAUNCH = "baseline", "distributed", "verdict", "launch"
 POLICY_BASELINE = "policy_baseline"  # baseline too, when baseline.precision=policy
-ROLES = (BASELINE, DISTRIBUTED, VERDICT, LAUNCH, POLICY_BASELINE)
+WORKLOAD = "workload"  # what both copies train: a level of it hides a fault, never fixes it
+ROLES = (BASELINE, DISTRIBUTED, VERDICT, LAUNCH, POLICY_BASELINE, WORKLOAD)
 NUMERIC = (BASELINE, DISTRIBUTED, VERDICT)  # what a result depends on: must match on resume
 ALL_NUMERIC = (BASELINE, DISTRIBUTED)  # both loss sequences depend on it
 

@@ -52,6 +52,7 @@ from sweep.config.roles import (  # noqa: F401
     POLICY_BASELINE,
     ROLES,
     VERDICT,
+    WORKLOAD,
     affects,
 )
 from sweep.config.sections._checks import _value
@@ -152,10 +153,10 @@ class SweepConfig:
     deterministic: bool = affects(*ALL_NUMERIC, default=True,
                                   doc="Deterministic algorithms in the ranks (torch "
                                       "``use_deterministic_algorithms``, MindSpore ``set_deterministic``).")
-    seed: int = affects(*ALL_NUMERIC, default=42,
+    seed: int = affects(*ALL_NUMERIC, WORKLOAD, default=42,
                         doc="The ranks' seed (``torch.manual_seed`` / ``mindspore.set_seed``, and numpy's): "
                             "the model's initialisation and each copy's random stream (in [0, 2**32)).")
-    steps: int = affects(*ALL_NUMERIC, default=1000, doc="Optimizer steps each copy trains (> 0).")
+    steps: int = affects(*ALL_NUMERIC, WORKLOAD, default=1000, doc="Optimizer steps each copy trains (> 0).")
     device: Device = affects(*ALL_NUMERIC, LAUNCH, default=Device.cpu,
                              doc="Where the ranks compute; rank ``r`` uses local device ``r``.")
     world_size: Optional[int] = affects(DISTRIBUTED, default=None,

@@ -71,6 +71,11 @@ def test_clip_before_reduce_replicated_job_gets_no_cause_and_the_engine_is_named
     text = flat(summary["headline"] + " " + summary["verdict"])
     assert "ClipBeforeReduceDDP" in flat(summary["headline"])
     assert "present at both levels" not in text and "scales the drift" not in text, text
+    # the engine carries it, the sharded data (a workload level) lets it show: named first; the
+    # replicated data hides it and is no fix, the correct engine is
+    assert flat(summary["headline"]).index("ClipBeforeReduceDDP") < flat(summary["headline"]).index("data.split")
+    assert "Fix proven by this sweep: engine.impl.torch=sweep.engines.data_parallel.TorchDDP;" in text
+    assert "Fix proven by this sweep: data.split" not in text
 
 
 EARLY = "tests.helpers.planted_step_faults.EarlyLrScaleFSDP2"

@@ -265,3 +265,26 @@ def test_no_job_fails_and_one_level_carries_the_only_drift_beyond_rounding():
     assert "the other 2 differ by rounding only" in out["headline"]
     assert "exactly the jobs with engine=faulty, a drift too small to fail at this tolerance" in out["verdict"]
     assert "rounding only (" not in out["headline"] and "No culprit: every judged job passes" not in out["verdict"]
+
+
+def test_a_workload_level_that_passes_hides_the_drift_and_is_no_fix():
+    """Replicated data passes where a clip-before-reduce engine fails on sharded data: the
+    level changes what both copies train (data.split is a workload field, roles.WORKLOAD), so
+    it hides the drift; the engine that passes is the fix."""
+    from sweep.analysis.attribution import fix_sentence, fixes, workload_factor
+
+    assert workload_factor("data.split") and workload_factor("optimizer") and workload_factor("steps")
+    assert not workload_factor("engine.impl.torch") and not workload_factor("weights.transfer")
+    assert not workload_factor("mp_policy") and not workload_factor("split")
+    rows = [_row(0, "ok", msd=0.0, **{"data.split": "replicated"}),
+            _row(1, "fail", 1, -0.5, **{"data.split": "sharded"})]
+    assert fixes(rows) == [] and [f["override"] for f in fixes(rows, workload=True)] == ["data.split=replicated"]
+    text = attribute(rows)["verdict"]
+    assert "Fix proven" not in text
+    assert "No fix proven: data.split=replicated passes in every failing job's place, but data.split sets what " \
+           "both copies train (the workload), so it hides the drift, it does not fix it" in fix_sentence(rows)
+    engines = [_row(j, s, f, m, **{"data.split": d, "engine": e}) for j, (s, f, m, d, e) in enumerate([
+        ("ok", None, 0.0, "replicated", "ddp"), ("ok", None, 0.0, "sharded", "ddp"),
+        ("ok", None, 0.0, "replicated", "clip_first"), ("fail", 1, -0.5, "sharded", "clip_first")])]
+    assert [f["override"] for f in fixes(engines)] == ["engine=ddp"]
+    assert "Fix proven by this sweep: engine=ddp;" in attribute(engines)["verdict"]

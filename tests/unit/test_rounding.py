@@ -140,6 +140,11 @@ def test_update_errors_are_measured_on_the_passing_peers_and_a_fault_beyond_them
             _traced_row(3, "ok", [0.3, 0.3], param="bf16")]
     assert rounding.rounding_floor(bf16[2], bf16)["update_rel"] < 0.3
     assert rounding.rounding_floor(bf16[0], bf16)["update_rel"] >= 0.06
+    # the optimizer takes the errors: an sgd peer (0.011) measures no adam job (0.075, bf16 sharded)
+    adam, sgd = _traced_row(1, "ok", [0.075], param="bf16"), _traced_row(2, "ok", [0.011], param="bf16")
+    adam["result"].config["optimizer"], sgd["result"].config["optimizer"] = {"name": "adam"}, {"name": "sgd"}
+    assert rounding.measured_update_floor(adam, [adam, sgd]) == (None, [])
+    assert rounding.measured_floor(adam, [adam, sgd])[1] == [2]  # its losses' step 0: the same reorderings
 
 
 def test_a_passing_jobs_random_sign_update_errors_beyond_the_peers_are_real():

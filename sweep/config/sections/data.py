@@ -7,7 +7,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from sweep.config.roles import ALL_NUMERIC, affects
+from sweep.config.roles import ALL_NUMERIC, WORKLOAD, affects
 from sweep.errors import ConfigError
 
 
@@ -32,17 +32,17 @@ class DataConfig:
     ``batch_size`` is the old name of ``train.batch_size`` (deprecated; :func:`normalize`).
     """
 
-    _target_: str = affects(*ALL_NUMERIC, default="sweep.models.data.regression",
+    _target_: str = affects(*ALL_NUMERIC, WORKLOAD, default="sweep.models.data.regression",
                             doc="Dotted path of the data factory: ``sweep.models.data.regression`` (the "
                                 "report's), ``sweep.models.data.tokens``, or yours; it returns ``steps`` "
                                 "pairs ``(inputs, targets)`` of numpy arrays.")
-    seed_offset: int = affects(*ALL_NUMERIC, default=44,
+    seed_offset: int = affects(*ALL_NUMERIC, WORKLOAD, default=44,
                                doc="Sample ``i`` is drawn from ``RandomState(seed_offset + i)`` "
                                    "(in [0, 2**32)).")
-    split: DataSplit = affects(*ALL_NUMERIC, default=DataSplit.replicated,
+    split: DataSplit = affects(*ALL_NUMERIC, WORKLOAD, default=DataSplit.replicated,
                                doc="``replicated``: the same sample on every rank (the report); ``sharded``: "
                                    "each rank its shard of a global batch, which the standalone copy trains on.")
-    args: Dict[str, Any] = affects(*ALL_NUMERIC, default_factory=dict,
+    args: Dict[str, Any] = affects(*ALL_NUMERIC, WORKLOAD, default_factory=dict,
                                    doc="More keyword arguments of the data factory.")
     batch_size: Optional[int] = affects(default=None,
                                         doc="Deprecated: the old name of ``train.batch_size`` "

@@ -7,7 +7,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Dict, List
 
-from sweep.config.roles import ALL_NUMERIC, affects
+from sweep.config.roles import ALL_NUMERIC, WORKLOAD, affects
 from sweep.config.sections._checks import _positive
 from sweep.config.sections.mp_policy import DType
 from sweep.errors import ConfigError
@@ -40,20 +40,20 @@ class ModelConfig:
     copy; of both with ``baseline.precision=policy``).
     """
 
-    name: str = affects(*ALL_NUMERIC, default="mlp", doc="Labels the model (the preset's name, or yours).")
-    _target_: str = affects(*ALL_NUMERIC, default="sweep.models.mlp",
+    name: str = affects(*ALL_NUMERIC, WORKLOAD, default="mlp", doc="Labels the model (the preset's name, or yours).")
+    _target_: str = affects(*ALL_NUMERIC, WORKLOAD, default="sweep.models.mlp",
                             doc="Dotted path of the model factory, called through ``hydra.utils.instantiate`` "
                                 "once per copy with ``framework=`` and the keyword arguments its signature names.")
-    in_size: int = affects(*ALL_NUMERIC, default=32, doc="Input features (>= 1).")
-    hidden_size: int = affects(*ALL_NUMERIC, default=64, doc="Hidden width (>= 1).")
-    out_size: int = affects(*ALL_NUMERIC, default=24, doc="Output features (>= 1).")
-    init_std: float = affects(*ALL_NUMERIC, default=0.01,
+    in_size: int = affects(*ALL_NUMERIC, WORKLOAD, default=32, doc="Input features (>= 1).")
+    hidden_size: int = affects(*ALL_NUMERIC, WORKLOAD, default=64, doc="Hidden width (>= 1).")
+    out_size: int = affects(*ALL_NUMERIC, WORKLOAD, default=24, doc="Output features (>= 1).")
+    init_std: float = affects(*ALL_NUMERIC, WORKLOAD, default=0.01,
                               doc="Weights ~ N(0, init_std^2), biases zero; 0.01 is MindSpore's "
                                   "``weight_init=\"normal\"``.")
-    init_dtype: DType = affects(*ALL_NUMERIC, default=DType.float32,
+    init_dtype: DType = affects(*ALL_NUMERIC, WORKLOAD, default=DType.float32,
                                 doc="The dtype the parameters are created in, in both copies: the master "
                                     "weights' and the optimizer state's (not ``mp_policy.param_dtype``).")
-    args: Dict[str, Any] = affects(*ALL_NUMERIC, default_factory=dict,
+    args: Dict[str, Any] = affects(*ALL_NUMERIC, WORKLOAD, default_factory=dict,
                                    doc="More keyword arguments of the factory (e.g. the transformer's "
                                        "``num_layers``).")
     init: ModelInit = affects(*ALL_NUMERIC, default=ModelInit.eager,
@@ -61,10 +61,10 @@ class ModelConfig:
                                   "sharded, materialised (``to_empty``) and initialised "
                                   "(``reset_parameters`` under ``seed``); the standalone copy gets its initial "
                                   "weights per ``weights.transfer`` (torch, FSDP2 engines).")
-    frozen: List[str] = affects(*ALL_NUMERIC, default_factory=list,
+    frozen: List[str] = affects(*ALL_NUMERIC, WORKLOAD, default_factory=list,
                                 doc="Parameter name patterns (``fnmatch``, e.g. ``layer0.*``) trained with "
                                     "``requires_grad=False`` in both copies.")
-    tie: List[List[str]] = affects(*ALL_NUMERIC, default_factory=list,
+    tie: List[List[str]] = affects(*ALL_NUMERIC, WORKLOAD, default_factory=list,
                                    doc="Pairs ``[a, b]`` of parameter names: ``b`` becomes ``a`` (one Parameter) "
                                        "in both copies, before sharding; shapes must match.")
 

@@ -10,7 +10,7 @@ from typing import Any, List
 
 from omegaconf import MISSING
 
-from sweep.config.roles import ALL_NUMERIC, affects
+from sweep.config.roles import ALL_NUMERIC, WORKLOAD, affects
 from sweep.config.sections._checks import _positive
 from sweep.errors import ConfigError
 
@@ -26,13 +26,13 @@ class OptimizerConfig:
     """Optimizer and its hyperparameters. ``lr`` is the learning rate; ``betas`` and
     ``eps`` apply to adam/adamw, ``momentum`` to sgd."""
 
-    name: OptimizerName = affects(*ALL_NUMERIC, default=MISSING, doc="The optimizer.")
-    lr: float = affects(*ALL_NUMERIC, default=1e-4, doc="Learning rate (finite, > 0).")
-    betas: List[float] = affects(*ALL_NUMERIC, default_factory=lambda: [0.9, 0.999],
+    name: OptimizerName = affects(*ALL_NUMERIC, WORKLOAD, default=MISSING, doc="The optimizer.")
+    lr: float = affects(*ALL_NUMERIC, WORKLOAD, default=1e-4, doc="Learning rate (finite, > 0).")
+    betas: List[float] = affects(*ALL_NUMERIC, WORKLOAD, default_factory=lambda: [0.9, 0.999],
                                  doc="adam/adamw: the two moment decays, each in [0, 1).")
-    eps: float = affects(*ALL_NUMERIC, default=1e-8, doc="adam/adamw: the denominator's epsilon (finite, > 0).")
-    weight_decay: float = affects(*ALL_NUMERIC, default=0.0, doc="Weight decay (>= 0).")
-    momentum: float = affects(*ALL_NUMERIC, default=0.0, doc="sgd: momentum (>= 0).")
+    eps: float = affects(*ALL_NUMERIC, WORKLOAD, default=1e-8, doc="adam/adamw: the denominator's epsilon (finite, > 0).")
+    weight_decay: float = affects(*ALL_NUMERIC, WORKLOAD, default=0.0, doc="Weight decay (>= 0).")
+    momentum: float = affects(*ALL_NUMERIC, WORKLOAD, default=0.0, doc="sgd: momentum (>= 0).")
 
     @staticmethod
     def check(opt: Any) -> None:

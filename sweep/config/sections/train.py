@@ -7,7 +7,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sweep.config.roles import ALL_NUMERIC, affects
+from sweep.config.roles import ALL_NUMERIC, WORKLOAD, affects
 from sweep.config.sections._checks import _positive
 from sweep.errors import ConfigError
 
@@ -58,7 +58,7 @@ class TrainConfig:
     ``batch_size``: rows per step on each rank (``data.split=replicated``) or per rank
     of a global batch of ``batch_size * world_size`` (``sharded``)."""
 
-    batch_size: int = affects(*ALL_NUMERIC, default=1,
+    batch_size: int = affects(*ALL_NUMERIC, WORKLOAD, default=1,
                               doc="Rows per step on each rank (``data.split=replicated``), or per rank of "
                                   "a global batch of ``batch_size * world_size`` rows (``sharded``).")
     grad_accum_steps: int = affects(*ALL_NUMERIC, default=1,
@@ -67,15 +67,15 @@ class TrainConfig:
     clip_grad_norm: Optional[float] = affects(*ALL_NUMERIC, default=None,
                                               doc="Max global gradient 2-norm (over sharded gradients: the "
                                                   "full tensors'); ``null``: no clipping.")
-    loss: str = affects(*ALL_NUMERIC, default="mse",
+    loss: str = affects(*ALL_NUMERIC, WORKLOAD, default="mse",
                         doc="``mse``, ``cross_entropy``, or a dotted path to "
                             "``loss(output, target) -> scalar tensor``.")
     grad_scaler: GradScalerConfig = field(default_factory=GradScalerConfig)
-    lr_scheduler: LrScheduler = affects(*ALL_NUMERIC, default=LrScheduler.none,
+    lr_scheduler: LrScheduler = affects(*ALL_NUMERIC, WORKLOAD, default=LrScheduler.none,
                                         doc="``none``, ``linear_warmup`` or ``cosine`` (after ``warmup_steps``), "
                                             "stepped once per optimizer step in both copies; the lr of each "
                                             "step is recorded.")
-    warmup_steps: int = affects(*ALL_NUMERIC, default=0,
+    warmup_steps: int = affects(*ALL_NUMERIC, WORKLOAD, default=0,
                                 doc="Steps of linear warmup from ``lr / warmup_steps`` to ``lr`` (>= 0).")
 
     @staticmethod
