@@ -33,7 +33,7 @@ import numpy as np
 
 from sweep.analysis.compare import COPY_NOTE_KINDS, ONSET_RULE, RANDOM_DRAWS_NOTE
 from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, class_gloss, drift_class, parting_step, rounding_only
-from sweep.analysis.rounding import losses_within_floor, within_floor
+from sweep.analysis.rounding import losses_within_floor, policy_departed, within_floor
 from sweep.analysis.trace import ROUNDING_REL, UPDATE_ONSET_RULE
 from sweep.config.roles import WORKLOAD
 
@@ -903,6 +903,23 @@ def headline(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> str:
         exposed = "".join(f"; exposed by {t['factor']}={label(t['level'])}, which {t['factor']}="
                           f"{label(_other(rows, t))} hides below tolerance" for t in exposers)
         return text + f" {word}: {name}, {against(top)}{exposed}." + (where + "." if where else "")
+    return text + _quiet_headline(rows, judged)
+
+
+def _quiet_headline(rows: Sequence[Row], judged: Sequence[Row]) -> str:
+    """The headline's sentence where no job fails (:func:`headline`), with one more where a
+    job ran another precision than configured: equal losses do not say the policy ran."""
+    departed = [r["job"] for r in judged if policy_departed(r)]
+    tail = (f" {len(departed)} job{'s' if len(departed) != 1 else ''} ran another precision than configured "
+            f"(job{'s' if len(departed) != 1 else ''} {', '.join(map(str, departed[:4]))}): see the notes.") \
+        if departed else ""
+    return _no_fail(rows, judged) + tail
+
+
+def _no_fail(rows: Sequence[Row], judged: Sequence[Row]) -> str:
+    """Where no job fails: equal, rounding only, the one level that changes the losses (or
+    moves them beyond rounding), or below tolerance; one sentence with a leading space."""
+    text = ""
     differ = [r for r in judged if r.get("first_diff_step") is not None]
     if not differ:
         printed = _max(r.get("resolution") for r in judged)

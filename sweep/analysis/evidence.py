@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
 
 from sweep.analysis.compare import onset
 from sweep.analysis.modules import first_over_ranks
-from sweep.analysis.rounding import within_floor
+from sweep.analysis.rounding import policy_departed, within_floor
 from sweep.analysis.trace import KINDS, ROUNDING_REL, one_sign_along
 from sweep.io import read_floats
 from sweep.records import JUDGED, JobRecord
@@ -387,9 +387,13 @@ def rounding_only(row: Row) -> bool:
     key: ``first_tensor_rel``, the first difference beyond rounding if any); unknown (not
     traced) counts as a real drift. A passing job whose losses stay within its rounding floor
     (``sweep.analysis.rounding.within_floor``) differs by rounding only, unless a traced
-    tensor differs beyond its dtype's rounding (``sweep.analysis.rounding.tensor_floor``)."""
+    tensor differs beyond its dtype's rounding (``sweep.analysis.rounding.tensor_floor``);
+    a job that ran another precision than configured never does
+    (``sweep.analysis.rounding.policy_departed``)."""
     if row.get("first_diff_step") is not None and within_floor(row):
         return True
+    if policy_departed(row):  # another precision than configured ran: the difference has that cause
+        return False
     if "first_real_step" in row:
         return row.get("first_diff_step") is not None and row["first_real_step"] is None
     rel = row.get("first_tensor_rel")

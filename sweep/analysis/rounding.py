@@ -247,6 +247,18 @@ def losses_within_floor(row: Row) -> bool:
     return isinstance(floor, dict) and rel is not None and float(rel) <= float(floor["rel"])
 
 
+POLICY_NOT_APPLIED = "was not applied"  # sweep.analysis.dtypes.override_notes' words
+
+
+def policy_departed(row: Row) -> bool:
+    """Whether the job ran another precision than its config asks (``policy_applied`` is
+    ``False``, or a per-module policy ``was not applied``: ``sweep.analysis.dtypes``): then
+    its difference, however small, has that cause and is never rounding (an RMSNorm left in
+    bf16 under ``baseline.precision=policy`` parts within bf16's wide floor)."""
+    notes = getattr(row.get("result"), "notes", None) or []
+    return row.get("policy_applied") is False or any(POLICY_NOT_APPLIED in str(n) for n in notes)
+
+
 def within_floor(row: Row) -> bool:
     """Whether a passing row differs by rounding only: its losses stay within its rounding
     floor at every step (``max_rel_diff <= rounding_floor.rel``) and its first traced tensor
@@ -255,11 +267,12 @@ def within_floor(row: Row) -> bool:
     a tensor far beyond its dtype's rounding (a gradient scaled by 2 under Adam, which
     normalises the scale away) is not within it, nor is one whose update errors grow beyond
     its passing peers' (``rounding_floor["update_rel"]``: a warmup too large in one copy,
-    under bf16's wide floor). ``False`` for a failing job, or one without a floor."""
+    under bf16's wide floor), nor one that ran another precision than configured
+    (:func:`policy_departed`). ``False`` for a failing job, or one without a floor."""
     floor = row.get("rounding_floor")
     rel = row.get("max_rel_diff")
     if not (row.get("status") == "ok" and isinstance(floor, dict) and rel is not None
-            and float(rel) <= float(floor["rel"])):
+            and float(rel) <= float(floor["rel"])) or policy_departed(row):
         return False
     tensor = row.get("first_tensor_rel")
     if tensor is not None and float(tensor) > tensor_floor(row):

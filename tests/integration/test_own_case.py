@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, flat, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -202,3 +202,5 @@ def test_a_per_module_policy_the_engine_never_applied_is_named_with_its_modules(
     assert note.startswith("mp_policy.overrides.RMSNorm was not applied to layers.0.attn_norm, layers.0.mlp_norm")
     assert "its forward's parameters ran bfloat16, the override gives param_dtype=float32" in note
     assert "mp_policy.overrides.RMSNorm was not applied" in summary["verdict"]
+    # the copies agree (the standalone copy runs the engine's wrapping too), yet the headline says it
+    assert "ran another precision than configured" in flat(summary["headline"])

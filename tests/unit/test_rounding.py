@@ -162,3 +162,23 @@ def test_a_passing_jobs_random_sign_update_errors_beyond_the_peers_are_real():
     # the same errors within a measured floor (bf16 peers that grow as far): rounding grown
     assert real_onset(0, tensor, ref, got, within_tolerance=True, sharded=True, update_floor=0.4)["first_real_step"] \
         is None
+
+
+def test_a_job_that_ran_another_precision_than_configured_is_never_rounding():
+    """An RMSNorm override the engine never applied, under bf16 with baseline.precision=policy:
+    its difference sits inside bf16's wide floor, yet its cause is known (the note), so it is
+    not rounding; the headline says that a job ran another precision even when all pass."""
+    from types import SimpleNamespace
+
+    from sweep.analysis.attribution import headline
+
+    note = "mp_policy.overrides.RMSNorm was not applied to layers.0.attn_norm: its forward's parameters ran bfloat16"
+    row = {"job": 1, "status": "ok", "overrides": {"engine": "ignores"}, "first_diff_step": 0, "first_real_step": 0,
+           "max_rel_diff": 1e-3, "first_tensor_rel": None, "rounding_floor": {"rel": 0.04},
+           "result": SimpleNamespace(notes=[note], first_tensor=None), "policy_applied": None}
+    assert rounding.policy_departed(row) and not rounding.within_floor(row) and not rounding_only(row)
+    clean = dict(row, job=0, overrides={"engine": "applies"}, result=SimpleNamespace(notes=[], first_tensor=None))
+    assert not rounding.policy_departed(clean) and rounding.within_floor(clean) and rounding_only(clean)
+    assert rounding.policy_departed(dict(clean, policy_applied=False))
+    equal = [dict(r, first_diff_step=None, max_rel_diff=0.0) for r in (clean, row)]
+    assert headline(equal, []).endswith("1 job ran another precision than configured (job 1): see the notes.")
