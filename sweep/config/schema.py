@@ -70,6 +70,7 @@ from sweep.config.sections.mp_policy import DType, MixedPrecisionPolicyConfig  #
 from sweep.config.sections.optimizer import OptimizerConfig, OptimizerName  # noqa: F401
 from sweep.config.sections.runner import COMMAND_KEYS, ParseConfig, RunnerConfig, RunnerName
 from sweep.config.sections.train import LOSSES, GradScalerConfig, LrScheduler, TrainConfig  # noqa: F401
+from sweep.config.sections.runtime import RuntimeConfig  # noqa: F401
 from sweep.config.sections.weights import WeightsConfig, WeightTransfer  # noqa: F401
 from sweep.errors import ConfigError
 
@@ -124,6 +125,7 @@ class SweepConfig:
     compare: CompareConfig = field(default_factory=CompareConfig)
     execution: ExecutionConfig = field(default_factory=ExecutionConfig)
     weights: WeightsConfig = field(default_factory=WeightsConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     order: Order = affects(DISTRIBUTED, BASELINE, default=Order.standalone_first,
                            doc="Which copy trains first in a rank, or ``separate``: the standalone copy in a "
                                "process of its own. A baseline role: the standalone copy's losses can depend "
@@ -208,6 +210,7 @@ SECTION_CHECKS = {
     "compare": CompareConfig.check,
     "execution": ExecutionConfig.check,
     "runner": RunnerConfig.check,
+    "runtime": RuntimeConfig.check,
 }
 
 
@@ -262,7 +265,7 @@ def baseline_fields(config: Dict[str, Any]) -> List[str]:
 _SECTIONS = {
     cls.__name__: cls
     for cls in (FrameworkConfig, EngineConfig, MixedPrecisionPolicyConfig, MeshConfig, OptimizerConfig, ModelConfig,
-                DataConfig, TrainConfig, GradScalerConfig, WeightsConfig, CompareConfig, BaselineConfig,
+                DataConfig, TrainConfig, GradScalerConfig, WeightsConfig, RuntimeConfig, CompareConfig, BaselineConfig,
                 ExecutionConfig, ActivationCheckpointConfig, CompileConfig, RunnerConfig, ParseConfig)
 }
 

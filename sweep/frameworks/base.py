@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
 from sweep.config.enums import as_str
 from sweep.errors import ConfigError
-from sweep.launch import supervise
+from sweep.launch import runtime, supervise
 from sweep.launch.topology import Topology, srun_argv
 from sweep.layout import JobDir, PoolDir
 
@@ -163,10 +163,10 @@ class Framework:
                     + ", ".join(cls.multi_node_launchers)
                 )
             per_node(nproc, topology)
-            argv = srun_argv(topology, launcher, nproc, job_dir)
+            argv = srun_argv(topology, launcher, nproc, job_dir, python=runtime.interpreter(env))
             env = dict(env, MASTER_ADDR=str(topology.master_addr), MASTER_PORT=str(topology.master_port))
         else:
-            argv = cls.argv(launcher, nproc, job_dir)
+            argv = cls.argv(launcher, nproc, job_dir, python=runtime.interpreter(env))
         return supervise.LaunchSpec(argv=argv, env=env, log_path=JobDir(job_dir).launcher_log, timeout_s=timeout_s,
                                     fail_patterns=cls.early_exit_patterns)
 
@@ -174,7 +174,8 @@ class Framework:
     def start_shared(cls, launcher: str, nproc: int, pool_dir: Path, env: Dict[str, str]) -> supervise.Launch:
         """Start a shared launch of ``nproc`` ranks serving ``pool_dir`` (``sweep.run.pool``)."""
         spec = supervise.LaunchSpec(
-            argv=cls.argv(launcher, nproc, pool_dir), env=env, log_path=PoolDir(pool_dir).launcher_log,
+            argv=cls.argv(launcher, nproc, pool_dir, python=runtime.interpreter(env)), env=env,
+            log_path=PoolDir(pool_dir).launcher_log,
             timeout_s=float("inf"), fail_patterns=cls.early_exit_patterns,
         )
         return supervise.start(spec)

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional
 from sweep.config.enums import as_str
 from sweep.errors import ConfigError
 from sweep.frameworks.base import Framework, check_npus, per_node
-from sweep.launch import supervise
+from sweep.launch import runtime, supervise
 from sweep.launch.topology import Topology
 
 
@@ -109,12 +109,13 @@ class TorchFramework(Framework):
     @classmethod
     def start_shared(cls, launcher: str, nproc: int, pool_dir: Path, env: Dict[str, str]) -> supervise.Launch:
         """``elastic_fork``: forked from the sweep's fork server (``sweep.launch.forkserver``)
-        when it runs with exactly ``env``, else ``fork_launch`` as a process of its own;
+        when it runs with exactly ``env`` and this interpreter (not another
+        ``runtime.python``), else ``fork_launch`` as a process of its own (of that interpreter);
         ``torchrun``: as a job's own launch."""
         from sweep.launch import forkserver
         from sweep.layout import PoolDir, SweepDir
 
-        if launcher == "elastic_fork":
+        if launcher == "elastic_fork" and runtime.PYTHON_ENV not in env:  # the server runs this interpreter
             forkserver.start(env, SweepDir(pool_dir.parent.parent).forkserver_log)  # no-op if already started
             if forkserver.serves(env):
                 log_path = PoolDir(pool_dir).launcher_log
@@ -127,5 +128,5 @@ class TorchFramework(Framework):
         from sweep.launch import forkserver
         from sweep.layout import SweepDir
 
-        if cfg.framework.pool_launcher == "elastic_fork":
+        if cfg.framework.pool_launcher == "elastic_fork" and runtime.PYTHON_ENV not in env:
             forkserver.start(env, SweepDir(sweep_dir).forkserver_log)

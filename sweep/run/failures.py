@@ -44,19 +44,26 @@ def failure_cause(returncode: Optional[int], tails: Dict[str, str], who: str = "
     """What the logs say about a crash, in one line: the exit code or signal of ``who``
     (the launcher; ``the standalone process`` of ``order=separate``), torchrun's per-rank
     ``exitcode``/signal lines, and the exception of each worker log, the workers that
-    raised before those that only saw a peer die (:func:`worker_errors`)."""
+    raised before those that only saw a peer die (:func:`worker_errors`); where no worker
+    log has one, the launcher's own exception (:func:`first_failure` over its log: a
+    ``runtime.python`` without torch dies before any rank starts)."""
     if returncode is None:
         parts = [f"{who} killed"]
     elif returncode < 0:
         parts = [f"{who} killed by {signal.Signals(-returncode).name}"]
     else:
         parts = [f"{who} exited with code {returncode}"]
+    own = None
     for name, text in tails.items():
         lines = text.splitlines()
         if name == LAUNCHER_LOG:
             hits = [line.strip() for line in lines if re.search(r"exitcode|Signal \d+|rank\s*:", line)]
             parts.extend(hits[:6])
-    parts.extend(worker_errors({name: text for name, text in tails.items() if name != LAUNCHER_LOG}))
+            own = first_failure([lines])
+    workers = worker_errors({name: text for name, text in tails.items() if name != LAUNCHER_LOG})
+    parts.extend(workers)
+    if not workers and own is not None:  # the launcher itself raised (another runtime.python without torch)
+        parts.append(f"{LAUNCHER_LOG}: {str(own['line'])[:300]}")
     return "; ".join(parts)
 
 

@@ -38,7 +38,7 @@ from sweep.config.schema import (
 from sweep.errors import ConfigError, RecordError
 from sweep.frameworks import Framework
 from sweep.io import read_json, write_json
-from sweep.launch import supervise
+from sweep.launch import runtime, supervise
 from sweep.launch.topology import topology_from_env
 from sweep.layout import JobDir
 from sweep.records import JobRecord, RankResult
@@ -90,8 +90,12 @@ def run(
         started=datetime.now(timezone.utc).isoformat(),
     )
     try:
-        _run(cfg, job_dir, record, Path(sweep_dir).resolve() if sweep_dir else None,
-             Path(pools_dir).resolve() if pools_dir else None)
+        # an engine class from runtime.pythonpath (a checkout at some commit) imports here too, while
+        # this job is checked and judged, and is dropped after it (the next job's commit imports afresh)
+        where = cfg.get("runtime") or {}
+        with runtime.on_path(where.get("pythonpath"), where.get("python")):
+            _run(cfg, job_dir, record, Path(sweep_dir).resolve() if sweep_dir else None,
+                 Path(pools_dir).resolve() if pools_dir else None)
     except KeyboardInterrupt:
         record.status, record.reason = "error", "interrupted (Ctrl-C)"
         _finish(job_dir, record, t0)
@@ -236,7 +240,7 @@ def _launch(
     elif not cached and cfg.order == "separate":
         # The standalone baseline in a process of its own, before the distributed launch.
         standalone_spec = supervise.LaunchSpec(
-            argv=[sys.executable, "-m", "sweep.train", str(job_dir), "--phase", "standalone"],
+            argv=[runtime.interpreter(env), "-m", "sweep.train", str(job_dir), "--phase", "standalone"],
             env=env, log_path=paths.logs / "standalone.log", timeout_s=limit,
         )
         alone = supervise.run(standalone_spec)

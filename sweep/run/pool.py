@@ -29,7 +29,6 @@ from __future__ import annotations
 import atexit
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple, Type
@@ -39,7 +38,7 @@ from omegaconf import OmegaConf
 from sweep.config.schema import LAUNCH, fields_with, select
 from sweep.frameworks import Framework
 from sweep.config.enums import as_str
-from sweep.launch import supervise
+from sweep.launch import runtime, supervise
 from sweep.layout import STOP, JobDir, PoolDir, SweepDir
 
 POLL_S = 0.05
@@ -54,11 +53,14 @@ def runs_jobs_in_process(hydra_launcher: Any) -> bool:
 
 def rank_env(cfg: Any) -> Dict[str, str]:
     """What a job adds to its ranks' environment: ``framework.env``, the job device's
-    ``framework.device_env`` (settings measured to help on one device only) and
-    ``OMP_NUM_THREADS=execution.omp_num_threads``."""
+    ``framework.device_env`` (settings measured to help on one device only),
+    ``OMP_NUM_THREADS=execution.omp_num_threads`` and the runtime's interpreter and
+    ``PYTHONPATH`` (``sweep.launch.runtime.launch_env``; none for the default runtime)."""
     device = as_str(cfg.device)
     extra = (cfg.framework.get("device_env") or {}).get(device) or {}
-    return dict(cfg.framework.env, **extra, OMP_NUM_THREADS=str(cfg.execution.omp_num_threads))
+    where = cfg.get("runtime") or {}
+    return dict(cfg.framework.env, **extra, OMP_NUM_THREADS=str(cfg.execution.omp_num_threads),
+                **runtime.launch_env(where.get("python"), where.get("pythonpath")))
 
 
 def prestart(cfg: Any, sweep_dir: Path) -> None:
@@ -102,7 +104,7 @@ class RankPool:
         self.paths.owner.write_text(str(os.getpid()))
         if phase == "standalone":
             self.handle: supervise.Handle = supervise.start(supervise.LaunchSpec(
-                argv=[sys.executable, "-m", "sweep.train", str(pool_dir), "--phase", "standalone"], env=env,
+                argv=[runtime.interpreter(env), "-m", "sweep.train", str(pool_dir), "--phase", "standalone"], env=env,
                 log_path=self.paths.launcher_log, timeout_s=float("inf")))
         else:
             self.handle = framework.start_shared(config["framework"]["pool_launcher"], world, pool_dir, env)

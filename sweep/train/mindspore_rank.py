@@ -29,6 +29,7 @@ from sweep.engines.base import StandaloneMindSpore
 from sweep.layout import JobDir
 from sweep.records import RankResult
 from sweep.train import phase_order, rank_samples, train_phases, write_rank_result
+from sweep.train import versions
 from sweep.train.mindspore_step import train
 from sweep.train.observers import Copy, Observer
 from sweep.train.observers.dtypes import MindSporeDtypes
@@ -390,7 +391,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     info = dict(engine.info()) if "distributed" in names else {}
     result = RankResult(
         rank=rank, world_size=world, framework="mindspore",
-        versions={"mindspore": ms.__version__, **info.pop("versions", {})},
+        versions={"mindspore": ms.__version__, **versions.ran(engine), **info.pop("versions", {})},
         standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
         dtypes_observed=seen["distributed"]["dtypes"].observed if "distributed" in seen else {},
         dtypes_observed_standalone=seen["standalone"]["dtypes"].observed if "standalone" in seen else {},

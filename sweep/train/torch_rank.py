@@ -43,6 +43,7 @@ from sweep.train import (
     train_phases,
     write_rank_result,
 )
+from sweep.train import versions
 from sweep.train.copies import compile_model, features_record, prepare
 from sweep.train.observers import Copy, Observer
 from sweep.train.observers.dtypes import TorchDtypes, override_targets
@@ -354,7 +355,7 @@ def rank_result(cfg: Any, ctx: RankContext, distributed: Copy, seen: Dict[str, D
     lrs = {name: obs["lrs"].lrs for name, obs in seen.items() if "lrs" in obs and obs["lrs"].lrs}
     result = RankResult(
         rank=ctx.rank, world_size=ctx.world, framework="torch",
-        versions={"torch": torch.__version__, **info.pop("versions", {})},
+        versions={"torch": torch.__version__, **versions.ran(engine), **info.pop("versions", {})},
         standalone=losses.get("standalone"), distributed=losses.get("distributed"), moved=moved,
         dtypes_observed=dist_seen["dtypes"].observed if here else {},
         dtypes_observed_standalone=seen["standalone"]["dtypes"].observed if "standalone" in seen else {},

@@ -1,0 +1,76 @@
+"""``bisect.md`` and the bisection's answer on the terminal, from ``bisect.json``
+(``hydra_plugins.sweep_bisect``): every probe (its commit, subject, verdict, jobs and,
+for a skip, the reason), then the first failing commit with the proof.
+
+``python -m sweep.report.bisect_report DIR`` re-renders it from ``DIR/bisect.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+from tabulate import tabulate
+
+
+def _commit(c: Dict[str, Any]) -> str:
+    return f"{c['sha'][:10]} {c['subject']!r}"
+
+
+def verdict(state: Dict[str, Any]) -> str:
+    """The answer in one or two sentences: the first failing commit with its subject and
+    the probes that prove it, the candidates when skips leave several, or why the
+    bisection could not run."""
+    if state.get("status") == "error":
+        return f"Bisection not run: {state.get('reason')}"
+    found = state.get("result") or {}
+    n, probes, bound = state.get("n_commits"), state.get("n_probes", len(state.get("probes") or [])), state.get("bound")
+    counted = f"{probes} probe{'s' if probes != 1 else ''} over {n} commit{'s' if n != 1 else ''} (ceil(log2 n) = {bound})"
+    if found.get("first_bad") is None:
+        names = ", ".join(_commit(state["commits"][i]) for i in found.get("candidates") or [])
+        return f"Not decided: the first failing commit is one of {names}; every one left was skipped. {counted}."
+    first, parent = state["first_bad"], state.get("parent") or {}
+    by = {p["sha"]: p for p in state.get("probes") or []}
+    fail = by.get(first["sha"])
+    ok = by.get(parent.get("sha"))
+    proof = (f"its probe fails (jobs {', '.join(map(str, fail['jobs']))})" if fail and fail["verdict"] == "fail"
+             else f"not probed: it is hydra.sweeper.bad={state['bad']}, given as failing")
+    before = (f"its parent {_commit(parent)} passes (jobs {', '.join(map(str, ok['jobs']))})" if ok
+              else f"its parent is hydra.sweeper.good={state['good']}, given as passing" if found.get("parent") == -1
+              else f"its parent {_commit(parent)} passes")
+    return f"First failing commit: {_commit(first)}: {proof}; {before}. {counted}."
+
+
+def render(state: Dict[str, Any]) -> str:
+    """``bisect.md``: title, the answer, the probes table, the skipped commits' reasons."""
+    lines: List[str] = [f"# Bisection of {state.get('repo')}: {state.get('good')}..{state.get('bad')}", "",
+                        verdict(state), ""]
+    probes = state.get("probes") or []
+    if probes:
+        rows = [[p["probe"], p["sha"][:10], p["subject"], p["verdict"], ", ".join(map(str, p.get("jobs") or [])) or "-"]
+                for p in probes]
+        lines += [tabulate(rows, headers=["probe", "commit", "subject", "verdict", "jobs"], tablefmt="github"), ""]
+        skipped = [p for p in probes if p["verdict"] == "skip"]
+        if skipped:
+            lines += ["Skipped (as `git bisect skip`):", ""]
+            lines += [f"- {p['sha'][:10]} {p['subject']!r}: {p['reason']}" for p in skipped] + [""]
+    how = (f"install `{state['install']}` into a venv per commit (runtime.python)" if state.get("install")
+           else "its tree exported (git archive) onto runtime.pythonpath")
+    lines += [f"Each probe ran the command line's job at one commit, {how}"
+              + (f", path `{state['path']}`" if state.get("path") else "") + "."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: List[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m sweep.report.bisect_report SWEEP_DIR", file=sys.stderr)
+        return 2
+    print(render(json.loads((Path(args[0]) / "bisect.json").read_text())), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
