@@ -35,7 +35,7 @@ from sweep.analysis.compare import COPY_NOTE_KINDS, ONSET_RULE, RANDOM_DRAWS_NOT
 from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, class_gloss, drift_class, parting_step, rounding_only
 from sweep.analysis.rounding import losses_within_floor, policy_departed, within_floor
 from sweep.analysis.trace import ROUNDING_REL, UPDATE_ONSET_RULE
-from sweep.config.roles import WORKLOAD
+from sweep.config.roles import VERDICT, WORKLOAD
 
 Row = Dict[str, Any]
 NONFINITE = re.compile(r"non-finite loss from step (\d+) in both copies")  # sweep.analysis.judging.verdict's reason
@@ -406,15 +406,27 @@ def departures(row: Row) -> set:
     return found
 
 
-def workload_factor(factor: str) -> bool:
-    """Whether the swept ``factor`` (a field, ``data.split``, or a config group, ``optimizer``)
-    sets what both copies train (role ``workload``, ``sweep.config.roles``): another level of
-    it is another experiment (replicated data, where a clip-before-reduce fault cannot show;
-    another optimizer), which can hide a fault, never fix it."""
+def hiding_kind(factor: str) -> Optional[str]:
+    """What a swept ``factor`` (a field, ``data.split``, or a config group, ``optimizer``) sets
+    when it is no place for a fix: ``"workload"`` (role ``workload``, ``sweep.config.roles``:
+    what both copies train; another level is another experiment, replicated data where a
+    clip-before-reduce fault cannot show, another optimizer), ``"verdict"`` (role
+    ``verdict``: how the copies are judged, a looser tolerance); ``None`` for the rest (how
+    the copies train: the engine, the transfer, the precision policy ...). A level of either
+    can hide a fault, never fix it."""
     from sweep.config.schema import fields_with  # the schema imports Hydra: only when judged
 
-    paths = fields_with(WORKLOAD)
-    return factor in paths or any(p.startswith(factor + ".") for p in paths)
+    for role in (WORKLOAD, VERDICT):
+        paths = fields_with(role)
+        if factor in paths or any(p.startswith(factor + ".") for p in paths):
+            return role
+    return None
+
+
+def workload_factor(factor: str) -> bool:
+    """Whether ``factor`` can only hide a fault (:func:`hiding_kind`: a workload's or a
+    verdict's)."""
+    return hiding_kind(factor) is not None
 
 
 def fixes(rows: Sequence[Row], workload: bool = False) -> List[Dict[str, Any]]:
@@ -465,9 +477,12 @@ def fix_sentence(rows: Sequence[Row]) -> Optional[str]:
         if not hiding:
             return None
         names = " or ".join(f["override"] for f in hiding[:3])
-        factors_ = ", ".join(dict.fromkeys(f["factor"] for f in hiding[:3]))
-        return (f"No fix proven: {names} passes in every failing job's place, but {factors_} sets what both copies "
-                "train (the workload), so it hides the drift, it does not fix it")
+        what = {"workload": "sets what both copies train (the workload)",
+                "verdict": "sets how the copies are judged (the tolerance)"}
+        why = "; ".join(f"{factor} {what[hiding_kind(factor) or 'workload']}"
+                        for factor in dict.fromkeys(f["factor"] for f in hiding[:3]))
+        return (f"No fix proven: {names} passes in every failing job's place, but {why}, so it hides the drift, "
+                "it does not fix it")
     pairs = found[0]["jobs"]
     shown = ", ".join(f"{a} -> {b}" for a, b in pairs[:4]) + (f" (+{len(pairs) - 4})" if len(pairs) > 4 else "")
     names = " or ".join(f["override"] for f in found[:3])
@@ -741,11 +756,13 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
             return text + (f". No culprit: every judged job passes; {len(differ)} {verb} from standalone by float "
                            f"rounding only ({how}), which no factor causes.") + tail
         real = [r for r in differ if not rounding_only(r)]
-        carrier = _separating_level(rows, real) if real and len(real) < len(differ) else None
-        if carrier is not None:  # a drift below tolerance that one level carries, the rest rounding only
+        carrier = _carrier(rows, real) if real and len(real) < len(differ) else None
+        if carrier is not None:  # a drift below tolerance that some levels carry, the rest rounding only
+            names, held = carrier
+            share = f"all {held} of its jobs" if held == len(real) else f"{len(real)} of its {held} jobs"
             return text + (f". No job fails, but {len(real)} differ from standalone beyond float rounding, below "
-                           f"tolerance: exactly the jobs with {carrier[0]}={label(carrier[1])}, a drift too small to "
-                           f"fail at this tolerance; the other {len(differ) - len(real)} differ by rounding only. "
+                           f"tolerance: jobs with {names} ({share}), a drift too small to fail at this tolerance; "
+                           f"the other {len(differ) - len(real)} differ by rounding only. "
                            f"The earliest {_onset_sentence(real)}.") + tail
         if differ:
             return text + (f". No job fails, but {len(differ)} {verb} from standalone below tolerance; the earliest "
@@ -819,6 +836,28 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
         ". No culprit among the swept factors: no one-factor change turns a pass into a fail"
         + (" (every judged job fails: the drift is common to all of them)." if not counts["ok"] else ".")
     ) + precision + tail
+
+
+def _carrier(rows: Sequence[Row], real: Sequence[Row]) -> Optional[Tuple[str, int]]:
+    """Where every job of ``real`` (the jobs beyond float rounding) shares levels that some
+    other jobs lack: ``("k=v or k=w", m)``, the factor's levels that hold them (the factors
+    whose levels hold the fewest jobs, ``m``, joined by " and "), or ``None`` (no factor
+    narrows them, or nothing to narrow)."""
+    if not real:
+        return None
+    found = []
+    for factor in factors(rows):
+        levels = list(dict.fromkeys(_level(r, factor) for r in real))
+        if len(levels) == len(_levels(rows, factor)):
+            continue  # every level holds one: it does not narrow them
+        jobs = [r for r in rows if _level(r, factor) in levels]
+        found.append((len(jobs), factor, levels))
+    if not found:
+        return None
+    fewest = min(n for n, _, _ in found)
+    names = " and ".join(f"{factor}=" + " or ".join(label(v) for v in levels)
+                         for n, factor, levels in found if n == fewest)
+    return names, fewest
 
 
 def _separating_level(rows: Sequence[Row], differ: Sequence[Row]) -> Optional[Tuple[str, Any]]:
@@ -939,13 +978,15 @@ def _no_fail(rows: Sequence[Row], judged: Sequence[Row]) -> str:
         return text + (f" No job fails. Only {found[0]}={label(found[1])} changes the losses: {len(differ)} of "
                        f"{len(differ)} jobs, up to {size:.1e}{against}{since}.")
     real = [r for r in differ if not rounding_only(r)]
-    carrier = _separating_level(rows, real) if real else None
-    if carrier is not None:  # the rest differ by rounding only: the level that moves them beyond it
+    carrier = _carrier(rows, real) if real else None
+    if carrier is not None:  # the rest differ by rounding only: the levels that move them beyond it
         size = _max(r.get("max_abs_diff") for r in real)
         ratio = _max(r.get("tolerance_ratio") for r in real)
         steps = [s for s in (parting_step(r) for r in real) if s is not None]
-        return text + (f" No job fails. Only {carrier[0]}={label(carrier[1])} moves the losses beyond float "
-                       f"rounding: {len(real)} jobs, up to {size:.1e}"
+        names, held = carrier
+        share = f"{len(real)} jobs" if held == len(real) else f"{len(real)} of its {held} jobs"
+        return text + (f" No job fails. Only {names} moves the losses beyond float "
+                       f"rounding: {share}, up to {size:.1e}"
                        + (f", {ratio:.1g}x the tolerance" if ratio is not None else "")
                        + (f", from step {min(steps)}" if steps else "")
                        + f"; the other {len(differ) - len(real)} differ by rounding only.")

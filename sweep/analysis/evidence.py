@@ -135,6 +135,12 @@ def real_onset(first_diff: Optional[int], tensor: Dict[str, Any], ref: Sequence[
     if "beyond_rounding" in tensor:  # the first traced difference is float rounding
         beyond = tensor["beyond_rounding"]
         reals = [beyond["step"] + 1] if beyond and not grown else []
+        # the losses of step 0 still say what the tensors cannot: the weights are equal there, so
+        # a step-0 loss that differs on replicated data, or beyond the step-0 floor on sharded
+        # data, is the forward's or the loss's own (a loss scaled by 1 + 2e-5: every gradient
+        # within 1e-4, the loss 24x its floor)
+        if first == 0 and (loss_real(0) if sharded else True):
+            reals.append(0)
     elif traced:
         # initial weights or buffers that differ: the copies do not start equal; a buffer after a
         # step's forward, a gradient or a weight after an update: the loss of the next step

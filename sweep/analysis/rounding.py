@@ -160,8 +160,9 @@ def update_rel(record: Any) -> Optional[float]:
 
 def measured_update_floor(row: Row, rows: Iterable[Row]) -> Tuple[Optional[float], List[int]]:
     """``(MEASURED_MARGIN x the smallest largest-update-error (:func:`update_rel`) of the
-    passing traced peers of ``row`` (:data:`UPDATE_PEER_KEYS`: the optimizer too), [their job
-    numbers])``; ``(None, [])`` without any.
+    passing traced peers of ``row`` (:data:`UPDATE_PEER_KEYS`: the optimizer too; a peer equal
+    to standalone at every step counts 0: rounding grew nothing there), [their job numbers])``;
+    ``(None, [])`` without any.
     How far the same reorderings grow an update error over the same steps: a passing job's
     update errors of random sign are rounding grown only within it (a correct bf16 job's
     reach about 0.06 on the default MLP; a warmup 1.3x too large in one copy, 0.3)."""
@@ -174,6 +175,8 @@ def measured_update_floor(row: Row, rows: Iterable[Row]) -> Tuple[Optional[float
                 peer_key(result.config or {}, UPDATE_PEER_KEYS) != key:
             continue
         rel = update_rel(result)
+        if rel is None and other.get("max_abs_diff") == 0.0:
+            rel = 0.0  # equal to standalone at every step: its updates grew nothing
         if rel is not None:
             found.append((rel, other["job"]))
     if not found:
@@ -190,7 +193,8 @@ def rounding_floor(row: Row, rows: Sequence[Row] = ()) -> Optional[Dict[str, Any
     dtype (a precision below it is a step-0 cause, not rounding); ``from``: one phrase that
     says which figure set it and how; ``update_rel``: how large a passing job's update errors
     of random sign may grow and still be rounding (:func:`measured_update_floor`, never
-    below :func:`tensor_floor`'s figure), ``None`` without traced passing peers, and
+    below :func:`tensor_floor`'s figure nor above ``MEASURED_CAP`` times it: the only peer
+    may carry a fault of its own), ``None`` without passing peers traced or equal, and
     ``update_peers`` the jobs that measured it. ``None`` without a record or a config."""
     result = row.get("result")
     config = getattr(result, "config", None)
@@ -216,8 +220,9 @@ def rounding_floor(row: Row, rows: Sequence[Row] = ()) -> Optional[Dict[str, Any
                 "mesh and precision)")
         how = f"measured: {text}" if measured >= analytic else f"{how}; measured {measured:.2g}: {text}"
     grown, grown_peers = measured_update_floor(row, rows)
-    if grown is not None:
-        grown = max(grown, ROUNDING_REL, rel)
+    if grown is not None:  # capped as the loss floor is: peers may share a fault (or carry another)
+        base = max(ROUNDING_REL, rel)
+        grown = max(base, min(grown, MEASURED_CAP * base))
     return {"rel": rel, "step0_rel": step0, "dtype": low, "terms": terms * ranks, "analytic": analytic,
             "measured": measured, "peers": peers, "from": how, "update_rel": grown, "update_peers": grown_peers}
 
@@ -267,7 +272,9 @@ def within_floor(row: Row) -> bool:
     a tensor far beyond its dtype's rounding (a gradient scaled by 2 under Adam, which
     normalises the scale away) is not within it, nor is one whose update errors grow beyond
     its passing peers' (``rounding_floor["update_rel"]``: a warmup too large in one copy,
-    under bf16's wide floor), nor one that ran another precision than configured
+    under bf16's wide floor), nor one whose update errors keep one sign on every differing
+    step (``systematic``: ``sweep.analysis.trace.update_onset``), nor one that ran another
+    precision than configured
     (:func:`policy_departed`). ``False`` for a failing job, or one without a floor."""
     floor = row.get("rounding_floor")
     rel = row.get("max_rel_diff")
@@ -276,6 +283,10 @@ def within_floor(row: Row) -> bool:
         return False
     tensor = row.get("first_tensor_rel")
     if tensor is not None and float(tensor) > tensor_floor(row):
+        return False
+    # update errors of one sign on every differing step (below rounding's size): a fault's
+    updates = (getattr(row.get("result"), "first_tensor", None) or {}).get("updates") or {}
+    if updates.get("systematic"):
         return False
     # update errors beyond what the same reorderings grow them to in the passing peers: a fault's
     grown, largest = floor.get("update_rel"), update_rel(row.get("result"))

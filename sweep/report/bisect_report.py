@@ -35,6 +35,7 @@ def verdict(state: Dict[str, Any]) -> str:
     by = {p["sha"]: p for p in state.get("probes") or []}
     fail = by.get(first["sha"])
     ok = by.get(parent.get("sha"))
+    ok = ok if ok and ok["verdict"] == "pass" else None
     proof = (f"its probe fails (jobs {', '.join(map(str, fail['jobs']))})" if fail and fail["verdict"] == "fail"
              else f"not probed: it is hydra.sweeper.bad={state['bad']}, given as failing")
     before = (f"its parent {_commit(parent)} passes (jobs {', '.join(map(str, ok['jobs']))})" if ok

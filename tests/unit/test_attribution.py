@@ -263,7 +263,7 @@ def test_no_job_fails_and_one_level_carries_the_only_drift_beyond_rounding():
     out = attribute(rows)
     assert "Only engine=faulty moves the losses beyond float rounding: 2 jobs" in out["headline"]
     assert "the other 2 differ by rounding only" in out["headline"]
-    assert "exactly the jobs with engine=faulty, a drift too small to fail at this tolerance" in out["verdict"]
+    assert "jobs with engine=faulty (all 2 of its jobs), a drift too small to fail at this tolerance" in out["verdict"]
     assert "rounding only (" not in out["headline"] and "No culprit: every judged job passes" not in out["verdict"]
 
 
@@ -288,3 +288,37 @@ def test_a_workload_level_that_passes_hides_the_drift_and_is_no_fix():
         ("ok", None, 0.0, "replicated", "clip_first"), ("fail", 1, -0.5, "sharded", "clip_first")])]
     assert [f["override"] for f in fixes(engines)] == ["engine=ddp"]
     assert "Fix proven by this sweep: engine=ddp;" in attribute(engines)["verdict"]
+
+
+def test_the_drift_beyond_rounding_is_narrowed_to_the_levels_that_hold_it():
+    """Two faulty engines beside a correct one (a tester's loss scales), or one engine beyond
+    rounding in 3 of its 4 jobs: the levels that hold every such job are named, with the share."""
+    def row(job, engine, split, real):
+        return dict(_row(job, "ok", None, 4e-5 if real else 2e-7, engine=engine, split=split), first_diff_step=0,
+                    first_real_step=0 if real else None, onset="abrupt", tolerance_ratio=0.1)
+    rows = [row(j, e, s, e != "ok") for j, (e, s) in enumerate(product(["ok", "scale", "tiny"], ["rep", "shard"]))]
+    assert "Only engine=scale or tiny moves the losses beyond float rounding: 4 jobs" in attribute(rows)["headline"]
+    rows = [row(j, e, s, e == "clip" and (s, o) != ("rep", "adam"))
+            for j, (e, s, o) in enumerate(product(["ok", "clip"], ["rep", "shard"], ["adam", "sgd"]))]
+    for r, (_, _, o) in zip(rows, product(["ok", "clip"], ["rep", "shard"], ["adam", "sgd"])):
+        r["overrides"]["opt"] = o
+    assert "Only engine=clip moves the losses beyond float rounding: 3 of its 4 jobs" in attribute(rows)["headline"]
+
+
+def test_a_looser_tolerance_that_passes_hides_the_drift_and_is_no_fix():
+    """A tester's loss scale failing only at compare.rtol=2e-6: rtol=1e-4 passes it (a verdict
+    field), which hides the drift; the engine is the culprit, named before the tolerance."""
+    from sweep.analysis.attribution import fix_sentence, hiding_kind
+
+    assert hiding_kind("compare.rtol") == "verdict" and hiding_kind("data.split") == "workload"
+    assert hiding_kind("engine.impl.torch") is None
+    rows = [_row(0, "ok", msd=0.0, **{"compare.rtol": "1e-4", "engine": "ok"}),
+            _row(1, "ok", msd=0.0, **{"compare.rtol": "2e-6", "engine": "ok"}),
+            _row(2, "ok", msd=2e-5, **{"compare.rtol": "1e-4", "engine": "scale"}),
+            _row(3, "fail", 0, 2e-5, **{"compare.rtol": "2e-6", "engine": "scale"})]
+    out = attribute(rows)
+    assert [f["override"] for f in out["fixes"]] == ["engine=ok"]
+    assert out["culprits"][0]["factor"] == "engine"
+    only = [r for r in rows if r["job"] != 1]  # no correct job at the tight tolerance: the tolerance alone
+    assert "No fix proven: compare.rtol=1e-4 passes in every failing job's place, but compare.rtol sets how the " \
+           "copies are judged (the tolerance), so it hides the drift" in fix_sentence(only)

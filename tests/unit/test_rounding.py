@@ -182,3 +182,35 @@ def test_a_job_that_ran_another_precision_than_configured_is_never_rounding():
     assert rounding.policy_departed(dict(clean, policy_applied=False))
     equal = [dict(r, first_diff_step=None, max_rel_diff=0.0) for r in (clean, row)]
     assert headline(equal, []).endswith("1 job ran another precision than configured (job 1): see the notes.")
+
+
+def test_a_step0_loss_gap_counts_when_every_traced_tensor_is_within_rounding():
+    """A tester's loss scaled by 1 + 2e-5 in one copy: every gradient within 1e-4, so the
+    trace finds nothing beyond rounding; the step-0 loss (equal weights) still differs, on
+    replicated data at all, on sharded data beyond the step-0 floor: step 0 is real."""
+    tensor = {"step": 0, "kind": "grad", "rel_diff": 2e-5, "beyond_rounding": None}
+    ref, got = [1.0, 0.9, 0.8], [1.0 + 2e-5, 0.9 + 2e-5, 0.8 + 2e-5]
+    assert real_onset(0, tensor, ref, got, within_tolerance=True)["first_real_step"] == 0
+    assert real_onset(0, tensor, ref, got, within_tolerance=True, sharded=True, step0_floor=1e-6)[
+        "first_real_step"] == 0
+    rounded = [1.0 + 5e-7, 0.9, 0.8]  # sharded, within the step-0 floor: rounding
+    assert real_onset(0, tensor, ref, rounded, within_tolerance=True, sharded=True, step0_floor=1e-6)[
+        "first_real_step"] is None
+
+
+def test_the_update_floor_is_capped_and_an_equal_peer_measures_zero():
+    """The only traced peer may carry a fault of its own (a tester's update floor of 4.0):
+    capped at MEASURED_CAP x the tensor floor. A peer equal to standalone at every step grew
+    no rounding: it measures 0. A job whose update errors keep one sign (systematic) is never
+    within its floor."""
+    faulty_peer = _traced_row(1, "ok", [1.0])
+    job = _traced_row(2, "ok", [0.2])
+    floor = rounding.rounding_floor(job, [faulty_peer, job])
+    assert floor["update_rel"] == pytest.approx(rounding.MEASURED_CAP * max(rounding.ROUNDING_REL, floor["rel"]))
+    equal = dict(_row(3, "ok", 1.0, 1.0), max_abs_diff=0.0)
+    assert rounding.measured_update_floor(job, [equal, job]) == (0.0, [3])
+    row = {"status": "ok", "first_diff_step": 0, "max_rel_diff": 1e-8, "first_tensor_rel": None,
+           "rounding_floor": floor, "result": _traced_row(4, "ok", [1e-6])["result"]}
+    assert rounding.within_floor(row)
+    row["result"].first_tensor["updates"]["systematic"] = True
+    assert not rounding.within_floor(row)

@@ -48,7 +48,7 @@ def test_derived_lists_follow_the_roles():
     assert set(fields_with(LAUNCH)) == {
         "framework.name", "framework.impl", "framework.pool_launcher", "framework.device_map", "framework.env",
         "framework.device_env",
-        "execution.omp_num_threads", "device",
+        "execution.omp_num_threads", "device", "runtime.python", "runtime.pythonpath",
     }
     assert fields_with("verdict") == ["compare.rtol", "compare.atol", "compare.noise_floor", "repeat"]
 
