@@ -361,8 +361,9 @@ UPDATE_ONSET_RULE = (
     f"in along, or in either's change from the step before (a sawtooth on a trend), from all other steps, by at "
     f"least {PERIOD_GAP:g} x the series' largest size; abrupt and over (until: its last step) if the large steps "
     f"(rel >= {OVER_SHARE:g} x the largest) start at the first real step and the steps after the last of them, "
-    f"{QUIET_STEPS} or more and at least twice as many as the large steps span, are small (a fault on one step "
-    "or a few, then none: what differs later is its aftermath); noise if along takes both signs alike, by count "
+    f"{QUIET_STEPS} or more and at least twice as many as the large steps span, are small and do not all keep the "
+    "first real step's sign along the update (a fault on one step or a few, then none: what differs later is its "
+    "aftermath; one that keeps its sign is still there, fading); noise if along takes both signs alike, by count "
     f"or by size: |mean of sign(along_t)| < {NOISE_BALANCE:g} or |sum of along_t| / sum of |along_t| < "
     f"{NOISE_BALANCE:g}, over 3 or more real steps (differing steps when none is real), as for random noise or "
     "float rounding (fresh random noise on n steps keeps both near 1/sqrt(n); by size as well, because the steps "
@@ -473,7 +474,12 @@ def update_onset(series: Dict[str, Sequence[float]]) -> Dict[str, Any]:
     if real.size:
         large = np.flatnonzero(~np.isfinite(rel) | (rel >= OVER_SHARE * largest))
         span, quiet = int(large[-1]) - int(real[0]) + 1, rel.size - 1 - int(large[-1])
-        if large[0] == real[0] and quiet >= max(QUIET_STEPS, 2 * span):  # over: it stopped after a few steps
+        after = along[int(large[-1]) + 1:]
+        after = np.sign(after[np.isfinite(after) & (after != 0)])
+        # a fault that fades keeps its sign along the update after its large steps; the aftermath of
+        # one that stopped (weights that differ, then gradients that differ) takes both signs
+        fading = after.size >= QUIET_STEPS and bool(np.all(after == np.sign(along[int(real[0])])))
+        if large[0] == real[0] and quiet >= max(QUIET_STEPS, 2 * span) and not fading:  # over: it stopped
             return dict(out, pattern="abrupt", events=[int(t) for t in large], until=int(large[-1]))
     steps = real if real.size else differ
     signs, sized = np.sign(along[steps]), along[steps][np.isfinite(rel[steps])]

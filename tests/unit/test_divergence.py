@@ -576,3 +576,17 @@ def test_searched_beyond_rounding_the_step_before_is_within_rounding_never_ident
         beyond["description"] and "identical" not in beyond["description"]
     exact = first_difference(standalone, [{"grad": {"w": [1.0, 2.0]}, "weight": {"w": [0.5, 0.65]}}])
     assert "gradients of that step identical (as reduced)" in exact["description"]
+
+
+def test_a_fault_that_fades_keeping_its_sign_is_not_over():
+    """A one-signed fault that fades smoothly (an lr x(1 + 0.5 * 0.7^t)) keeps its sign along
+    every update after its large steps: still there, never "over after update N". The
+    aftermath of one that stopped (a single doubled step) takes both signs: over."""
+    from sweep.analysis.trace import update_onset
+
+    fading = [0.5 * 0.7 ** t for t in range(20)]
+    found = update_onset({"rel": fading, "along": fading})
+    assert "until" not in found and found["pattern"] == "abrupt" and found["real_step"] == 0
+    stopped_along = [1.0] + [(-1) ** t * 1e-3 for t in range(1, 20)]
+    stopped = update_onset({"rel": [abs(a) for a in stopped_along], "along": stopped_along})
+    assert stopped["until"] == 0 and stopped["pattern"] == "abrupt"
