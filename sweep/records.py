@@ -89,6 +89,11 @@ class RankResult(_Record):
     ``initial``: both copies' weights and buffers before any step, compared by canonical
     name (``{"first": first differing tensor or None, "missing": [{name, kind, step,
     only_in}]}``, ``sweep.train.torch_rank.initial_check``); ``None`` where not compared.
+    ``final``: both copies' buffers after the last step, by name (``{"first": the first
+    that differs beyond rounding, kind ``buffer``, or None}``,
+    ``sweep.analysis.trace.final_buffers``): a running statistic the training losses never
+    read (a BatchNorm frozen in one copy); ``{"note": why not}`` where not compared
+    (sharded data: each rank's statistics are its shard's; copies trained apart).
     ``replica``: the distributed copy's local weights per step, ``{"key": which shards
     this rank holds, "coords": its mesh coordinates, "mesh_dims": their names,
     "digests": [sha1 hex of the local weights after each step]}``; ranks with one key
@@ -125,6 +130,7 @@ class RankResult(_Record):
     first_tensor: Optional[Dict[str, Any]] = None
     random_draws: Dict[str, bool] = field(default_factory=dict)
     initial: Optional[Dict[str, Any]] = None
+    final: Optional[Dict[str, Any]] = None
     replica: Optional[Dict[str, Any]] = None
     collectives: Optional[Dict[str, Any]] = None
     optimizer: Optional[Dict[str, Any]] = None

@@ -137,14 +137,17 @@ def start_tensor(unequal: Sequence[Tuple[int, Dict[str, Any]]]) -> Optional[Dict
 def verdict(comparisons: Dict[int, Comparison], judged_rank: int, standalone: Sequence[Any],
             distributed: Sequence[Any], rtol: float, atol: float,
             apart: Sequence[Tuple[int, Comparison]] = (), unequal: Sequence[Tuple[int, Dict[str, Any]]] = (),
-            replicas: Optional[Dict[str, Any]] = None) -> Tuple[str, Optional[str]]:
+            replicas: Optional[Dict[str, Any]] = None,
+            ended: Sequence[Tuple[int, Dict[str, Any]]] = ()) -> Tuple[str, Optional[str]]:
     """A run's status and reason: ``("fail", "reason; reason")`` if any rank fails against
     the standalone sequence (the judged rank's steps outside tolerance, and the failing
     ranks; a non-finite loss named with both values), if both copies' losses turn
     non-finite alike (NaN or inf at the same steps: ``numpy.isclose`` calls them equal, yet
     a diverged run passes nothing: "non-finite loss from step k in both copies"), if its ranks disagree beyond
     tolerance (:func:`ranks_apart`; each may still pass against standalone), if the copies
-    do not start equal, or if replicas disagree (:func:`replica_check`); else ``("ok", None)``.
+    do not start equal, if replicas disagree (:func:`replica_check`), or if the copies end
+    apart in a buffer the training losses never read (``ended``: a BatchNorm statistic
+    frozen in one copy, with replicated data); else ``("ok", None)``.
 
     Args:
         comparisons: rank -> its comparison with standalone (one entry, rank 0, for sharded
@@ -153,7 +156,7 @@ def verdict(comparisons: Dict[int, Comparison], judged_rank: int, standalone: Se
         standalone, distributed: the standalone losses and the judged rank's, as recorded.
         rtol, atol: the job's tolerance, as configured (they appear in the reason).
         apart: :func:`ranks_apart`; unequal: ``[(rank, initial["first"])]``; replicas:
-            ``JobRecord.replicas``.
+            ``JobRecord.replicas``; ended: ``[(rank, RankResult.final["first"])]``.
     """
     comparison = comparisons[judged_rank]
     failing = [rank for rank, c in sorted(comparisons.items()) if not c.passed]
@@ -188,5 +191,9 @@ def verdict(comparisons: Dict[int, Comparison], judged_rank: int, standalone: Se
         reasons.append(f"the copies do not start equal: rank {rank}: {found['description']}{others}")
     if replicas and replicas.get("first_step") is not None:
         reasons.append(replica_reason(replicas, [r for r, _ in unequal]))
+    if ended:
+        rank, found = ended[0]
+        others = f" (ranks {', '.join(str(r) for r, _ in ended)})" if len(ended) > 1 else ""
+        reasons.append(f"the copies end apart: rank {rank}: {found['description']}{others}")
     # (when only the ranks disagree, each is within tolerance of standalone: comparison.passed)
     return ("fail", "; ".join(reasons)) if reasons else ("ok", None)

@@ -272,9 +272,7 @@ def within_floor(row: Row) -> bool:
     a tensor far beyond its dtype's rounding (a gradient scaled by 2 under Adam, which
     normalises the scale away) is not within it, nor is one whose update errors grow beyond
     its passing peers' (``rounding_floor["update_rel"]``: a warmup too large in one copy,
-    under bf16's wide floor), nor one whose update errors keep one sign on every differing
-    step (``systematic``: ``sweep.analysis.trace.update_onset``), nor one that ran another
-    precision than configured
+    under bf16's wide floor), nor one that ran another precision than configured
     (:func:`policy_departed`). ``False`` for a failing job, or one without a floor."""
     floor = row.get("rounding_floor")
     rel = row.get("max_rel_diff")
@@ -283,10 +281,6 @@ def within_floor(row: Row) -> bool:
         return False
     tensor = row.get("first_tensor_rel")
     if tensor is not None and float(tensor) > tensor_floor(row):
-        return False
-    # update errors of one sign on every differing step (below rounding's size): a fault's
-    updates = (getattr(row.get("result"), "first_tensor", None) or {}).get("updates") or {}
-    if updates.get("systematic"):
         return False
     # update errors beyond what the same reorderings grow them to in the passing peers: a fault's
     grown, largest = floor.get("update_rel"), update_rel(row.get("result"))

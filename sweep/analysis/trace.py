@@ -168,6 +168,23 @@ def first_difference(standalone: Trace, distributed: Trace, noise_floor: float =
     return None
 
 
+def final_buffers(standalone: Dict[str, Any], distributed: Dict[str, Any], last_step: int,
+                  noise_floor: float = 0.0) -> Optional[Dict[str, Any]]:
+    """The first buffer (by name: ``{name: array}`` of each copy, after the last step) that
+    differs beyond float rounding (``ROUNDING_REL``), as :func:`first_difference`'s dict of
+    kind ``buffer`` at ``last_step`` (a running statistic the forward updates: BatchNorm's
+    ``running_mean`` / ``moving_mean``), or ``None``."""
+    found = first_difference([{"buffer": standalone}], [{"buffer": distributed}], noise_floor,
+                             min_rel=ROUNDING_REL)
+    if found is None:
+        return None
+    found = dict(found, step=last_step)
+    found["description"] = (f"buffer {found['name']} after the last step ({last_step}), abs {found['abs_diff']:.3g}, "
+                            f"rel {found['rel_diff']:.3g}: a statistic the forward updates, which the training "
+                            "losses do not read") + _shards_text(found.get("shards"))
+    return found
+
+
 PURE_SCALE_RESIDUAL = 1e-3  # b is r * a when |b - r a| <= this share of |b|
 
 

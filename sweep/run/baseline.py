@@ -61,13 +61,16 @@ def lookup(sweep_dir: Path, fields: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 
 
 def store(sweep_dir: Path, fields: Dict[str, Any], standalone: List[Any], job_dir: Path,
-          dtypes_observed: Optional[Dict[str, Any]] = None, lrs: Optional[List[float]] = None) -> None:
+          dtypes_observed: Optional[Dict[str, Any]] = None, lrs: Optional[List[float]] = None,
+          buffers: Optional[Dict[str, Any]] = None) -> None:
     """Cache ``standalone`` (the loss list as in ``result.json``) for ``fields``, with the
     dtypes the standalone copy ran (``dtypes_observed``: ``RankResult.dtypes_observed_standalone``)
     and the lr of each of its steps (``lrs``: ``RankResult.features["lr"]["standalone"]``, with a
-    scheduler), so a job that takes the cached sequence still compares its lrs."""
+    scheduler), and its buffers after the last step (``buffers``: ``RankResult.final["standalone"]``),
+    so a job that takes the cached sequence still compares its lrs and its buffers."""
     write_json(_path(sweep_dir, fields), {"key_fields": fields, "standalone": standalone, "job_dir": str(job_dir),
-                                          "dtypes_observed": dict(dtypes_observed or {}), "lrs": lrs})
+                                          "dtypes_observed": dict(dtypes_observed or {}), "lrs": lrs,
+                                          "buffers": buffers})
 
 
 def golden_keys(config: Dict[str, Any]) -> List[str]:

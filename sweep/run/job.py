@@ -195,12 +195,15 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
         entry = read_json(paths.standalone_result)
         standalone, observed_standalone = entry["standalone"], entry.get("dtypes_observed_standalone") or {}
         lrs = entry.get("lrs") or ((entry.get("features") or {}).get("lr") or {}).get("standalone")
+        buffers = (entry.get("final") or {}).get("standalone")
     else:
         standalone, observed_standalone = present[0].standalone, present[0].dtypes_observed_standalone
         lrs = ((present[0].features or {}).get("lr") or {}).get("standalone")
+        buffers = (present[0].final or {}).get("standalone")
     if fields and not cached:
-        baseline.store(sweep_dir, fields, standalone, job_dir, dtypes_observed=observed_standalone, lrs=lrs)
-    judge(cfg, record, present, standalone, lrs)
+        baseline.store(sweep_dir, fields, standalone, job_dir, dtypes_observed=observed_standalone, lrs=lrs,
+                       buffers=buffers)
+    judge(cfg, record, present, standalone, lrs, standalone_buffers=buffers)
     record.dtypes["observed_standalone"] = observed_standalone  # what the standalone copy ran (baseline.precision)
     # (the rerun's dir holds no cached baseline: its ranks train both copies, to trace them)
     _trace(cfg, framework, job_dir, record, world, env, limit, pools)
@@ -228,7 +231,7 @@ def _launch(
         # The ranks see ranks/standalone.json and train the distributed copy only.
         write_json(paths.standalone_result, {"standalone": cached["standalone"], "from": cached["job_dir"],
                                              "dtypes_observed_standalone": cached.get("dtypes_observed") or {},
-                                             "lrs": cached.get("lrs")})
+                                             "lrs": cached.get("lrs"), "final": {"standalone": cached.get("buffers")}})
         record.baseline = {"source": cached.get("source", "cache"), "job_dir": cached["job_dir"],
                            **{k: cached[k] for k in ("file", "versions") if k in cached}}
     standalone_pool, posted, alone = None, 0.0, None

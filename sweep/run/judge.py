@@ -10,7 +10,7 @@ Shared by the built-in job (``sweep.run.job``) and ``runner=command`` (``sweep.r
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 from omegaconf import DictConfig
@@ -26,13 +26,15 @@ from sweep.records import JobRecord, RankResult
 
 
 def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalone: List[Any],
-          standalone_lrs: Optional[List[float]] = None) -> None:
+          standalone_lrs: Optional[List[float]] = None, standalone_buffers: Optional[Dict[str, Any]] = None) -> None:
     """Fill the record from the ranks' results: every rank judged against the standalone
     sequence (``sweep.analysis.compare.compare_losses``; the job is judged by its worst rank,
     ``sweep.analysis.judging.worst_rank``), losses, weights moved, dtypes, timings, notes,
     the replicas (``replica_check``), and the verdict (``ok`` or ``fail`` with its reason,
     ``sweep.analysis.judging.verdict``: a job fails if any rank fails, if its ranks disagree
-    beyond tolerance, if the copies do not start equal or if replicas disagree)."""
+    beyond tolerance, if the copies do not start equal, if replicas disagree, or if the copies
+    end apart in a buffer: ``standalone_buffers``, the standalone copy's after the last step,
+    ``RankResult.final["standalone"]``, against each rank's :func:`ended_apart`)."""
     first = ranks[0]
     sharded = cfg.data.split == "sharded"
     tol = dict(rtol=cfg.compare.rtol, atol=cfg.compare.atol, noise_floor=cfg.compare.noise_floor)
@@ -93,6 +95,7 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
         record.features = dict(first.features or {}, lr=lrs)
     record.notes.extend(n for n in lr_notes(lrs.get("standalone"), lrs.get("distributed")) if n not in record.notes)
     unequal = [(r.rank, r.initial["first"]) for r in ranks if r.initial and r.initial.get("first")]
+    ended = ended_apart(cfg, ranks, standalone_buffers, len(ref))
     record.replicas = replica_check(ranks)
     record.dtypes = {
         "configured": {**{k: record.config["mp_policy"][k] for k in ("param_dtype", "reduce_dtype", "output_dtype")},
@@ -110,9 +113,36 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
         record.comparison["resolution"] = max(printed.values())
     if unequal and not record.first_tensor:  # the copies do not start equal: that is the first difference
         record.first_tensor = start_tensor(unequal)
+    if ended and not record.first_tensor:  # they end apart in a statistic no loss reads: that is the one
+        record.first_tensor = start_tensor(ended)
     record.status, record.reason = verdict({rank: c for rank, (_, c) in judged.items()}, record.judged_rank,
                                            standalone, distributed, cfg.compare.rtol, cfg.compare.atol,
-                                           apart=apart, unequal=unequal, replicas=record.replicas)
+                                           apart=apart, unequal=unequal, replicas=record.replicas, ended=ended)
+
+
+def ended_apart(cfg: DictConfig, ranks: List[RankResult], standalone: Optional[Dict[str, Any]],
+                steps: int) -> List[Tuple[int, Dict[str, Any]]]:
+    """``[(rank, sweep.analysis.trace.final_buffers's dict)]`` of the ranks whose
+    distributed copy's buffers after the last step (``RankResult.final["distributed"]``)
+    differ from the standalone copy's beyond rounding (a sharding engine's shards against
+    the matching slices: ``to_shards``). ``[]`` with sharded data (each rank's running
+    statistics are its shard's, by design) or where either side was not recorded."""
+    from sweep.analysis.trace import final_buffers, to_shards
+
+    if cfg.data.split == "sharded" or not isinstance(standalone, dict) or "note" in standalone:
+        return []
+    found = []
+    for r in ranks:
+        theirs = (r.final or {}).get("distributed")
+        if not isinstance(theirs, dict) or "note" in theirs:
+            continue
+        arrays = [{"buffer": {k: np.asarray(v) for k, v in theirs.items()}}]
+        ours = to_shards([{"buffer": {k: np.asarray(v) for k, v in standalone.items()}}], arrays, r.rank)
+        first = final_buffers(ours[0]["buffer"], arrays[0]["buffer"], max(steps - 1, 0),
+                              float(cfg.compare.noise_floor))
+        if first is not None:
+            found.append((r.rank, first))
+    return found
 
 
 def _inside_notes(record: JobRecord, ranks: List[RankResult]) -> tuple:

@@ -30,6 +30,7 @@ from sweep.layout import JobDir
 from sweep.records import RankResult
 from sweep.train import phase_order, rank_samples, train_phases, write_rank_result
 from sweep.train import versions
+from sweep.train.final_state import final_record
 from sweep.train.mindspore_step import train
 from sweep.train.observers import Copy, Observer
 from sweep.train.observers.dtypes import MindSporeDtypes
@@ -399,6 +400,8 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         engine_notes=list(info.get("notes") or engine.notes), engine=info,
         collectives=ledger_record(engine, rank, world) if "distributed" in names else None, features=applied,
         random_draws={name: obs["draws"].drew for name, obs in seen.items()}, initial=initial,
+        final=final_record(names, {"standalone": lambda: mindspore_state(standalone.model, "buffer", frozen),
+                                   "distributed": lambda: mindspore_state(distributed.model, "buffer", frozen)}),
         optimizer=optimizer_record(cfg, {name: obs["optimizer"].groups for name, obs in seen.items()}),
         replica=replica_record(cfg, ctx, distributed.model, full_shapes, seen["distributed"]["digests"].digests)
         if "distributed" in seen else None,

@@ -44,6 +44,7 @@ from sweep.train import (
     write_rank_result,
 )
 from sweep.train import versions
+from sweep.train.final_state import final_record
 from sweep.train.copies import compile_model, features_record, prepare
 from sweep.train.observers import Copy, Observer
 from sweep.train.observers.dtypes import TorchDtypes, override_targets
@@ -340,6 +341,8 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     )
     result = rank_result(cfg, ctx, distributed, seen, losses, moved, applied)
     result.initial = initial
+    result.final = final_record(names, {"standalone": lambda: record_tensors(standalone.model, "buffer"),
+                                        "distributed": lambda: record_tensors(distributed.model, "buffer")})
     write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
 
 

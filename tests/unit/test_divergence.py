@@ -590,3 +590,13 @@ def test_a_fault_that_fades_keeping_its_sign_is_not_over():
     stopped_along = [1.0] + [(-1) ** t * 1e-3 for t in range(1, 20)]
     stopped = update_onset({"rel": [abs(a) for a in stopped_along], "along": stopped_along})
     assert stopped["until"] == 0 and stopped["pattern"] == "abrupt"
+
+
+def test_buffers_after_the_last_step_differ_beyond_rounding_only():
+    from sweep.analysis.trace import final_buffers
+
+    ours = {"bn.running_mean": [0.1, 0.2], "bn.running_var": [1.0, 1.0]}
+    assert final_buffers(ours, {"bn.running_mean": [0.1 + 1e-9, 0.2], "bn.running_var": [1.0, 1.0]}, 9) is None
+    found = final_buffers(ours, {"bn.running_mean": [0.0, 0.0], "bn.running_var": [1.0, 1.0]}, 9)
+    assert found["kind"] == "buffer" and found["name"] == "bn.running_mean" and found["step"] == 9
+    assert found["description"].startswith("buffer bn.running_mean after the last step (9), abs 0.2, rel 1:")
