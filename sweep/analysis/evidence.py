@@ -377,6 +377,21 @@ DRIFT_RULE = (
 )
 
 
+# where a job's tensors keep one sign below rounding's size but its losses stay within their floor
+WITHIN_FLOOR_TEXT = "; but the losses stay within their rounding floor, so no cause is taken from the tensors alone"
+
+
+def tensor_text_in_class(row: Row) -> Optional[str]:
+    """The row's ``first_tensor`` text, with :data:`WITHIN_FLOOR_TEXT` where its class is
+    ``rounding`` although the text calls the update errors systematic (one sign below
+    rounding's size): the losses decide (issue 41: no cause from the tensors alone)."""
+    text = row.get("first_tensor")
+    if row.get("drift") == "rounding" and text and "systematic, not rounding" in text and \
+            WITHIN_FLOOR_TEXT not in text:
+        return text + WITHIN_FLOOR_TEXT
+    return text
+
+
 def parting_step(row: Row) -> Optional[int]:
     """The step a job's drift class and sentence take: ``first_real_step`` (the first
     difference beyond float rounding, from the traced tensors) where known, else

@@ -32,7 +32,8 @@ from sweep.analysis.attribution import attribute, factors, label
 from sweep.analysis.compare import drift_metrics, tolerance_ratio
 from sweep.analysis.dtypes import dtype_evidence
 from sweep.report.terminal import fit
-from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, class_gloss, drift_class, job_evidence, parting_step
+from sweep.analysis.evidence import (DRIFT_CLASSES, DRIFT_RULE, class_gloss, drift_class, job_evidence, parting_step,
+                                     tensor_text_in_class)
 from sweep.analysis.judging import replica_reason
 from sweep.analysis.rounding import rounding_floor
 from sweep.analysis.trace import ROUNDING_REL
@@ -267,15 +268,9 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
         if row["rounding_floor"] and row["status"] in ("ok", "fail"):
             row.update(job_evidence(row["result"], floor=row["rounding_floor"]))
         row["drift"] = drift_class(row)
-        if row["drift"] == "rounding" and row.get("first_tensor") and "systematic, not rounding" in row["first_tensor"]:
-            row["first_tensor"] += ROUNDING_ONLY_LOSSES  # the class and the tensor's words in one sense
+        row["first_tensor"] = tensor_text_in_class(row)  # the class and the tensor's words in one sense
         row["notes"] = _notes(row)
     return rows
-
-
-# where a job's tensors keep one sign below rounding's size but its losses stay within their floor
-ROUNDING_ONLY_LOSSES = ("; but the losses stay within their rounding floor, so no cause is taken from the tensors "
-                        "alone")
 
 
 def table_rows(rows: Sequence[Dict[str, Any]], metrics: Sequence[str] = METRICS) -> Tuple[List[str], List[List[Any]]]:
