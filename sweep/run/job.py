@@ -225,8 +225,9 @@ def _launch(
     ranks: in a shared launch under ``pools`` (see :func:`_run_ranks`), or in a launch of
     their own. With ``baseline.framework`` naming another framework (and no cached
     baseline) the standalone copy trains in that framework after the ranks, from the
-    initial weights they wrote (:func:`_standalone_across`). Returns the shared launch's log (``None`` for a launch of its own), the
-    ranks' outcome, and the standalone process's (``None`` without one)."""
+    initial weights they wrote (:func:`_standalone_across`). Returns the shared launch's
+    log (``None`` for a launch of its own), the ranks' outcome, and the standalone
+    process's (``None`` without one)."""
     paths = JobDir(job_dir)
     if cached:
         # The ranks see ranks/standalone.json and train the distributed copy only.
