@@ -11,6 +11,8 @@ A job dir (``hydra.runtime.output_dir``; ``SWEEP_DIR/<job num>/`` in a multirun)
     ranks/standalone.json     the standalone sequence when it was computed elsewhere
                               (order=separate, or a baseline reused from the sweep)
     ranks/init_<who>.<ext>    weights.transfer=checkpoint's checkpoint files
+    ranks/initial_weights.npz the distributed copy's initial weights, for a standalone copy in
+                              another framework (baseline.framework; sweep.models.convert)
     logs/launcher.log         the framework launcher's output (a launch of the job's own)
     logs/worker_<r>.log       rank r's output (msrun also writes scheduler.log)
     .hydra/overrides.yaml     Hydra's record of the job's overrides
@@ -42,6 +44,7 @@ JOB_CONFIG = "job.yaml"
 RESULT = "result.json"
 RANKS_DIR = "ranks"
 STANDALONE_RESULT = "standalone.json"
+INITIAL_WEIGHTS = "initial_weights.npz"
 LOGS_DIR = "logs"
 LAUNCHER_LOG = "launcher.log"
 HYDRA_OVERRIDES = ".hydra/overrides.yaml"
@@ -95,6 +98,12 @@ class JobDir:
     def checkpoint(self, who: str, suffix: str) -> Path:
         """``ranks/init_<who><suffix>``: ``who`` is ``rank_<r>`` or ``standalone``."""
         return self.ranks / f"init_{who}{suffix}"
+
+    @property
+    def initial_weights(self) -> Path:
+        """``ranks/initial_weights.npz``: rank 0's record of the distributed copy's initial
+        weights, which a standalone copy in another framework starts from (``baseline.framework``)."""
+        return self.ranks / INITIAL_WEIGHTS
 
     @property
     def logs(self) -> Path:

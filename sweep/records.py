@@ -179,8 +179,10 @@ class JobRecord(_Record):
     ``timeout_s`` and ``kill_tag`` (the ``SWEEP_KILL_TAG`` its processes carry);
     ``timings_s``: ``wall``, ``launch`` and per-phase maxima over ranks (s); ``pool``:
     the shared launch that ran it; ``baseline``: where a reused standalone sequence came
-    from; ``engine_notes``: the engine's notes (``RankResult.engine_notes``); ``engine``:
-    rank 0's ``RankResult.engine``; ``notes``:
+    from (``source``: ``cache``, ``file``, ``baseline_command``, or ``framework``: the standalone copy
+    trained in the other framework, ``baseline.framework``, with its ``framework``, ``versions`` and
+    ``initial_weights``: ``{framework, file, renamed}``); ``engine_notes``: the engine's notes
+    (``RankResult.engine_notes``); ``engine``: rank 0's ``RankResult.engine``; ``notes``:
     settings of the job that had no effect (``sweep.run.judge.effect_notes``), and
     ``nondeterministic: ...`` when its repeats disagree; ``repeats``: with ``repeat=N > 1``,
     one summary per run (``{repeat, status, first_diff_step, first_fail_step,

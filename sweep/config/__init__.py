@@ -4,7 +4,8 @@ May import: the contracts at the top (``sweep.errors``, ``sweep.io``, ``sweep.re
 Modules: ``sections`` (one module per section: its dataclass, enums, field-local checks, each field's role and
 doc), ``roles`` (the field roles, ``affects``), ``schema`` (the composition: the job's config, the checks across
 sections, the field lists derived from the roles), ``enums``, ``factories``,
-``reference`` (the config reference rendered from the schema: ``python -m sweep.config.reference``).
+``reference`` (the config reference rendered from the schema: ``python -m sweep.config.reference``),
+``presets`` (a ``conf/`` preset as a plain config: another framework's, for ``baseline.framework``).
 """
 
 from pathlib import Path

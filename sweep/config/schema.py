@@ -57,7 +57,7 @@ from sweep.config.roles import (  # noqa: F401
 )
 from sweep.config.sections._checks import _value
 from sweep.config.sections.activation_checkpoint import ActivationCheckpointConfig, CheckpointMode  # noqa: F401
-from sweep.config.sections.baseline import BaselineConfig, BaselinePrecision
+from sweep.config.sections.baseline import BaselineConfig, BaselinePrecision, foreign_framework
 from sweep.config.sections.compare import CompareConfig
 from sweep.config.sections.compile import CompileConfig
 from sweep.config.sections.data import DataConfig, DataSplit  # noqa: F401
@@ -184,8 +184,14 @@ class SweepConfig:
 
     @staticmethod
     def check(cfg: Any) -> None:
-        """The top-level scalars. Raises: ConfigError: ``steps`` < 1, or a ``seed`` outside
-        [0, 2**32) (numpy's and MindSpore's seeds)."""
+        """The top-level scalars, and the settings that exclude each other across sections.
+
+        Raises:
+            ConfigError: ``steps`` < 1, a ``seed`` outside [0, 2**32) (numpy's and
+                MindSpore's seeds), ``model.init=meta`` with ``weights.transfer=shared`` or
+                ``order=separate``, or a ``baseline.framework`` other than the job's with a
+                setting of :data:`CROSS_CLASHES` (one line naming both and why).
+        """
         if cfg.steps <= 0:
             raise ConfigError(f"steps={cfg.steps}: must be > 0")
         if cfg.get("repeat", 1) < 1:
@@ -199,7 +205,26 @@ class SweepConfig:
             if _value(cfg.order) == "separate":
                 raise ConfigError("model.init=meta with order=separate: the standalone process has no distributed "
                                   "copy to take its initial weights from; use standalone_first or distributed_first")
+        other = foreign_framework(cfg)
+        if other is not None:
+            clash = {"baseline.file": bool(cfg.baseline.get("file")),
+                     "baseline.precision=policy": _value(cfg.baseline.get("precision")) == "policy",
+                     "weights.transfer=shared": _value(cfg.weights.transfer) == "shared",
+                     "runner=command": _value((cfg.get("runner") or {}).get("name")) == "command"}
+            for setting, is_set in clash.items():
+                if is_set:
+                    raise ConfigError(f"baseline.framework={other} with {setting}: "
+                                      + CROSS_CLASHES[setting.split("=")[0]])
 
+
+# Why each setting cannot go with a standalone copy in another framework (SweepConfig.check).
+CROSS_CLASHES = {
+    "baseline.file": "the golden file's losses are the baseline, no standalone copy trains",
+    "baseline.precision": "the policy baseline is fully_shard on one rank, a torch engine; the other framework's "
+                          "standalone copy is a plain module",
+    "weights.transfer": "two frameworks' copies cannot share storage; use independent",
+    "runner": "the command trains its own copies; baseline.framework is for built-in jobs",
+}
 
 SECTION_CHECKS = {
     "mp_policy": MixedPrecisionPolicyConfig.check,
@@ -292,7 +317,13 @@ def normalize(cfg: DictConfig) -> None:
     """Fold deprecated keys into their new names, in place, each with a ``FutureWarning``:
     ``weights.copy`` -> ``weights.transfer``, ``data.batch_size`` -> ``train.batch_size``;
     and with ``runner=command`` set ``world_size`` from the mesh when it is ``null``, so
-    that a command's ``${world_size}`` is the number of ranks."""
+    that a command's ``${world_size}`` is the number of ranks; ``baseline.framework`` equal
+    to ``framework.name`` becomes ``null`` (the same baseline: one cache key, and a non-null
+    value always means another framework)."""
+    baseline, framework = cfg.get("baseline"), cfg.get("framework")
+    if baseline is not None and framework is not None and baseline.get("framework") is not None \
+            and str(baseline.framework) == str(framework.get("name")):
+        baseline.framework = None
     runner = cfg.get("runner")
     if runner is not None and _value(runner.name) == RunnerName.command.value and cfg.world_size is None:
         cfg.world_size = world_size(cfg)

@@ -1,4 +1,4 @@
-"""The models and data both copies train: model presets and the ``model._target_`` contract (here), data factories (``data``).
+"""The models and data both copies train: model presets and the ``model._target_`` contract (here), data factories (``data``), weights between the frameworks' names (``convert``).
 
 May import: ``sweep.config`` and the contracts at the top only.
 

@@ -10,6 +10,8 @@ unknown keys, the top-level scalars, each section's field-local checks, the mesh
 3. the model (``model._target_`` imports, runs on the framework, takes ``model.args``);
 4. the data (``data._target_`` imports);
 5. the training step (what the framework's step cannot run: ``Framework.check_train``).
+6. with ``baseline.framework`` naming the other framework, the standalone copy there
+   (:func:`check_baseline_framework`: its preset, installed, the model's port, its step).
 
 The ``mesh``, ``compare`` and ``execution`` sections have field-local checks only (the
 first step).
@@ -17,10 +19,14 @@ first step).
 
 from __future__ import annotations
 
-from typing import Any, Type
+import importlib.util
+from typing import Any, Optional, Type
 
 from sweep import engines, frameworks, models
+from sweep.config import presets
 from sweep.config.schema import check_fields
+from sweep.config.sections.baseline import foreign_framework
+from sweep.errors import ConfigError
 from sweep.frameworks.base import Framework
 from sweep.models import data
 
@@ -42,4 +48,38 @@ def check(cfg: Any) -> Type[Framework]:
     models.check(cfg, framework.name)
     data.factory_of(cfg)
     framework.check_train(cfg)
+    check_baseline_framework(cfg)
     return framework
+
+
+def check_baseline_framework(cfg: Any) -> Optional[Type[Framework]]:
+    """With ``baseline.framework`` naming another framework than the job's
+    (``sweep.config.sections.baseline.foreign_framework``), what its standalone copy needs:
+    a preset of that name (``conf/framework/``), the framework installed, the model ported to
+    it (``sweep.models.check``: e.g. ``model=transformer`` is torch's only) and every
+    setting of the ``train``/``model`` sections its step runs (``Framework.check_train``:
+    e.g. MindSpore's has no ``train.loss=cross_entropy``, ``compile`` or ``model.tie``). The
+    optimizers need no check: both frameworks build ``adam``, ``adamw`` and ``sgd``
+    (``torch.optim.AdamW``, MindSpore ``nn.AdamWeightDecay``). The clashes with other
+    sections are ``sweep.config.schema.SweepConfig.check``'s.
+
+    Returns:
+        The other framework's class, or ``None`` without one.
+
+    Raises:
+        ConfigError: one line, ``baseline.framework=<name>: `` and what has no counterpart.
+    """
+    other = foreign_framework(cfg)
+    if other is None:
+        return None
+    cls = frameworks.by_path(str(presets.framework(other).impl))
+    if importlib.util.find_spec(cls.module) is None:
+        raise ConfigError(f"baseline.framework={other}: {other} is not installed: pip install '.[{cls.extra}]' "
+                          "(on CPU machines add -c constraints/cpu.txt)")
+    try:
+        models.check(cfg, other)
+        cls.check_train(cfg)
+    except ConfigError as exc:
+        why = str(exc).split("; run it with framework=")[0]  # the job's own framework is the one that runs it
+        raise ConfigError(f"baseline.framework={other}: {why}") from None
+    return cls

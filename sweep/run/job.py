@@ -26,7 +26,9 @@ from omegaconf import DictConfig, OmegaConf
 import sweep
 from sweep.analysis.evidence import first_diff_over_ranks, first_module_over_ranks, first_tensor_over_ranks, place
 from sweep.analysis.judging import ranked_notes
+from sweep.config import presets
 from sweep.config.enums import as_str
+from sweep.config.sections.baseline import foreign_framework
 from sweep.config.schema import (
     NUMERIC,
     fields_with,
@@ -168,7 +170,8 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
 
     ranks = _read_ranks(job_dir, world)
     missing = [str(r) for r, res in enumerate(ranks) if res is None]
-    if (cfg.order == "separate" or cached) and not paths.standalone_result.exists():
+    other = foreign_framework(cfg)  # baseline.framework: the standalone copy in another framework
+    if (cfg.order == "separate" or cached or other) and not paths.standalone_result.exists():
         missing.append("standalone process")
     if missing:
         record.log_tails = log_tails(job_dir, launcher_log=log)
@@ -181,7 +184,8 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
                              + failure_cause(outcome.returncode, record.log_tails))
         elif missing == ["standalone process"] and alone is not None:  # the ranks did their part
             record.status = "timeout" if alone.timed_out else "error"
-            record.reason = "no result from the standalone process (order=separate): " + failure_cause(
+            apart = f"baseline.framework={other}" if other else "order=separate"
+            record.reason = f"no result from the standalone process ({apart}): " + failure_cause(
                 alone.returncode, record.log_tails, who="the standalone process")
         else:
             record.status = "error"
@@ -204,6 +208,8 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
         baseline.store(sweep_dir, fields, standalone, job_dir, dtypes_observed=observed_standalone, lrs=lrs,
                        buffers=buffers)
     judge(cfg, record, present, standalone, lrs, standalone_buffers=buffers)
+    if other and not cached:  # (after judge, which sets the notes)
+        _across_record(record, other, read_json(paths.standalone_result))
     record.dtypes["observed_standalone"] = observed_standalone  # what the standalone copy ran (baseline.precision)
     # (the rerun's dir holds no cached baseline: its ranks train both copies, to trace them)
     _trace(cfg, framework, job_dir, record, world, env, limit, pools)
@@ -224,8 +230,11 @@ def _launch(
     from a process apart from the ranks: the sweep's standalone pool when launches are
     shared, training while the ranks do, else a process of its own first), and run the
     ranks: in a shared launch under ``pools`` (see :func:`_run_ranks`), or in a launch of
-    their own. Returns the shared launch's log (``None`` for a launch of its own), the
-    ranks' outcome, and the standalone process's (``None`` without one)."""
+    their own. With ``baseline.framework`` naming another framework (and no cached
+    baseline) the standalone copy trains in that framework after the ranks, from the
+    initial weights they wrote (:func:`_standalone_across`). Returns the shared launch's
+    log (``None`` for a launch of its own), the ranks' outcome, and the standalone
+    process's (``None`` without one)."""
     paths = JobDir(job_dir)
     if cached:
         # The ranks see ranks/standalone.json and train the distributed copy only.
@@ -235,12 +244,13 @@ def _launch(
         record.baseline = {"source": cached.get("source", "cache"), "job_dir": cached["job_dir"],
                            **{k: cached[k] for k in ("file", "versions") if k in cached}}
     standalone_pool, posted, alone = None, 0.0, None
-    if not cached and cfg.order == "separate" and _shares_launches(cfg, pools, world):
+    separate = cfg.order == "separate" and not foreign_framework(cfg)  # (another framework's: after the ranks)
+    if not cached and separate and _shares_launches(cfg, pools, world):
         # The standalone baseline in the sweep's standalone pool (a process apart from the
         # ranks, started once), training while the ranks train theirs.
         standalone_pool = pool.get_pool(pools, record.config, framework, 1, env, phase="standalone")
         posted = standalone_pool.submit(job_dir)
-    elif not cached and cfg.order == "separate":
+    elif not cached and separate:
         # The standalone baseline in a process of its own, before the distributed launch.
         standalone_spec = supervise.LaunchSpec(
             argv=[runtime.interpreter(env), "-m", "sweep.train", str(job_dir), "--phase", "standalone"],
@@ -249,6 +259,13 @@ def _launch(
         alone = supervise.run(standalone_spec)
         record.timings_s["standalone_launch"] = alone.wall_s
     argv, kill_tag, log, outcome = _run_ranks(cfg, framework, job_dir, record, world, env, limit, pools)
+    other = foreign_framework(cfg)
+    if not cached and other:
+        # baseline.framework: the other framework's standalone copy, from the weights the ranks wrote
+        record.baseline = {"source": "framework", "framework": other}
+        alone = _standalone_across(cfg, other, job_dir, limit)
+        if alone is not None:
+            record.timings_s["standalone_launch"] = alone.wall_s
     if standalone_pool is not None:
         alone = standalone_pool.wait(job_dir, posted, limit)
         record.timings_s["standalone_launch"] = alone.wall_s
@@ -264,6 +281,42 @@ def _launch(
     }
     record.timings_s["launch"] = outcome.wall_s
     return log, outcome, alone
+
+
+def _standalone_across(cfg: DictConfig, other: str, job_dir: Path, limit: float) -> Optional[supervise.LaunchOutcome]:
+    """``baseline.framework``: the standalone copy in framework ``other``, in a process of its
+    own after the ranks (it starts from the initial weights rank 0 wrote,
+    ``ranks/initial_weights.npz``): ``python -m sweep.train JOB_DIR --phase standalone``
+    (which takes ``other``'s preset: ``sweep.train.standalone_config``) with ``other``'s
+    rank environment (``pool.rank_env``: e.g. MindSpore's ``GLOG_v``), its output in
+    ``logs/standalone.log``. ``None`` when the ranks wrote no weights (they failed: their
+    error is the job's)."""
+    paths = JobDir(job_dir)
+    if not paths.initial_weights.exists():
+        return None
+    spec = supervise.LaunchSpec(
+        argv=[sys.executable, "-m", "sweep.train", str(job_dir), "--phase", "standalone"],
+        env=pool.rank_env(presets.with_framework(cfg, other)), log_path=paths.logs / "standalone.log",
+        timeout_s=limit,
+    )
+    return supervise.run(spec)
+
+
+def _across_record(record: JobRecord, other: str, entry: Dict[str, Any]) -> None:
+    """Where the standalone copy trained in framework ``other`` (``baseline.framework``):
+    ``record.baseline`` (``{"source": "framework", "framework", "versions", "initial_weights":
+    {"framework", "file", "renamed"}}`` from its ``ranks/standalone.json``, ``entry``) and a note
+    naming the framework, its version and the names the initial weights were converted by."""
+    across = (entry.get("features") or {}).get("initial_weights") or {}
+    versions = entry.get("versions") or {}
+    record.baseline = {"source": "framework", "framework": other, "versions": versions, "initial_weights": across}
+    renamed = across.get("renamed") or {}
+    names = (", ".join(f"{theirs} -> {ours}" for ours, theirs in renamed.items()) if renamed
+             else "every name the same")
+    version = versions.get(other)
+    record.notes.append(f"the standalone copy trained in {other}{' ' + version if version else ''} "
+                        f"(baseline.framework={other}), in a process of its own after the ranks, from the distributed "
+                        f"copy's initial weights converted by name and layout ({names}) and the same data")
 
 
 def _shares_launches(cfg: DictConfig, pools: Optional[Path], world: int) -> bool:
@@ -314,9 +367,12 @@ def _trace(
                 "the losses never differ (the job fails on what the reason names)"
             record.first_module = {"note": f"not traced: {why}"}
         return
-    if not framework.traces_tensors or cfg.order == "separate":
-        why = ("order=separate trains the copies apart, in two processes (order=standalone_first traces the same "
-               "config)") if cfg.order == "separate" else \
+    other = foreign_framework(cfg)
+    if not framework.traces_tensors or cfg.order == "separate" or other:
+        why = (f"across frameworks (baseline.framework={other}: the standalone copy trained in {other}, in a "
+               "process of its own)") if other else \
+            ("order=separate trains the copies apart, in two processes (order=standalone_first traces the same "
+             "config)") if cfg.order == "separate" else \
             f"tensor tracing is not wired for framework={framework.name} yet"
         record.first_tensor = {"note": f"not traced: {why}"}
         record.first_module = {"note": f"not traced: {why}"}
@@ -352,7 +408,8 @@ def _builtin_again(cfg: DictConfig, framework: Type[Framework], world: int, env:
         _, outcome, _ = _launch(cfg, framework, rep_dir, scratch, world, env, limit, None, None)
         ranks = _read_ranks(rep_dir, world)
         paths = JobDir(rep_dir)
-        if any(r is None for r in ranks) or (cfg.order == "separate" and not paths.standalone_result.exists()):
+        apart = cfg.order == "separate" or foreign_framework(cfg)
+        if any(r is None for r in ranks) or (apart and not paths.standalone_result.exists()):
             why = "timed out" if outcome.timed_out else f"launcher exit {outcome.returncode}"
             return None, None, "timeout" if outcome.timed_out else "error", f"no result from every rank ({why})"
         present = [r for r in ranks if r is not None]

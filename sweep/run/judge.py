@@ -177,6 +177,9 @@ def _standalone_elsewhere(record: JobRecord) -> str:
     baseline = record.baseline or {}
     if baseline.get("source") == "cache":
         return f"the standalone losses were reused from job dir {baseline.get('job_dir')} (execution.reuse_baselines)"
+    if baseline.get("source") == "framework":
+        return (f"the standalone copy trained in {baseline.get('framework')} (baseline.framework), in a process "
+                "of its own")
     if baseline:
         return f"the standalone losses came from {baseline.get('source') or 'elsewhere'}"
     if (record.config or {}).get("order") == "separate":

@@ -10,7 +10,10 @@ the model on this rank in the configured ``order``, and writes
 
 With ``order=separate`` the ranks train only the distributed copy and
 ``python -m sweep.train JOB_DIR --phase standalone`` (one plain process, no launcher)
-writes ``ranks/standalone.json`` with the standalone sequence.
+writes ``ranks/standalone.json`` with the standalone sequence. So does the standalone
+process of a job whose ``baseline.framework`` names another framework
+(:func:`crosses_frameworks`): it runs under that framework's preset
+(:func:`standalone_config`), after the ranks, from the initial weights rank 0 wrote.
 Losses are Python floats of the framework's scalar loss (float32 values, exact).
 """
 
@@ -95,6 +98,41 @@ def phase_order(order: str, phase: str, job_dir: Path | str | None = None) -> Li
     if order not in orders:
         raise ValueError(f"order={order!r}; allowed: standalone_first, distributed_first, separate")
     return orders[order]
+
+
+def crosses_frameworks(cfg: Any) -> bool:
+    """Whether the standalone copy trains in another framework than the distributed one:
+    ``baseline.framework`` is set. The job writes it ``null`` where it names the job's own
+    framework (``sweep.config.schema.normalize``), so in the ranks it names the other one,
+    and in the standalone process (:func:`standalone_config`) its own."""
+    return (cfg.get("baseline") or {}).get("framework") is not None
+
+
+def copy_order(cfg: Any) -> str:
+    """The ``order`` the ranks train in: ``separate`` where the standalone copy trains in
+    another framework (:func:`crosses_frameworks`: in a process of its own), else ``order``."""
+    from sweep.config.enums import as_str
+
+    return "separate" if crosses_frameworks(cfg) else as_str(cfg.order)
+
+
+def standalone_config(cfg: Any) -> Any:
+    """The config the standalone-only process trains under: the job's, or, where
+    ``baseline.framework`` names another framework than ``framework.name``, the job's with
+    that framework's preset as its ``framework`` section
+    (``sweep.config.presets.with_framework``: its rank module, device map and gradient API).
+
+    Raises:
+        ConfigError: no preset of that name.
+    """
+    from sweep.config.sections.baseline import foreign_framework
+
+    other = foreign_framework(cfg)
+    if other is None:
+        return cfg
+    from sweep.config.presets import with_framework
+
+    return with_framework(cfg, other)
 
 
 def rank_samples(cfg: Any, rank: int) -> Tuple[List[Any], List[Any]]:

@@ -98,7 +98,7 @@ def serve(pool_dir: Path, exit_process: bool = True, phase: str = "both") -> Non
 
 def main(argv: list[str]) -> None:
     from sweep.layout import is_pool_dir
-    from sweep.train import PHASES, load_job, rank_functions
+    from sweep.train import PHASES, load_job, rank_functions, standalone_config
 
     parser = argparse.ArgumentParser(prog="python -m sweep.train")
     parser.add_argument("dir", type=Path, help="a job dir (job.yaml) or a pool dir (pool.yaml)")
@@ -109,6 +109,8 @@ def main(argv: list[str]) -> None:
         serve(args.dir, phase=args.phase)
         return
     cfg = load_job(args.dir)
+    if args.phase == "standalone":  # baseline.framework: maybe another framework's rank module
+        cfg = standalone_config(cfg)
     rank_functions(cfg).run_rank(cfg, str(args.dir), args.phase)
 
 

@@ -28,7 +28,7 @@ from sweep.engines import load_engine
 from sweep.engines.base import StandaloneMindSpore
 from sweep.layout import JobDir
 from sweep.records import RankResult
-from sweep.train import phase_order, rank_samples, train_phases, write_rank_result
+from sweep.train import copy_order, crosses_frameworks, phase_order, rank_samples, train_phases, write_rank_result
 from sweep.train import versions
 from sweep.train.final_state import final_record
 from sweep.train.mindspore_step import train
@@ -95,6 +95,41 @@ def copy_weights(dst: Any, src: Any, how: str, path: Path) -> None:
         ms.load_param_into_net(dst, ms.load_checkpoint(str(path)), strict_load=True)
     else:
         raise ValueError(f"weights.transfer={how!r}; allowed: shared, independent, checkpoint")
+
+
+def weights_across(cfg: Any, job_dir: Path, ctx: Any, names: List[str], standalone: Any) -> Optional[Dict[str, Any]]:
+    """``baseline.framework`` (the standalone copy in another framework), as torch's
+    (``sweep.train.torch_rank.weights_across``): where the ranks train the distributed copy,
+    rank 0 writes the standalone copy's initial parameters (the distributed copy's, full:
+    ``weights.transfer`` gave them; BatchNorm's moving statistics included; float32 numpy,
+    canonical names: ``sweep.models.convert.save``) to ``ranks/initial_weights.npz``, unless
+    the job took a cached baseline; in the standalone-only process it sets the other
+    framework's values into ``standalone``'s parameters by name and layout
+    (``convert.from_canonical``: ``gamma`` from ``weight``, ...). Returns, there,
+    ``{"framework", "file", "renamed"}`` (``RankResult.features["initial_weights"]``), else ``None``.
+
+    Raises:
+        FileNotFoundError: the file is missing (the ranks did not write it).
+        ValueError: a tensor with no counterpart, or of another shape (``sweep.models.convert``).
+    """
+    from mindspore import Tensor
+
+    from sweep.models import convert
+
+    if not crosses_frameworks(cfg):
+        return None
+    paths = JobDir(job_dir)
+    params = {p.name: p for p in standalone.get_parameters()}
+    if "distributed" in names:
+        if ctx.rank == 0 and not paths.standalone_result.exists():
+            convert.save(paths.initial_weights, {n: p.asnumpy().copy() for n, p in params.items()}, "mindspore")
+        return None
+    state, source, source_names = convert.load(paths.initial_weights)
+    values, renamed = convert.from_canonical(state, {n: tuple(p.shape) for n, p in params.items()}, "mindspore",
+                                             source, source_names)
+    for name, value in values.items():
+        params[name].set_data(Tensor(np.ascontiguousarray(value, dtype=np.float32)))
+    return {"framework": source, "file": str(paths.initial_weights), "renamed": renamed}
 
 
 def local_params(net: Any) -> List[np.ndarray]:
@@ -334,17 +369,24 @@ def prepare_cells(cfg: Any, net: Any) -> Dict[str, Any]:
 
 def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str]) -> Tuple[Copy, Copy, Dict[str, Any]]:
     """Both copies of the job's net on this rank, in the report's order (module docstring):
-    built, the initial weights transferred (``weights.transfer``), prepared alike
+    built, the initial weights transferred (``weights.transfer``; with ``baseline.framework``
+    also written by rank 0, or taken from the other framework's: :func:`weights_across`), prepared alike
     (:func:`prepare_cells`), the distributed one parallelised if it trains here, each with
     its optimizer (a ``train.lr_scheduler``'s per-step list as MindSpore's dynamic lr).
     Returns ``(standalone, distributed, applied)``: ``applied`` is the features record."""
     standalone, distributed = build_nets(cfg)
     ckpt = JobDir(job_dir).checkpoint("standalone" if not ctx.distributed else f"rank_{ctx.rank}", ".ckpt")
     copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
+    across = weights_across(cfg, job_dir, ctx, names, standalone)
     applied = prepare_cells(cfg, standalone)
     prepare_cells(cfg, distributed)
-    engine = load_engine(cfg, "mindspore", device=cfg.device, world_size=ctx.world)
     alone = StandaloneMindSpore(cfg, device=cfg.device, world_size=1)
+    # the job's engine may have no MindSpore implementation where only a standalone copy of
+    # another framework's job trains here (baseline.framework)
+    engine = load_engine(cfg, "mindspore", device=cfg.device, world_size=ctx.world) \
+        if "distributed" in names or not crosses_frameworks(cfg) else alone
+    if across is not None:
+        applied["initial_weights"] = across
     if "distributed" in names:
         distributed = engine.parallelize(distributed)
     lr = lr_values(cfg) if as_str(cfg.train.lr_scheduler) != "none" else None  # the per-step list MindSpore takes
@@ -368,7 +410,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     np.random.seed(cfg.seed)
     rank, world = ctx.rank, ctx.world
     job_dir = Path(job_dir)
-    names = phase_order(cfg.order, phase, job_dir)
+    names = phase_order(copy_order(cfg), phase, job_dir)
     standalone, distributed, applied = build_copies(cfg, job_dir, ctx, names)
     global_np, local_np = rank_samples(cfg, rank)
     copies, samples = {"standalone": standalone, "distributed": distributed}, {"standalone": global_np,

@@ -37,6 +37,8 @@ from sweep.engines.base import StandaloneTorch, TorchEngine
 from sweep.layout import JobDir
 from sweep.records import RankResult
 from sweep.train import (
+    copy_order,
+    crosses_frameworks,
     phase_order,
     rank_samples,
     redirect_output,
@@ -72,6 +74,43 @@ def initial_weights(standalone: Any, state: Dict[str, Any], how: str, path: Path
         torch.save(state, path)
         state = torch.load(path, weights_only=True)
     standalone.load_state_dict({k: v.to(next(standalone.parameters()).device) for k, v in state.items()})
+
+
+def weights_across(cfg: Any, job_dir: Path, ctx: Any, names: List[str], standalone: Any) -> Dict[str, Any] | None:
+    """``baseline.framework`` (the standalone copy in another framework): where the ranks
+    train the distributed copy, rank 0 writes the standalone copy's initial weights (the
+    distributed copy's, full: ``weights.transfer`` or ``model.init=meta`` gave them; float32
+    numpy, canonical names: ``sweep.models.convert.save``) to ``ranks/initial_weights.npz``,
+    unless the job took a cached baseline; in the standalone-only process it loads the other
+    framework's file into ``standalone`` by name and layout (``convert.from_canonical``; its
+    ``num_batches_tracked`` stays 0). Returns, there, ``{"framework", "file", "renamed"}``
+    (``RankResult.features["initial_weights"]``); else ``None``, as without
+    ``baseline.framework``.
+
+    Raises:
+        FileNotFoundError: the file is missing (the ranks did not write it).
+        ValueError: a tensor with no counterpart, or of another shape (``sweep.models.convert``).
+    """
+    import torch
+
+    from sweep.models import convert
+
+    if not crosses_frameworks(cfg):
+        return None
+    paths = JobDir(job_dir)
+    if "distributed" in names:
+        if ctx.rank == 0 and not paths.standalone_result.exists():
+            state = {k: host_copy(v) if v.is_floating_point() else v.detach().cpu().clone().numpy()
+                     for k, v in standalone.state_dict().items()}
+            convert.save(paths.initial_weights, state, "torch")
+        return None
+    state, source, source_names = convert.load(paths.initial_weights)
+    own = standalone.state_dict()
+    values, renamed = convert.from_canonical(state, {k: tuple(v.shape) for k, v in own.items()}, "torch", source,
+                                             source_names)
+    standalone.load_state_dict({k: torch.from_numpy(values[k]).to(dtype=v.dtype, device=v.device) if k in values
+                                else v for k, v in own.items()})
+    return {"framework": source, "file": str(paths.initial_weights), "renamed": renamed}
 
 
 def build_optimizer(opt_cfg: Any, params: Any) -> Any:
@@ -236,7 +275,8 @@ def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str]) ->
     (module docstring): built, the initial weights transferred (``weights.transfer``),
     prepared alike (``sweep.train.copies.prepare``), parallelised (the distributed copy
     if it trains here; the standalone one per ``baseline.precision``), compiled, each with
-    its optimizer and lr scheduler. Returns ``(standalone, distributed, applied)``:
+    its optimizer and lr scheduler. With ``baseline.framework``, rank 0 writes the initial
+    weights, or the standalone-only process takes the other framework's (:func:`weights_across`). Returns ``(standalone, distributed, applied)``:
     ``applied`` is what ``prepare`` did (``features_record``'s input)."""
     import torch
 
@@ -253,8 +293,11 @@ def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str]) ->
         copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
     applied = prepare(cfg, standalone)
     prepare(cfg, distributed)
-    engine = load_engine(cfg, "torch", device=device, world_size=ctx.world)
     alone = standalone_engine(cfg, ctx, "standalone" in names)
+    # the job's engine may have no torch implementation where only a standalone copy of
+    # another framework's job trains here (baseline.framework)
+    engine = load_engine(cfg, "torch", device=device, world_size=ctx.world) \
+        if "distributed" in names or not crosses_frameworks(cfg) else alone
     if "distributed" in names:
         distributed = engine.parallelize(distributed)
     if meta:
@@ -262,6 +305,9 @@ def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str]) ->
 
         materialize(distributed, device, int(cfg.seed))
         initial_weights(standalone, full_state(distributed), cfg.weights.transfer, ckpt)
+    across = weights_across(cfg, job_dir, ctx, names, standalone)
+    if across is not None:
+        applied["initial_weights"] = across
     if "standalone" in names:
         standalone = alone.parallelize(standalone)
     input_dtype = getattr(torch, as_str(cfg.model.init_dtype))
@@ -315,7 +361,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     np.random.seed(cfg.seed)
     if cfg.deterministic or torch.are_deterministic_algorithms_enabled():
         torch.use_deterministic_algorithms(bool(cfg.deterministic))
-    names = phase_order(cfg.order, phase, job_dir)
+    names = phase_order(copy_order(cfg), phase, job_dir)
     standalone, distributed, applied = build_copies(cfg, job_dir, ctx, names)
     global_np, local_np = rank_samples(cfg, ctx.rank)
 
