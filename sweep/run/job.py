@@ -294,10 +294,10 @@ def _standalone_across(cfg: DictConfig, other: str, job_dir: Path, limit: float)
     paths = JobDir(job_dir)
     if not paths.initial_weights.exists():
         return None
+    env = pool.rank_env(presets.with_framework(cfg, other))  # (with the job's runtime, as every launch)
     spec = supervise.LaunchSpec(
-        argv=[sys.executable, "-m", "sweep.train", str(job_dir), "--phase", "standalone"],
-        env=pool.rank_env(presets.with_framework(cfg, other)), log_path=paths.logs / "standalone.log",
-        timeout_s=limit,
+        argv=[runtime.interpreter(env), "-m", "sweep.train", str(job_dir), "--phase", "standalone"],
+        env=env, log_path=paths.logs / "standalone.log", timeout_s=limit,
     )
     return supervise.run(spec)
 
