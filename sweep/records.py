@@ -195,6 +195,8 @@ class JobRecord(_Record):
     that hold the same shards, compared step by step (``{"groups": [[rank, ...]],
     "coords": {rank: [..]}, "mesh_dims": [...], "first_step": first step a replica
     disagrees or None, "ranks": the ranks that disagree then}``; ``None`` without digests);
+    ``not_observed``: why a field that stays empty (``random_draws``, ``replicas``) was not
+    observed (``{"random_draws": "not observed (runner=command): ..."}``), never blank;
     ``first_module``: the first module whose inputs agree and whose output (or
     output gradient) differs, over the tracing rerun's ranks
     (``sweep.analysis.evidence.first_module_over_ranks``), or ``{"description"}`` saying none did,
@@ -237,6 +239,7 @@ class JobRecord(_Record):
     resumed: bool = False
     random_draws: Optional[bool] = None
     replicas: Optional[Dict[str, Any]] = None
+    not_observed: Dict[str, str] = field(default_factory=dict)
     first_module: Optional[Dict[str, Any]] = None
     features: Optional[Dict[str, Any]] = None
     collectives: Optional[Dict[str, Any]] = None

@@ -348,6 +348,8 @@ def _not_observed(record: JobRecord) -> None:
     record.dtypes = dict(record.dtypes or {}, observed={}, observed_standalone={},
                          not_observed=f"{NOT_OBSERVED}: the dtypes the command ran")
     record.weights_moved = None
+    record.not_observed.update(random_draws=f"{NOT_OBSERVED}: the command's generators",
+                               replicas=f"{NOT_OBSERVED}: the command's ranks and their shards")
 
 
 def run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[Path]) -> None:

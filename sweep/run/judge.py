@@ -97,6 +97,11 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
     unequal = [(r.rank, r.initial["first"]) for r in ranks if r.initial and r.initial.get("first")]
     ended = ended_apart(cfg, ranks, standalone_buffers, len(ref))
     record.replicas = replica_check(ranks)
+    if record.random_draws is None:
+        record.not_observed["random_draws"] = "no rank recorded its random generators"
+    if record.replicas is None:
+        record.not_observed["replicas"] = ("no rank recorded digests of its shards (one rank, or a copy trained "
+                                           "without its distributed replicas)")
     record.dtypes = {
         "configured": {**{k: record.config["mp_policy"][k] for k in ("param_dtype", "reduce_dtype", "output_dtype")},
                        "init_dtype": record.config["model"].get("init_dtype", "float32")},
