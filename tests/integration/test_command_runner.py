@@ -48,6 +48,8 @@ def test_the_example_swept_over_three_factors_gives_the_table_verdict_and_files(
         assert [r["rank"] for r in j["rank_comparisons"]] == [0, 1]
         assert j["first_tensor"] == {"note": "not observed (runner=command)"}
         assert j["collectives"]["unchecked"].startswith("not observed") and j["launch"]["losses_from"] == "output"
+        assert j["random_draws"] is None and j["not_observed"]["random_draws"].startswith("not observed (runner=command)")
+        assert j["replicas"] is None and j["not_observed"]["replicas"].startswith("not observed (runner=command)")
         assert "--reduce " + j["config"]["runner"]["args"]["reduce"] in j["launch"]["argv"][-1]
     assert "runner.args.reduce" in proc.stdout and "Jobs (failing first)" in proc.stdout
     summary = json.loads((sweep_dir / "summary.json").read_text())
