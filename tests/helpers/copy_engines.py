@@ -92,7 +92,9 @@ class CheckpointWrappedFSDP2(TorchFSDP2):
     """A correct engine whose wrapper renames every parameter: each direct child of the
     root that holds parameters goes through torch's (non-reentrant) ``checkpoint_wrapper``
     before ``fully_shard``, so the distributed copy's names gain
-    ``_checkpoint_wrapped_module.``; recomputing the forward changes no number."""
+    ``_checkpoint_wrapped_module.``; recomputing the forward changes no loss, but a
+    BatchNorm's running statistics are updated again by the recomputation (torch's
+    checkpoint reruns the forward in training mode) in this copy only."""
 
     def parallelize(self, model):
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper

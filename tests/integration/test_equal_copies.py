@@ -112,9 +112,12 @@ def test_every_replica_of_a_shard_is_compared(tmp_path):
 def test_a_wrapper_that_renames_every_parameter_changes_nothing_and_misses_nothing(tmp_path):
     proc = run_cli(["steps=6", "model=mlp_norm", "train.batch_size=4", ENGINES + "CheckpointWrappedFSDP2"], tmp_path)
     r = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert proc.returncode == 0 and r["status"] == "ok", r["reason"]
-    assert r["comparison"]["max_abs_diff"] == 0.0
+    assert r["comparison"]["max_abs_diff"] == 0.0  # every loss equal
     assert not any("only the" in note for note in r["notes"]), r["notes"]  # no tensor is missing under its new name
+    # the recomputed forward updates mlp_norm's BatchNorm statistics a second time, in this copy
+    # only: found by name (wrapper segments dropped) after the last step
+    assert proc.returncode == 1 and r["status"] == "fail"
+    assert r["reason"].startswith("the copies end apart: rank 0: buffer norm1."), r["reason"]
 
 
 def test_a_fault_on_one_replica_is_named_on_its_ranks_not_hidden_behind_another_ranks_rounding(tmp_path):
