@@ -209,3 +209,21 @@ def test_the_lr_recorded_is_the_one_the_optimizer_step_read():
     log_skip.before_optimizer(SimpleNamespace(copy=SimpleNamespace(optimizer=other)))
     log_skip.after_update(step)
     assert log_skip.lrs == [0.1]
+
+
+def test_a_mindspore_weight_decay_set_after_build_is_recorded_as_it_runs():
+    """MindSpore decides at build whether its step applies weight decay: a value set on the
+    optimizer afterwards is held but never applied, so the record says 0 (a tester's
+    engine that set it on the distributed copy's optimizer read as 'ran' with 0.01)."""
+    pytest.importorskip("mindspore")
+    import mindspore as ms
+    from mindspore import Tensor, nn
+
+    from sweep.train.observers.optimizer_log import mindspore_optimizer_ran
+
+    net = nn.Dense(3, 2)
+    late = nn.Adam(net.trainable_params(), learning_rate=1e-3)
+    late.weight_decay = Tensor(0.01, ms.float32)
+    assert mindspore_optimizer_ran(late, 1e-3)[0]["weight_decay"] == 0.0
+    built = nn.Adam(net.trainable_params(), learning_rate=1e-3, weight_decay=0.01)
+    assert mindspore_optimizer_ran(built, 1e-3)[0]["weight_decay"] == pytest.approx(0.01)

@@ -53,13 +53,19 @@ def mindspore_optimizer_ran(optimizer: Any, lr: float) -> List[Dict[str, Any]]:
     """A MindSpore ``optimizer``'s hyper-parameters as it holds them, in
     :func:`optimizer_ran`'s shape (one group: ``[{"group": 0, "params": n, "lr": lr,
     "betas": [beta1, beta2], "eps", "weight_decay", "momentum", "loss_scale"}]``, those it
-    has; ``lr``: the one step 0 ran with, read by the observer before the step)."""
+    has; ``lr``: the one step 0 ran with, read by the observer before the step). A
+    ``weight_decay`` the step never applies (``exec_weight_decay`` false: it was 0 when the
+    optimizer was built) is 0, whatever the attribute holds."""
     entry: Dict[str, Any] = {"group": 0, "params": len(list(optimizer.parameters)), "lr": lr}
     if getattr(optimizer, "beta1", None) is not None:
         entry["betas"] = [_value(optimizer.beta1), _value(optimizer.beta2)]
     for key in ("eps", "weight_decay", "momentum", "loss_scale"):
         if getattr(optimizer, key, None) is not None:
             entry[key] = _value(getattr(optimizer, key))
+    if "weight_decay" in entry and getattr(optimizer, "exec_weight_decay", True) is False:
+        # MindSpore decides at build whether its step applies weight decay (``exec_weight_decay``,
+        # weight_decay > 0 then): a value set on the optimizer later is held but never applied
+        entry["weight_decay"] = 0.0
     return [entry]
 
 
