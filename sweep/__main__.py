@@ -181,6 +181,11 @@ def run_command() -> None:
         _interrupted_exit(active.sweep_dir if active is not None else None)
     if _RUN_FAILED:
         sys.exit(1 if _RUN_FAILED[0] == "fail" else 2)
+    from sweep.report import bisect_report
+
+    if bisect_report.STATE.get("status") in bisect_report.UNDECIDED:  # a bisection that named no commit
+        print("error: the bisection named no first failing commit (see above)", file=sys.stderr)
+        sys.exit(2)
     outcome = callbacks.OUTCOME
     if "counts" not in outcome:
         return

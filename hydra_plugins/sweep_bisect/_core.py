@@ -70,6 +70,12 @@ def commits_between(repo: str, good: str, bad: str) -> List[Dict[str, str]]:
         GitError: ``repo`` is no git checkout, a revision does not resolve, or ``good`` is
             not an ancestor of ``bad``.
     """
+    if not os.path.isdir(repo):
+        raise GitError(f"hydra.sweeper.repo={repo}: no such directory")
+    try:
+        git(repo, "rev-parse", "--git-dir")
+    except GitError:
+        raise GitError(f"hydra.sweeper.repo={repo}: not a git checkout") from None
     good_sha = git(repo, "rev-parse", "--verify", f"{good}^{{commit}}")
     bad_sha = git(repo, "rev-parse", "--verify", f"{bad}^{{commit}}")
     try:
@@ -219,7 +225,21 @@ class Run:
             self.state["probes"].append(row)
             self.save()
         found = bisection.result()
-        self.state.update(status="done", result=found, n_probes=len(self.state["probes"]))
+        last = len(commits) - 1
+        if found["first_bad"] == last and last not in bisection.verdicts:
+            # every probe passed: the bad end, taken as failing, is probed before it is named
+            row = self.probe(last, commits[last])
+            bisection.record(last, row["verdict"])
+            self.state["probes"].append(row)
+            self.save()
+            if row["verdict"] == PASS:
+                self.state.update(status="bad_passes", bad_jobs=row["jobs"], n_probes=len(self.state["probes"]),
+                                  result={"first_bad": None, "candidates": [], "parent": last})
+                self.finish()
+                return
+            found = bisection.result()
+        status = "done" if found["first_bad"] is not None else "undecided"
+        self.state.update(status=status, result=found, n_probes=len(self.state["probes"]))
         if found["first_bad"] is not None:
             self.state["first_bad"] = commits[found["first_bad"]]
             self.state["parent"] = commits[found["parent"]] if found["parent"] >= 0 else \
@@ -227,11 +247,14 @@ class Run:
         self.finish()
 
     def finish(self) -> None:
+        from sweep.report import bisect_report
         from sweep.report.bisect_report import render, verdict
         from sweep.report.terminal import fit
 
         self.state.update(n_jobs=self.next_idx, wall_s=time.monotonic() - self.began)
         self.save()
+        bisect_report.STATE.clear()
+        bisect_report.STATE.update(self.state)
         text = render(self.state)
         (self.sweep_dir / BISECT_MD).write_text(text)
         print("\n" + fit(text), flush=True)

@@ -49,15 +49,22 @@ class Bisection:
 
     def next_probe(self) -> Optional[int]:
         """The index to probe next, or ``None`` when done (one commit left in doubt, or
-        every one left skipped). The middle of the commits before ``hi``, or the untried
-        one nearest to it."""
+        every one left skipped). The untried commit before ``hi`` that splits the commits
+        still in doubt, skipped ones left out, most evenly (the earlier of two): without
+        skips the middle, ``git bisect``'s choice; a skipped commit does not pull the next
+        probe off the middle of those that can decide."""
         if self.hi - self.lo <= 1:
             return None
-        open_ = [i for i in range(self.lo + 1, self.hi) if i not in self.verdicts]
+        deciding = [i for i in range(self.lo + 1, self.hi + 1) if self.verdicts.get(i) != SKIP]
+        open_ = [i for i in deciding if i < self.hi and i not in self.verdicts]
         if not open_:
             return None
-        middle = (self.lo + self.hi) // 2
-        return min(open_, key=lambda i: (abs(i - middle), i))
+
+        def imbalance(c: int) -> int:
+            below = sum(1 for i in deciding if i <= c)
+            return abs(below - (len(deciding) - below))
+
+        return min(open_, key=lambda c: (imbalance(c), c))
 
     def record(self, index: int, verdict: str) -> None:
         """Take the verdict of the probe of ``commits[index]``.

@@ -290,7 +290,9 @@ def job_evidence(record: JobRecord, floor: Optional[Dict[str, Any]] = None) -> D
     with ``onset_from="repeats"`` where the job's repeats disagree by as much as its copies:
     :func:`_repeats_explain`). Keys in that order.
     A ``runner=command`` job counts as sharded (its copies are not seen: its losses may round
-    apart from step 0, a loss averaged over the ranks), with :data:`LOSS_ROUNDING_REL`.
+    apart from step 0, a loss averaged over the ranks), with :data:`LOSS_ROUNDING_REL`; so
+    does a job whose standalone copy trains in another framework (``baseline.framework``:
+    other kernels round the same rows otherwise).
     ``floor``: the job's rounding floor (``sweep.analysis.rounding.rounding_floor``), whose
     ``step0_rel`` judges a sharded job's step 0 (:func:`real_onset`); ``None``: the fixed rules.
     """
@@ -306,8 +308,12 @@ def job_evidence(record: JobRecord, floor: Optional[Dict[str, Any]] = None) -> D
         first = first_diff_over_ranks([{"first_diff_step": shape["first_diff_step"]}, *(record.rank_comparisons or [])])
         out.update(first_diff_step=first, onset=shape["pattern"], period=shape["period"])
         command = (config.get("runner") or {}).get("name") == "command"
+        # a standalone copy in another framework computes the same rows with other kernels: its
+        # losses round apart from step 0, as a sharded job's do (baseline.framework)
+        other = (config.get("baseline") or {}).get("framework")
+        across = bool(other) and other != (config.get("framework") or {}).get("name")
         real = real_onset(first, tensor, ref, got, within_tolerance=record.status == "ok",
-                          sharded=(config.get("data") or {}).get("split") == "sharded" or command,
+                          sharded=(config.get("data") or {}).get("split") == "sharded" or command or across,
                           failing_rel=LOSS_ROUNDING_REL if command else ROUNDING_REL,
                           step0_floor=None if command or not floor else floor["step0_rel"],
                           update_floor=(floor or {}).get("update_rel"))

@@ -14,6 +14,11 @@ from typing import Any, Dict, List
 
 from tabulate import tabulate
 
+# The last bisection of this process (its bisect.json state), for the exit status
+# (``sweep.__main__``: a bisection that decided nothing exits 2, as input that cannot be judged)
+STATE: Dict[str, Any] = {}
+UNDECIDED = ("error", "undecided", "bad_passes")
+
 
 def _commit(c: Dict[str, Any]) -> str:
     return f"{c['sha'][:10]} {c['subject']!r}"
@@ -25,6 +30,10 @@ def verdict(state: Dict[str, Any]) -> str:
     bisection could not run."""
     if state.get("status") == "error":
         return f"Bisection not run: {state.get('reason')}"
+    if state.get("status") == "bad_passes":
+        return (f"Nothing to bisect: hydra.sweeper.bad={state['bad']}, given as failing, passes when probed "
+                f"(jobs {', '.join(map(str, state.get('bad_jobs') or []))}); every probe passed. Give a bad that "
+                "fails (a longer run, a tighter tolerance), or check the job's overrides.")
     found = state.get("result") or {}
     n, probes, bound = state.get("n_commits"), state.get("n_probes", len(state.get("probes") or [])), state.get("bound")
     counted = f"{probes} probe{'s' if probes != 1 else ''} over {n} commit{'s' if n != 1 else ''} (ceil(log2 n) = {bound})"
@@ -37,7 +46,8 @@ def verdict(state: Dict[str, Any]) -> str:
     ok = by.get(parent.get("sha"))
     ok = ok if ok and ok["verdict"] == "pass" else None
     proof = (f"its probe fails (jobs {', '.join(map(str, fail['jobs']))})" if fail and fail["verdict"] == "fail"
-             else f"not probed: it is hydra.sweeper.bad={state['bad']}, given as failing")
+             else f"its probe was skipped ({fail['reason']}): named as hydra.sweeper.bad={state['bad']}, given as "
+                  "failing" if fail else f"not probed: it is hydra.sweeper.bad={state['bad']}, given as failing")
     before = (f"its parent {_commit(parent)} passes (jobs {', '.join(map(str, ok['jobs']))})" if ok
               else f"its parent is hydra.sweeper.good={state['good']}, given as passing" if found.get("parent") == -1
               else f"its parent {_commit(parent)} passes")
@@ -57,10 +67,11 @@ def render(state: Dict[str, Any]) -> str:
         if skipped:
             lines += ["Skipped (as `git bisect skip`):", ""]
             lines += [f"- {p['sha'][:10]} {p['subject']!r}: {p['reason']}" for p in skipped] + [""]
-    how = (f"install `{state['install']}` into a venv per commit (runtime.python)" if state.get("install")
-           else "its tree exported (git archive) onto runtime.pythonpath")
-    lines += [f"Each probe ran the command line's job at one commit, {how}"
-              + (f", path `{state['path']}`" if state.get("path") else "") + "."]
+    if probes:
+        how = (f"install `{state['install']}` into a venv per commit (runtime.python)" if state.get("install")
+               else "its tree exported (git archive) onto runtime.pythonpath")
+        lines += [f"Each probe ran the command line's job at one commit, {how}"
+                  + (f", path `{state['path']}`" if state.get("path") else "") + "."]
     return "\n".join(lines) + "\n"
 
 

@@ -195,7 +195,11 @@ class SummaryCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         global ACTIVE
-        self.report(Path(config.hydra.sweep.dir))
+        from sweep.layout import SweepDir
+
+        sweep_dir = Path(config.hydra.sweep.dir)
+        if SweepDir(sweep_dir).job_dirs() or not (sweep_dir / "bisect.json").exists():
+            self.report(sweep_dir)  # (a bisection that ran no probe has its answer and no grid)
         ACTIVE = None
 
     def report(self, sweep_dir: Path) -> None:

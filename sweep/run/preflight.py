@@ -16,6 +16,7 @@ groups (``hydra/launcher=...``, ``hydra/sweeper=...``, found by plugins) are lef
 from __future__ import annotations
 
 import difflib
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
@@ -121,7 +122,18 @@ def check_command_line(argv: Sequence[str], conf_dir: Path) -> Optional[str]:
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except HydraException as exc:
-        return _one_line(exc)
+        text = _one_line(exc)
+        odd = [o for o in overrides if re.search(r"[~^]", o.partition("=")[2]) and not re.search(r"[\"']", o)]
+        if odd:  # a git revision, a home dir: Hydra's grammar takes ~ and ^ only quoted
+            key, _, value = odd[0].partition("=")
+            text += f" (Hydra's grammar takes ~ and ^ only quoted: '{key}=\"{value}\"')"
+        return text
+    if "hydra/sweeper=bisect" in overrides:  # its required fields, in one line before Hydra starts
+        given = {o.get_key_element() for o in parsed}
+        missing = [f"hydra.sweeper.{k}" for k in ("repo", "good", "bad") if f"hydra.sweeper.{k}" not in given]
+        if missing:
+            return ("hydra/sweeper=bisect needs " + ", ".join(missing)
+                    + " (a git checkout, the revision whose job passes, the one whose job fails)")
     # Hydra's own keys do not compose into the job, but a search path adds config groups it may name
     ours = [o for o in parsed if not _hydra_own(o.get_key_element()) or o.get_key_element() == "hydra.searchpath"]
     dirs = {o.get_key_element(): o.get_value_element_as_str() for o in parsed

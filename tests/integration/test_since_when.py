@@ -89,3 +89,18 @@ def test_a_runtime_that_cannot_run_is_an_error_with_its_cause(tmp_path):
     proc = run_cli([f"runtime.python={base}", "steps=3"], tmp_path / "bare")
     record = json.loads(next((tmp_path / "bare").rglob("result.json")).read_text())
     assert record["status"] == "error" and "ModuleNotFoundError: No module named 'torch'" in record["reason"]
+
+
+def test_a_bisection_that_names_no_commit_exits_2_and_says_why(tmp_path):
+    """A bad that passes is probed before it would be named (nothing to bisect); a repo
+    that is not there is refused before any probe; both exit 2 (input that cannot be judged)."""
+    repo = tmp_path / "toyeng-repo"
+    shas = make_repo(repo, n=4, fault_at=9)  # no commit doubles the gradients
+    state, text, proc = _bisect(tmp_path / "passes", repo, shas)
+    assert proc.returncode == 2 and state["status"] == "bad_passes"
+    assert shas[-1] in [p["sha"] for p in state["probes"]] and "first_bad" not in state
+    assert f"Nothing to bisect: hydra.sweeper.bad={shas[-1]}, given as failing, passes when probed" in flat(text)
+    state, text, proc = _bisect(tmp_path / "norepo", tmp_path / "missing", shas)
+    assert proc.returncode == 2 and state["status"] == "error" and "no such directory" in state["reason"]
+    assert not state["probes"] and "Each probe ran" not in text
+    assert "Traceback" not in proc.stderr and "not a multirun dir" not in proc.stderr

@@ -94,3 +94,34 @@ def test_a_runtime_that_is_not_there_is_refused_with_its_value(tmp_path):
     with pytest.raises(ConfigError, match="is not a directory"):
         RuntimeConfig.check(RuntimeConfig(pythonpath=str(tmp_path / "missing")))
     RuntimeConfig.check(RuntimeConfig(python=sys.executable, pythonpath=str(tmp_path)))
+
+
+def test_a_skip_does_not_pull_the_next_probes_off_the_middle():
+    """A tester's 8 commits, the fault at bad, the middle one unimportable: 4 probes
+    (ceil(log2 8) + the skip), not 5; every place of the fault and of one skip stays within
+    ceil(log2 n) + 1."""
+    b, probes = _bisect(8, first_bad=7, skipped={3})
+    assert b.result()["first_bad"] == 7 and len(probes) == 4
+    for n in (5, 8, 14, 16):
+        for first_bad in range(n):
+            for skip in range(n - 1):
+                if skip in (first_bad - 1, first_bad):
+                    continue  # the first bad or its parent skipped: undecidable, said so (above)
+                b, probes = _bisect(n, first_bad, skipped={skip})
+                assert b.result()["first_bad"] == first_bad
+                assert len(probes) <= math.ceil(math.log2(n)) + 1, (n, first_bad, skip, probes)
+
+
+def test_the_command_line_of_a_bisection_is_checked_before_hydra_starts():
+    from sweep.config import CONF_DIR
+    from sweep.run.preflight import check_command_line
+
+    missing = check_command_line(["-m", "hydra/sweeper=bisect", "hydra.sweeper.repo=/r"], CONF_DIR)
+    assert missing.startswith("hydra/sweeper=bisect needs hydra.sweeper.good, hydra.sweeper.bad")
+    tilde = check_command_line(["-m", "hydra/sweeper=bisect", "hydra.sweeper.good=main~3"], CONF_DIR)
+    assert tilde.endswith("""(Hydra's grammar takes ~ and ^ only quoted: 'hydra.sweeper.good="main~3"')""")
+
+
+def test_a_runtime_python_that_is_no_python_is_refused():
+    with pytest.raises(ConfigError, match="not a Python 3 interpreter"):
+        RuntimeConfig.check(RuntimeConfig(python="/bin/true"))

@@ -19,6 +19,7 @@ rely on the repository's own directory, which is put on its ``PYTHONPATH`` after
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Optional
 
@@ -41,8 +42,9 @@ class RuntimeConfig:
 
     @staticmethod
     def check(runtime: "RuntimeConfig") -> None:
-        """Raises: ConfigError: ``python`` that is no executable file, or a ``pythonpath``
-        entry that is no directory (a checkout that is not there)."""
+        """Raises: ConfigError: ``python`` that is no executable file or no Python 3
+        interpreter (:func:`python_major`), or a ``pythonpath`` entry that is no directory
+        (a checkout that is not there)."""
         import os
 
         from sweep.errors import ConfigError
@@ -52,6 +54,23 @@ class RuntimeConfig:
             if not (os.path.isfile(path) and os.access(path, os.X_OK)):
                 raise ConfigError(f"runtime.python={runtime.python}: no executable file there (give a venv's "
                                   "bin/python)")
+            if python_major(os.path.abspath(path)) != "3":
+                raise ConfigError(f"runtime.python={runtime.python}: not a Python 3 interpreter (it does not "
+                                  "print 3 for: -c 'import sys; print(sys.version_info[0])')")
         for entry in str(runtime.pythonpath or "").split(os.pathsep):
             if entry and not os.path.isdir(os.path.expanduser(entry)):
                 raise ConfigError(f"runtime.pythonpath: {entry} is not a directory")
+
+
+@functools.lru_cache(maxsize=None)
+def python_major(path: str) -> str:
+    """What ``path -c 'import sys; print(sys.version_info[0])'`` prints, stripped (``""`` if
+    it fails or takes over 20 s): ``"3"`` for a Python 3 interpreter. Asked once per path."""
+    import subprocess
+
+    try:
+        out = subprocess.run([path, "-c", "import sys; print(sys.version_info[0])"], capture_output=True, text=True,
+                             timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
