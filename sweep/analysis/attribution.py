@@ -750,8 +750,11 @@ def verdict(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]], found: Sequen
                        f"{float(worst['max_rel_diff']) / float(floor['rel']):.2g}x it (job {worst['job']}: "
                        f"rel {float(worst['max_rel_diff']):.2g} against {float(floor['rel']):.2g}, {floor['dtype']}); "
                        + ("the rest " + how if len(floored) < len(differ) else "no sign or size of theirs is a contrast"))
-                if any(precision_pointer(r) for r in floored):
-                    how += (f"; a {floor['dtype']} forward against a float32 standalone copy rounds them, "
+                lowered = [r for r in floored if precision_pointer(r)]
+                if lowered:  # (named by the dtype those jobs compute in, not the worst job's)
+                    dtypes = sorted({str(r["rounding_floor"]["dtype"]) for r in lowered})
+                    how += (f"; a {' or '.join(dtypes)} forward against a float32 standalone copy rounds "
+                            f"{'them' if len(lowered) == len(floored) else f'{len(lowered)} of them'}, "
                             "baseline.precision=policy compares the engines alone")
             return text + (f". No culprit: every judged job passes; {len(differ)} {verb} from standalone by float "
                            f"rounding only ({how}), which no factor causes.") + tail

@@ -322,3 +322,21 @@ def test_a_looser_tolerance_that_passes_hides_the_drift_and_is_no_fix():
     only = [r for r in rows if r["job"] != 1]  # no correct job at the tight tolerance: the tolerance alone
     assert "No fix proven: compare.rtol=1e-4 passes in every failing job's place, but compare.rtol sets how the " \
            "copies are judged (the tolerance), so it hides the drift" in fix_sentence(only)
+
+
+def test_the_precision_pointer_names_the_dtype_of_the_jobs_it_is_about():
+    """A clean sweep of fp32 and bf16 jobs (a tester's): the worst job within its floor is a
+    float32 one, yet only the bf16 jobs compute in another dtype than the standalone copy:
+    'a bfloat16 forward ... rounds 2 of them', never 'a float32 forward against a float32'."""
+    from types import SimpleNamespace
+
+    def row(job, dtype, rel):
+        config = {"mp_policy": {"param_dtype": None if dtype == "float32" else "bf16"},
+                  "baseline": {"precision": "float32"}}
+        return dict(_row(job, "ok", None, rel, mp=dtype), first_diff_step=0, first_real_step=None,
+                    max_rel_diff=rel, rounding_floor={"rel": 1e-6 if dtype == "float32" else 0.05, "dtype": dtype},
+                    result=SimpleNamespace(config=config, notes=[], first_tensor=None))
+    rows = [row(0, "float32", 9e-7), row(1, "float32", 1e-7), row(2, "bfloat16", 1e-3), row(3, "bfloat16", 2e-3)]
+    text = attribute(rows)["verdict"]
+    assert "a bfloat16 forward against a float32 standalone copy rounds 2 of them" in text
+    assert "a float32 forward against" not in text
