@@ -63,7 +63,8 @@ def test_a_torch_job_against_a_mindspore_standalone_copy_converts_the_norms(tmp_
     assert renamed["norm0.gamma"] == "norm0.weight" and renamed["norm1.moving_variance"] == "norm1.running_var"
     standalone = json.loads((tmp_path / "run" / "ranks" / "standalone.json").read_text())
     assert standalone["framework"] == "mindspore"
-    assert "first differing tensor: not traced: across frameworks (baseline.framework=mindspore" in flat(proc.stdout)
+    # the copies round apart from step 0 (other kernels): no cause is printed, and the record says why nothing is traced
+    assert result["first_tensor"]["note"].startswith("not traced: across frameworks (baseline.framework=mindspore")
 
 
 def test_a_model_with_no_mindspore_port_is_refused_before_any_process_starts(tmp_path):
