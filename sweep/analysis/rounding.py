@@ -127,25 +127,31 @@ def peer_key(config: Dict[str, Any], keys: Sequence[Sequence[str]] = PEER_KEYS) 
     return tuple(str(_get(config, path)) for path in keys)
 
 
-def measured_floor(row: Row, rows: Iterable[Row]) -> Tuple[Optional[float], List[int]]:
-    """``(MEASURED_MARGIN x the smallest step-0 relative difference, [the peers' job
-    numbers])`` over the passing peers of ``row`` (same :func:`peer_key`, another job,
-    status ``ok``); ``(None, [])`` without any."""
-    config = getattr(row.get("result"), "config", None) or {}
-    key = peer_key(config)
+def _smallest_over_peers(row: Row, rows: Iterable[Row], keys: Sequence[Sequence[str]],
+                         measure: Any) -> Tuple[Optional[float], List[int]]:
+    """``(MEASURED_MARGIN x the smallest measure(peer row), [the peers' job numbers])`` over
+    the passing peers of ``row`` (same :func:`peer_key` over ``keys``, another job, status
+    ``ok``) whose measure is not ``None``; ``(None, [])`` without any."""
+    key = peer_key(getattr(row.get("result"), "config", None) or {}, keys)
     found = []
     for other in rows:
         result = other.get("result")
-        if other is row or other.get("status") != "ok" or result is None:
+        if other is row or other.get("status") != "ok" or result is None or \
+                peer_key(result.config or {}, keys) != key:
             continue
-        if peer_key(result.config or {}) != key:
-            continue
-        rel = step0_rel(result)
+        rel = measure(other)
         if rel is not None:
             found.append((rel, other["job"]))
     if not found:
         return None, []
     return MEASURED_MARGIN * min(rel for rel, _ in found), sorted(job for _, job in found)
+
+
+def measured_floor(row: Row, rows: Iterable[Row]) -> Tuple[Optional[float], List[int]]:
+    """``(MEASURED_MARGIN x the smallest step-0 relative difference, [the peers' job
+    numbers])`` over the passing peers of ``row`` (same :func:`peer_key`, another job,
+    status ``ok``); ``(None, [])`` without any."""
+    return _smallest_over_peers(row, rows, PEER_KEYS, lambda other: step0_rel(other["result"]))
 
 
 def update_rel(record: Any) -> Optional[float]:
@@ -166,22 +172,11 @@ def measured_update_floor(row: Row, rows: Iterable[Row]) -> Tuple[Optional[float
     How far the same reorderings grow an update error over the same steps: a passing job's
     update errors of random sign are rounding grown only within it (a correct bf16 job's
     reach about 0.06 on the default MLP; a warmup 1.3x too large in one copy, 0.3)."""
-    config = getattr(row.get("result"), "config", None) or {}
-    key = peer_key(config, UPDATE_PEER_KEYS)
-    found = []
-    for other in rows:
-        result = other.get("result")
-        if other is row or other.get("status") != "ok" or result is None or \
-                peer_key(result.config or {}, UPDATE_PEER_KEYS) != key:
-            continue
-        rel = update_rel(result)
-        if rel is None and other.get("max_abs_diff") == 0.0:
-            rel = 0.0  # equal to standalone at every step: its updates grew nothing
-        if rel is not None:
-            found.append((rel, other["job"]))
-    if not found:
-        return None, []
-    return MEASURED_MARGIN * min(rel for rel, _ in found), sorted(job for _, job in found)
+    def measure(other: Row) -> Optional[float]:
+        rel = update_rel(other["result"])
+        return 0.0 if rel is None and other.get("max_abs_diff") == 0.0 else rel  # equal: it grew nothing
+
+    return _smallest_over_peers(row, rows, UPDATE_PEER_KEYS, measure)
 
 
 def rounding_floor(row: Row, rows: Sequence[Row] = ()) -> Optional[Dict[str, Any]]:
