@@ -12,14 +12,16 @@ mp_policy fp32, bf16, 200 steps each, PyTorch FSDP2 on CPU (gloo).
 It checks that both give the same losses, bit for bit, job by job, and prints
 each run's wall time, its start-up share (wall time not spent inside the ranks'
 training loops: process start, imports, rendezvous, model set-up, teardown, Hydra),
-the ratio, and where each run's time went. Usage:
+the ratio (of wall times, and of the CPU time of each run's whole process tree,
+``benchmarks/_tree.py``: the figure to compare where other work shares the machine), and
+where each run's time went. Usage:
 ``python benchmarks/reuse.py [--steps 200] [--out DIR]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
+import os
 import sys
 import tempfile
 import time
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from _tree import measure
 from sweep.layout import JobDir, SweepDir
 from sweep.records import JobRecord
 
@@ -43,13 +46,15 @@ def run_arm(name: str, overrides: list[str], steps: int, out: Path) -> dict:
     sweep_dir = out / name.replace(" ", "_")
     cmd = [sys.executable, "-m", "sweep", "-m", "ablation=none", f"steps={steps}", *GRID, *overrides,
            f"hydra.sweep.dir={sweep_dir}"]
-    began, began_epoch = time.monotonic(), time.time()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    wall, ended_epoch = time.monotonic() - began, time.time()
-    if proc.returncode != 0:
-        raise SystemExit(f"{name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    began_epoch = time.time()
+    log = out / f"{name.replace(' ', '_')}.log"
+    measured = measure(cmd, log, dict(os.environ))
+    ended_epoch = time.time()
+    if measured["rc"] != 0:
+        raise SystemExit(f"{name} failed:\n{log.read_text()[-6000:]}")
     results = {int(p.name): JobRecord.read(JobDir(p).result).to_dict() for p in SweepDir(sweep_dir).job_dirs()}
-    return {"wall": wall, "results": results, "parts": breakdown(results, began_epoch, ended_epoch)}
+    return {"wall": measured["wall"], "cpu": measured["cpu"], "results": results,
+            "parts": breakdown(results, began_epoch, ended_epoch)}
 
 
 def breakdown(results: dict, began: float, ended: float) -> dict:
@@ -77,6 +82,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="where the two sweep dirs go (default: a temp dir)")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="sweep-bench-"))
+    out.mkdir(parents=True, exist_ok=True)
     runs = {name: run_arm(name, overrides, args.steps, out) for name, overrides in ARMS.items()}
 
     slow, fast = runs["per-job"], runs["fast path"]
@@ -89,8 +95,9 @@ def main() -> None:
         training = run["parts"]["training loops"]
         share = 1.0 - training / run["wall"]
         print(f"{name:>10}: {run['wall']:7.1f} s wall, {training:6.1f} s in training loops, "
-              f"start-up and overhead {100 * share:4.1f}%")
-    print(f"     ratio: {slow['wall'] / fast['wall']:.2f}x faster with process and baseline reuse")
+              f"start-up and overhead {100 * share:4.1f}%; {run['cpu']:7.1f} CPU s over the process tree")
+    print(f"     ratio: {slow['wall'] / fast['wall']:.2f}x faster with process and baseline reuse "
+          f"({slow['cpu'] / fast['cpu']:.2f}x less CPU time)")
     rows = [[part, f"{slow['parts'][part]:.1f}", f"{fast['parts'][part]:.1f}"] for part in slow["parts"]]
     rows.append(["wall", f"{slow['wall']:.1f}", f"{fast['wall']:.1f}"])
     print("\nwhere the time went (s):")

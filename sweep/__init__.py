@@ -13,7 +13,8 @@ there and what it may import (``tests/unit/test_layout.py`` holds the rules):
 - ``sweep.train``: what every rank runs (the training step of both copies);
 - ``sweep.launch``: processes: supervising a launch, the fork server, multi-node topology;
 - ``sweep.frameworks``: what the core knows of PyTorch and MindSpore (launchers, checks);
-- ``sweep.analysis``: pure numerics: comparison, first tensor, onset, attribution, isolation;
+- ``sweep.analysis``: pure numerics: comparison, rounding envelope, first tensor, onset, the grid's evidence, isolation;
+- ``sweep.findings``: the verdict as typed findings, one kind a module (codes, rules, sentence templates);
 - ``sweep.report``: the report's files, plots, JUnit, sweep against sweep, DataFrames, golden baselines;
 - ``sweep.trackers``: experiment trackers (the ``logger`` group);
 - ``sweep.run``: one Hydra job and a multirun's fast path, callbacks, resume;
@@ -27,11 +28,7 @@ imported on first use so that ``import sweep`` imports neither pandas nor the re
 and :func:`log_loss` (``sweep.lossfile``, standard library only: for the user's script).
 """
 
-from sweep import _moved
-
 __version__ = "0.1.0"
-
-_moved.install()
 
 
 def __getattr__(name: str):

@@ -135,7 +135,8 @@ def _drop_stdout() -> None:
 
 
 def run_command() -> None:
-    """The command: Hydra's main with this project's exit statuses.
+    """The command: Hydra's main with this project's exit statuses; ``explain [CODE]`` prints a
+    finding's page (``sweep.report.explain``).
 
     A single run exits 0 if its job passed, 1 if it failed the comparison, 2 if it
     errored or timed out. A command line that does not compose (an unknown key, option
@@ -151,6 +152,10 @@ def run_command() -> None:
         # The `sweep` command: engines and models named in the config may live in the
         # working directory; last on the path, it cannot shadow an installed package.
         sys.path.append(os.getcwd())
+    if sys.argv[1:2] == ["explain"]:  # python -m sweep explain CODE: a finding's page
+        from sweep.report import explain
+
+        sys.exit(explain.main(sys.argv[2:]))
     from sweep.layout import SweepDir
     from sweep.run import callbacks, preflight
 

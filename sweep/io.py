@@ -54,3 +54,17 @@ def read_json(path: Path | str) -> Any:
 def read_floats(values: list) -> list[float]:
     """Loss list from a result file back to floats ("nan"/"inf"/"-inf" included)."""
     return [float(v) for v in values]
+
+
+def unwritable(directory: Path | str) -> str | None:
+    """Why no file can be created in ``directory`` (an existing folder), in a few words
+    (``Read-only file system``, ``Permission denied``), or ``None`` when one can: a
+    temporary file is created there and removed (permission bits do not tell: root ignores
+    them, a read-only mount does not show in them)."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-probe-"):
+            pass
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+

@@ -6,16 +6,27 @@ A job dir (``hydra.runtime.output_dir``; ``SWEEP_DIR/<job num>/`` in a multirun)
     job.yaml                  the resolved config the ranks read (written by the job)
     result.json               the job's record (sweep.records.JobRecord), written last
     plot.png                  a single run's curves and difference (sweep.report.plots)
-    report.html, plotly.min.js  a single run's page and the charts' script (sweep.report.page)
+    report.html, plotly.min.js  a single run's page and the charts' script (sweep.report.page;
+                              the script a hard link to the plotly package's file)
     ranks/rank_<r>.json       rank r's result (sweep.records.RankResult)
     ranks/standalone.json     the standalone sequence when it was computed elsewhere
                               (order=separate, or a baseline reused from the sweep)
+    ranks/twin.json           the standalone copy's twin, when the job found it cached
+                              (its losses: the rounding envelope, sweep.train.twin)
     ranks/init_<who>.<ext>    weights.transfer=checkpoint's checkpoint files
     ranks/initial_weights.npz the distributed copy's initial weights, for a standalone copy in
                               another framework (baseline.framework; sweep.models.convert)
+    ranks/trace_<who>.pkl     a tracing rerun's trace of one copy, where the other copy traced in
+                              another framework's process (baseline.framework; sweep.train.trace_files)
     logs/launcher.log         the framework launcher's output (a launch of the job's own)
     logs/worker_<r>.log       rank r's output (msrun also writes scheduler.log)
     .hydra/overrides.yaml     Hydra's record of the job's overrides
+    trace/                    the tracing rerun (sweep.run.job), a job dir of its own; with
+                              compare.trace_capture=staged its ranks/ also hold, per rank r
+                              (sweep.train.trace_book): tensors_<r>.jsonl (every traced tensor's
+                              sha1 and statistics), pairs_<r>.jsonl (each pair's statistics),
+                              capture_<r>.npz (the decisive tensors, both copies); spool_<r>/ is
+                              the scratch spool while the rerun runs
     .pools/<name>/            a single run's shared launch (the job and its tracing rerun),
                               as in a sweep dir: the launcher's logs are there
 
@@ -24,7 +35,7 @@ A sweep dir (``hydra.sweep.dir``)::
     multirun.yaml             Hydra's record of the multirun (its grid)
     <num>/                    one job dir per job
     summary.md|html|csv|json  the report (sweep.report.summary); junit.xml: one test case per job
-    plotly.min.js             the script of summary.html's charts (sweep.report.page), written once
+    plotly.min.js             the script of summary.html's charts (sweep.report.page), a hard link as above
     plots/                    its PNGs
     .baselines/<key>.json     reused standalone sequences (sweep.run.baseline)
     .pools/<name>/            shared launches (sweep.run.pool): a pool dir each
@@ -44,6 +55,7 @@ JOB_CONFIG = "job.yaml"
 RESULT = "result.json"
 RANKS_DIR = "ranks"
 STANDALONE_RESULT = "standalone.json"
+TWIN_RESULT = "twin.json"
 INITIAL_WEIGHTS = "initial_weights.npz"
 LOGS_DIR = "logs"
 LAUNCHER_LOG = "launcher.log"
@@ -95,6 +107,12 @@ class JobDir:
     def standalone_result(self) -> Path:
         return self.ranks / STANDALONE_RESULT
 
+    @property
+    def twin_result(self) -> Path:
+        """``ranks/twin.json``: the twin's record the job took from the sweep's cache
+        (``sweep.train.twin``); the ranks then train no twin."""
+        return self.ranks / TWIN_RESULT
+
     def checkpoint(self, who: str, suffix: str) -> Path:
         """``ranks/init_<who><suffix>``: ``who`` is ``rank_<r>`` or ``standalone``."""
         return self.ranks / f"init_{who}{suffix}"
@@ -104,6 +122,11 @@ class JobDir:
         """``ranks/initial_weights.npz``: rank 0's record of the distributed copy's initial
         weights, which a standalone copy in another framework starts from (``baseline.framework``)."""
         return self.ranks / INITIAL_WEIGHTS
+
+    def trace_file(self, who: str) -> Path:
+        """``ranks/trace_<who>.pkl``: ``who`` is ``rank_<r>`` or ``standalone``
+        (``sweep.train.trace_files``)."""
+        return self.ranks / f"trace_{who}.pkl"
 
     @property
     def logs(self) -> Path:

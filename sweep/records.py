@@ -110,7 +110,15 @@ class RankResult(_Record):
     (``sweep.analysis.trace.tensor_rows``). ``features``: what both copies ran with besides
     the engine (``sweep.train.copies.features_record``: frozen and tied parameters, the
     modules activation checkpointing wrapped, activation offload, compile, ``model.init``,
-    the lr schedule and its ``lr`` per step of each copy trained here).
+    the lr schedule and its ``lr`` per step of each copy trained here). ``twin``: the
+    standalone copy's twin where this process trained it (``sweep.train.twin.record``: its
+    ``losses``, the ``dtype`` and ``seed`` of its nudged weights, ``nudged``, ``seconds``), else
+    ``None``. ``reductions``: per
+    copy, the gradients as they ran (``sweep.train.observers.reductions.gradients_record``:
+    ``norms`` per step and parameter before the reduction, after it and as the optimizer read
+    them; for the distributed copy ``found``, the op each gradient's reduction ran at step 0
+    and traced steps, ``sizes`` and ``held``, the first step whose gradient buffers still held
+    the last step's).
     """
 
     rank: int
@@ -137,6 +145,8 @@ class RankResult(_Record):
     modules: Optional[Dict[str, Any]] = None
     tensors: Optional[List[Dict[str, Any]]] = None
     features: Optional[Dict[str, Any]] = None
+    twin: Optional[Dict[str, Any]] = None
+    reductions: Optional[Dict[str, Any]] = None
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
@@ -201,8 +211,19 @@ class JobRecord(_Record):
     output gradient) differs, over the tracing rerun's ranks
     (``sweep.analysis.evidence.first_module_over_ranks``), or ``{"description"}`` saying none did,
     or ``None`` when not traced; ``collectives``: rank 0's ledger (``RankResult.collectives``)
-    and every rank's ``notes``; ``optimizer``: rank 0's (``RankResult.optimizer``);
-    ``features``: rank 0's ``RankResult.features`` (what both copies ran with).
+    and every rank's ``notes``; ``optimizer``: rank 0's (``RankResult.optimizer``).
+    ``envelope``: the job's rounding envelope, measured by the standalone copy's twin
+    (``sweep.analysis.envelope.measure``: ``{"measured": True, "source", "dtype", "margin",
+    "twin", "envelope": per step, "resolution", "loss": the losses judged against it}``), or
+    ``{"measured": False, "why"}``: then no sentence claims rounding.
+    ``slurm``: where the job ran as a SLURM job (``{job_id, nodes, partition, restarts}``,
+    ``sweep.launch.slurm.job_environment``; ``state``: SLURM's final state, added by
+    ``hydra/launcher=slurm`` when the job ended without its own result), else ``None``.
+    ``features``: rank 0's ``RankResult.features`` (what both copies ran with); ``reductions``:
+    the gradients as they ran (``sweep.run.judge.gradient_notes``: the standalone copy's norms,
+    every rank's distributed ones, each rank's ops that ran, ``held``), ``None`` where no rank
+    recorded them (``not_observed`` says why). ``not_observed`` also says why every other field
+    left empty is empty (``sweep.run.judge.never_silent``).
     ``started``/``finished``: UTC ISO-8601.
     """
 
@@ -244,6 +265,9 @@ class JobRecord(_Record):
     features: Optional[Dict[str, Any]] = None
     collectives: Optional[Dict[str, Any]] = None
     optimizer: Optional[Dict[str, Any]] = None
+    envelope: Optional[Dict[str, Any]] = None
+    slurm: Optional[Dict[str, Any]] = None
+    reductions: Optional[Dict[str, Any]] = None
     started: Optional[str] = None
     finished: Optional[str] = None
     schema_version: int = SCHEMA_VERSION

@@ -65,6 +65,41 @@ def sweep_jobs(sweep_dir: Path) -> dict:
     return {int(p.parent.name): json.loads(p.read_text()) for p in sorted(Path(sweep_dir).glob("*/result.json"))}
 
 
+@pytest.fixture(scope="module")
+def basic_sweep(request, tmp_path_factory):
+    """The test module's ``GRID`` through Hydra's default (basic) launcher, on this
+    machine: the reference a sweep through another Hydra launcher is compared with
+    (:func:`assert_same_sweep`). Its sweep dir."""
+    tmp = tmp_path_factory.mktemp("basic")
+    proc = run_cli(request.module.GRID, tmp, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return tmp / "multirun"
+
+
+def assert_same_sweep(sweep_dir: Path, reference: Path) -> dict:
+    """Two multiruns of one grid give the same table: the same jobs with the same overrides,
+    statuses and loss sequences (bit for bit), the same ``summary.csv`` rows (less the
+    wall-clock column) and the same rendered report. Returns ``sweep_dir``'s jobs
+    (:func:`sweep_jobs`)."""
+    import csv
+
+    from sweep.report.summary import collect, render
+
+    def rows(folder: Path) -> list:
+        with open(folder / "summary.csv") as f:
+            return [{k: v for k, v in row.items() if k != "wall_s"} for row in csv.DictReader(f)]
+
+    got, want = sweep_jobs(sweep_dir), sweep_jobs(reference)
+    assert sorted(got) == sorted(want) and got
+    for num in got:
+        assert got[num]["overrides"] == want[num]["overrides"]
+        assert got[num]["status"] == want[num]["status"], (got[num]["reason"], want[num]["reason"])
+        assert got[num]["losses"] == want[num]["losses"]  # bit for bit
+    assert rows(sweep_dir) == rows(reference)
+    assert render(collect(sweep_dir)) == render(collect(reference))
+    return got
+
+
 def multirun_jobs(tmp_path: Path, *overrides: str, exit_codes: tuple = (0, 1)) -> tuple:
     """`python -m sweep -m ablation=none OVERRIDES` under tmp_path: ``(jobs by number, the
     finished process)``, after asserting that it exited with one of ``exit_codes`` and wrote
@@ -116,3 +151,15 @@ def case_jobs(tmp_path: Path, cases: dict, *common: str, exit_codes: tuple = (0,
         by_name[name] = (record, tmp_path / "multirun" / str(num))
     assert set(by_name) == set(cases), proc.stdout[-3000:] + proc.stderr[-3000:]
     return by_name, proc
+
+
+def culprits_named(summary: dict) -> list:
+    """The findings of ``summary.json`` that name a culprit (``sweep.report.summary.CULPRIT_CODES``)."""
+    from sweep.report.summary import CULPRIT_CODES
+
+    return [f for f in summary.get("findings") or [] if f["code"] in CULPRIT_CODES]
+
+
+def finding_codes(summary: dict) -> list:
+    """The codes of ``summary.json``'s findings, in their order."""
+    return [f["code"] for f in summary.get("findings") or []]

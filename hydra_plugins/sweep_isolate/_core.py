@@ -52,13 +52,14 @@ def _pairs(items: Sequence[str]) -> Overrides:
     return out
 
 
-def parse_arguments(sweeper: Any, arguments: List[str]) -> Tuple[Overrides, Dict[str, List[str]]]:
-    """``hydra.sweeper.params`` then the command line (a later key replaces an earlier
-    one, as for Hydra's basic sweeper), split into fixed overrides (key -> value) and
-    swept ones (key -> values)."""
+def parse_arguments(sweeper: Any, arguments: List[str], with_params: bool = True
+                    ) -> Tuple[Overrides, Dict[str, List[str]]]:
+    """``hydra.sweeper.params`` (unless ``with_params=False``: the command line alone) then the
+    command line (a later key replaces an earlier one, as for Hydra's basic sweeper), split
+    into fixed overrides (key -> value) and swept ones (key -> values)."""
     config_loader = sweeper.hydra_context.config_loader if sweeper.hydra_context else None
     parser = OverridesParser.create(config_loader=config_loader)
-    params = [f"{k}={v}" for k, v in sweeper.params.items() if v is not None]
+    params = [f"{k}={v}" for k, v in sweeper.params.items() if v is not None] if with_params else []
     fixed: Overrides = {}
     grid: Dict[str, List[str]] = {}
     for override in parser.parse_overrides(params + list(arguments)):
@@ -171,7 +172,10 @@ class Isolation:
             n = len(isolate.changes_between(passing, failing))
             return passing, failing, None, 2 ** n, "given: hydra.sweeper.failing / hydra.sweeper.passing"
         if sweeper.from_sweep:
-            return self._from_sweep(fixed)
+            # The grid's jobs ran with their own overrides, its grid's params included: this
+            # process's default grid (hydra.sweeper.params, e.g. ablation=report's steps=200)
+            # is not theirs; only what the command line fixes goes on top.
+            return self._from_sweep(parse_arguments(sweeper, self.arguments, with_params=False)[0])
         if grid:
             return self._scout(fixed, grid)
         raise ValueError(
@@ -188,6 +192,8 @@ class Isolation:
         from sweep.report.summary import collect
 
         rows = collect(self.sweeper.from_sweep)
+        for row in rows:
+            row["ran"] = _as_ran(row)
         fails = [r for r in rows if r["status"] == "fail"]
         passes = [r for r in rows if r["status"] == "ok"]
         if self.sweeper.failing_job is not None:
@@ -198,16 +204,18 @@ class Isolation:
             raise ValueError(f"{self.sweeper.from_sweep} needs a failing and a passing job "
                              f"({len(fails)} fail, {len(passes)} ok)")
         for row in rows:
-            for key, value in row["overrides"].items():
+            for key, value in row["ran"].items():
                 self.levels.setdefault(key, [])
                 if value not in self.levels[key]:
                     self.levels[key].append(value)
-        self.levels = {k: v for k, v in self.levels.items() if len(v) > 1 and k not in fixed}
+        self.levels = {k: v for k, v in self.levels.items() if len(v) > 1 and k.lstrip("+") not in fixed}
         bad = fails[0]
-        good, _ = self._pick_passing(bad["overrides"], [(r, r["overrides"]) for r in passes])
-        failing, passing = {**bad["overrides"], **fixed}, {**good["overrides"], **fixed}
+        good, _ = self._pick_passing(bad["ran"], [(r, r["ran"]) for r in passes])
+        failing, passing = {**bad["ran"], **fixed}, {**good["ran"], **fixed}
         how = (f"from {self.sweeper.from_sweep}: failing job {bad['job']}, its {self.sweeper.pick} passing job "
-               f"{good['job']}; the endpoints are run again here")
+               f"{good['job']}, each probe with the overrides its grid job ran with; the endpoints are run again here")
+        if fixed:
+            how += " (and, on top of every probe, " + " ".join(f"{k}={v}" for k, v in fixed.items()) + ")"
         return passing, failing, None, len(rows), how
 
     def _scout(
@@ -391,6 +399,18 @@ class Isolation:
         # The multirun's end callbacks (the grid report over the probes) print after this;
         # the answer goes last again, where the eye is, when the process exits.
         atexit.register(print, f"\n{fit(verdict(self.state))}\n{where}", flush=True)
+
+
+def _as_ran(row: Dict[str, Any]) -> Overrides:
+    """A grid job's overrides (the report's ``row["overrides"]``: keys without a ``+``, the
+    run switches left out) with each key as the job gave it: ``+key`` or ``++key`` where its
+    record's list adds the key (a probe without it would not compose)."""
+    prefix = {}
+    for item in getattr(row.get("result"), "overrides", None) or []:
+        key = str(item).partition("=")[0]
+        if key.startswith("+"):
+            prefix[key.lstrip("+")] = key[: len(key) - len(key.lstrip("+"))]
+    return {prefix.get(k, "") + k: v for k, v in row["overrides"].items()}
 
 
 class _Stop(Exception):

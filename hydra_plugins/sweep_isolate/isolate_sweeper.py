@@ -8,6 +8,7 @@ the heavy imports stay there) and the algorithm in :mod:`sweep.analysis.isolate`
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from hydra.core.utils import JobReturn
@@ -31,7 +32,7 @@ class IsolateSweeper(Sweeper):
 
     Raises:
         ValueError: ``repeat < 1``, ``max_jobs < 1``, ``scout_batch < 1``, an unknown
-            ``pick``, or only one of ``failing`` / ``passing``.
+            ``pick``, only one of ``failing`` / ``passing``, or a ``from_sweep`` that is no dir.
     """
 
     def __init__(
@@ -49,7 +50,14 @@ class IsolateSweeper(Sweeper):
     ) -> None:
         super().__init__()
         if (failing is None) != (passing is None):
-            raise ValueError("hydra.sweeper.failing and hydra.sweeper.passing go together: give both, or neither")
+            given, missing = ("failing", "passing") if passing is None else ("passing", "failing")
+            raise ValueError(
+                f"hydra/sweeper=isolate: hydra.sweeper.{given} is given without hydra.sweeper.{missing}: give both "
+                f"endpoints ('hydra.sweeper.{missing}=[\"key=value\",...]'), or neither "
+                "(hydra.sweeper.from_sweep=<a finished multirun dir>, or a grid: key=a,b)")
+        if from_sweep is not None and not Path(str(from_sweep)).is_dir():
+            raise ValueError(f"hydra.sweeper.from_sweep={from_sweep}: no such dir; give a finished multirun's dir "
+                             "(e.g. outputs/multirun/2026-12-01_10-00-00)")
         if repeat < 1:
             raise ValueError(f"hydra.sweeper.repeat={repeat} must be >= 1")
         if max_jobs is not None and max_jobs < 1:

@@ -17,8 +17,8 @@ import numpy as np
 
 # Notes on copies that are not equal in what they draw or hold (``JobRecord.notes``): one
 # note each (no "; " inside: the report splits a job's notes on it). The text before the
-# first ":" is the note's kind (``sweep.analysis.attribution.notes_summary``), the whole
-# note reaches the verdict (``sweep.analysis.attribution.copy_notes``).
+# first ":" is the note's kind (``sweep.findings.context``, kind V154), the whole
+# note reaches the verdict (``sweep.findings.context``, kind V153).
 RANDOM_DRAWS_NOTE = (
     "the forward draws random numbers (dropout?): with data.split=sharded the copies' masks differ, so their "
     "losses cannot match, and no culprit follows from this alone"

@@ -90,3 +90,71 @@ def override_notes(observed: Optional[Dict[str, Any]], master: str = "float32") 
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         notes.append(f"mp_policy.overrides.{key} was not applied to {shown}: " + ", ".join(wrong))
     return notes
+
+
+def compute_dtypes(policies: List[Dict[str, Any]], master: str = "float32") -> List[str]:
+    """The dtypes a module may compute and return in under the job's policies (``policies``:
+    the root ``mp_policy`` and each ``mp_policy.overrides`` entry merged, as plain values):
+    every policy's ``param_dtype`` (a unit without one computes in the master dtype),
+    ``output_dtype`` and the master dtype (a module may widen, as a norm computing in
+    float32 does); sorted names."""
+    found = {master}
+    for policy in policies:
+        found.add(dtype_name(policy.get("param_dtype"), "") or master)
+        if policy.get("output_dtype"):
+            found.add(dtype_name(policy["output_dtype"], ""))
+    return sorted(found)
+
+
+def _listed(names: List[str], limit: int = 4) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def precision_notes(observed: Optional[Dict[str, Any]], policies: List[Dict[str, Any]], master: str = "float32",
+                    standalone: Optional[Dict[str, Any]] = None) -> List[str]:
+    """Where the precision the distributed copy ran departs from its policy, from the dtypes
+    observer's per-module and per-parameter records (``observed``: ``RankResult.dtypes_observed``
+    with ``modules``, ``grads``, ``master_lower``; ``sweep.train.observers.dtypes``):
+
+    * a module whose forward saw its own parameters, or returned, or got its output's
+      gradient, in a dtype no policy gives (:func:`compute_dtypes`: a float16 output under a
+      float32 policy), naming the first module in execution order and how many others;
+    * a gradient the optimizer read in another dtype than the master weights' (FSDP and
+      hyper-parallel cast the reduced gradient back to it);
+    * float32 master weights that hold only lower-precision values after a step (a
+      lower-precision copy written back into them), unless the standalone copy's do too
+      (``standalone``: its ``dtypes_observed``).
+
+    One note each; ``[]`` where nothing departs or nothing was observed."""
+    if not observed:
+        return []
+    allowed = compute_dtypes(policies, master)
+    notes = []
+    words = {"params": "its forward saw its parameters in", "output": "its output ran",
+             "grad_output": "its output's gradient ran"}
+    off = []
+    for m in observed.get("modules") or []:
+        wrong = [(field, dtype_name(m.get(field), "")) for field in words
+                 if m.get(field) and dtype_name(m.get(field), "") not in allowed]
+        if wrong:
+            off.append((m["module"], wrong))
+    if off:
+        name, wrong = off[0]
+        others = [n for n, _ in off[1:]]
+        said = ", ".join(f"{words[field]} {dtype}" for field, dtype in wrong)
+        notes.append(f"precision departs from the policy in {name}: {said}, which no mp_policy field gives (the "
+                     f"policy computes in {' or '.join(allowed)})"
+                     + (f", and so do {_listed(others)} after it" if others else ""))
+    grads = observed.get("grads") or {}
+    off = sorted(n for n, d in grads.items() if d and dtype_name(d, "") != master)
+    if off:
+        kinds = sorted({dtype_name(grads[n], "") for n in off})
+        notes.append(f"the optimizer read the gradients of {_listed(off)} in {' and '.join(kinds)}, expected {master} "
+                     "(the master weights' dtype: the reduced gradient is cast back to it)")
+    lower = observed.get("master_lower")
+    theirs = (standalone or {}).get("master_lower")
+    if lower and not (theirs and int(theirs.get("step", -1)) <= int(lower["step"])):
+        notes.append(f"the {master} master weights {_listed(list(lower['params']))} hold only {lower['holds']} values "
+                     f"after step {lower['step']}: a {lower['holds']} copy was written back into the master weights "
+                     "(each update below that precision is lost)")
+    return notes

@@ -20,24 +20,18 @@ through the place functions.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from sweep.analysis.compare import onset
 from sweep.analysis.modules import first_over_ranks
-from sweep.analysis.rounding import policy_departed, within_floor
-from sweep.analysis.trace import KINDS, ROUNDING_REL, one_sign_along
+from sweep.analysis.rounding import envelope, policy_departed
+from sweep.analysis.trace import KINDS
 from sweep.io import read_floats
 from sweep.records import JUDGED, JobRecord
 
 Row = Dict[str, Any]
 
 # --- the first step -----------------------------------------------------------------------------
-
-# A failing runner=command job's losses part beyond float rounding where they differ by more
-# than this, relative (a few float32 ulps: fp32's epsilon is 1.2e-7): a bf16 forward's step-0
-# difference counts, a loss averaged over the ranks does not. (Passing jobs: ROUNDING_REL.)
-LOSS_ROUNDING_REL = 1e-6
-
 
 def first_diff_over_ranks(comparisons: Iterable[Optional[Dict[str, Any]]]) -> Optional[int]:
     """The earliest ``first_diff_step`` of ``comparisons`` (comparison dicts:
@@ -48,119 +42,56 @@ def first_diff_over_ranks(comparisons: Iterable[Optional[Dict[str, Any]]]) -> Op
                default=None)
 
 
-def real_onset(first_diff: Optional[int], tensor: Dict[str, Any], ref: Sequence[float], got: Sequence[float],
-               within_tolerance: bool = False, sharded: bool = False,
-               failing_rel: float = ROUNDING_REL, step0_floor: Optional[float] = None,
-               update_floor: Optional[float] = None) -> Dict[str, Any]:
-    """``first_real_step`` (the first loss step a difference beyond float rounding can
-    reach) and the onset from the update differences when traced (``onset_from``:
-    ``"updates"`` or ``"losses"``; ``sweep.analysis.trace.UPDATE_ONSET_RULE``).
+def real_onset(first_diff: Optional[int], tensor: Dict[str, Any], envelope: Optional[Dict[str, Any]]
+               ) -> Dict[str, Any]:
+    """``first_real_step`` (the first loss step a difference beyond float rounding reaches)
+    and the onset from the update differences when traced (``onset_from``: ``"updates"`` or
+    ``"losses"``; ``sweep.analysis.trace.UPDATE_ONSET_RULE``).
 
     Args:
         first_diff: the first step the job's losses differ at all (any rank:
             :func:`first_diff_over_ranks`), ``None`` if they never do.
         tensor: the job's first differing tensor (``JobRecord.first_tensor``; ``{}`` if
-            none): its ``step``, ``kind``, ``beyond_rounding`` and ``updates``
-            (``sweep.analysis.trace.update_onset``) are read.
-        ref, got: the standalone and the distributed losses, shape ``(steps,)``.
-        within_tolerance: the job passed.
-        sharded: the copies' losses may round apart (``data.split=sharded``, or a
-            ``runner=command`` job, whose copies the tool does not see).
-        failing_rel: the relative loss difference beyond which a failing job's losses
-            part on sharded data (:data:`LOSS_ROUNDING_REL` for a command job).
-        step0_floor: the job's rounding floor at step 0 (``sweep.analysis.rounding``:
-            ``rounding_floor(...)["step0_rel"]``, relative): on sharded data a step-0 loss
-            difference beyond it is real (the weights are equal there: the forward's or the
-            loss's own reduction differs), however small against the fixed rules; ``None``:
-            the fixed rules only.
-        update_floor: how large a passing job's update errors may grow by rounding
-            (``rounding_floor(...)["update_rel"]``, measured on the passing peers): update
-            errors of random sign beyond it are a fault's, not rounding grown (a warmup
-            1.3x too large in one copy for two steps, below tolerance: 0.3 against the
-            correct peers' 2e-6); ``None`` (no traced peer): random sign alone reads as
-            rounding grown.
+            none): its ``step``, ``kind``, ``beyond_rounding``, ``envelope`` and ``updates``
+            (``sweep.analysis.trace.locate``) are read.
+        envelope: the job's rounding envelope (``JobRecord.envelope``,
+            ``sweep.analysis.envelope.measure``), ``None`` or ``{"measured": False}`` where
+            not measured.
 
     Returns:
         ``{"first_real_step": step or None, "onset_from": "losses" | "updates" | None}``,
         with ``onset``, ``period`` and ``onset_until`` when the update differences give the
-        onset, and ``rounding_grown: True`` when a passing job's rounding grew past
-        rounding's size (no cause).
+        onset.
 
-    The step follows the first *real* difference, whatever the data split: a traced
-    gradient or weight of step ``s`` beyond rounding counts as loss step ``s + 1`` (a
-    reduced gradient or an update that differs: ``first_update`` for ``s = 0``), initial
-    weights that differ as step 0, and so does a differing loss: with replicated data
-    (``sharded=False``) any differing loss step (the copies compute the same rows from
-    the same weights: a differing forward), with ``sharded=True`` only one that differs
-    beyond rounding (``sweep.analysis.trace.ROUNDING_REL`` relative to the standalone
-    loss: the copies' losses differ by summation order from step 0; a failing command
-    job's losses part beyond rounding past ``failing_rel``). Untraced, the first differing
-    loss step counts. ``None`` when every traced sign stays within rounding.
-
-    ``within_tolerance`` (the job passed): unless the difference is systematic (one sign
-    along every differing update, :func:`sweep.analysis.trace.one_sign_along`), the update
-    differences make no real difference and their onset is noise, and a tensor beyond
-    rounding that follows a first difference within it is rounding grown by the steps,
-    not a cause (``rounding_grown``: True); untraced, only a loss step beyond rounding is
-    real (on replicated data a step-0 difference too: the forward's). A rounding-size error
-    that Adam normalises to full-size steps (a gradient that is zero up to rounding) errs
-    with random signs and draws a pattern of the step count. A passing job whose first
-    difference is already beyond rounding (a precision: bf16 against a float32 baseline)
-    keeps it.
+    Every real difference counts as the loss step that first sees it: the losses' first step
+    beyond their envelope (``envelope["loss"]["first_beyond_step"]``); a traced tensor beyond
+    its own envelope (the first differing one, or its ``beyond_rounding``): initial weights or
+    buffers that differ as step 0 (the copies must start equal), a gradient, weight or buffer
+    of step ``s`` as step ``s + 1``; an update beyond its envelope (``updates["real_step"]``)
+    as its step + 1. Where nothing was measured (no twin: no envelope for the losses, and
+    tensors traced without one) every difference is real: the first differing step. ``None``
+    when every measured difference stays within its envelope: float rounding.
     """
-    first = first_diff
-    out: Dict[str, Any] = {"first_real_step": first, "onset_from": "losses" if first is not None else None}
-    if first is None:
+    out: Dict[str, Any] = {"first_real_step": first_diff, "onset_from": "losses" if first_diff is not None else None}
+    if first_diff is None:
         return out
-    updates = tensor.get("updates")
-    grown = False  # a passing job's rounding, grown past rounding's size by the steps: no cause
-    largest = max((float(r) for r in (updates or {}).get("rel") or [] if r is not None), default=None)
-    beyond_peers = update_floor is not None and largest is not None and largest > update_floor
-    if within_tolerance and not beyond_peers and not (
-            updates and (updates.get("systematic") or one_sign_along(updates))):
-        grown = "beyond_rounding" in tensor
-        if updates:  # random-sign update differences: noise, whatever pattern their sizes draw
-            updates = dict(updates, real_step=None, pattern="noise" if updates["pattern"] != "none" else "none",
-                           period=None)
-    traced = "step" in tensor
-
-    def loss_real(step: int) -> bool:
-        rel = ROUNDING_REL if within_tolerance else failing_rel
-        if step == 0 and step0_floor is not None:  # equal weights: rounding is measured, not assumed
-            rel = step0_floor
-        return abs(got[step] - ref[step]) > rel * abs(ref[step])
-
-    # each traced sign of a real difference, as the loss step that can first see it; they may
-    # precede ``first``: the losses can round a small weight difference away for a few steps
-    if "beyond_rounding" in tensor:  # the first traced difference is float rounding
-        beyond = tensor["beyond_rounding"]
-        reals = [beyond["step"] + 1] if beyond and not grown else []
-        # the losses of step 0 still say what the tensors cannot: the weights are equal there, so
-        # a step-0 loss that differs on replicated data, or beyond the step-0 floor on sharded
-        # data, is the forward's or the loss's own (a loss scaled by 1 + 2e-5: every gradient
-        # within 1e-4, the loss 24x its floor)
-        if first == 0 and (loss_real(0) if sharded else True):
-            reals.append(0)
-    elif traced:
-        # initial weights or buffers that differ: the copies do not start equal; a buffer after a
-        # step's forward, a gradient or a weight after an update: the loss of the next step
-        reals = [0] if tensor.get("kind") in ("initial", "initial_buffer") else [tensor["step"] + 1]
-        # replicated data: the copies compute the same rows from the same weights, so a
-        # differing loss is a differing forward; sharded: a loss differs by summation order
-        reals += [s for s in range(first, min(len(ref), len(got))) if loss_real(s)][:1] if sharded else [first]
-    elif sharded or (within_tolerance and first > 0):
-        # untraced: no tensor says more than the losses, so where they may round apart (sharded
-        # data, a command's copies) and in a passing job, only a loss step that differs beyond
-        # rounding is real (a step-0 difference on replicated data is the forward's)
-        reals = [s for s in range(first, min(len(ref), len(got))) if loss_real(s)][:1]
+    measured = bool(envelope and envelope.get("measured"))
+    reals: List[int] = []
+    if measured:
+        beyond = (envelope.get("loss") or {}).get("first_beyond_step")  # type: ignore[union-attr]
+        if beyond is not None:
+            reals.append(int(beyond))
     else:
-        reals = [first]
-    if updates and updates["real_step"] is not None:
-        reals.append(updates["real_step"] + 1)
+        reals.append(first_diff)
+    if "step" in tensor:
+        real = tensor.get("beyond_rounding") if "beyond_rounding" in tensor else tensor
+        if real:
+            reals.append(0 if real.get("kind") in ("initial", "initial_buffer") else int(real["step"]) + 1)
+    updates = tensor.get("updates")
+    if updates and updates.get("real_step") is not None:
+        reals.append(int(updates["real_step"]) + 1)
     out["first_real_step"] = min(reals, default=None)
-    if grown and out["first_real_step"] is None:
-        out["rounding_grown"] = True
-    if updates and updates["pattern"] != "none" and out["first_real_step"] != 0:
+    if updates and updates.get("pattern") not in (None, "none") and out["first_real_step"] not in (0, None):
         out.update(onset=updates["pattern"], period=updates.get("period"), onset_from="updates",
                    onset_until=updates.get("until"))
     return out
@@ -168,14 +99,10 @@ def real_onset(first_diff: Optional[int], tensor: Dict[str, Any], ref: Sequence[
 
 # --- the place: the first differing tensor and module -------------------------------------------
 
-ROUNDING_GROWN = ("; the job passes and its update errors take both signs: float rounding grown by the steps, "
-                  "no cause")
-
-
 def first_tensor_order(found: Dict[str, Any]) -> tuple:
     """The sort key of one rank's first differing tensor (``found``: ``RankResult.first_tensor``
-    with ``step``, ``kind`` and its ``rank``) among the ranks': a real one (beyond float
-    rounding, or its ``beyond_rounding``) before one that is rounding only, so a fault on some
+    with ``step``, ``kind`` and its ``rank``) among the ranks': a real one (beyond its rounding
+    envelope, or its ``beyond_rounding``) before one within it, so a fault on some
     ranks is not hidden behind another rank's summation-order rounding (sharded data on an
     HSDP mesh); then the earliest real step, kind (``sweep.analysis.trace.KINDS``' order) and
     rank, then the earliest step, kind, rank. Its first three entries (real or not, the
@@ -260,15 +187,12 @@ def place(module: Optional[Dict[str, Any]], tensor: Optional[Dict[str, Any]]) ->
         "module computes on them"))
 
 
-def first_tensor_text(tensor: Dict[str, Any], world_size: Optional[int], rounding_grown: bool = False) -> Optional[str]:
+def first_tensor_text(tensor: Dict[str, Any], world_size: Optional[int]) -> Optional[str]:
     """The first differing tensor as one sentence: its ``description`` (or the ``note``
-    saying why nothing was traced), with :data:`ROUNDING_GROWN` where a passing job's
-    rounding grew past rounding's size (:func:`real_onset`), and, on several ranks, which
-    rank found it (``(rank r)``, or ``(every rank)``; not where the description names the
-    shards and their ranks). ``None`` for no finding."""
+    saying why nothing was traced), and, on several ranks, which rank found it (``(rank
+    r)``, or ``(every rank)``; not where the description names the shards and their ranks).
+    ``None`` for no finding."""
     text = tensor.get("description") or tensor.get("note")
-    if rounding_grown and text:
-        text += ROUNDING_GROWN
     located = tensor.get("description") and "step" in tensor and tensor.get("rank") is not None
     if located and (world_size or 1) > 1 and not tensor.get("shards"):  # (else the description names them)
         every = len(tensor.get("ranks") or []) == world_size
@@ -276,7 +200,7 @@ def first_tensor_text(tensor: Dict[str, Any], world_size: Optional[int], roundin
     return text
 
 
-def job_evidence(record: JobRecord, floor: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+def job_evidence(record: JobRecord) -> Dict[str, Any]:
     """Where and how a job's copies part and what differs first, from its record.
 
     Returns, for a record with a comparison and losses: ``first_diff_step`` (the
@@ -284,21 +208,15 @@ def job_evidence(record: JobRecord, floor: Optional[Dict[str, Any]] = None) -> D
     ``onset`` (``sweep.analysis.compare.ONSETS``) and ``period`` from the losses; for every
     record: ``first_module`` (its description), ``first_tensor`` (:func:`first_tensor_text`)
     and ``first_tensor_rel`` (the relative size of the first real difference: of its
-    ``beyond_rounding`` where the first one is rounding); and with losses again
+    ``beyond_rounding`` where the first one is within its envelope); and with losses again
     :func:`real_onset`'s ``first_real_step`` and ``onset_from`` (with ``onset``, ``period``
     and ``onset_until`` from the update differences where they give it; ``onset="noise"``
     with ``onset_from="repeats"`` where the job's repeats disagree by as much as its copies:
-    :func:`_repeats_explain`). Keys in that order.
-    A ``runner=command`` job counts as sharded (its copies are not seen: its losses may round
-    apart from step 0, a loss averaged over the ranks), with :data:`LOSS_ROUNDING_REL`; so
-    does a job whose standalone copy trains in another framework (``baseline.framework``:
-    other kernels round the same rows otherwise).
-    ``floor``: the job's rounding floor (``sweep.analysis.rounding.rounding_floor``), whose
-    ``step0_rel`` judges a sharded job's step 0 (:func:`real_onset`); ``None``: the fixed rules.
+    :func:`_repeats_explain`). Keys in that order. Every rounding decision reads the job's
+    envelope (``JobRecord.envelope``) and the tensors' (``sweep.analysis.rounding``).
     """
     out: Dict[str, Any] = {}
     tensor = record.first_tensor or {}
-    config = record.config or {}
     judged = bool(record.comparison and record.losses)
     real: Dict[str, Any] = {}
     if judged:
@@ -307,19 +225,9 @@ def job_evidence(record: JobRecord, floor: Optional[Dict[str, Any]] = None) -> D
         # every rank judged: the earliest divergence of any rank
         first = first_diff_over_ranks([{"first_diff_step": shape["first_diff_step"]}, *(record.rank_comparisons or [])])
         out.update(first_diff_step=first, onset=shape["pattern"], period=shape["period"])
-        command = (config.get("runner") or {}).get("name") == "command"
-        # a standalone copy in another framework computes the same rows with other kernels: its
-        # losses round apart from step 0, as a sharded job's do (baseline.framework)
-        other = (config.get("baseline") or {}).get("framework")
-        across = bool(other) and other != (config.get("framework") or {}).get("name")
-        real = real_onset(first, tensor, ref, got, within_tolerance=record.status == "ok",
-                          sharded=(config.get("data") or {}).get("split") == "sharded" or command or across,
-                          failing_rel=LOSS_ROUNDING_REL if command else ROUNDING_REL,
-                          step0_floor=None if command or not floor else floor["step0_rel"],
-                          update_floor=(floor or {}).get("update_rel"))
-    grown = bool(real.pop("rounding_grown", False))
+        real = real_onset(first, tensor, record.envelope)
     out["first_module"] = (record.first_module or {}).get("description")
-    out["first_tensor"] = first_tensor_text(tensor, record.world_size, grown)
+    out["first_tensor"] = first_tensor_text(tensor, record.world_size)
     out["first_tensor_kind"] = tensor.get("kind")
     beyond = tensor.get("beyond_rounding")  # the size of the first real difference
     out["first_tensor_rel"] = beyond["rel_diff"] if beyond else tensor.get("rel_diff")
@@ -354,7 +262,8 @@ DRIFT_CLASSES = {
                     "or their precision (reduce_dtype)",
     "periodic": "an event every n steps: accumulation boundaries, a schedule, a periodic sync",
     "from_step": "a change from a later step on: a schedule, optimizer state, a step counter",
-    "rounding": "float rounding only, every traced tensor and update, or losses within the job's rounding floor: "
+    "rounding": "float rounding only: the losses, every traced tensor and update stay within their rounding "
+                "envelope (the standalone copy's twin, nudged by one unit in the last place, measures it): "
                 "summation order (e.g. of sharded data) or a lower precision's rounding, no fault",
 }
 BUFFER_GLOSS = ("not the update: a buffer that the forward updates differs first, after the forward of step {step} "
@@ -373,29 +282,20 @@ def class_gloss(row: Row, cls: str) -> str:
 
 
 DRIFT_RULE = (
-    "drift class of a job whose sequences differ, by the first step k where they differ at all (not the first "
-    "failing step; when the traced tensors differ by float rounding first, the first step the difference beyond "
-    "rounding reaches) and the onset of the difference: rounding if every traced tensor and update stays within "
-    "float rounding; step0 if k = 0; periodic if the difference jumps at evenly "
+    "drift class of a job whose sequences differ, by the first step k where they differ beyond their rounding "
+    "envelope (not the first failing step; the losses' first step beyond it, or the first step a traced tensor or "
+    "update beyond its own envelope reaches) and the onset of the difference: rounding if the losses and every "
+    "traced tensor and update stay within their envelope at every step; step0 if k = 0; periodic if the difference jumps at evenly "
     "spaced steps; first_update if k = 1; from_step if k >= 2 (" + "; ".join(
         f"{name}: {text}" for name, text in DRIFT_CLASSES.items()) + "). A random-sign onset (noise) is "
     "reported as such but is no class: it is nondeterminism only where repeats of one config disagree"
 )
 
 
-# where a job's tensors keep one sign below rounding's size but its losses stay within their floor
-WITHIN_FLOOR_TEXT = "; but the losses stay within their rounding floor, so no cause is taken from the tensors alone"
-
-
 def tensor_text_in_class(row: Row) -> Optional[str]:
-    """The row's ``first_tensor`` text, with :data:`WITHIN_FLOOR_TEXT` where its class is
-    ``rounding`` although the text calls the update errors systematic (one sign below
-    rounding's size): the losses decide (issue 41: no cause from the tensors alone)."""
-    text = row.get("first_tensor")
-    if row.get("drift") == "rounding" and text and "systematic, not rounding" in text and \
-            WITHIN_FLOOR_TEXT not in text:
-        return text + WITHIN_FLOOR_TEXT
-    return text
+    """The row's ``first_tensor`` text as the class reads it (kept as one place for the
+    report's columns)."""
+    return row.get("first_tensor")
 
 
 def parting_step(row: Row) -> Optional[int]:
@@ -409,22 +309,28 @@ def parting_step(row: Row) -> Optional[int]:
 
 
 def rounding_only(row: Row) -> bool:
-    """Whether ``row``'s copies differ by float rounding only (``sweep.analysis.trace.ROUNDING_REL``),
-    judged by its traced tensors and updates (no ``first_real_step``; rows without that
-    key: ``first_tensor_rel``, the first difference beyond rounding if any); unknown (not
-    traced) counts as a real drift. A passing job whose losses stay within its rounding floor
-    (``sweep.analysis.rounding.within_floor``) differs by rounding only, unless a traced
-    tensor differs beyond its dtype's rounding (``sweep.analysis.rounding.tensor_floor``);
-    a job that ran another precision than configured never does
-    (``sweep.analysis.rounding.policy_departed``)."""
-    if row.get("first_diff_step") is not None and within_floor(row):
-        return True
-    if policy_departed(row):  # another precision than configured ran: the difference has that cause
+    """Whether ``row``'s copies differ by float rounding only: they differ, their rounding
+    envelope was measured (``sweep.analysis.rounding.measured``), and no difference leaves its
+    envelope (no ``first_real_step``: the losses, the traced tensors and updates within
+    theirs at every step), whether or not the job passes its tolerance; never a job that ran
+    another precision than configured (``sweep.analysis.rounding.policy_departed``). Rows
+    without ``first_real_step`` (older records) are not rounding."""
+    from sweep.analysis.rounding import measured
+
+    if row.get("first_diff_step") is None or not measured(row) or policy_departed(row):
         return False
-    if "first_real_step" in row:
-        return row.get("first_diff_step") is not None and row["first_real_step"] is None
-    rel = row.get("first_tensor_rel")
-    return rel is not None and float(rel) < ROUNDING_REL
+    return "first_real_step" in row and row["first_real_step"] is None
+
+
+def tolerance_only(row: Row) -> bool:
+    """Whether a failing row fails the tolerance only where its difference is float rounding
+    (:func:`rounding_only`: within its envelope at every step, losses and
+    traced tensors) and nothing else fails (the record's ``envelope["other_failures"]`` is
+    empty: no ranks that disagree, no copies that start or end apart, no replicas that
+    disagree): then ``rtol``/``atol`` are finer than this precision holds, no fault."""
+    if row.get("status") != "fail":
+        return False
+    return not envelope(row).get("other_failures") and rounding_only(row)
 
 
 def drift_class(row: Row) -> Optional[str]:
@@ -445,3 +351,14 @@ def drift_class(row: Row) -> Optional[str]:
         return onset
     return "first_update" if step == 1 else "from_step"
 
+
+
+def record_row(record: JobRecord) -> Row:
+    """A minimal report row of one job's record (``status``, ``result`` and
+    :func:`job_evidence`'s keys), for the rules that read rows (:func:`rounding_only`,
+    ``sweep.analysis.rounding.tolerance_only``) where no sweep's rows are at hand (a job's
+    own line)."""
+    row: Row = {"status": record.status, "result": record}
+    if record.status in JUDGED:
+        row.update(job_evidence(record))
+    return row

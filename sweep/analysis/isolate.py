@@ -205,24 +205,32 @@ def ddmin(
         raise ValueError(f"budget={budget} must be >= 0 probes")
     tester = _Tester(oracle, budget, dict(known or {}))
     everything = tuple(range(n_changes))
-    empty: Subset = ()
-
-    def outcome(minimal: Subset, status: str, reason: str) -> Isolation:
-        removals = [tuple(x for x in minimal if x != c) for c in minimal]
-        unproven = tuple(c for c, r in zip(minimal, removals) if tester.verdicts.get(r) != PASS)
-        return Isolation(minimal, bool(minimal) and not unproven, unproven, status, reason,
-                         tester.probes, tester.verdicts)
-
-    base, full = tester.test([empty, everything], "endpoints", 0)
+    base, full = tester.test([(), everything], "endpoints", 0)
     if base is None or full is None:
-        return outcome(everything if full == FAIL else empty, "budget",
-                       "the budget ran out before both endpoints were judged")
+        return _outcome(tester, everything if full == FAIL else (), "budget",
+                        "the budget ran out before both endpoints were judged")
     if base != PASS or full != FAIL:
-        return outcome(empty, "endpoints",
-                       f"nothing to isolate: the passing config is {base} and the failing config is {full} "
-                       "(needs pass and fail)")
+        return _outcome(tester, (), "endpoints",
+                        f"nothing to isolate: the passing config is {base} and the failing config is {full} "
+                        "(needs pass and fail)")
+    return _narrow(tester, everything, budget)
 
-    c, n = everything, 2
+
+def _outcome(tester: "_Tester", minimal: Subset, status: str, reason: str) -> Isolation:
+    """The isolation's result: ``minimal`` proven 1-minimal where removing any one change
+    passed (``unproven``: the changes whose removal was not judged to pass)."""
+    removals = [tuple(x for x in minimal if x != c) for c in minimal]
+    unproven = tuple(c for c, r in zip(minimal, removals) if tester.verdicts.get(r) != PASS)
+    return Isolation(minimal, bool(minimal) and not unproven, unproven, status, reason, tester.probes,
+                     tester.verdicts)
+
+
+def _narrow(tester: "_Tester", c: Subset, budget: Optional[int]) -> Isolation:
+    """ddmin's loop from the failing set ``c`` (Zeller and Hildebrandt, *Simplifying and
+    Isolating Failure-Inducing Input*, 2002): test ``n`` parts, then their complements; keep
+    a failing one and restart at 2 (or ``n - 1`` for a complement); else double ``n`` up to
+    ``len(c)``."""
+    n = 2
     while len(c) >= 2:
         parts = split(c, n)
         verdicts = tester.test(parts, "subsets", n)
@@ -237,11 +245,12 @@ def ddmin(
             c, n = failing[0], max(n - 1, 2)
             continue
         if None in verdicts or None in cverdicts:
-            return outcome(c, "budget", f"the budget of {budget} probes ran out; the smallest failing set so far")
+            return _outcome(tester, c, "budget", f"the budget of {budget} probes ran out; the smallest failing set "
+                                                 "so far")
         if n >= len(c):
             break
         n = min(len(c), 2 * n)
-    return outcome(c, "isolated", "ddmin finished: no smaller failing set reachable by removing changes")
+    return _outcome(tester, c, "isolated", "ddmin finished: no smaller failing set reachable by removing changes")
 
 
 def hamming(a: Dict[str, Optional[str]], b: Dict[str, Optional[str]]) -> int:

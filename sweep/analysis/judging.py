@@ -5,12 +5,14 @@ Pure rules over ``sweep.analysis.compare.Comparison`` and the ranks' results
 disagree with each other (:func:`ranks_apart`), the replicas of each shard held against each
 other (:func:`replica_check`, :func:`replica_reason`), the first differing tensor of copies
 that do not start equal (:func:`start_tensor`), the reasons a job fails and its status
-(:func:`verdict`), and notes several ranks share (:func:`ranked_notes`).
+(:func:`verdict`, over :class:`JudgedLosses` and :class:`Disagreements`), and notes several
+ranks share (:func:`ranked_notes`).
 ``sweep.run.judge`` calls them and records what they return.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from sweep.analysis.compare import Comparison, compare_losses
@@ -65,62 +67,114 @@ def ranked_notes(per_rank: Dict[int, List[str]], world: int) -> List[str]:
             for note, ranks in held.items()]
 
 
-def replica_check(ranks: List[RankResult]) -> Optional[Dict[str, Any]]:
-    """Hold the replicas of each shard against each other: ranks whose ``replica["key"]``
-    is equal hold the same slices of the weights (an HSDP mesh's replicate dim, DDP's
-    ranks), so their per-step digests must be equal. Returns ``JobRecord.replicas``
-    (``groups``: ranks by key, groups of two or more; ``coords``; ``mesh_dims``;
-    ``first_step``: the first step where a group's digests disagree, ``None`` if none;
-    ``pairs``: ``[first rank of a group, a rank whose digest differs from it then]`` at
-    that step; ``ranks``: the ranks of those pairs), or ``None`` when no rank recorded digests."""
-    held = [r for r in ranks if r.replica and r.replica.get("key") and r.replica.get("digests")]
+def replica_check(ranks: List[RankResult], buffers: bool = True) -> Optional[Dict[str, Any]]:
+    """Hold the replicas of each shard against each other. Where the ranks recorded each
+    tensor's part and digests (``replica["tensors"]``: name -> which part; ``digests``: one
+    ``{name: hex}`` a step; ``sweep.train.observers.replicas``), ranks holding the same part of
+    a parameter or buffer must give equal digests of it, tensor by tensor: an HSDP mesh's
+    replicas of a shard, every rank for a parameter an engine leaves unsharded on a sharded
+    mesh, every rank for a buffer (``buffers=False`` leaves buffers out: with sharded data each
+    rank's running statistics are its shard's). Older records (one whole-rank ``key`` and one
+    digest a step) are compared rank against rank.
+
+    Returns ``JobRecord.replicas`` (``groups``: ranks holding the same part of some tensor,
+    groups of two or more; ``coords``; ``mesh_dims``; ``first_step``: the first step where a
+    group's digests disagree, ``None`` if none; ``pairs``: ``[first rank of a group, a rank
+    whose digest differs from it then]`` at that step; ``ranks``: the ranks of those pairs;
+    ``tensors``: per pair at that step, ``{"name", "part", "ranks": [a, b]}``, each rank's own
+    finding; ``compared``: how many tensors had replicas), or ``None`` when no rank recorded
+    digests."""
+    held = [r for r in ranks if r.replica and r.replica.get("digests")]
     if not held:
         return None
-    by_key: Dict[str, List[RankResult]] = {}
-    for r in held:
-        by_key.setdefault(r.replica["key"], []).append(r)
-    groups = [sorted(group, key=lambda r: r.rank) for group in by_key.values() if len(group) > 1]
-    out: Dict[str, Any] = {"groups": sorted([r.rank for r in g] for g in groups),
-                           "coords": {str(r.rank): r.replica.get("coords") for r in held},
+    out: Dict[str, Any] = {"groups": [], "coords": {str(r.rank): r.replica.get("coords") for r in held},
                            "mesh_dims": held[0].replica.get("mesh_dims"), "first_step": None, "pairs": [],
-                           "ranks": []}
-    disagree = []  # (step, the group's first rank, a rank that differs from it then)
-    for group in groups:
-        ref = group[0].replica["digests"]
+                           "ranks": [], "tensors": []}
+    per_tensor = all(isinstance(r.replica["digests"][0], dict) and r.replica.get("tensors") for r in held)
+    by_key: Dict[Tuple[str, str], List[RankResult]] = {}
+    for r in held:
+        items = r.replica["tensors"].items() if per_tensor else [("", r.replica.get("key"))]
+        for name, key in items:
+            if key is None or (name.startswith("buffer:") and not buffers):
+                continue
+            by_key.setdefault((name, str(key)), []).append(r)
+    groups = {k: sorted(g, key=lambda r: r.rank) for k, g in by_key.items() if len(g) > 1}
+    out["groups"] = sorted({tuple(r.rank for r in g) for g in groups.values()}, key=lambda g: (len(g), g))
+    out["groups"] = [list(g) for g in out["groups"]]
+    out["compared"] = len(groups) if per_tensor else None
+    disagree = []  # (step, tensor, part, the group's first rank, a rank that differs from it then)
+
+    def digests(r: RankResult, name: str) -> List[Any]:
+        return [d.get(name) for d in r.replica["digests"]] if per_tensor else list(r.replica["digests"])
+
+    for (name, key), group in sorted(groups.items()):
+        ref = digests(group[0], name)
         for r in group[1:]:
-            mine = r.replica["digests"]
+            mine = digests(r, name)
             step = next((i for i, (a, b) in enumerate(zip(ref, mine)) if a != b),
                         None if len(ref) == len(mine) else min(len(ref), len(mine)))
             if step is not None:
-                disagree.append((step, group[0].rank, r.rank))
+                disagree.append((step, name, key, group[0].rank, r.rank))
     if disagree:
-        out["first_step"] = min(d[0] for d in disagree)
-        out["pairs"] = [[a, b] for step, a, b in disagree if step == out["first_step"]]
+        first = min(d[0] for d in disagree)
+        at = [d for d in disagree if d[0] == first]
+        out["first_step"] = first
+        out["pairs"] = sorted(list(p) for p in dict.fromkeys((a, b) for _, _, _, a, b in at))
         out["ranks"] = sorted({rank for pair in out["pairs"] for rank in pair})
+        if per_tensor:
+            out["tensors"] = [{"name": name, "part": part_text(key), "ranks": [a, b]} for _, name, key, a, b in at]
     return out
+
+
+def part_text(key: str) -> str:
+    """A tensor key's part as words: ``(4, 32)@1:0/2`` (shard 0 of 2 along a mesh dim; FSDP2 and
+    hyper-parallel shard dim 0) -> ``dim-0 shard 0 of 2``, a key without a shard -> ``whole``."""
+    _, _, held = str(key).partition("@")
+    parts = []
+    for item in held.split(","):
+        dim, _, where = item.partition(":")
+        index, _, of = where.partition("/")
+        if dim.isdigit() and index.isdigit() and of.isdigit():
+            parts.append(f"dim-0 shard {index} of {of}")
+    return ", ".join(parts) or "whole"
 
 
 INIT_REPLICAS = ("the copies already start apart on some of these ranks (initial weights that differ by "
                  "rank: an initialisation, not the reduction)")
 REDUCTION_REPLICAS = "the reduction across replicas is missing or wrong"
+BUFFER_REPLICAS = "a statistic the forward updates on each rank alike with replicated data"
 
 
 def replica_reason(replicas: Dict[str, Any], start_unequal: Sequence[int] = ()) -> str:
     """The failure reason of replicas that disagree (:func:`replica_check`): the first
-    step, and each pair of ranks holding the same shards that differ then, with their
-    coordinates on the job's mesh, and the likely cause: :data:`INIT_REPLICAS` when they
-    disagree from step 0 and a rank among them starts with initial weights unlike the
-    standalone copy's (``start_unequal``: those ranks), else :data:`REDUCTION_REPLICAS`."""
+    step, and each pair of ranks holding the same part of a tensor that differ then, with
+    their coordinates on the job's mesh and the tensor (each rank's own finding), and the
+    likely cause: :data:`INIT_REPLICAS` when they disagree from step 0 and a rank among them
+    starts with initial weights unlike the standalone copy's (``start_unequal``: those ranks),
+    else :data:`REDUCTION_REPLICAS` (for buffers alone, :data:`BUFFER_REPLICAS` too)."""
     coords, dims = replicas.get("coords") or {}, replicas.get("mesh_dims") or []
 
     def at(rank: int) -> str:
         where = coords.get(str(rank))
         return f"rank {rank}" + (f" ({' x '.join(dims) or 'mesh'} {where})" if where is not None else "")
 
-    pairs = ", ".join(f"{at(a)} and {at(b)}" for a, b in replicas["pairs"])
     init = replicas["first_step"] == 0 and set(start_unequal) & set(replicas.get("ranks") or [])
-    return (f"replicas disagree from step {replicas['first_step']}: {pairs} hold the same shards of the weights "
-            f"but different values ({INIT_REPLICAS if init else REDUCTION_REPLICAS})")
+    cause = INIT_REPLICAS if init else REDUCTION_REPLICAS
+    tensors = replicas.get("tensors") or []
+    if not tensors:
+        pairs = ", ".join(f"{at(a)} and {at(b)}" for a, b in replicas["pairs"])
+        return (f"replicas disagree from step {replicas['first_step']}: {pairs} hold the same shards of the weights "
+                f"but different values ({cause})")
+    found = []
+    for t in tensors[:4]:
+        a, b = t["ranks"]
+        what = f"buffer {t['name'][len('buffer:'):]}" if t["name"].startswith("buffer:") else t["name"]
+        part = "" if t["part"] == "whole" else f" ({t['part']})"
+        found.append(f"{at(a)} and {at(b)} hold the same {what}{part} but different values")
+    more = f" and {len(tensors) - 4} more" if len(tensors) > 4 else ""
+    if all(t["name"].startswith("buffer:") for t in tensors):
+        cause = f"{BUFFER_REPLICAS}: a rank updates it otherwise"
+    return f"replicas disagree from step {replicas['first_step']}: {', '.join(found)}{more} ({cause})"
 
 
 def start_tensor(unequal: Sequence[Tuple[int, Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
@@ -134,66 +188,160 @@ def start_tensor(unequal: Sequence[Tuple[int, Dict[str, Any]]]) -> Optional[Dict
     return dict(found, rank=rank, ranks=[r for r, _ in unequal])
 
 
-def verdict(comparisons: Dict[int, Comparison], judged_rank: int, standalone: Sequence[Any],
-            distributed: Sequence[Any], rtol: float, atol: float,
-            apart: Sequence[Tuple[int, Comparison]] = (), unequal: Sequence[Tuple[int, Dict[str, Any]]] = (),
-            replicas: Optional[Dict[str, Any]] = None,
-            ended: Sequence[Tuple[int, Dict[str, Any]]] = ()) -> Tuple[str, Optional[str]]:
+@dataclass(frozen=True)
+class JudgedLosses:
+    """The losses a run is judged by against the standalone copy (:func:`verdict`).
+
+    Attributes:
+        comparisons: rank -> its comparison with standalone
+            (``sweep.analysis.compare.Comparison``; one entry, rank 0, for sharded data: the
+            mean over the ranks).
+        judged_rank: :func:`worst_rank` of ``comparisons``.
+        standalone: the standalone losses, one a step, as recorded (``sweep.io.read_floats``
+            reads them: floats, NaN and inf kept).
+        distributed: the judged rank's losses, likewise.
+    """
+
+    comparisons: Dict[int, Comparison]
+    judged_rank: int
+    standalone: Sequence[Any]
+    distributed: Sequence[Any]
+
+
+@dataclass(frozen=True)
+class Disagreements:
+    """What else fails a run, whatever its losses against standalone (:func:`verdict`); each
+    empty (or ``None``) where nothing was found.
+
+    Attributes:
+        apart: :func:`ranks_apart`, ``[(rank, its comparison with the first rank)]``.
+        unequal: ``[(rank, RankResult.initial["first"])]`` of the ranks whose copies do not
+            start equal, in rank order.
+        replicas: ``JobRecord.replicas`` (:func:`replica_check`), or ``None``.
+        ended: ``[(rank, RankResult.final["first"])]`` of the ranks whose copies end apart in
+            a buffer the training losses never read.
+    """
+
+    apart: Sequence[Tuple[int, Comparison]] = ()
+    unequal: Sequence[Tuple[int, Dict[str, Any]]] = ()
+    replicas: Optional[Dict[str, Any]] = None
+    ended: Sequence[Tuple[int, Dict[str, Any]]] = ()
+
+
+def verdict(losses: JudgedLosses, rtol: float, atol: float,
+            others: Disagreements = Disagreements()) -> Tuple[str, Optional[str]]:
     """A run's status and reason: ``("fail", "reason; reason")`` if any rank fails against
     the standalone sequence (the judged rank's steps outside tolerance, and the failing
-    ranks; a non-finite loss named with both values), if both copies' losses turn
-    non-finite alike (NaN or inf at the same steps: ``numpy.isclose`` calls them equal, yet
-    a diverged run passes nothing: "non-finite loss from step k in both copies"), if its ranks disagree beyond
-    tolerance (:func:`ranks_apart`; each may still pass against standalone), if the copies
-    do not start equal, if replicas disagree (:func:`replica_check`), or if the copies end
-    apart in a buffer the training losses never read (``ended``: a BatchNorm statistic
-    frozen in one copy, with replicated data); else ``("ok", None)``.
+    ranks; a non-finite loss named with both values: :func:`tolerance_reason`), if both
+    copies' losses turn non-finite alike (NaN or inf at the same steps: ``numpy.isclose``
+    calls them equal, yet a diverged run passes nothing: :func:`nonfinite_reason`), if its
+    ranks disagree beyond tolerance (:func:`ranks_apart`; each may still pass against
+    standalone), if the copies do not start equal, if replicas disagree
+    (:func:`replica_check`), or if the copies end apart in a buffer the training losses
+    never read (a BatchNorm statistic frozen in one copy, with replicated data:
+    :func:`disagreement_reasons`); else ``("ok", None)``.
 
     Args:
-        comparisons: rank -> its comparison with standalone (one entry, rank 0, for sharded
-            data: the mean over the ranks).
-        judged_rank: :func:`worst_rank` of ``comparisons``.
-        standalone, distributed: the standalone losses and the judged rank's, as recorded.
+        losses: the comparisons and the losses the run is judged by (:class:`JudgedLosses`).
         rtol, atol: the job's tolerance, as configured (they appear in the reason).
-        apart: :func:`ranks_apart`; unequal: ``[(rank, initial["first"])]``; replicas:
-            ``JobRecord.replicas``; ended: ``[(rank, RankResult.final["first"])]``.
+        others: what else was found apart (:class:`Disagreements`; none by default).
+
+    Raises:
+        KeyError: ``losses.judged_rank`` has no comparison in ``losses.comparisons``.
     """
-    comparison = comparisons[judged_rank]
+    first = tolerance_reason(losses, rtol, atol) or nonfinite_reason(losses)
+    reasons = ([first] if first else []) + disagreement_reasons(others)
+    # (when only the ranks disagree, each is within tolerance of standalone: the comparison passed)
+    return ("fail", "; ".join(reasons)) if reasons else ("ok", None)
+
+
+def tolerance_reason(losses: JudgedLosses, rtol: float, atol: float) -> Optional[str]:
+    """Where some rank fails against standalone: the judged rank's steps outside ``rtol`` and
+    ``atol`` and its first failing step, the failing ranks where there are several ranks, and
+    the judged rank's first non-finite loss with both copies' values (a NaN or inf where the
+    other copy has a number, or another one); ``None`` when every rank passes.
+
+    Raises:
+        KeyError: ``losses.judged_rank`` has no comparison.
+    """
+    comparisons, judged = losses.comparisons, losses.judged_rank
+    comparison = comparisons[judged]  # (a judged rank without a comparison: KeyError)
     failing = [rank for rank, c in sorted(comparisons.items()) if not c.passed]
-    reasons = []
-    if failing:
-        several = len(comparisons) > 1
-        where = f"rank {judged_rank}: " if several else ""
-        others = f" (failing ranks: {', '.join(map(str, failing))} of {len(comparisons)})" if several else ""
-        bad = comparison.first_nonfinite_step
-        nonfinite = ""
-        if bad is not None:  # a NaN or inf where the other copy has a number (or another one)
-            values = (read_floats(standalone)[bad], read_floats(distributed)[bad])
-            nonfinite = f"; a non-finite loss from step {bad} (standalone {values[0]}, distributed {values[1]})"
-        reasons.append(
-            f"{where}{comparison.n_fail}/{comparison.n_steps} steps outside rtol={rtol}, "
-            f"atol={atol}; first at step {comparison.first_fail_step}{others}{nonfinite}"
-        )
+    if not failing:
+        return None
+    several = len(comparisons) > 1
+    where = f"rank {judged}: " if several else ""
+    others = f" (failing ranks: {', '.join(map(str, failing))} of {len(comparisons)})" if several else ""
+    bad = comparison.first_nonfinite_step
+    nonfinite = ""
+    if bad is not None:  # a NaN or inf where the other copy has a number (or another one)
+        values = (read_floats(losses.standalone)[bad], read_floats(losses.distributed)[bad])
+        nonfinite = f"; a non-finite loss from step {bad} (standalone {values[0]}, distributed {values[1]})"
+    return (f"{where}{comparison.n_fail}/{comparison.n_steps} steps outside rtol={rtol}, "
+            f"atol={atol}; first at step {comparison.first_fail_step}{others}{nonfinite}")
+
+
+def nonfinite_reason(losses: JudgedLosses) -> Optional[str]:
+    """Where some rank's losses turn non-finite alike in both copies (equal NaN or inf: equal,
+    yet no training): the first such step, with both copies' values when it is the judged
+    rank's, else naming the rank; ``None`` where no rank's do. Read after
+    :func:`tolerance_reason` finds no failing rank."""
+    comparisons, judged = losses.comparisons, losses.judged_rank
     nonfinite_ranks = [rank for rank, c in sorted(comparisons.items()) if c.first_nonfinite_step is not None]
-    if not failing and nonfinite_ranks:  # equal NaN or inf in both copies: equal, yet no training
-        rank = judged_rank if judged_rank in nonfinite_ranks else nonfinite_ranks[0]
-        bad = comparisons[rank].first_nonfinite_step
-        values = (read_floats(standalone)[bad], read_floats(distributed)[bad]) if rank == judged_rank else None
-        shown = f" (standalone {values[0]}, distributed {values[1]})" if values else f" (rank {rank})"
-        reasons.append(f"non-finite loss from step {bad} in both copies{shown}: equal, but nothing to compare")
-    if apart:
-        rank, c = apart[0]
+    if not nonfinite_ranks:
+        return None
+    rank = judged if judged in nonfinite_ranks else nonfinite_ranks[0]
+    bad = comparisons[rank].first_nonfinite_step
+    values = (read_floats(losses.standalone)[bad], read_floats(losses.distributed)[bad]) if rank == judged else None
+    shown = f" (standalone {values[0]}, distributed {values[1]})" if values else f" (rank {rank})"
+    return f"non-finite loss from step {bad} in both copies{shown}: equal, but nothing to compare"
+
+
+def disagreement_reasons(found: Disagreements) -> List[str]:
+    """One reason for each kind of disagreement in ``found``, in this order: ranks that
+    disagree (the first, against rank 0, its first failing step and largest difference),
+    copies that do not start equal (the first rank's finding, every such rank named),
+    replicas that disagree (:func:`replica_reason`), copies that end apart."""
+    reasons = []
+    if found.apart:
+        rank, c = found.apart[0]
         reasons.append(f"ranks disagree: rank {rank} against rank 0 from step {c.first_fail_step} "
                        f"(max |diff| {c.max_abs_diff:.3g})")
-    if unequal:
-        rank, found = unequal[0]
-        others = f" (ranks {', '.join(str(r) for r, _ in unequal)})" if len(unequal) > 1 else ""
-        reasons.append(f"the copies do not start equal: rank {rank}: {found['description']}{others}")
-    if replicas and replicas.get("first_step") is not None:
-        reasons.append(replica_reason(replicas, [r for r, _ in unequal]))
-    if ended:
-        rank, found = ended[0]
-        others = f" (ranks {', '.join(str(r) for r, _ in ended)})" if len(ended) > 1 else ""
-        reasons.append(f"the copies end apart: rank {rank}: {found['description']}{others}")
-    # (when only the ranks disagree, each is within tolerance of standalone: comparison.passed)
-    return ("fail", "; ".join(reasons)) if reasons else ("ok", None)
+    if found.unequal:
+        rank, first = found.unequal[0]
+        others = f" (ranks {', '.join(str(r) for r, _ in found.unequal)})" if len(found.unequal) > 1 else ""
+        reasons.append(f"the copies do not start equal: rank {rank}: {first['description']}{others}")
+    if found.replicas and found.replicas.get("first_step") is not None:
+        reasons.append(replica_reason(found.replicas, [r for r, _ in found.unequal]))
+    if found.ended:
+        rank, first = found.ended[0]
+        others = f" (ranks {', '.join(str(r) for r, _ in found.ended)})" if len(found.ended) > 1 else ""
+        reasons.append(f"the copies end apart: rank {rank}: {first['description']}{others}")
+    return reasons
+
+
+def each_ranks_shards(first: Optional[Dict[str, Any]],
+                      found: Sequence[Tuple[Dict[str, Any], int]]) -> Optional[Dict[str, Any]]:
+    """The job's first differing tensor (``first``: ``sweep.analysis.evidence.first_tensor_over_ranks``)
+    with each rank's own shard finding where they differ: every rank gathers the full tensor
+    over its own shard group, so on an HSDP mesh rank 0 finds ``shard 1 of 2 ... held by rank
+    1`` and rank 2 the same shard held by rank 3, or nothing. ``found``: ``[(rank's first tensor,
+    rank)]``. Adds ``shards_by_rank`` (``{rank: holders or []}`` of the ranks naming the same
+    tensor and step) and, where they do not all name the same holders, a clause to the
+    description: ``each rank's own finding: rank 0: held by rank 1, rank 2: held by rank 3``.
+    ``first`` unchanged without shards."""
+    if not first or not first.get("shards") or "step" not in first:
+        return first
+    mine: Dict[int, List[int]] = {}
+    for tensor, rank in found:
+        real = tensor.get("beyond_rounding") if "beyond_rounding" in tensor else tensor
+        if real and real.get("name") == first.get("name") and real.get("step") == first.get("step") \
+                and real.get("kind") == first.get("kind"):
+            mine[rank] = list((real.get("shards") or {}).get("ranks") or [])
+    if len({tuple(v) for v in mine.values()}) <= 1:
+        return first
+    said = ", ".join(f"rank {rank}: " + (f"held by rank{'s' if len(held) > 1 else ''} {', '.join(map(str, held))}"
+                                         if held else "every shard differs")
+                     for rank, held in sorted(mine.items()))
+    return dict(first, shards_by_rank={str(r): h for r, h in sorted(mine.items())},
+                description=first["description"] + f"; each rank's own finding: {said}")

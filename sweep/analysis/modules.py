@@ -5,9 +5,14 @@ output, as summaries with a row-complete sample) compared module by module.
 The rule, per traced step, forward before backward:
 
 - **forward**: in execution order (a module is recorded when its forward returns, so a
-  child before its parent), the first module whose output differs beyond rounding
-  (relative difference >= ``sweep.analysis.trace.ROUNDING_REL``) while its input agrees
-  within it. That module's own computation (its weights as gathered, its casts, its
+  child before its parent), the first module whose output differs beyond its rounding
+  envelope while its input agrees within it. A module's envelope is the standalone copy's
+  twin (``sweep.train.twin``: its weights nudged by one unit in the last place) against the
+  standalone copy, on the same rows at the same step and call: a difference beyond
+  ``margin`` times the largest the twin showed there up to that step (and beyond one unit
+  in the last place of the coarser dtype either output ran in) is beyond rounding
+  (``sweep.analysis.envelope``), whatever the tensor's own size. Without a twin, any
+  difference counts (nothing is called rounding). That module's own computation (its weights as gathered, its casts, its
   code) made the difference: upstream modules agree, so the engineer looks there. A
   module whose *input* differs while every module before it agrees is named for its
   input (``"where": "input"``): the difference arose before its forward, in a
@@ -31,7 +36,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from sweep.analysis.trace import ROUNDING_REL
+from sweep.analysis.envelope import SIGNIFICAND_BITS, EnvelopeSetting
 
 Steps = Sequence[Dict[str, List[Dict[str, Any]]]]
 
@@ -79,68 +84,154 @@ def relative_difference(standalone: Optional[np.ndarray], distributed: Optional[
     return diff, (diff / scale if scale > 0 else (float("inf") if diff > 0 else 0.0))
 
 
-def compare_modules(standalone: Steps, distributed: Steps, rank: int = 0, sharded: bool = False) -> Dict[str, Any]:
-    """The first module that differs (module docstring) and every comparison made.
+def _unit(*dtypes: Optional[str]) -> float:
+    """One unit in the last place, relative (``2^(1 - p)``), of the coarsest of ``dtypes``
+    (``torch.bfloat16``, ``Float32``, ``None``...; unknown or none: float32's)."""
+    bits = [SIGNIFICAND_BITS.get(str(d).rsplit(".", 1)[-1].lower(), 24) for d in dtypes if d]
+    return 2.0 ** (1 - min(bits, default=24))
+
+
+class _Envelope:
+    """The module trace's rounding envelope (module docstring): per ``(phase, field, module,
+    call)``, the largest relative difference of the twin from the standalone copy over the
+    traced steps (the window, not each step: rounding's rare events, an input rounding across
+    a ReLU's zero, fall on some step of one draw), measured over every row the two hold."""
+
+    def __init__(self, standalone: Steps, twin: Optional[Steps], margin: float, dtype: str) -> None:
+        self.twin, self.margin, self.unit = twin, margin, 2.0 ** (1 - SIGNIFICAND_BITS.get(dtype, 24))
+        self.largest: Dict[tuple, float] = {}
+        for ours, mine in zip(standalone, twin or []):
+            for phase, fields in (("forward", ("output", "input")), ("backward", ("grad",))):
+                for field in fields:
+                    _, a = _joined(ours[phase], field)
+                    _, t = _joined(mine[phase], field)
+                    for key, sample in a.items():
+                        # every row (the standalone copy's): a rank's rows are among them, and a
+                        # relative difference does not depend on a gradient's 1/k on sharded data
+                        _, rel = relative_difference(sample, t.get(key), 0, False)
+                        if rel is not None:
+                            slot = (phase, field, key)
+                            self.largest[slot] = max(self.largest.get(slot, 0.0), rel)
+
+    def bound(self, slot: tuple, *dtypes: Optional[str]) -> Optional[float]:
+        """``margin`` x the envelope of ``slot`` (``(phase, field, (module, call))``), relative,
+        at least one unit in the last place of the twin's nudge and of the coarser output dtype
+        (the smallest difference the values can show: a twin that shows none there bounds
+        rounding below one unit, so the margin does not multiply it); ``None`` without a twin
+        (nothing is rounding)."""
+        if self.twin is None:
+            return None
+        return max(self.margin * self.largest.get(slot, 0.0), self.unit, _unit(*dtypes))
+
+
+def compare_modules(standalone: Steps, distributed: Steps, rank: int = 0, sharded: bool = False,
+                    twin: Optional[Steps] = None, envelope: EnvelopeSetting = EnvelopeSetting()) -> Dict[str, Any]:
+    """The first module that differs (module docstring) and every comparison made, rank
+    ``rank``'s module trace (``distributed``) against the standalone copy's (with
+    ``sharded``, its rows only: ``data.split=sharded``); ``twin``: the standalone copy's
+    twin's module trace (the rounding envelope; ``None``: any difference counts);
+    ``envelope``: its ``margin`` (``compare.envelope_margin``) and ``dtype`` (the twin's
+    nudge), as in ``sweep.analysis.envelope``.
 
     Returns ``{"first": None or {"step", "phase": "forward" | "backward", "module", "call",
-    "rel_in", "rel_out", "abs_out", "description"}, "rows": [{"step", "phase", "order",
-    "module", "call", "abs_in", "rel_in", "abs", "rel", "shape", "dtype_standalone",
-    "dtype_distributed"}], "description": str}``; in a backward ``first``, ``module`` is
-    the module whose backward produced the differing gradient (``"(loss)"`` for the
-    first gradient) and ``"gradient_of"`` the module whose output's gradient differs."""
+    "rel_in", "rel_out", "abs_out", "bound", "description"}, "rows": [{"step", "phase",
+    "order", "module", "call", "abs_in", "rel_in", "abs", "rel", "bound", "shape",
+    "dtype_standalone", "dtype_distributed"}], "description": str}``; in a backward
+    ``first``, ``module`` is the module whose backward produced the differing gradient
+    (``"(loss)"`` for the first gradient) and ``"gradient_of"`` the module whose output's
+    gradient differs; ``bound`` is the relative size its envelope allows (``None``: no twin).
+    The rows run up to the end of the phase (forward or backward of a step) where the first
+    module differs."""
     rows: List[Dict[str, Any]] = []
-    first: Optional[Dict[str, Any]] = None
     steps = min(len(standalone), len(distributed))
+    bounds = _Envelope(standalone, twin, envelope.margin, envelope.dtype)
     for step in range(steps):
-        ours, theirs = standalone[step], distributed[step]
-        for phase, field in (("forward", "output"), ("backward", "grad")):
-            order, b_out = _joined(theirs[phase], field)
-            _, a_out = _joined(ours[phase], field)
-            a_in = _joined(ours[phase], "input")[1] if phase == "forward" else {}
-            b_in = _joined(theirs[phase], "input")[1] if phase == "forward" else {}
-            meta_a = {(e["module"], e["call"]): e.get(field) for e in ours[phase]}
-            meta_b = {(e["module"], e["call"]): e.get(field) for e in theirs[phase]}
-            previous_equal: Optional[tuple] = None
-            parted = False  # some earlier module's output differs beyond rounding
-            for i, key in enumerate(order):
-                abs_out, rel_out = relative_difference(a_out.get(key), b_out.get(key), rank, sharded,
-                                                       gradient=phase == "backward")
-                abs_in, rel_in = relative_difference(a_in.get(key), b_in.get(key), rank, sharded) \
-                    if phase == "forward" else (None, None)
-                rows.append({"step": step, "phase": phase, "order": i, "module": key[0], "call": key[1],
-                             "abs_in": abs_in, "rel_in": rel_in, "abs": abs_out, "rel": rel_out,
-                             "shape": (meta_b.get(key) or {}).get("shape"),
-                             "dtype_standalone": (meta_a.get(key) or {}).get("dtype"),
-                             "dtype_distributed": (meta_b.get(key) or {}).get("dtype")})
-                if first is not None or rel_out is None:
-                    continue
-                if phase == "forward" and rel_in is not None and rel_in >= ROUNDING_REL and not parted:
-                    first = {"step": step, "phase": phase, "module": key[0], "call": key[1], "rel_in": rel_in,
-                             "rel_out": rel_out, "abs_out": abs_out, "where": "input"}
-                    continue
-                if rel_out >= ROUNDING_REL:
-                    parted = True
-                if rel_out < ROUNDING_REL:
-                    # a parent whose output is its last child's (same tensor, same gradient) does not
-                    # replace that child as the module whose backward runs next
-                    if previous_equal is None or not _encloses(key[0], previous_equal[0]):
-                        previous_equal = key
-                    continue
-                if phase == "forward" and (rel_in is None or rel_in < ROUNDING_REL):
-                    first = {"step": step, "phase": phase, "module": key[0], "call": key[1], "rel_in": rel_in,
-                             "rel_out": rel_out, "abs_out": abs_out}
-                elif phase == "backward":
-                    maker = previous_equal[0] if previous_equal else "(loss)"
-                    first = {"step": step, "phase": phase, "module": maker, "gradient_of": key[0],
-                             "call": key[1], "rel_in": None, "rel_out": rel_out, "abs_out": abs_out}
+        for phase in ("forward", "backward"):
+            compared = [{"step": step, **row}
+                        for row in _phase_rows(standalone[step], distributed[step], phase, rank, sharded, bounds)]
+            rows.extend(compared)
+            first = _first_in_phase(compared, bounds)
             if first is not None:
-                first["description"] = describe(first)
+                first["description"] = describe(first, envelope.margin)
                 return {"first": first, "rows": rows, "description": first["description"]}
-    last = steps - 1
+    agree = "within their rounding envelope" if twin is not None else "exactly"
     return {"first": None, "rows": rows,
-            "description": (f"every module's forward output and output gradient agree within rounding in steps "
-                            f"0-{last}: the copies part after the backward (in the reduction, clipping or the "
+            "description": (f"every module's forward output and output gradient agree {agree} in steps "
+                            f"0-{steps - 1}: the copies part after the backward (in the reduction, clipping or the "
                             "optimizer step)") if steps else "no module trace recorded"}
+
+
+PHASE_FIELD = {"forward": "output", "backward": "grad"}  # what each phase compares: the output, its gradient
+
+
+def _phase_rows(ours: Dict[str, List[Dict[str, Any]]], theirs: Dict[str, List[Dict[str, Any]]], phase: str,
+                rank: int, sharded: bool, bounds: _Envelope) -> List[Dict[str, Any]]:
+    """One phase's comparisons of one step, the standalone copy's entries (``ours``: a step
+    of its module trace, ``{"forward": [...], "backward": [...]}``) against rank ``rank``'s
+    (``theirs``), in the rank's order: :func:`compare_modules`'s rows without ``"step"``
+    (``abs``/``rel`` of the output in the forward, of its gradient in the backward; the input
+    too in the forward), ``rank`` and ``sharded`` as :func:`relative_difference` takes them,
+    ``bound`` from ``bounds`` (relative; ``None``: no twin)."""
+    field = PHASE_FIELD[phase]
+    order, b_out = _joined(theirs[phase], field)
+    _, a_out = _joined(ours[phase], field)
+    forward = phase == "forward"
+    a_in = _joined(ours[phase], "input")[1] if forward else {}
+    b_in = _joined(theirs[phase], "input")[1] if forward else {}
+    meta_a = {(e["module"], e["call"]): e.get(field) for e in ours[phase]}
+    meta_b = {(e["module"], e["call"]): e.get(field) for e in theirs[phase]}
+    rows = []
+    for i, key in enumerate(order):
+        abs_out, rel_out = relative_difference(a_out.get(key), b_out.get(key), rank, sharded, gradient=not forward)
+        abs_in, rel_in = relative_difference(a_in.get(key), b_in.get(key), rank, sharded) if forward else (None, None)
+        dtypes = ((meta_a.get(key) or {}).get("dtype"), (meta_b.get(key) or {}).get("dtype"))
+        rows.append({"phase": phase, "order": i, "module": key[0], "call": key[1],
+                     "abs_in": abs_in, "rel_in": rel_in, "abs": abs_out, "rel": rel_out,
+                     "bound": bounds.bound((phase, field, key), *dtypes),
+                     "shape": (meta_b.get(key) or {}).get("shape"),
+                     "dtype_standalone": dtypes[0], "dtype_distributed": dtypes[1]})
+    return rows
+
+
+def _beyond(rel: Optional[float], bound: Optional[float]) -> bool:
+    """Whether a relative difference is beyond its bound (any difference without one)."""
+    return rel is not None and (rel > bound if bound is not None else rel > 0)
+
+
+def _first_in_phase(rows: Sequence[Dict[str, Any]], bounds: _Envelope) -> Optional[Dict[str, Any]]:
+    """The first module of one phase's rows (:func:`_phase_rows`, with ``"step"``) that
+    differs by the module docstring's rule, as :func:`compare_modules`'s ``first`` without its
+    description, or ``None``: a forward output beyond its envelope whose input is within
+    its own, or an input beyond while no output before it is; a backward gradient beyond,
+    named for the module whose backward ran before it. An input's bound is read from
+    ``bounds`` here (the rows hold the output's)."""
+    previous_equal: Optional[tuple] = None
+    parted = False  # some earlier module's output differs beyond its envelope
+    for row in rows:
+        if row["rel"] is None:
+            continue
+        key, forward = (row["module"], row["call"]), row["phase"] == "forward"
+        bound_in = bounds.bound(("forward", "input", key), row["dtype_standalone"], row["dtype_distributed"]) \
+            if forward else None
+        found = {"step": row["step"], "phase": row["phase"], "module": key[0], "call": key[1],
+                 "rel_in": row["rel_in"], "rel_out": row["rel"], "abs_out": row["abs"]}
+        if forward and _beyond(row["rel_in"], bound_in) and not parted:
+            return dict(found, bound=bound_in, where="input")
+        if not _beyond(row["rel"], row["bound"]):
+            # a parent whose output is its last child's (same tensor, same gradient) does not
+            # replace that child as the module whose backward runs next
+            if previous_equal is None or not _encloses(key[0], previous_equal[0]):
+                previous_equal = key
+            continue
+        parted = True
+        if forward and not _beyond(row["rel_in"], bound_in):
+            return dict(found, bound=row["bound"])
+        if not forward:
+            maker = previous_equal[0] if previous_equal else "(loss)"
+            return {"step": row["step"], "phase": row["phase"], "module": maker, "gradient_of": key[0],
+                    "call": key[1], "rel_in": None, "rel_out": row["rel"], "abs_out": row["abs"],
+                    "bound": row["bound"]}
+    return None
 
 
 def _encloses(parent: str, child: str) -> bool:
@@ -148,23 +239,29 @@ def _encloses(parent: str, child: str) -> bool:
     return parent == "(model)" or child.startswith(parent + ".")
 
 
-def describe(first: Dict[str, Any]) -> str:
-    """``layer1 forward output at step 0, inputs equal, rel 1e-03``, or for backward
-    ``layer1 backward at step 0: the gradient of its output agrees, the gradient it
-    produced (layer0's output) differs, rel 2e-03``."""
+def describe(first: Dict[str, Any], margin: float = 4.0) -> str:
+    """``layer1 forward output at step 0, inputs agree, rel 1e-03 (40x its rounding
+    envelope)``, or for backward ``layer1 backward at step 0: the gradient of its output
+    agrees, the gradient it produced (layer0's output) differs, rel 2e-03``; the multiple of
+    the envelope where one was measured (``first["bound"]`` is ``margin`` x it)."""
     call = f" (call {first['call'] + 1})" if first.get("call") else ""
+    rel = first["rel_in"] if first.get("where") == "input" else first["rel_out"]
+    times = f" ({rel / first['bound'] * margin:.3g}x its rounding envelope)" \
+        if first.get("bound") and rel is not None else ""
     if first.get("where") == "input":
-        return (f"{first['module']}{call} input at step {first['step']} differs, rel {first['rel_in']:.2g}, while "
-                f"every module before it agrees: it arises before {first['module']}'s forward (a pre-forward hook, "
-                "e.g. FSDP2 casting inputs to param_dtype, or its parent's code)")
+        return (f"{first['module']}{call} input at step {first['step']} differs, rel {first['rel_in']:.2g}{times}, "
+                f"while every module before it agrees: it arises before {first['module']}'s forward (a pre-forward "
+                "hook, e.g. FSDP2 casting inputs to param_dtype, or its parent's code)")
     if first["phase"] == "forward":
-        inputs = "inputs equal" if first.get("rel_in") is not None else "inputs not recorded"
-        return f"{first['module']}{call} forward output at step {first['step']}, {inputs}, rel {first['rel_out']:.2g}"
+        inputs = "inputs agree" if first.get("rel_in") is not None else "inputs not recorded"
+        return (f"{first['module']}{call} forward output at step {first['step']}, {inputs}, "
+                f"rel {first['rel_out']:.2g}{times}")
     if first["module"] == "(loss)":
         return (f"the loss's gradient at step {first['step']} ({first['gradient_of']}'s output) differs, "
-                f"rel {first['rel_out']:.2g}, though every forward output agrees")
+                f"rel {first['rel_out']:.2g}{times}, though every forward output agrees")
     return (f"{first['module']} backward at step {first['step']}: the gradient of its output agrees, the next "
-            f"gradient autograd produced ({first['gradient_of']}'s output{call}) differs, rel {first['rel_out']:.2g}")
+            f"gradient autograd produced ({first['gradient_of']}'s output{call}) differs, "
+            f"rel {first['rel_out']:.2g}{times}")
 
 
 def first_over_ranks(found: Sequence[Tuple[Dict[str, Any], int]]) -> Optional[Dict[str, Any]]:

@@ -11,6 +11,15 @@ any step; steps past the gradient window hold no ``"grad"``. Names are canonical
 (:func:`canonical_name`); a name one copy records and the other lacks is reported
 (:func:`missing_names`), never dropped silently. Pure numpy.
 
+The rules read no tensor themselves: they read the *pair statistics* of every tensor both
+copies hold (``sweep.analysis.pairs``: its largest difference, its size, dot products), so
+a rank that streams them (``sweep.train.trace_book``, staged) and one that holds both
+traces whole (full capture: the functions here that take two traces) reach the same
+finding from the same numbers. Each rule has both forms: ``first_difference`` on two
+traces, ``first_difference_in`` on their :data:`~sweep.analysis.pairs.PairTrace`; the
+rounding envelope likewise (``envelope_bounds`` / ``envelope_bounds_in``, from the pairs of
+the standalone copy and its twin).
+
 Where the two copies part is :func:`locate`'s answer; how the difference starts (the
 onset) is :func:`update_onset`'s, from the per-step *update differences*
 (:func:`update_series`). The update, unlike the loss, does not take the sign and size of
@@ -19,14 +28,17 @@ each step's fresh sample, so a periodic or a constant fault shows as such on ran
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from sweep.analysis.collectives import scale_signature
+from sweep.analysis.envelope import EnvelopeSetting
+from sweep.analysis.pairs import (KINDS, PURE_SCALE_RESIDUAL, PairTrace, pair_trace, pure_scale,  # noqa: F401
+                                  same_scale)
 
 Trace = List[Dict[str, Dict[str, np.ndarray]]]
-KINDS = ("initial", "initial_buffer", "buffer", "grad", "weight")  # a step's order; "initial*" at step 0 only
 # Path segments that wrappers insert into parameter and module names (activation checkpointing,
 # FSDP1, torch.compile, DDP/DataParallel; MindSpore's Cell.recompute(), whose cell holds the
 # original as ``_recompute_cell.wrap_cell``): dropped anywhere in a dotted name (canonical_name).
@@ -47,12 +59,20 @@ def missing_names(standalone: Trace, distributed: Trace) -> List[Dict[str, Any]]
     one entry per (name, side), at the first step it is missing, sorted by name. A
     gradient that only one copy has is left out (a frozen or unused parameter has none),
     so are steps only one trace reaches."""
+    return missing_names_in([{"ours": {k: list(v) for k, v in ours.items() if k in KINDS},
+                              "theirs": {k: list(v) for k, v in theirs.items() if k in KINDS}}
+                             for ours, theirs in zip(standalone, distributed)])
+
+
+def missing_names_in(pairs: PairTrace) -> List[Dict[str, Any]]:
+    """:func:`missing_names` from the names each copy recorded (a :data:`PairTrace`'s
+    ``ours`` and ``theirs``)."""
     seen: Dict[tuple, Dict[str, Any]] = {}
-    for step in range(min(len(standalone), len(distributed))):
+    for step, entry in enumerate(pairs):
         for kind in KINDS:
-            if kind == "grad" or kind not in standalone[step] or kind not in distributed[step]:
+            if kind == "grad" or kind not in entry["ours"] or kind not in entry["theirs"]:
                 continue
-            ours, theirs = set(standalone[step][kind]), set(distributed[step][kind])
+            ours, theirs = set(entry["ours"][kind]), set(entry["theirs"][kind])
             for side, names in (("standalone", ours - theirs), ("distributed", theirs - ours)):
                 for name in names:
                     seen.setdefault((name, side), {"name": name, "kind": kind, "step": step, "only_in": side})
@@ -69,16 +89,38 @@ def missing_text(missing: Sequence[Dict[str, Any]]) -> str:
             listed = ", ".join(f"{'buffer' if 'buffer' in m['kind'] else 'parameter'} {m['name']}" for m in names)
             parts.append(f"only the {side} copy has the {listed}")
     return " and ".join(parts) + " (not compared: the copies differ in what they hold)" if parts else ""
-# Relative differences below this are float rounding (summation order; fp32's epsilon is
-# 1.2e-7 and a few steps of accumulation stay far below 1e-4), not a fault, which moves
-# its first tensor by 1e-3 or more (a scale, a missing reduction, a skipped step).
-ROUNDING_REL = 1e-4
 # A tensor whose largest value is below this share of the largest value of its kind in that
 # step (every gradient, every weight) is zero up to rounding: a gradient that cancels
 # exactly in theory (a bias feeding a normalisation) carries rounding noise of the size
 # of the terms that cancel, so its difference is judged against its kind's scale, never
 # against its own near-zero values (whose relative difference is O(1) noise).
 NEAR_ZERO = 1e-3
+
+
+@dataclass(frozen=True)
+class Search:
+    """How the first difference is searched (:func:`first_difference`, :func:`locate` and
+    their ``_in`` forms).
+
+    Attributes:
+        noise_floor: the largest absolute difference (``max |a - b|``, the tensors' own
+            units) that counts as none (``compare.noise_floor``; 0: any difference counts).
+        rank: the rank that gathered the compared tensors (or recorded its shards): the ranks
+            named as holding differing dim-0 shards are those of its shard group.
+        known: the factors a reduction may scale gradients by, by name (``{"world_size": 4.0,
+            "grad_accum_steps": 2.0, ...}``, ``None`` values for factors that do not apply):
+            what a pure scale is matched against (``sweep.analysis.collectives
+            .scale_signature``); ``None``: none.
+        layout: parameter name -> its number of dim-0 shards, gathered into the full tensors
+            compared (``None``: not sharded). Read where the pair statistics are made from two
+            traces (:func:`first_difference`, :func:`locate`); the pair statistics carry it in
+            their rows (``"of"``, ``"chunks"``), so the ``_in`` forms do not read it.
+    """
+
+    noise_floor: float = 0.0
+    rank: int = 0
+    known: Optional[Dict[str, Optional[float]]] = None
+    layout: Optional[Dict[str, int]] = None
 
 
 def differing_shards(a: np.ndarray, b: np.ndarray, shards: int, noise_floor: float = 0.0) -> List[int]:
@@ -92,124 +134,207 @@ def differing_shards(a: np.ndarray, b: np.ndarray, shards: int, noise_floor: flo
     return sorted({int(i) // size for i in np.flatnonzero(rows)})
 
 
-def first_difference(standalone: Trace, distributed: Trace, noise_floor: float = 0.0,
-                     min_rel: float = 0.0, layout: Optional[Dict[str, int]] = None,
-                     rank: int = 0, known: Optional[Dict[str, Optional[float]]] = None) -> Optional[Dict[str, Any]]:
+def first_difference(standalone: Trace, distributed: Trace, search: Search = Search(),
+                     bounds: Optional[Bounds] = None) -> Optional[Dict[str, Any]]:
     """The first ``(step, kind, name)`` whose two tensors differ by more than
-    ``noise_floor`` (max absolute difference) and by at least ``min_rel`` (relative), in
+    ``search.noise_floor`` (max absolute difference, :class:`Search`) and, with ``bounds`` (:func:`envelope_bounds`:
+    the relative size each tensor's rounding envelope allows), by more than its bound, in
     trace order: kinds in :data:`KINDS` order, within a kind by cause where the step
     records an ``"order"`` (the gradients as autograd produced them), else by name; or
-    ``None`` if none does.
+    ``None`` if none does. A tensor without a bound (the initial weights, which the copies
+    must share exactly) counts from any difference.
 
     Returns ``{"step", "kind", "name", "abs_diff", "rel_diff", "weights_identical_before",
-    "grads_recorded", "description"}``: ``rel_diff`` is ``abs_diff / scale``, ``scale`` the
+    "grads_recorded", "description"}`` (and ``"bound"``, searched with ``bounds``):
+    ``rel_diff`` is ``abs_diff / scale``, ``scale`` the
     standalone tensor's ``max|.|``, or, for a tensor that is zero up to rounding in both
     copies (``max|.|`` below :data:`NEAR_ZERO` x the largest ``max|.|`` of any standalone
     tensor of that kind in that step), that largest one (then ``"near_zero": True``);
     ``inf`` for a zero scale; a shape mismatch counts as a difference with
     ``abs_diff`` ``inf``; ``grads_recorded``: the trace holds this step's gradient of that
     parameter (so a weight difference can say its gradients were identical). With
-    ``layout`` (parameter name -> its number of dim-0 shards, gathered into the full
+    ``search.layout`` (parameter name -> its number of dim-0 shards, gathered into the full
     tensors compared here) and when only some shards differ, also ``"shards": {"of": k,
     "differ": [i, ...], "ranks": [...]}``: the ranks that hold those shards in the shard
-    group of ``rank`` (the rank that gathered the tensors), ``(rank // k) k + i`` (a mesh
+    group of ``search.rank`` (the rank that gathered the tensors), ``(rank // k) k + i`` (a mesh
     ``(replicate, shard)`` of consecutive ranks, ``init_device_mesh``'s order). A gradient
     that is a pure multiple of the standalone one (:func:`pure_scale`) adds ``"scale"``;
     where every gradient of that step is scaled alike (a reduction's factor) and the factor
-    matches one of ``known`` (``{"world_size": 4, ...}``,
+    matches one of ``search.known`` (``{"world_size": 4, ...}``,
     ``sweep.analysis.collectives.scale_signature``), ``"scale_signature"``; where the other
-    gradients are not, ``"scale_alone": True``.
+    gradients are not, ``"scale_alone": True`` (or, where some others are scaled alike,
+    ``"scale_shared"``: their names).
     """
-    for step in range(min(len(standalone), len(distributed))):
+    return first_difference_in(pair_trace(standalone, distributed, search.layout), search, bounds)
+
+
+def first_difference_in(pairs: PairTrace, search: Search = Search(),
+                        bounds: Optional[Bounds] = None) -> Optional[Dict[str, Any]]:
+    """:func:`first_difference` from the pair statistics (``sweep.analysis.pairs``): the
+    layout is in the rows (``"of"``, ``"chunks"``; ``search.layout`` is not read); ``bounds``
+    by ``(step, kind, name)``, the step an index into ``pairs``."""
+    noise_floor = search.noise_floor
+    for step, entry in enumerate(pairs):
+        ours_grads, theirs_grads = entry["ours"].get("grad"), entry["theirs"].get("grad") or []
         for kind in KINDS:
-            ours, theirs = standalone[step].get(kind, {}), distributed[step].get(kind, {})
-            shared = _by_cause(set(ours) & set(theirs), standalone[step].get("order", {}).get(kind))
-            kind_scale = max((_scale(ours[n]) for n in shared), default=0.0)
+            rows = entry["pairs"].get(kind) or {}
+            shared = _by_cause(rows, entry["order"].get(kind))
+            kind_scale = max((rows[n]["scale_a"] for n in shared), default=0.0)
             for name in shared:
-                a, b = np.asarray(ours[name], np.float64), np.asarray(theirs[name], np.float64)
-                if a.shape != b.shape:
-                    diff = float("inf")
-                else:
-                    diff = float(np.max(np.abs(a - b))) if a.size else 0.0
+                row = rows[name]
+                diff = row["abs"]
                 if not diff > noise_floor:
                     continue
-                both = max(_scale(a), _scale(b)) if a.shape == b.shape else _scale(a)
-                near_zero = both < NEAR_ZERO * kind_scale  # in both copies: a fault that makes it large is no noise
-                scale = kind_scale if near_zero else _scale(a)
-                rel = diff / scale if scale > 0 else float("inf")
-                if rel < min_rel:
+                same = row["shape_a"] == row["shape_b"]
+                rel, near_zero = _relative(row, kind_scale)
+                bound = (bounds or {}).get((step, kind, name))
+                if bounds is not None and bound is not None and not rel > bound:
                     continue
                 before = kind not in ("initial", "initial_buffer") and (step > 0 or kind == "weight")
                 found = {"step": step, "kind": kind, "name": name, "abs_diff": diff, "rel_diff": rel,
-                         "weights_identical_before": before, "min_rel": min_rel,
-                         "grads_recorded": bool(ours_grads := standalone[step].get("grad")) and name in ours_grads}
-                theirs_grads = distributed[step].get("grad") or {}
+                         "weights_identical_before": before, "searched_beyond": bounds is not None,
+                         **({"bound": bound} if bound is not None else {}),
+                         "grads_recorded": bool(ours_grads) and name in ours_grads}
                 if ours_grads and theirs_grads and (name in ours_grads) != (name in theirs_grads):
                     found["grad_only_in"] = "standalone" if name in ours_grads else "distributed"
                 if near_zero:
                     found["near_zero"] = True
-                k = (layout or {}).get(name, 1)
-                parts = differing_shards(a, b, k, noise_floor) if k > 1 and a.shape == b.shape else []
+                k = row.get("of", 1)
+                parts = [i for i, m in enumerate(row.get("chunks") or []) if m > noise_floor] if k > 1 and same else []
                 if parts and len(parts) < k:
                     found["shards"] = {"of": k, "differ": parts,
-                                       "ranks": [rank // k * k + i for i in parts]}
-                ratio = pure_scale(a, b) if a.shape == b.shape and kind == "grad" else None
+                                       "ranks": [search.rank // k * k + i for i in parts]}
+                ratio = row.get("scale") if same and kind == "grad" else None
                 if ratio is not None:
                     found["scale"] = ratio
                     # a reduction scales every gradient alike: a factor on this tensor alone is no reduction's
-                    alike = all(_same_scale(ours[n], theirs[n], ratio) for n in shared)
-                    signature = scale_signature(ratio, known or {}) if alike else None
+                    alike = all(same_scale(rows[n], ratio) for n in shared)
+                    sharing = [n for n in shared if n != name and same_scale(rows[n], ratio)]
+                    # several gradients scaled alike while others are not: two reduction paths (a sharded
+                    # and an unsharded one) that scale otherwise, still a reduction's factor
+                    signature = scale_signature(ratio, search.known or {}) if alike or sharing else None
                     if signature:
                         found["scale_signature"] = signature
-                    if not alike:
+                    if not alike and sharing:
+                        found["scale_shared"] = sorted(sharing)
+                    elif not alike:
                         found["scale_alone"] = True
                 found["description"] = describe(found)
                 return found
     return None
 
 
+def _relative(row: Dict[str, Any], kind_scale: float) -> Tuple[float, bool]:
+    """``(rel, near_zero)`` of a pair row as :func:`first_difference` measures it: ``abs``
+    over the standalone tensor's ``max|.|``, or over ``kind_scale`` (the largest ``max|.|``
+    of the standalone tensors of that kind in that step) where the tensor is zero up to
+    rounding in both copies (:data:`NEAR_ZERO`); ``inf`` for a zero scale (a shape mismatch:
+    the standalone tensor's size alone decides)."""
+    same = row["shape_a"] == row["shape_b"]
+    both = max(row["scale_a"], row["scale_b"]) if same else row["scale_a"]
+    near_zero = both < NEAR_ZERO * kind_scale  # in both copies: a fault that makes it large is no noise
+    scale = kind_scale if near_zero else row["scale_a"]
+    return (row["abs"] / scale if scale > 0 else float("inf")), near_zero
+
+
 def final_buffers(standalone: Dict[str, Any], distributed: Dict[str, Any], last_step: int,
-                  noise_floor: float = 0.0) -> Optional[Dict[str, Any]]:
+                  noise_floor: float = 0.0, twin: Optional[Dict[str, Any]] = None,
+                  envelope: EnvelopeSetting = EnvelopeSetting()) -> Optional[Dict[str, Any]]:
     """The first buffer (by name: ``{name: array}`` of each copy, after the last step) that
-    differs beyond float rounding (``ROUNDING_REL``), as :func:`first_difference`'s dict of
-    kind ``buffer`` at ``last_step`` (a running statistic the forward updates: BatchNorm's
-    ``running_mean`` / ``moving_mean``), or ``None``."""
-    found = first_difference([{"buffer": standalone}], [{"buffer": distributed}], noise_floor,
-                             min_rel=ROUNDING_REL)
+    differs, as :func:`first_difference`'s dict of kind ``buffer`` at ``last_step`` (a running
+    statistic the forward updates: BatchNorm's ``running_mean`` / ``moving_mean``), or ``None``.
+    With ``twin`` (the standalone copy's twin's buffers after the last step: the rounding
+    envelope), only one that differs by more than ``envelope.margin`` times the twin's
+    difference (:func:`envelope_bounds`, at least one unit in the last place of
+    ``envelope.dtype``); without it, any difference beyond ``noise_floor`` (absolute, the
+    buffers' units)."""
+    margin = envelope.margin
+    bounds = envelope_bounds([{"buffer": standalone}], [{"buffer": twin}], margin, envelope.dtype) if twin else None
+    found = first_difference([{"buffer": standalone}], [{"buffer": distributed}], Search(noise_floor), bounds)
     if found is None:
         return None
     found = dict(found, step=last_step)
     found["description"] = (f"buffer {found['name']} after the last step ({last_step}), abs {found['abs_diff']:.3g}, "
-                            f"rel {found['rel_diff']:.3g}: a statistic the forward updates, which the training "
-                            "losses do not read") + _shards_text(found.get("shards"))
+                            f"rel {found['rel_diff']:.3g}"
+                            + (f" ({found['rel_diff'] / found['bound'] * margin:.3g}x its rounding envelope)"
+                               if found.get("bound") else "")
+                            + ": a statistic the forward updates, which the training losses do not read") \
+        + _shards_text(found.get("shards"))
     return found
 
 
-PURE_SCALE_RESIDUAL = 1e-3  # b is r * a when |b - r a| <= this share of |b|
+Bounds = Dict[Tuple[int, str, str], float]
+UNBOUNDED = ("initial", "initial_buffer")  # kinds without an envelope: the copies must start equal
 
 
-def pure_scale(a: np.ndarray, b: np.ndarray) -> Optional[float]:
-    """``r`` when ``b`` is ``r`` times ``a`` (least squares ``r = a.b / a.a``, residual
-    within :data:`PURE_SCALE_RESIDUAL` of ``|b|``) and ``r`` is not 1, else ``None``."""
-    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
-    aa, bb = float(np.dot(a, a)), float(np.linalg.norm(b))
-    if aa == 0 or bb == 0:
-        return None
-    r = float(np.dot(a, b)) / aa
-    if abs(r - 1.0) < 1e-3 or float(np.linalg.norm(b - r * a)) > PURE_SCALE_RESIDUAL * bb:
-        return None
-    return r
+def envelope_bounds(standalone: Trace, twin: Trace, margin: float, dtype: str) -> Bounds:
+    """The rounding envelope of every traced tensor (``sweep.analysis.envelope``): for each
+    ``(step, kind, name)`` both traces hold, ``margin`` times the largest relative difference
+    between the standalone copy and its twin (nudged by one unit in the last place of
+    ``dtype``) of any tensor of that kind over the traced steps, measured as
+    :func:`first_difference` measures (``max |a - b|`` over ``max |a|``, or over its kind's
+    largest where the tensor is zero up to rounding), never below one unit in the last place
+    of ``dtype`` (relative: the smallest difference the values can show; a twin that shows
+    none bounds rounding below one unit, so the margin does not multiply it). Pooled over the kind and the steps because rounding acts by rare
+    events too (a ReLU whose input rounds across zero, a bf16 sum that cancels): one draw
+    shows them in some tensor at some step, not in every tensor at every step; the losses,
+    over many more steps, keep a per-step envelope. The initial weights and buffers get no
+    bound (the copies must start equal; the twin is nudged by design). Cut ``twin`` to the
+    compared copy's shards first (:func:`to_shards`) where that copy holds shards, so both
+    differences are over the same elements. From the pair statistics
+    (:func:`envelope_bounds_in`), as the staged trace computes it."""
+    return envelope_bounds_in(pair_trace(standalone, twin), margin, dtype)
 
 
-def _same_scale(a: Any, b: Any, ratio: float) -> bool:
-    """Whether ``b`` is ``ratio`` times ``a`` (both zero counts), within :data:`PURE_SCALE_RESIDUAL`."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    if a.shape != b.shape:
-        return False
-    norm = float(np.linalg.norm(b))
-    if norm == 0.0:
-        return not np.any(a)
-    return float(np.linalg.norm(b - ratio * a)) <= PURE_SCALE_RESIDUAL * norm
+def envelope_bounds_in(pairs: PairTrace, margin: float, dtype: str) -> Bounds:
+    """:func:`envelope_bounds` from the pair statistics of the standalone copy (``ours``)
+    and its twin (``theirs``): per kind the largest :func:`kind_envelope` over the steps."""
+    pooled: Dict[str, float] = {}
+    keys: List[Tuple[int, str, str]] = []
+    for step, entry in enumerate(pairs):
+        for kind in KINDS:
+            rows = entry["pairs"].get(kind) or {}
+            if kind in UNBOUNDED or not rows:
+                continue
+            largest, names = kind_envelope(rows)
+            pooled[kind] = max(pooled.get(kind, 0.0), largest)
+            keys.extend((step, kind, name) for name in names)
+    return {key: envelope_bound(pooled[key[1]], margin, dtype) for key in keys}
+
+
+def envelope_bound(largest: float, margin: float, dtype: str) -> float:
+    """A tensor's relative bound from its kind's largest relative difference between the
+    standalone copy and its twin (``largest``, pooled as :func:`envelope_bounds` pools it):
+    ``margin`` x it, at least :func:`envelope_floor` (the smallest difference the values can
+    show: a twin that shows none bounds rounding below one unit, so the margin does not
+    multiply it)."""
+    return max(margin * largest, envelope_floor(dtype))
+
+
+def kind_envelope(rows: Dict[str, Dict[str, Any]]) -> Tuple[float, List[str]]:
+    """One step's rows of one kind, standalone copy against its twin: ``(the largest
+    relative difference, the names it bounds)`` (:func:`envelope_bounds`; a tensor of
+    another shape or empty bounds nothing, a NaN counts as none)."""
+    kind_scale = max((row["scale_a"] for row in rows.values()), default=0.0)
+    largest, names = 0.0, []
+    for name, row in rows.items():
+        if row["shape_a"] != row["shape_b"] or not int(np.prod(row["shape_a"], dtype=np.int64)):
+            continue
+        rel, _ = _relative(row, kind_scale)
+        if row["abs"] == 0:
+            rel = 0.0
+        largest = max(largest, rel)
+        names.append(name)
+    return largest, names
+
+
+def envelope_floor(dtype: str) -> float:
+    """The smallest envelope: one unit in the last place of ``dtype``, relative
+    (``2^(1 - significand bits)``, ``sweep.analysis.envelope.SIGNIFICAND_BITS``; float32's
+    when unknown)."""
+    from sweep.analysis.envelope import SIGNIFICAND_BITS
+
+    return 2.0 ** (1 - SIGNIFICAND_BITS.get(dtype, 24))
 
 
 def _by_cause(names: Any, order: Optional[Sequence[str]]) -> List[str]:
@@ -220,58 +345,85 @@ def _by_cause(names: Any, order: Optional[Sequence[str]]) -> List[str]:
     return sorted(names, key=lambda n: (rank.get(n, len(rank)), n))
 
 
-def _scale(tensor: Any) -> float:
-    """``max|tensor|`` (0.0 for an empty one), float64."""
-    values = np.asarray(tensor, np.float64)
-    return float(np.max(np.abs(values))) if values.size else 0.0
-
-
 def to_shards(standalone: Trace, distributed: Trace, rank: int) -> Trace:
     """``standalone`` with each tensor cut to the slice ``distributed`` holds where this
-    rank records a shard rather than the full tensor (a sharding engine that does not
-    gather, e.g. hyper-parallel on MindSpore): dim-0 sharding over ``k = full / shard``
-    ranks, rank ``r`` holding slice ``r % k`` (shard groups of consecutive ranks). A
-    tensor whose shapes do not fit that is left whole (and then differs by shape)."""
+    rank records a shard rather than the full tensor (:func:`to_shard`, tensor by tensor)."""
     out = []
     for ours, theirs in zip(standalone, distributed):
         step = {}
         for kind, tensors in ours.items():
             step[kind] = {}
             for name, full in tensors.items():
-                shard = theirs.get(kind, {}).get(name)
                 if not isinstance(full, np.ndarray):  # an entry that is no tensor (the module trace's "order")
                     step[kind][name] = full
                     continue
-                fits = (shard is not None and full.ndim and shard.shape != full.shape and shard.shape[0]
-                        and full.shape[0] % shard.shape[0] == 0 and full.shape[1:] == shard.shape[1:])
-                if fits:
-                    n = shard.shape[0]
-                    index = rank % (full.shape[0] // n)
-                    full = full[index * n:(index + 1) * n]
-                step[kind][name] = full
+                shard = theirs.get(kind, {}).get(name)
+                step[kind][name] = to_shard(full, None if shard is None else np.shape(shard), rank)
         out.append(step)
     return out
 
 
-def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int,
-           layout: Optional[Dict[str, int]] = None, rank: int = 0,
-           known: Optional[Dict[str, Optional[float]]] = None) -> Dict[str, Any]:
-    """:func:`first_difference`, and if that one is within float rounding
-    (:data:`ROUNDING_REL`), also the first tensor beyond it (``beyond_rounding``: a dict
-    like the first, or ``None``), added to the description; ``{"description": "no tensor
-    differs in steps 0-<last_step>"}`` if none differs. ``updates`` holds the onset from
-    the update differences (:func:`update_onset`, with ``rel`` and ``along`` per step) when
-    the traces have initial weights. ``layout`` and ``rank``: as for
-    :func:`first_difference` (which shards, so which ranks, differ). Tensors only one
-    copy holds (:func:`missing_names`) are listed under ``missing`` and named in the
-    description (which then says "no tensor both copies hold differs" when nothing else does)."""
-    series = update_series(standalone, distributed)
-    updates = dict(update_onset(series), **series) if series["rel"] else None
-    found = _locate(standalone, distributed, noise_floor, last_step, layout, rank,
-                    systematic=bool(updates and updates.get("systematic")), known=known)
+def to_shard(full: np.ndarray, shard: Optional[Sequence[int]], rank: int) -> np.ndarray:
+    """The slice of the standalone tensor ``full`` that this rank's shard (of shape
+    ``shard``) holds, where a sharding engine that does not gather (e.g. hyper-parallel on
+    MindSpore) records a shard rather than the full tensor: dim-0 sharding over ``k = full /
+    shard`` ranks, rank ``r`` holding slice ``r % k`` (shard groups of consecutive ranks). A
+    tensor whose shapes do not fit that (or no ``shard``) is left whole (and then differs by
+    shape)."""
+    rows = shard_rows(np.shape(full), shard, rank)
+    return full if rows is None else full[rows[0]:rows[1]]
+
+
+def shard_rows(full: Sequence[int], shard: Optional[Sequence[int]], rank: int) -> Optional[Tuple[int, int]]:
+    """The rows ``[r0, r1)`` of a tensor of shape ``full`` that this rank's shard of shape
+    ``shard`` holds (:func:`to_shard`), or ``None`` where the shapes fit no such slice."""
+    full, shard = tuple(full), None if shard is None else tuple(shard)
+    fits = (shard is not None and len(full) and shard != full and len(shard) == len(full) and shard[0]
+            and full[0] % shard[0] == 0 and full[1:] == shard[1:])
+    if not fits:
+        return None
+    n = shard[0]
+    index = rank % (full[0] // n)
+    return index * n, (index + 1) * n
+
+
+def locate(standalone: Trace, distributed: Trace, last_step: int, search: Search = Search(),
+           twin: Optional[Trace] = None, envelope: EnvelopeSetting = EnvelopeSetting()) -> Dict[str, Any]:
+    """:func:`first_difference` (searched as ``search`` says, :class:`Search`), and, with the
+    twin's trace (``twin``: the standalone copy's twin, ``sweep.train.twin``, its weights
+    nudged by one unit in the last place of ``envelope.dtype``; cut to the compared shards,
+    :func:`to_shards`), whether it stays within its rounding envelope (``envelope.margin`` x
+    the twin's difference, :func:`envelope_bounds`): if it does, also
+    the first tensor beyond its envelope (``beyond_rounding``: a dict like the first, or
+    ``None``), added to the description. Without ``twin`` nothing is called rounding (the
+    envelope was not measured: ``"envelope": "not measured"``). ``{"description": "no tensor
+    differs in steps 0-<last_step>"}`` if none differs. ``updates`` holds the onset from the
+    update differences (:func:`update_onset`, with ``rel`` and ``along`` per step, and the
+    twin's ``envelope`` per step) when the traces have initial weights. ``search.layout`` and
+    ``search.rank``: as for :func:`first_difference` (which shards, so which ranks, differ);
+    ``last_step``: the last traced step (0-based), named in the descriptions. Tensors
+    only one copy holds (:func:`missing_names`) are listed under ``missing`` and named in the
+    description (which then says "no tensor both copies hold differs" when nothing else does).
+    From the pair statistics (:func:`locate_in`), as the staged trace reads them."""
+    return locate_in(pair_trace(standalone, distributed, search.layout), last_step, search,
+                     twin=pair_trace(standalone, twin) if twin else None, envelope=envelope)
+
+
+def locate_in(pairs: PairTrace, last_step: int, search: Search = Search(), twin: Optional[PairTrace] = None,
+              envelope: EnvelopeSetting = EnvelopeSetting()) -> Dict[str, Any]:
+    """:func:`locate` from the pair statistics (``sweep.analysis.pairs``; the layout is in
+    the rows, ``search.layout`` is not read): ``pairs`` the distributed copy's against the
+    standalone one, ``twin`` the twin's against the standalone one (``None`` or empty: the
+    envelope not measured)."""
+    margin, dtype = envelope.margin, envelope.dtype
+    series = update_series_in(pairs)
+    grown = update_series_in(twin)["rel"] if twin else None
+    updates = dict(update_onset(series, grown, margin, dtype), **series) if series["rel"] else None
+    bounds = envelope_bounds_in(twin, margin, dtype) if twin else None
+    found = _locate(pairs, last_step, search, bounds, margin)
     if updates is not None:
         found["updates"] = updates
-    missing = missing_names(standalone, distributed)
+    missing = missing_names_in(pairs)
     if missing:  # never silently: "initial weights equal" holds only for what both copies hold
         found["missing"] = missing
         if "step" not in found:
@@ -280,32 +432,43 @@ def locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step:
     return found
 
 
-def _locate(standalone: Trace, distributed: Trace, noise_floor: float, last_step: int,
-            layout: Optional[Dict[str, int]], rank: int, systematic: bool,
-            known: Optional[Dict[str, Optional[float]]] = None) -> Dict[str, Any]:
-    found = first_difference(standalone, distributed, noise_floor, layout=layout, rank=rank, known=known)
+def _locate(pairs: PairTrace, last_step: int, search: Search, bounds: Optional[Bounds],
+            margin: float) -> Dict[str, Any]:
+    """:func:`locate_in`'s first difference and its envelope: the first as ``search`` finds
+    it, then, where ``bounds`` (:func:`envelope_bounds_in`; ``None``: not measured) holds it
+    within ``margin`` x the twin's difference, the first beyond its bound."""
+    found = first_difference_in(pairs, search)
     if found is None:
         return {"description": f"no tensor differs in steps 0-{last_step}"}
-    if found["rel_diff"] < ROUNDING_REL:
-        beyond = first_difference(standalone, distributed, noise_floor, min_rel=ROUNDING_REL, layout=layout,
-                                  rank=rank, known=known)
-        found["beyond_rounding"] = beyond
-        if beyond:
-            found["description"] += f"; first beyond rounding (rel >= {ROUNDING_REL:g}): " + beyond["description"]
-        elif systematic:
-            found["description"] += (f"; within rounding's size (rel < {ROUNDING_REL:g}) but one sign along every "
-                                     "update: systematic, not rounding")
-        else:
-            found["description"] += f"; rounding only (rel < {ROUNDING_REL:g}) in steps 0-{last_step}"
+    if bounds is None:
+        found["envelope"] = "not measured"
+        return found
+    bound = bounds.get((found["step"], found["kind"], found["name"]))
+    if bound is None or found["rel_diff"] > bound:  # beyond its envelope (or no envelope: initial weights)
+        if bound is not None:
+            found["bound"] = bound
+            found["envelope_ratio"] = found["rel_diff"] / bound * margin
+            found["description"] = describe(found)
+        return found
+    found["bound"] = bound
+    beyond = first_difference_in(pairs, search, bounds)
+    found["beyond_rounding"] = beyond
+    if beyond:
+        found["description"] += "; first beyond its rounding envelope: " + beyond["description"]
+    else:
+        found["description"] += f"; every traced tensor within its rounding envelope in steps 0-{last_step}"
     return found
 
 
 def describe(found: Dict[str, Any]) -> str:
-    """``layer1.bias grad at step 3, abs 1e-05, rel 2e-3; weights identical before``; for
+    """``layer1.bias grad at step 3, abs 1e-05, rel 2e-3; weights identical before`` (with
+    ``envelope_ratio``: ``rel 2e-3 (540x its rounding envelope)``); for
     every kind, initial weights and buffers too, the dim-0 shards that differ and the
     ranks holding them where only some do (``found["shards"]``: a per-rank init seed
     shows as ``only dim-0 shard 1 of 2 differs, held by rank 1``)."""
     sizes = f"abs {found['abs_diff']:.3g}, rel {found['rel_diff']:.3g}"
+    if found.get("envelope_ratio") is not None:  # set by locate where the envelope bounds it
+        sizes += f" ({found['envelope_ratio']:.3g}x its rounding envelope)"
     if found["kind"] == "initial":
         text = f"{found['name']} initial weights (before any step), {sizes}"
     elif found["kind"] == "initial_buffer":
@@ -319,10 +482,10 @@ def describe(found: Dict[str, Any]) -> str:
 
 
 def _agree(found: Dict[str, Any]) -> str:
-    """How the tensors before ``found`` agree: ``identical``, or ``within rounding (rel <
-    1e-4)`` where ``found`` was searched beyond rounding (its ``min_rel``): those may differ
-    below it."""
-    return f"within rounding (rel < {found['min_rel']:g})" if found.get("min_rel") else "identical"
+    """How the tensors before ``found`` agree: ``identical``, or ``within their rounding
+    envelope`` where ``found`` was searched beyond the envelope (``searched_beyond``): those
+    may differ within it."""
+    return "within their rounding envelope" if found.get("searched_beyond") else "identical"
 
 
 def _update_text(found: Dict[str, Any]) -> str:
@@ -332,17 +495,20 @@ def _update_text(found: Dict[str, Any]) -> str:
     if found.get("near_zero"):
         text += f" (zero up to rounding: rel to the largest {found['kind']})"
     if found.get("scale") is not None:
+        shared = found.get("scale_shared")
         text += f"; the distributed {found['kind']} is x{found['scale']:.4g} the standalone one" + (
             f" ({found['scale_signature']})" if found.get("scale_signature") else
             " (this tensor only, the other gradients are not scaled alike: not a reduction's factor)"
-            if found.get("scale_alone") else "")
+            if found.get("scale_alone") else "") + (
+            f", and so are {', '.join(shared[:4])}{' and more' if len(shared) > 4 else ''}, not every gradient: "
+            "the reduction scales some parameters otherwise (two paths: sharded and unsharded ones)" if shared else "")
     if found["kind"] == "grad":
         text += f"; weights {_agree(found)} before" if found["step"] > 0 else "; the first gradient (initial weights equal)"
     elif found.get("grad_only_in"):
         text += (f"; only the {found['grad_only_in']} copy has a gradient for it: requires_grad (or the "
                  "parameter's use) differs between the copies")
     elif found.get("grads_recorded", True):
-        # searched beyond rounding (min_rel): the gradients may differ below it, never "identical"
+        # searched beyond the envelope: the gradients may differ within it, never "identical"
         text += f"; gradients of that step {_agree(found)} (as reduced): it arises after the reduction, in clipping, " \
                 "scaling or the optimizer step"
     else:
@@ -365,37 +531,30 @@ UPDATE_EVENT = 2.0  # an event: an update difference over this many times the st
 NOISE_BALANCE = 0.5  # noise: |mean sign of the error along the update| (or |sum| / sum of |.|) below this
 ABRUPT_SHARE = 0.1  # abrupt: the first real update difference is this share of the largest
 PERIOD_GAP = 0.1  # periodic: the steps of one phase stand apart from the rest by this share of the largest
-SYSTEMATIC_STEPS = 6  # below rounding's size, yet one sign on this many differing steps or more (rounding: 2^-5)
 OVER_SHARE = 0.25  # over: the aftermath of a fault that stopped stays below this share of its largest step
 QUIET_STEPS = 3  # over: after the last large update difference, this many traced steps (and 2x its span) stay small
 UPDATE_ONSET_RULE = (
     "onset from the update differences (traced jobs): with u_t = w_t - w_(t-1) the standalone copy's update "
     "of step t and e_t the distributed copy's update minus it (over every parameter), rel_t = |e_t| / |u_t| "
     "and along_t = (e_t . u_t) / |u_t|^2 (the error's signed share along the update: +1 for a doubled update); "
-    f"a step is real if rel_t >= {ROUNDING_REL:g} (beyond float rounding) and an event if it is real, "
-    f"rel_t > {UPDATE_EVENT:g} x rel_(t-1) and rel_t >= {ABRUPT_SHARE:g} x the largest rel. periodic (period n "
-    ">= 2, the smallest) if, from the first real step, the steps of one phase of n (3 or more) stand apart in rel, "
-    f"in along, or in either's change from the step before (a sawtooth on a trend), from all other steps, by at "
-    f"least {PERIOD_GAP:g} x the series' largest size; abrupt and over (until: its last step) if the large steps "
-    f"(rel >= {OVER_SHARE:g} x the largest) start at the first real step and the steps after the last of them, "
-    f"{QUIET_STEPS} or more and at least twice as many as the large steps span, are small and do not all keep the "
-    "first real step's sign along the update (a fault on one step or a few, then none: what differs later is its "
-    "aftermath; one that keeps its sign is still there, fading); noise if along takes both signs alike, by count "
-    f"or by size: |mean of sign(along_t)| < {NOISE_BALANCE:g} or |sum of along_t| / sum of |along_t| < "
-    f"{NOISE_BALANCE:g}, over 3 or more real steps (differing steps when none is real), as for random noise or "
-    "float rounding (fresh random noise on n steps keeps both near 1/sqrt(n); by size as well, because the steps "
-    "after a noisy one carry its effect with one sign while the noisy steps dominate the size; a fault that "
-    "scales, skips, delays or repeats an update errs one way by both); when no step is real but along keeps one "
-    f"sign on every differing step, {SYSTEMATIC_STEPS} or more, the error is systematic, not rounding (rounding "
-    "takes both signs): the first differing step counts as real (systematic); abrupt if the first real step's "
-    f"rel is >= {ABRUPT_SHARE:g} x the largest; growth otherwise. When no step is real (float rounding only): "
-    "growth if rel's second half averages over twice its first, noise otherwise. The losses see update t "
-    "from step t + 1"
+    "a step is real if rel_t is beyond its rounding envelope (more than compare.envelope_margin x the largest "
+    "rel of the standalone copy's twin up to that step: sweep.analysis.envelope; without a twin every differing "
+    f"step is) and an event if it is real, rel_t > {UPDATE_EVENT:g} x rel_(t-1) and rel_t >= {ABRUPT_SHARE:g} x "
+    "the largest rel. periodic (period n >= 2, the smallest) if, from the first real step, the steps of one phase "
+    "of n (3 or more) stand apart in rel, in along, or in either's change from the step before (a sawtooth on a "
+    f"trend), from all other steps, by at least {PERIOD_GAP:g} x the series' largest size; abrupt and over "
+    f"(until: its last step) if the large steps (rel >= {OVER_SHARE:g} x the largest) start at the first real "
+    f"step and the steps after the last of them, {QUIET_STEPS} or more and at least twice as many as the large "
+    "steps span, are small and do not all keep the first real step's sign along the update (a fault on one step "
+    "or a few, then none: what differs later is its aftermath; one that keeps its sign is still there, fading); "
+    f"noise if along takes both signs alike, by count or by size: |mean of sign(along_t)| < {NOISE_BALANCE:g} "
+    f"or |sum of along_t| / sum of |along_t| < {NOISE_BALANCE:g}, over 3 or more real steps, as for random "
+    "noise (fresh random noise on n steps keeps both near 1/sqrt(n); by size as well, because the steps after a "
+    "noisy one carry its effect with one sign while the noisy steps dominate the size; a fault that scales, "
+    f"skips, delays or repeats an update errs one way by both); abrupt if the first real step's rel is >= "
+    f"{ABRUPT_SHARE:g} x the largest; growth otherwise; none when no step is real (within the envelope: float "
+    "rounding). The losses see update t from step t + 1"
 )
-
-
-def _flat(tensors: Dict[str, np.ndarray], names: Sequence[str]) -> np.ndarray:
-    return np.concatenate([np.asarray(tensors[n], np.float64).ravel() for n in names]) if names else np.zeros(0)
 
 
 def update_series(standalone: Trace, distributed: Trace) -> Dict[str, List[float]]:
@@ -403,40 +562,37 @@ def update_series(standalone: Trace, distributed: Trace) -> Dict[str, List[float
     both copies record with one shape: ``rel[t] = |e_t| / |u_t|`` and ``along[t] = (e_t .
     u_t) / |u_t|^2``, with ``u_t = w_t - w_(t-1)`` the standalone copy's update (``w_(-1)``:
     step 0's ``"initial"`` weights, each copy its own) and ``e_t`` the distributed copy's
-    update minus it; Euclidean norms over the concatenated parameters, float64.
-    ``rel`` is ``inf`` (``along`` 0) where the standalone update is zero and the other is
-    not. Returns ``{"rel": [...], "along": [...]}``, empty lists without initial weights."""
+    update minus it; Euclidean norms over the concatenated parameters, float64, summed
+    parameter by parameter in name order (the weights' ``"uu"``, ``"ee"``, ``"eu"``,
+    ``sweep.analysis.pairs.pair_stats``). ``rel`` is ``inf`` (``along`` 0) where the
+    standalone update is zero and the other is not. Returns ``{"rel": [...], "along":
+    [...]}``, empty lists without initial weights."""
+    return update_series_in(pair_trace(standalone, distributed))
+
+
+def update_series_in(pairs: PairTrace) -> Dict[str, List[float]]:
+    """:func:`update_series` from the weights' update statistics (``"uu"``, ``"ee"``,
+    ``"eu"`` of ``sweep.analysis.pairs.pair_stats``)."""
     series: Dict[str, List[float]] = {"rel": [], "along": []}
-    if not standalone or "initial" not in standalone[0] or "initial" not in distributed[0]:
+    if not pairs or "initial" not in pairs[0]["ours"] or "initial" not in pairs[0]["theirs"]:
         return series
-    ours_prev, theirs_prev = standalone[0]["initial"], distributed[0]["initial"]
-    names = sorted(n for n in set(ours_prev) & set(theirs_prev) if np.shape(ours_prev[n]) == np.shape(theirs_prev[n]))
-    a_prev, b_prev = _flat(ours_prev, names), _flat(theirs_prev, names)
-    for ours, theirs in zip(standalone, distributed):
-        if "weight" not in ours or "weight" not in theirs:
+    initial = pairs[0]["pairs"].get("initial") or {}
+    names = sorted(n for n, row in initial.items() if row["shape_a"] == row["shape_b"])
+    for entry in pairs:
+        if "weight" not in entry["ours"] or "weight" not in entry["theirs"]:
             break
-        a, b = _flat(ours["weight"], names), _flat(theirs["weight"], names)
-        u, e = a - a_prev, (b - b_prev) - (a - a_prev)
-        un, en = float(np.linalg.norm(u)), float(np.linalg.norm(e))
+        rows = entry["pairs"]["weight"]
+        uu = ee = eu = 0.0
+        for name in names:
+            uu, ee, eu = uu + rows[name]["uu"], ee + rows[name]["ee"], eu + rows[name]["eu"]
+        un, en = float(np.sqrt(uu)), float(np.sqrt(ee))
         if un > 0:
             series["rel"].append(en / un)
-            series["along"].append(float(np.dot(e, u)) / un ** 2)
+            series["along"].append(eu / un ** 2)
         else:
             series["rel"].append(float("inf") if en > 0 else 0.0)
             series["along"].append(0.0)
-        a_prev, b_prev = a, b
     return series
-
-
-def one_sign_along(updates: Dict[str, Any]) -> bool:
-    """Whether the update error keeps one sign along the update on every differing step
-    (``along_t`` of :func:`update_series` where ``rel_t > 0``, two or more of them): a
-    systematic error (a scale, a skipped or repeated update), which rounding is not (it
-    takes both signs)."""
-    rel = np.asarray(updates.get("rel") or [], np.float64)
-    along = np.asarray(updates.get("along") or [], np.float64)
-    signs = np.sign(along[(rel > 0) & np.isfinite(rel)]) if rel.size == along.size else np.zeros(0)
-    return signs.size >= 2 and bool(np.all(signs == signs[0])) and signs[0] != 0
 
 
 def _period(rel: np.ndarray, along: np.ndarray, start: int) -> Optional[Any]:
@@ -465,76 +621,95 @@ def _period(rel: np.ndarray, along: np.ndarray, start: int) -> Optional[Any]:
     return None
 
 
-def update_onset(series: Dict[str, Sequence[float]]) -> Dict[str, Any]:
+def update_envelope(twin_rel: Optional[Sequence[float]], steps: int, margin: float = 4.0,
+                    dtype: str = "float32") -> Optional[np.ndarray]:
+    """Per update step, the size an update difference may reach by float rounding: ``margin``
+    x the largest ``rel`` of the standalone copy's twin over the traced steps (``twin_rel``:
+    :func:`update_series` of the standalone trace against the twin's; the largest over the
+    window, as :func:`envelope_bounds` pools: rounding's rare events fall on some step of a
+    draw, not on each), never below one unit in the last place of ``dtype`` (relative).
+    ``None`` without a twin (not measured); ``steps`` long."""
+    from sweep.analysis.envelope import SIGNIFICAND_BITS
+
+    if twin_rel is None:
+        return None
+    grown = np.asarray([float(r) for r in twin_rel], np.float64)
+    grown = np.where(np.isfinite(grown), grown, np.inf)
+    largest = float(np.max(grown)) if grown.size else 0.0
+    return np.full(steps, margin * max(largest, 2.0 ** (1 - SIGNIFICAND_BITS.get(dtype, 24))))
+
+
+def update_onset(series: Dict[str, Sequence[float]], twin_rel: Optional[Sequence[float]] = None,
+                 margin: float = 4.0, dtype: str = "float32") -> Dict[str, Any]:
     """How the update difference starts (:data:`UPDATE_ONSET_RULE`), from
-    :func:`update_series`. Returns ``{"pattern": "none" | "periodic" | "noise" | "abrupt" |
-    "growth", "first_step": first differing update (or None), "real_step": first update
-    beyond rounding (or None), "period": n or None, "events": [update steps]}``, and
-    ``"until"`` (the last large update step of a fault that stopped) or ``"systematic":
-    True`` (an error below rounding's size that keeps one sign: real all the same) where
-    they apply. Steps are update steps: the losses see update ``t`` from step ``t + 1``."""
+    :func:`update_series`, with the twin's (``twin_rel``: the rounding envelope,
+    :func:`update_envelope`; ``None``: not measured, every differing step is real). Returns
+    ``{"pattern": "none" | "periodic" | "noise" | "abrupt" | "growth", "first_step": first
+    differing update (or None), "real_step": first update beyond its envelope (or None),
+    "period": n or None, "events": [update steps], "envelope": the bound of each step or
+    None}``, and ``"until"`` (the last large update step of a fault that stopped) where it
+    applies. Steps are update steps: the losses see update ``t`` from step ``t + 1``."""
     rel = np.asarray(series.get("rel", []), np.float64)
     along = np.asarray(series.get("along", []), np.float64)
+    bound = update_envelope(twin_rel, rel.size, margin, dtype)
     differ = np.flatnonzero(rel > 0)
+    out: Dict[str, Any] = {"first_step": int(differ[0]) if differ.size else None, "real_step": None, "period": None,
+                           "events": [], "envelope": [float(b) for b in bound] if bound is not None else None}
     if not differ.size:
-        return {"pattern": "none", "first_step": None, "real_step": None, "period": None, "events": []}
-    real = np.flatnonzero(rel >= ROUNDING_REL)
+        return dict(out, pattern="none")
+    with np.errstate(invalid="ignore"):
+        real = np.flatnonzero(rel > bound) if bound is not None else differ
+    if not real.size:  # within the envelope at every step: float rounding, no onset to name
+        return dict(out, pattern="none")
     before = np.concatenate([[0.0], rel[:-1]])
     finite = rel[np.isfinite(rel)]
     largest = float(np.max(finite)) if finite.size else float("inf")
-    events = [int(t) for t in real if rel[t] > UPDATE_EVENT * before[t] and rel[t] >= ABRUPT_SHARE * largest]
-    out = {"first_step": int(differ[0]), "real_step": int(real[0]) if real.size else None, "period": None,
-           "events": events}
-    period = _period(rel, along, int(real[0])) if real.size else None
+    out.update(real_step=int(real[0]),
+               events=[int(t) for t in real if rel[t] > UPDATE_EVENT * before[t] and rel[t] >= ABRUPT_SHARE * largest])
+    period = _period(rel, along, int(real[0]))
     if period is not None:
         return dict(out, pattern="periodic", period=period[0], events=period[1])
-    if real.size:
-        large = np.flatnonzero(~np.isfinite(rel) | (rel >= OVER_SHARE * largest))
-        span, quiet = int(large[-1]) - int(real[0]) + 1, rel.size - 1 - int(large[-1])
-        after = along[int(large[-1]) + 1:]
-        after = np.sign(after[np.isfinite(after) & (after != 0)])
-        # a fault that fades keeps its sign along the update after its large steps; the aftermath of
-        # one that stopped (weights that differ, then gradients that differ) takes both signs
-        fading = after.size >= QUIET_STEPS and bool(np.all(after == np.sign(along[int(real[0])])))
-        if large[0] == real[0] and quiet >= max(QUIET_STEPS, 2 * span) and not fading:  # over: it stopped
-            return dict(out, pattern="abrupt", events=[int(t) for t in large], until=int(large[-1]))
-    steps = real if real.size else differ
-    signs, sized = np.sign(along[steps]), along[steps][np.isfinite(rel[steps])]
+    large = np.flatnonzero(~np.isfinite(rel) | (rel >= OVER_SHARE * largest))
+    span, quiet = int(large[-1]) - int(real[0]) + 1, rel.size - 1 - int(large[-1])
+    after = along[int(large[-1]) + 1:]
+    after = np.sign(after[np.isfinite(after) & (after != 0)])
+    # a fault that fades keeps its sign along the update after its large steps; the aftermath of
+    # one that stopped (weights that differ, then gradients that differ) takes both signs
+    fading = after.size >= QUIET_STEPS and bool(np.all(after == np.sign(along[int(real[0])])))
+    if large[0] == real[0] and quiet >= max(QUIET_STEPS, 2 * span) and not fading:  # over: it stopped
+        return dict(out, pattern="abrupt", events=[int(t) for t in large], until=int(large[-1]))
+    signs, sized = np.sign(along[real]), along[real][np.isfinite(rel[real])]
     # weighed by size: a large one-signed error is not outvoted by many tiny mixed-sign steps after it
     by_size = abs(float(np.sum(sized))) / float(np.sum(np.abs(sized))) if np.any(sized) else 1.0
     if signs.size >= 3 and by_size < NOISE_BALANCE:
         return dict(out, pattern="noise")
-    if not real.size and signs.size >= SYSTEMATIC_STEPS and abs(float(np.mean(signs))) == 1.0:
-        # one sign on every differing step: a systematic error below rounding's size
-        out.update(real_step=int(differ[0]), systematic=True)
-        real = differ
-    if real.size:
-        abrupt = not np.isfinite(rel[real[0]]) or rel[real[0]] >= ABRUPT_SHARE * largest
-        return dict(out, pattern="abrupt" if abrupt else "growth")
-    half = rel.size // 2
-    growing = half >= 1 and float(np.mean(rel[half:])) > 2.0 * float(np.mean(rel[:half]))
-    return dict(out, pattern="growth" if growing else "noise")
+    abrupt = not np.isfinite(rel[real[0]]) or rel[real[0]] >= ABRUPT_SHARE * largest
+    return dict(out, pattern="abrupt" if abrupt else "growth")
 
 
-def tensor_rows(standalone: Trace, distributed: Trace) -> List[Dict[str, Any]]:
+def tensor_rows(standalone: Trace, distributed: Trace, bounds: Optional[Bounds] = None) -> List[Dict[str, Any]]:
     """Every tensor both traces hold, compared: ``[{"step", "kind", "name", "order", "abs",
-    "rel", "shape"}]`` in trace order (:func:`first_difference`'s: kinds in :data:`KINDS`
+    "rel", "shape", "bound"}]`` in trace order (:func:`first_difference`'s: kinds in :data:`KINDS`
     order, within a kind by cause), ``rel`` against the standalone tensor's ``max|.|``
-    (``inf`` for a zero one that differs; a shape mismatch gives ``inf`` for both). The
-    table behind ``sweep.load_trace``."""
-    rows: List[Dict[str, Any]] = []
-    for step in range(min(len(standalone), len(distributed))):
+    (``inf`` for a zero one that differs; a shape mismatch gives ``inf`` for both), ``bound``
+    the relative size its rounding envelope allows (``bounds``: :func:`envelope_bounds`;
+    ``None`` without). The table behind ``sweep.load_trace``."""
+    return tensor_rows_in(pair_trace(standalone, distributed), bounds)
+
+
+def tensor_rows_in(pairs: PairTrace, bounds: Optional[Bounds] = None) -> List[Dict[str, Any]]:
+    """:func:`tensor_rows` from the pair statistics."""
+    out: List[Dict[str, Any]] = []
+    for step, entry in enumerate(pairs):
         for kind in KINDS:
-            ours, theirs = standalone[step].get(kind, {}), distributed[step].get(kind, {})
-            names = _by_cause(set(ours) & set(theirs), standalone[step].get("order", {}).get(kind))
-            for i, name in enumerate(names):
-                a, b = np.asarray(ours[name], np.float64), np.asarray(theirs[name], np.float64)
-                if a.shape != b.shape:
+            rows = entry["pairs"].get(kind) or {}
+            for i, name in enumerate(_by_cause(rows, entry["order"].get(kind))):
+                row = rows[name]
+                if row["shape_a"] != row["shape_b"]:
                     diff = rel = float("inf")
                 else:
-                    diff = float(np.max(np.abs(a - b))) if a.size else 0.0
-                    scale = _scale(a)
+                    diff, scale = row["abs"], row["scale_a"]
                     rel = diff / scale if scale > 0 else (float("inf") if diff > 0 else 0.0)
-                rows.append({"step": step, "kind": kind, "name": name, "order": i, "abs": diff, "rel": rel,
-                             "shape": list(b.shape)})
-    return rows
+                out.append({"step": step, "kind": kind, "name": name, "order": i, "abs": diff, "rel": rel,
+                            "shape": list(row["shape_b"]), "bound": (bounds or {}).get((step, kind, name))})
+    return out

@@ -10,16 +10,36 @@ from typing import Any, Callable, Dict
 from sweep.errors import ConfigError, import_reason
 
 
+def locate(path: str, kind: str = "callable") -> Any:
+    """The object at dotted ``path``: ``hydra.utils.get_method`` (``kind="callable"``) or
+    ``get_class`` (``kind="class"``), without the error line Hydra logs before it raises
+    (the caller says it once, in its own words).
+
+    Raises:
+        Exception: Hydra's, as it raises it (``ImportError`` or ``ValueError`` wrapping the
+            cause): the path does not import, or names no callable / class.
+    """
+    import logging
+
+    from hydra.utils import get_class, get_method
+
+    logger = logging.getLogger("hydra.utils")
+    was = logger.disabled
+    logger.disabled = True
+    try:
+        return get_class(path) if kind == "class" else get_method(path)
+    finally:
+        logger.disabled = was
+
+
 def load(key: str, target: str) -> Callable[..., Any]:
     """The callable ``target`` (a dotted path) names; ``key`` is the config key, for the error.
 
     Raises:
         ConfigError: it does not import.
     """
-    from hydra.utils import get_method
-
     try:
-        return get_method(target)
+        return locate(target)
     except Exception as exc:  # hydra wraps ImportError/AttributeError in its own
         raise ConfigError(f"{key}={target} does not import: {import_reason(exc)}") from None
 

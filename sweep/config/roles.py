@@ -8,7 +8,7 @@ standalone sequence depends on it when ``baseline.precision=policy``: the policy
 the wrapping the standalone copy then runs; ``sweep.config.schema.baseline_fields``),
 ``workload`` (what both copies train: the model, the data, the loss, the optimizer and its
 schedule, the steps and the seed; another level of it is another experiment, which can hide
-a fault but never fix it: ``sweep.analysis.attribution.fixes``). A
+a fault but never fix it: ``sweep.analysis.culprits.fixes``). A
 field with none of them changes no number (time limits, reuse switches). The field
 lists derived from the roles are ``sweep.config.schema``'s (``fields_with``).
 """

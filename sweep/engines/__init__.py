@@ -37,7 +37,7 @@ def engine_class(cfg: Any, framework: str) -> Type[Engine]:
         ConfigError: no implementation for ``framework``, a path that does not import,
             or a class that is not an :class:`Engine` of that framework.
     """
-    from hydra.utils import get_class
+    from sweep.config.factories import locate
 
     impl = cfg.engine.impl
     if framework not in impl or not impl[framework]:
@@ -49,7 +49,7 @@ def engine_class(cfg: Any, framework: str) -> Type[Engine]:
         )
     path = str(impl[framework])
     try:
-        cls = get_class(path)
+        cls = locate(path, "class")
     except Exception as exc:  # hydra wraps ImportError/AttributeError in its own
         raise ConfigError(f"engine.impl.{framework}={path} does not import: {import_reason(exc)}") from None
     if not (isinstance(cls, type) and issubclass(cls, Engine)):

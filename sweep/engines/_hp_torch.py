@@ -108,3 +108,96 @@ def needs_version_counter_workaround(module: Any) -> bool:
         except (OSError, TypeError):
             return True
     return False
+
+
+def _states(module: Any) -> List[Any]:
+    """The hyper-parallel states (``TorchHSDPStateV2``) ``fully_shard`` left on ``module``'s submodules."""
+    found = []
+    for sub in module.modules():
+        state = getattr(getattr(sub, "hsdp_scheduler", None), "hsdp_state", None)
+        if state is not None and state not in found:
+            found.append(state)
+    return found
+
+
+def param_names(module: Any) -> Any:
+    """``{id(sharded parameter): name}`` of ``module``'s parameters (``named_parameters``;
+    hyper-parallel keeps no name on its parameter objects: ``_param_fqn`` stays ``None``)."""
+    return {id(p): n for n, p in module.named_parameters()}
+
+
+def _name(hsdp_param: Any, names: Any) -> str:
+    return names.get(id(getattr(hsdp_param, "sharded_param", None)), "?")
+
+
+class HPLocalGrads:
+    """hyper-parallel's local gradients before its reduction (``sweep.engines.collectives.LocalGrads``'
+    contract: ``grads``, parameter name -> float32 tensor): while entered, each state's
+    ``post_backward`` (an instance attribute, taken off on exit) first keeps every parameter's
+    unsharded gradient as the state is about to reduce it (the accumulated one plus the last,
+    as ``accumulate_unsharded_grad_if_needed`` sums them); a post-backward that does not reduce
+    (sync off) keeps nothing."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.grads: dict = {}
+        self._patched: List[Any] = []
+
+    def __enter__(self) -> "HPLocalGrads":
+        import torch
+
+        self.grads = {}
+        names = param_names(self.model)
+        for state in _states(self.model):
+            original = state.post_backward
+
+            def post_backward(*unused: Any, state: Any = state, original: Any = original) -> Any:
+                if getattr(state, "reduce_grads", True):
+                    for hp in getattr(state, "hsdp_params", None) or []:
+                        unsharded = getattr(hp, "_unsharded_param", None)
+                        grad = getattr(unsharded, "grad", None)
+                        acc = getattr(hp, "unsharded_accumulated_grad", None)
+                        total = grad if acc is None else (acc if grad is None else acc + grad)
+                        if total is not None:
+                            self.grads[_name(hp, names)] = total.detach().to("cpu", torch.float32, copy=True)
+                return original(*unused)
+
+            state.post_backward = post_backward
+            self._patched.append(state)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for state in self._patched:
+            vars(state).pop("post_backward", None)
+        self._patched = []
+
+
+def carrying_patches(model: Any, ledger: Any) -> List[Any]:
+    """Wrap, on ``model``'s hyper-parallel parameter objects (instance attributes), the two
+    gradient reductions (``reduce_scatter_grad``, ``all_reduce_grad``) so that the ledger's
+    entries made inside name the parameter they carry (``ledger.carrying``). Returns the
+    objects patched (undo: :func:`undo_carrying`)."""
+    names = param_names(model)
+    patched = []
+    for hp in hsdp_params(model):
+        for attr in ("reduce_scatter_grad", "all_reduce_grad"):
+            original = getattr(hp, attr, None)
+            if original is None:
+                continue
+
+            def wrapper(*args: Any, original: Any = original, name: str = _name(hp, names), **kwargs: Any) -> Any:
+                outer, ledger.carrying = ledger.carrying, [name]
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    ledger.carrying = outer
+
+            setattr(hp, attr, wrapper)
+        patched.append(hp)
+    return patched
+
+
+def undo_carrying(patched: List[Any]) -> None:
+    for hp in patched:
+        for attr in ("reduce_scatter_grad", "all_reduce_grad"):
+            vars(hp).pop(attr, None)

@@ -227,6 +227,22 @@ class TorchEngine(Engine):
 
         return Ledger()
 
+    def grad_capture(self, model: Any) -> Any:
+        """A context that keeps each parameter's local gradient, before this engine's
+        reduction, in its ``grads`` (``sweep.engines.collectives.LocalGrads``: hooks on the
+        parameters, which a plain module and DDP differentiate), or ``None`` where the copy
+        reduces nothing (the standalone copy: its gradients as the optimizer reads them are
+        its local ones)."""
+        from sweep.engines.collectives import LocalGrads
+
+        return LocalGrads(model)
+
+    def carried_params(self, model: Any) -> Optional[List[str]]:
+        """The parameters whose gradients this engine's reduction carries (``named_parameters``
+        names), where the engine keeps a list of them outside the calls the ledger sees (DDP's
+        reducer); ``None``: the ledger's calls say (or nothing does)."""
+        return None
+
     def optimizer_step(self, optimizer: Any, grads: Any = None, *, scaler: Any = None) -> None:
         """``optimizer.step()`` after ``loss.backward()`` (``grads`` is unused), or
         ``scaler.step(optimizer)`` (skipped on inf/NaN gradients) with a gradient scaler."""
@@ -252,6 +268,10 @@ class StandaloneTorch(_Standalone, TorchEngine):
 
     def parallelize(self, model: Any) -> Any:
         return model
+
+    def grad_capture(self, model: Any) -> Any:
+        """``None``: one copy on one rank reduces nothing."""
+        return None
 
 
 @contextlib.contextmanager
@@ -290,6 +310,19 @@ class MindSporeEngine(Engine):
         ``observed["reduce"]`` the dtype the gradient reduction ran in (as torch's
         a torch engine's ``collectives()`` ledger). Nothing here: one process reduces nothing."""
         return contextlib.nullcontext()
+
+    def grad_capture(self, net: Any) -> Any:
+        """A context that keeps each parameter's local gradient before a reduction this
+        engine makes *inside* the backward (hyper-parallel's hooks), in its ``grads`` (name ->
+        float32 ndarray); ``None`` where the step's own gradients before ``reduce_grads``
+        (``Step.local_grads``) are the local ones (data parallel, the standalone copy)."""
+        return None
+
+    def held_grads(self, net: Any) -> Optional[Dict[str, float]]:
+        """The norm of each gradient buffer this engine keeps across steps (one that a
+        skipped ``zero_grad`` would let accumulate), by parameter name; ``None`` where the
+        engine keeps none (``value_and_grad`` returns fresh gradients every step)."""
+        return None
 
     def clip_grad_norm(self, grads: Any, max_norm: float) -> Any:
         """``mindspore.ops.clip_by_global_norm(grads, max_norm)``: every gradient is

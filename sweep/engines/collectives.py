@@ -4,9 +4,14 @@ reduction chose. The engine owns it (``TorchEngine.collectives``): the step open
 around its forward, backward and optimizer step, never around the tracer's own gathers.
 
 Each call is one entry, ``{"op", "dtype", "numel", "group": [global ranks], "reduce_op",
-"step", "span"}`` (``numel``: elements of the tensor sent, the input; ``reduce_op``: ``SUM``,
-``AVG``, ``PREMUL_SUM``, ... or ``None`` for a gather or broadcast; ``span``: the part of
-the step that made it, ``grads``, ``clip`` or ``update``, set by the step's observer). FSDP2's reduction
+"step", "span", "params"}`` (``numel``: elements of the tensor sent, the input; ``reduce_op``: ``SUM``,
+``AVG``, ``PREMUL_SUM``, ... or ``None`` for a gather or broadcast, the op the call was *given*;
+``span``: the part of the step that made it, ``grads``, ``clip`` or ``update``, set by the step's
+observer; ``params``: the parameters whose gradients the call carried (names from the root
+module; readers drop wrapper segments), where
+the engine says (FSDP2: ``foreach_reduce``'s parameters; ``None`` where unknown)). What each
+gradient *became* (the op that ran) is judged from the values, not from the call's arguments
+(``sweep.train.observers.reductions``, ``sweep.analysis.reductions``). FSDP2's reduction
 adds ``{"op": "divide_factors", "predivide", "postdivide", "factor", "reduce_scatter_op",
 "all_reduce_op", "all_reduce_group", "step"}`` from
 ``torch.distributed.fsdp._fully_shard._fsdp_collectives._get_gradient_divide_factors``
@@ -91,6 +96,7 @@ class Ledger:
         self.entries: List[Dict[str, Any]] = []
         self.step = 0
         self.span: Optional[str] = None  # the part of the step entered for (grads, clip, update)
+        self.carrying: Optional[List[str]] = None  # the parameters the gradient reduction under way carries
         self._saved: Dict[str, Any] = {}
 
     def _watch(self, name: str, original: Any, position: int, keyword: str, op_position: Optional[int]) -> Any:
@@ -102,7 +108,7 @@ class Ledger:
                 op = "SUM"  # the signature's default
             self.entries.append({"op": name.lstrip("_"), "dtype": _dtype(tensor), "numel": _numel(tensor),
                                  "group": _ranks(kwargs.get("group")), "reduce_op": op_name(op), "step": self.step,
-                                 "span": self.span})
+                                 "span": self.span, "params": self.carrying})
             return original(*args, **kwargs)
 
         return wrapper
@@ -175,7 +181,99 @@ class FSDP2Ledger(Ledger):
 
             return wrapper
 
-        return {fc: {"_get_gradient_divide_factors": factory}}
+        def carry(original: Any) -> Any:
+            def wrapper(fsdp_params: Any, *args: Any, **kwargs: Any) -> Any:
+                outer, self.carrying = self.carrying, [fqn_name(p) for p in fsdp_params]
+                try:
+                    return original(fsdp_params, *args, **kwargs)
+                finally:
+                    self.carrying = outer
+
+            return wrapper
+
+        patches: Dict[Any, Dict[str, Any]] = {fc: {"_get_gradient_divide_factors": factory}}
+        group = _fsdp_param_group()
+        if group is not None:
+            patches[group] = {"foreach_reduce": carry}
+        return patches
+
+
+def _fsdp_param_group() -> Any:
+    """torch's ``_fsdp_param_group`` module (which calls ``foreach_reduce`` by the name it
+    imported), or ``None`` on a torch without it."""
+    try:
+        from torch.distributed.fsdp._fully_shard import _fsdp_param_group
+    except ImportError:
+        return None
+    return _fsdp_param_group if hasattr(_fsdp_param_group, "foreach_reduce") else None
+
+
+def fqn_name(fsdp_param: Any) -> str:
+    """An ``FSDPParam``'s name from the root module (``_param_fqn``; readers drop wrapper
+    segments: ``sweep.analysis.trace.canonical_name``)."""
+    return str(getattr(fsdp_param, "_param_fqn", None) or "?")
+
+
+class LocalGrads:
+    """A context that keeps each parameter's *local* gradient, the one this rank computed
+    before any reduction (``grads``: name as ``named_parameters`` gives it -> float32 tensor, summed over the
+    micro-batches of a step). This base class hooks the parameters themselves
+    (``Tensor.register_hook``, which runs before the gradient is accumulated, hence before
+    DDP's reducer, a post-accumulate hook, sees it): a plain module or DDP. Engines whose
+    autograd runs on other tensors than the registered parameters (FSDP2's unsharded ones)
+    override it (:class:`FSDP2LocalGrads`). It only looks: hooks return ``None``."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.grads: Dict[str, Any] = {}
+        self._handles: List[Any] = []
+
+    def keep(self, name: str, grad: Any) -> None:
+        """Add ``grad`` (a local gradient) to ``name``'s, as float32 on the host."""
+        import torch
+
+        value = grad.detach().to("cpu", torch.float32, copy=True)
+        self.grads[name] = self.grads[name] + value if name in self.grads else value
+
+    def __enter__(self) -> "LocalGrads":
+        self.grads = {}
+        for name, param in self.model.named_parameters():
+            if param.requires_grad:
+                self._handles.append(param.register_hook(lambda grad, name=name: self.keep(name, grad)))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+
+class FSDP2LocalGrads(LocalGrads):
+    """:class:`LocalGrads` of FSDP2: the unsharded gradients ``foreach_reduce`` receives
+    (after gradient accumulation with sync off: the micro-batches' sum), by ``FSDPParam``
+    name, taken as the call starts (``_fsdp_param_group.foreach_reduce``, patched while entered)."""
+
+    def __enter__(self) -> "FSDP2LocalGrads":
+        self.grads = {}
+        module = _fsdp_param_group()
+        if module is None:
+            return self
+        original = module.foreach_reduce
+
+        def wrapper(fsdp_params: Any, unsharded_grads: Any, *args: Any, **kwargs: Any) -> Any:
+            for param, grad in zip(fsdp_params, unsharded_grads):
+                self.grads[fqn_name(param)] = grad.detach().float().clone().cpu()
+            return original(fsdp_params, unsharded_grads, *args, **kwargs)
+
+        self._saved = (module, original)
+        module.foreach_reduce = wrapper
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        saved = getattr(self, "_saved", None)
+        if saved is not None:
+            saved[0].foreach_reduce = saved[1]
+            self._saved = None
 
 
 def _dtype_name(dtype: Any) -> Optional[str]:

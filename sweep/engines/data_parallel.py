@@ -55,6 +55,15 @@ class TorchDDP(TorchEngine):
         device_ids = None if self.device.type == "cpu" else [self.device.index]
         return DistributedDataParallel(model, device_ids=device_ids)
 
+    def carried_params(self, model: Any) -> Any:
+        """The trainable parameters DDP's reducer carries: every one but those of its
+        ``parameters_to_ignore`` (``DistributedDataParallel._set_params_and_buffers_to_ignore_for_model``),
+        whose gradients it never reduces; names as ``named_parameters`` gives them (DDP's
+        ``module.`` prefix included; its ignore list names them without it)."""
+        ignored = {str(n) for n in getattr(model, "parameters_to_ignore", None) or ()}
+        return [n for n, p in model.named_parameters()
+                if p.requires_grad and n not in ignored and n.partition(".")[2] not in ignored]
+
 
 class MindSporeGradReducer(MindSporeEngine):
     check_config = staticmethod(_no_policy)

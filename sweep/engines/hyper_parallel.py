@@ -576,6 +576,88 @@ class MindSporeHyperParallel(_HyperParallel, MindSporeEngine):
         super().__init__(cfg, **kwargs)
         self._calls: Optional[Dict[str, int]] = None
         self._calls_before: Dict[str, int] = {}
+        self._carrying: Optional[List[str]] = None  # the parameter whose gradient hook runs
+        self._local: Optional[Dict[str, Any]] = None  # its local gradient, kept while grad_capture is entered
+        self._net: Any = None
+
+    @contextlib.contextmanager
+    def _watched_hooks(self) -> Iterator[None]:
+        """While entered (around the ``hsdp``/``fully_shard`` call that builds them), every
+        gradient hook hyper-parallel builds (``HSDPGradHook.get_hook``, one per parameter) is
+        wrapped: while it runs, :attr:`_carrying` names its parameter (the ledger's calls made
+        inside carry it), and, while :meth:`grad_capture` is entered, its input (the local
+        gradient, before the cast, the reduction and ``grad_scale``) is kept. The hook's
+        values go through unchanged."""
+        import numpy as np
+
+        classes = []
+        for module in ("hyper_parallel.core.hsdp.hsdp_grad_hook", "hyper_parallel.core.fully_shard.hsdp_grad_hook"):
+            try:
+                cls = getattr(importlib.import_module(module), "HSDPGradHook")
+            except (ImportError, AttributeError):
+                continue
+            classes.append((cls, cls.__dict__.get("get_hook")))
+        engine = self
+
+        def patched(original: Any) -> Any:
+            def get_hook(hook_self: Any, hsdp_param: Any) -> Any:
+                hook = original(hook_self, hsdp_param)
+                name = str(getattr(getattr(hsdp_param, "param", None), "name", "?"))
+
+                def watched(grad: Any) -> Any:
+                    if engine._local is not None:
+                        engine._local[name] = np.array(grad.asnumpy(), np.float32)
+                    outer, engine._carrying = engine._carrying, [name]
+                    try:
+                        return hook(grad)
+                    finally:
+                        engine._carrying = outer
+
+                return watched
+
+            return get_hook
+
+        for cls, original in classes:
+            if original is not None:
+                cls.get_hook = patched(original)
+        try:
+            yield
+        finally:
+            for cls, original in classes:
+                if original is not None:
+                    cls.get_hook = original
+
+    def grad_capture(self, net: Any) -> Any:
+        """A context keeping each parameter's local gradient as hyper-parallel's hook receives
+        it (before its reduction), ``grads``: name -> float32 ndarray (:meth:`_watched_hooks`)."""
+        engine = self
+
+        class Capture:
+            grads: Dict[str, Any] = {}
+
+            def __enter__(self) -> "Capture":
+                self.grads = engine._local = {}
+                return self
+
+            def __exit__(self, *exc: Any) -> None:
+                engine._local = None
+
+        return Capture()
+
+    def held_grads(self, net: Any) -> Optional[Dict[str, float]]:
+        """The norm of each gradient buffer hyper-parallel accumulates into across micro-steps
+        (``acc_grad`` of its parameters, with gradient accumulation on), by parameter name;
+        ``None`` where it keeps none (``enable_grad_accumulation=False``: the hooks return
+        fresh gradients)."""
+        import numpy as np
+
+        state = getattr(getattr(net, "hsdp_scheduler", None), "hsdp_state", None)
+        held = {}
+        for hp in getattr(state, "hsdp_params", None) or []:
+            acc = getattr(hp, "acc_grad", None)
+            if acc is not None:
+                held[str(hp.param.name)] = float(np.linalg.norm(np.asarray(acc.asnumpy(), np.float64)))
+        return held or None
 
     def parallelize(self, net: Any) -> Any:
         import mindspore as ms
@@ -607,7 +689,8 @@ class MindSporeHyperParallel(_HyperParallel, MindSporeEngine):
                     "cast_forward_inputs not passed (no hsdp argument) -- with param_dtype unset it casts nothing "
                     "(FSDP semantics), so it is a no-op here"
                 )
-            out = api.hsdp(net, **args)
+            with self._watched_hooks():
+                out = api.hsdp(net, **args)
             net = net if out is None else out
             self._info["api"]["effective_shard_size"] = {
                 p.name: getattr(p, "hsdp_effective_shard_size", 1) for p in net.trainable_params()
@@ -633,7 +716,8 @@ class MindSporeHyperParallel(_HyperParallel, MindSporeEngine):
         )
         self._info["api"] = {"name": "fully_shard", "entry_point": api.entry_point,
                              "reshard_after_forward": bool(self.cfg.reshard_after_forward)}
-        return _fully_shard(api, net, self.cfg, policy, mesh)
+        with self._watched_hooks():
+            return _fully_shard(api, net, self.cfg, policy, mesh)
 
     @contextlib.contextmanager
     def observe_reduce(self, observed: Dict[str, str]) -> Iterator[None]:
@@ -659,7 +743,9 @@ class MindSporeHyperParallel(_HyperParallel, MindSporeEngine):
                 self.ledger.append({"op": name, "dtype": str(getattr(data, "dtype", "")).lower() or None,
                                     "numel": int(getattr(data, "size", 0) or 0), "group": _group_ranks(group),
                                     "group_name": str(getattr(group, "group_name", group)),
-                                    "reduce_op": None if name.startswith("all_gather") else "SUM", "step": 0})
+                                    "reduce_op": None if name.startswith("all_gather") else "SUM", "step": 0,
+                                    "span": "grads", "params": list(self._carrying) if self._carrying else
+                                    (None if name.startswith("all_gather") else [])})
                 return original(data, *args, **kwargs)
 
             return staticmethod(wrapper)
@@ -761,7 +847,34 @@ class TorchHyperParallel(_HyperParallel, TorchEngine):
         if self.cfg.reshard_after_forward and _hp_torch.needs_version_counter_workaround(model):
             if _hp_torch.preserve_all_gather_version_counter(model):
                 self._info["notes"].append(_hp_torch.VERSION_COUNTER_WORKAROUND)
+        self._model = model
         return model
+
+    def collectives(self) -> Any:
+        """The ledger, its gradient reductions naming the parameter each carries
+        (``_hp_torch.carrying_patches``: hyper-parallel reduces one parameter per call)."""
+        from sweep.engines import _hp_torch
+        from sweep.engines.collectives import Ledger
+
+        model = getattr(self, "_model", None)
+
+        class HPLedger(Ledger):
+            def __enter__(self) -> "HPLedger":
+                self._carried = _hp_torch.carrying_patches(model, self) if model is not None else []
+                return super().__enter__()
+
+            def __exit__(self, *exc: Any) -> None:
+                _hp_torch.undo_carrying(self._carried)
+                super().__exit__(*exc)
+
+        return HPLedger()
+
+    def grad_capture(self, model: Any) -> Any:
+        """hyper-parallel's unsharded local gradients as its post-backward reduces them
+        (``_hp_torch.HPLocalGrads``)."""
+        from sweep.engines._hp_torch import HPLocalGrads
+
+        return HPLocalGrads(model)
 
     def optimizer_step(self, optimizer: Any, grads: Any = None, *, scaler: Any = None) -> None:
         with _skip_dispatch(self):

@@ -114,6 +114,12 @@ class TorchFSDP2(TorchEngine):
 
         return FSDP2Ledger()
 
+    def grad_capture(self, model: Any) -> Any:
+        """The unsharded local gradients ``foreach_reduce`` receives (``FSDP2LocalGrads``)."""
+        from sweep.engines.collectives import FSDP2LocalGrads
+
+        return FSDP2LocalGrads(model)
+
     def expected_collectives(self) -> Optional[Dict[str, Any]]:
         """FSDP2's contract on this config (``fully_shard`` docs and
         ``_fsdp_collectives.foreach_reduce``): parameters all-gathered in ``param_dtype``
@@ -238,6 +244,10 @@ class StandaloneFSDP2(StandaloneTorch):
         self.mesh = one_rank_mesh(self.device.type)
         model, self.units = shard_on(model, self.cfg, self.mesh)
         return model
+
+    def grad_capture(self, model: Any) -> Any:
+        """``None``: on one rank the reduction copies the gradient."""
+        return None
 
     def grad_scaler(self, scaler_cfg: Any) -> Any:
         """``ShardedGradScaler`` whose inf/NaN check all-reduces over the one-rank group."""

@@ -25,10 +25,10 @@ def by_path(path: str) -> Type[Framework]:
     Raises:
         ConfigError: it does not import, or is not a :class:`Framework`.
     """
-    from hydra.utils import get_class
+    from sweep.config.factories import locate
 
     try:
-        cls = get_class(path)
+        cls = locate(path, "class")
     except Exception as exc:  # hydra wraps ImportError/AttributeError in its own
         raise ConfigError(f"framework.impl={path} does not import: {exc}".splitlines()[0]) from None
     if not (isinstance(cls, type) and issubclass(cls, Framework)):

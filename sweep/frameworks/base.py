@@ -54,6 +54,13 @@ class Framework:
     early_exit_patterns: ClassVar[Tuple[str, ...]] = ()
     # Its standalone copy can run the job's mp_policy (baseline.precision=policy).
     policy_baselines: ClassVar[bool] = False
+    # Its gradients stay on the parameters from one step to the next unless cleared (torch's
+    # .grad): zero_grad's effect is observed every step (sweep.run.judge); else they are
+    # functional and only an engine's own buffers can hold them.
+    grads_persist: ClassVar[bool] = False
+    # Engines whose gradient reduction runs where the collective ledger watches no call, and
+    # why (``{engine name: why}``): the reduce dtype stays unknown for that reason.
+    unwatched_reduce: ClassVar[Dict[str, str]] = {}
 
     # --- checks -------------------------------------------------------------------
     @classmethod

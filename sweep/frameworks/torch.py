@@ -56,6 +56,8 @@ class TorchFramework(Framework):
     grad_apis = ("backward",)
     traces_tensors = True
     policy_baselines = True
+    grads_persist = True
+    unwatched_reduce = {"data_parallel": "DDP reduces its gradient buckets from C++, where no call is watched"}
 
     @classmethod
     def check_baseline(cls, cfg: Any) -> None:

@@ -47,6 +47,9 @@ class LaunchSpec:
     # False for a user's own command (runner=command): a script run as ``python repro.py``
     # needs its own directory on sys.path, which PYTHONSAFEPATH=1 would drop
     safe_path: bool = True
+    # At the time limit, ask the ranks for their stacks before the kill (dump_stacks); False for
+    # a user's own command, whose SIGUSR1 may mean something else (a checkpoint, a requeue)
+    ask_stacks: bool = True
 
 
 @dataclass
@@ -167,6 +170,52 @@ def kill_processes(root: Optional[psutil.Process], kill_tag: Optional[str]) -> i
     return len(alive)
 
 
+STACKS_SETTLE_S = 1.0  # how long the ranks get to write their stacks before the kill
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler for ``signum`` (``SigCgt`` of ``/proc/PID/status``;
+    ``False`` where there is no ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+def dump_stacks(pid: Optional[int], kill_tag: Optional[str], settle_s: float = STACKS_SETTLE_S) -> int:
+    """Ask the processes of a launch (the tree under ``pid`` and those tagged ``kill_tag``,
+    not the launcher ``pid`` itself) that catch ``SIGUSR1`` (the ranks:
+    ``sweep.train.__main__.stacks_on_signal``) to write their Python stacks into their logs,
+    then give them ``settle_s``; returns how many were asked. At a time limit, before the
+    kill: the job then says which rank hung and where (``sweep.run.failures.hung_ranks``).
+    Linux (``/proc``); elsewhere it asks none."""
+    usr1 = getattr(signal, "SIGUSR1", None)
+    if usr1 is None:
+        return 0
+    procs = {p.pid: p for p in tagged_processes(kill_tag)} if kill_tag is not None else {}
+    if pid is not None:
+        try:
+            procs.update({c.pid: c for c in psutil.Process(pid).children(recursive=True)})
+        except psutil.NoSuchProcess:
+            pass
+        procs.pop(pid, None)
+    asked = 0
+    for proc in procs.values():
+        if _catches(proc.pid, int(usr1)):
+            try:
+                proc.send_signal(usr1)
+                asked += 1
+            except psutil.NoSuchProcess:
+                continue
+    if asked:
+        time.sleep(settle_s)
+    return asked
+
+
 class Launch:
     """A launcher started by :func:`start`: its ``pid``, ``poll()``, ``wait()``,
     ``kill()`` (the process tree and every process carrying its ``kill_tag``)."""
@@ -232,6 +281,8 @@ def run(spec: LaunchSpec) -> LaunchOutcome:
     except BaseException:
         handle.kill()
         raise
+    if timed_out and spec.ask_stacks:  # where each rank is, into its log, before the kill
+        dump_stacks(handle.pid, spec.kill_tag)
     # after a normal exit: stragglers with the tag (msrun's workers); after a timeout or an early failure: all
     killed = handle.kill() if returncode is None else kill_processes(None, spec.kill_tag)
     return LaunchOutcome(returncode=returncode, timed_out=timed_out, wall_s=time.monotonic() - began, killed=killed,

@@ -10,6 +10,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -111,8 +112,18 @@ def parse_nodelist(nodelist: str) -> List[str]:
 
 
 def hostnames(nodelist: str, scontrol: Optional[str] = None) -> List[str]:
-    """``scontrol show hostnames NODELIST`` (SLURM's own expansion) when ``scontrol`` is on
-    PATH (or given) and answers, else :func:`parse_nodelist`. ``scontrol=""`` forces the parser."""
+    """The host names of ``nodelist``: ``scontrol show hostnames NODELIST`` (SLURM's own
+    expansion) when ``scontrol`` is on PATH (or given) and answers, else
+    :func:`parse_nodelist`. ``scontrol=""`` forces the parser.
+
+    The list is checked by :func:`parse_nodelist` first, with or without ``scontrol``:
+    SLURM's ``scontrol show hostnames 'bad['`` prints ``bad]`` and exits 0, so its answer
+    alone cannot tell a malformed list.
+
+    Raises:
+        ValueError: a malformed node list (:func:`parse_nodelist`).
+    """
+    parsed = parse_nodelist(nodelist)
     scontrol = shutil.which("scontrol") if scontrol is None else scontrol
     if scontrol:
         try:
@@ -123,7 +134,36 @@ def hostnames(nodelist: str, scontrol: Optional[str] = None) -> List[str]:
                 return out
         except (OSError, subprocess.SubprocessError):
             pass
-    return parse_nodelist(nodelist)
+    return parsed
+
+
+def _resolves(host: str) -> bool:
+    try:
+        socket.getaddrinfo(host, None)
+        return True
+    except (OSError, UnicodeError):
+        return False
+
+
+def node_address(node: str, scontrol: Optional[str] = None) -> str:
+    """Where the other nodes reach SLURM node ``node``: its name when the name resolves
+    (the usual cluster, where node names are host names), else the ``NodeAddr`` that
+    ``scontrol show node NODE`` reports (a cluster whose ``NodeName`` is not a host
+    name: ``NodeName=gpu1 NodeAddr=10.1.0.7``, or several ``slurmd`` on one host), else
+    the name as it is. ``scontrol=""`` skips the question."""
+    if _resolves(node):
+        return node
+    scontrol = shutil.which("scontrol") if scontrol is None else scontrol
+    if scontrol:
+        try:
+            out = subprocess.run([scontrol, "show", "node", "--oneliner", node], capture_output=True, text=True,
+                                 check=True, timeout=30).stdout
+            match = re.search(r"(?:^|\s)NodeAddr=(\S+)", out)
+            if match and match.group(1) not in ("(null)", "N/A"):
+                return match.group(1)
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return node
 
 
 def parse_tasks_per_node(value: str) -> List[int]:
@@ -162,8 +202,9 @@ def topology_from_env(env: Optional[Mapping[str, str]], nproc_total: int) -> Top
 
     Several nodes: ``node_rank`` is ``SLURM_NODEID`` (0 if unset), ``nproc_per_node`` is
     ``nproc_total / nnodes``, ``master_addr`` is ``MASTER_ADDR`` if set, else the first
-    host of the node list (:func:`hostnames`), ``master_port`` is ``MASTER_PORT`` if set,
-    else ``15000 + SLURM_JOB_ID % 15000``.
+    host of the node list (:func:`hostnames`) as the other nodes reach it
+    (:func:`node_address`: its ``NodeAddr`` where the name does not resolve),
+    ``master_port`` is ``MASTER_PORT`` if set, else ``15000 + SLURM_JOB_ID % 15000``.
 
     Raises:
         ConfigError: ``nproc_total`` is not a multiple of the node count (every node runs
@@ -204,7 +245,7 @@ def topology_from_env(env: Optional[Mapping[str, str]], nproc_total: int) -> Top
         if not nodelist:
             raise ConfigError(f"{nnodes_var}={nnodes} but {nodelist_var} is not set: cannot find the first node")
         try:
-            master_addr = hostnames(nodelist)[0]
+            master_addr = node_address(hostnames(nodelist)[0])
         except ValueError as exc:
             raise ConfigError(f"{nodelist_var}={nodelist!r}: {exc}") from None
     return Topology(

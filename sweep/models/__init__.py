@@ -35,14 +35,21 @@ def _frameworks(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any
     return mark
 
 
+# Each framework's port of the built-in models (one module a framework: the same classes by
+# name); a new framework adds its module here, as data: nothing branches on its name.
+PORTS = {"torch": "sweep.models.torch_models", "mindspore": "sweep.models.mindspore_models"}
+
+
 def _port(framework: str) -> Any:
-    if framework == "torch":
-        from sweep.models import torch_models as port
-    elif framework == "mindspore":
-        from sweep.models import mindspore_models as port
-    else:
-        raise ValueError(f"framework={framework!r}: no built-in models (torch, mindspore)")
-    return port
+    """The module of ``framework``'s built-in models (:data:`PORTS`).
+
+    Raises:
+        ValueError: a framework without built-in models."""
+    import importlib
+
+    if framework not in PORTS:
+        raise ValueError(f"framework={framework!r}: no built-in models ({', '.join(PORTS)})")
+    return importlib.import_module(PORTS[framework])
 
 
 @_frameworks("torch", "mindspore")

@@ -23,6 +23,9 @@ import numpy as np
 # MindSpore's last name part -> PyTorch's (canonical)
 MINDSPORE_NAMES = {"gamma": "weight", "beta": "bias", "moving_mean": "running_mean",
                    "moving_variance": "running_var"}
+# Each framework's last-name-part renames into the canonical (PyTorch's) spelling, as data:
+# a framework not here already spells its names canonically.
+RENAMED = {"mindspore": MINDSPORE_NAMES}
 # PyTorch buffers with no MindSpore counterpart (last name part); not carried across
 TORCH_ONLY = ("num_batches_tracked",)
 
@@ -30,10 +33,11 @@ TORCH_ONLY = ("num_batches_tracked",)
 def canonical_name(name: str, framework: str) -> str:
     """``name`` of a ``framework`` (``"torch"`` or ``"mindspore"``) parameter in PyTorch's
     spelling (``norm0.gamma`` -> ``norm0.weight`` for MindSpore; PyTorch's unchanged)."""
-    if framework != "mindspore":
+    names = RENAMED.get(framework)
+    if not names:
         return name
     head, _, last = name.rpartition(".")
-    last = MINDSPORE_NAMES.get(last, last)
+    last = names.get(last, last)
     return f"{head}.{last}" if head else last
 
 

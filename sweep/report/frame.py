@@ -199,7 +199,32 @@ def load_steps(path: Path | str) -> Any:
 
 
 TRACE_COLUMNS = ("rank", "step", "phase", "order", "what", "name", "call", "rel_in", "abs", "rel", "shape",
-                 "dtype_standalone", "dtype_distributed")
+                 "dtype_standalone", "dtype_distributed", "bound")
+
+
+def _untraced(job_dir: Path) -> str:
+    """Why a job has no tracing rerun, from its ``result.json``: the note its record gives
+    (``not traced: ...``, ``not observed (runner=command)``), a job that did not finish, or
+    copies that never differed; without a readable record, the reasons there can be."""
+    try:
+        record = JobRecord.read(JobDir(job_dir).result)
+    except (OSError, RecordError):
+        return ("no readable result.json either; a job is traced when its copies differ (not with "
+                "compare.trace_after=0, runner=command, order=separate or baseline.framework)")
+    runner = ((record.config or {}).get("runner") or {}).get("name")
+    for found in (record.first_tensor, record.first_module):
+        if isinstance(found, dict) and found.get("note"):
+            note = str(found["note"])
+            if runner == "command" and "runner=command" in note:
+                return f"{note}: its tensors run inside your command, which the tool does not rerun or trace"
+            return note
+    if runner == "command":
+        return "runner=command: its tensors run inside your command, which the tool does not rerun or trace"
+    if record.status not in ("ok", "fail"):
+        return f"the job did not finish ({record.status}: {record.reason})"
+    if (record.comparison or {}).get("first_diff_step") is None and not (record.comparison or {}).get("max_abs_diff"):
+        return "its copies never differed"
+    return "compare.trace_after=0, or a job whose copies are not traced (order=separate, baseline.framework)"
 
 
 def load_trace(job_dir: Path | str) -> Any:
@@ -213,34 +238,38 @@ def load_trace(job_dir: Path | str) -> Any:
     ``call`` (a module's k-th call in the step, 0 for tensors), ``rel_in`` (a module
     input's relative difference), ``abs`` / ``rel`` (max absolute difference, relative to
     the standalone tensor's ``max|.|``), ``shape``, ``dtype_standalone``,
-    ``dtype_distributed`` (modules only). Filter ``rel >= 1e-4`` for what is beyond
-    float rounding (``sweep.analysis.trace.ROUNDING_REL``).
+    ``dtype_distributed`` (modules only), ``bound`` (the relative size its rounding envelope
+    allows: ``compare.envelope_margin`` x the standalone copy's twin's difference there,
+    ``sweep.analysis.envelope``; ``NaN`` where none was measured or none applies, as for the
+    initial weights). Filter ``rel > bound`` for what is beyond float rounding.
 
     Raises:
         ImportError: pandas is not installed (names the extra).
-        FileNotFoundError: the job has no tracing rerun (its copies never differed, or
-            ``compare.trace_after=0``).
+        FileNotFoundError: the job has no tracing rerun, with why (:func:`_untraced`: what its
+            record says, e.g. ``runner=command``, whose tensors run inside the command).
     """
     pd = _pandas()
     trace = Path(job_dir) / "trace"
     ranks = _rank_results(JobDir(trace))
     if not ranks:
-        raise FileNotFoundError(f"no tracing rerun in {job_dir} (no {trace}/ranks/rank_*.json): its copies never "
-                                "differed, or compare.trace_after=0")
+        raise FileNotFoundError(f"no tracing rerun in {job_dir} (no {trace}/ranks/rank_*.json): "
+                                + _untraced(Path(job_dir)))
     rows = []
     for rank, result in sorted(ranks.items()):
         for row in (result.modules or {}).get("rows") or []:
             rows.append({"rank": rank, "step": row["step"], "phase": row["phase"], "order": row["order"],
                          "what": "module", "name": row["module"], "call": row["call"], "rel_in": row["rel_in"],
                          "abs": row["abs"], "rel": row["rel"], "shape": row["shape"],
-                         "dtype_standalone": row["dtype_standalone"], "dtype_distributed": row["dtype_distributed"]})
+                         "dtype_standalone": row["dtype_standalone"], "dtype_distributed": row["dtype_distributed"],
+                         "bound": row.get("bound")})
         for row in result.tensors or []:
             rows.append({"rank": rank, "step": row["step"], "phase": row["kind"], "order": row["order"],
                          "what": "tensor", "name": row["name"], "call": 0, "rel_in": None, "abs": row["abs"],
-                         "rel": row["rel"], "shape": row["shape"], "dtype_standalone": None, "dtype_distributed": None})
+                         "rel": row["rel"], "shape": row["shape"], "dtype_standalone": None, "dtype_distributed": None,
+                         "bound": row.get("bound")})
     phases = {p: i for i, p in enumerate(("initial", "initial_buffer", "forward", "buffer", "backward", "grad",
                                           "weight"))}
     rows.sort(key=lambda r: (r["rank"], r["step"], phases.get(r["phase"], len(phases)), r["order"]))
     frame = pd.DataFrame.from_records(rows, columns=list(TRACE_COLUMNS))
     return frame.astype({"rank": "int64", "step": "int64", "order": "int64", "call": "int64", "rel_in": "float64",
-                         "abs": "float64", "rel": "float64"})
+                         "abs": "float64", "rel": "float64", "bound": "float64"})

@@ -11,7 +11,10 @@ resolved config, "versions": the job's versions, "commands": a command job's
 ``runner.command`` and ``runner.baseline_command`` as written (before interpolation), "source": the job dir, "exported": UTC
 ISO-8601, "rows": [{"step", "loss", "rank", "copy"}]}``, ``copy`` ``standalone``
 (``rank`` ``null``) or ``distributed`` (every rank that recorded a result, else the
-judged one), steps counted from 0, losses as floats or ``"nan"``/``"inf"``/``"-inf"``.
+judged one), or ``twin`` (the standalone copy's twin, ``rank`` ``null``, where the job
+measured its rounding envelope; then also ``"twin": {"dtype", "seed", "perturbation"}``), steps
+counted from 0, losses as floats or ``"nan"``/``"inf"``/``"-inf"``. A job that takes its
+standalone sequence from the file takes its rounding envelope from the twin's rows.
 """
 
 from __future__ import annotations
@@ -47,9 +50,13 @@ def export(job_dir: Path | str, path: Path | str) -> Dict[str, Any]:
     ranks = _rank_sequences(paths, record)
     for rank, seq in sorted(ranks.items()):
         rows += [{"step": i, "loss": v, "rank": rank, "copy": "distributed"} for i, v in enumerate(seq)]
+    twin = ((record.envelope or {}).get("twin") or {})
+    if twin.get("losses"):
+        rows += [{"step": i, "loss": v, "rank": None, "copy": "twin"} for i, v in enumerate(twin["losses"])]
     templates = (record.engine or {}).get("templates")  # a command job's commands as written
     content = {"format": FORMAT, "steps": len(record.losses["standalone"]), "config": record.config,
                "versions": record.versions, **({"commands": templates} if templates else {}),
+               **({"twin": {k: twin.get(k) for k in ("dtype", "seed", "perturbation")}} if twin.get("losses") else {}),
                "source": str(Path(job_dir).resolve()), "status": record.status,
                "exported": datetime.now(timezone.utc).isoformat(), "rows": rows}
     write_json(path, content)
@@ -114,3 +121,11 @@ def sequence(data: Dict[str, Any], copy: str = "standalone", rank: Optional[int]
     if steps != list(range(len(rows))):
         raise RecordError(f"the golden file's {copy} steps are not 0-{len(rows) - 1} without a gap")
     return [r["loss"] for r in rows]
+
+
+def twin(data: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The twin record of a golden file (``{"losses", "dtype", "seed", "perturbation"}``, as
+    ``sweep.records.RankResult.twin``), or ``None`` where it holds none."""
+    if not any(r["copy"] == "twin" for r in data["rows"]):
+        return None
+    return dict(data.get("twin") or {}, losses=sequence(data, "twin"))

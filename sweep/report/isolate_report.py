@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from tabulate import tabulate, tabulate_formats
 
-from sweep.io import write_json
+from sweep.io import unwritable, write_json
 
 ISOLATE_JSON = "isolate.json"
 ISOLATE_MD = "isolate.md"
@@ -215,13 +215,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sweep.report.isolate_report", description=__doc__.splitlines()[0])
     parser.add_argument("sweep_dir", type=Path, help="the sweep dir of an isolation (holds isolate.json)")
     parser.add_argument("--format", default="simple", choices=tabulate_formats, metavar="FORMAT")
+    parser.add_argument("--print-only", action="store_true",
+                        help="print the report and write nothing (isolate.md stays as it is); taken by itself, with "
+                             "a one-line note, when DIR is not writable")
     args = parser.parse_args(argv)
     path = args.sweep_dir / ISOLATE_JSON
     if not path.exists():
         print(f"error: no {ISOLATE_JSON} in {args.sweep_dir}", file=sys.stderr)
         return 2
     state = json.loads(path.read_text())
-    print(write_isolation(args.sweep_dir, state, final=True, tablefmt=args.format))
+    why = None if args.print_only else unwritable(args.sweep_dir)
+    if why is not None:
+        print(f"note: {args.sweep_dir} is not writable ({why}): the report is printed only, no file written "
+              "(--print-only)", file=sys.stderr)
+    if args.print_only or why is not None:
+        print(render(state, args.format))
+    else:
+        print(write_isolation(args.sweep_dir, state, final=True, tablefmt=args.format))
     return 0
 
 

@@ -22,8 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from sweep.report.charts import PLOTLY_JS, curves_figure, figures_script, levels_figure, losses_figure, short, \
-    write_plotly_js
+from sweep.report.charts import (PLOTLY_JS, curves_figure, envelope_figure, figures_script, levels_figure,
+                                 losses_figure, short, write_plotly_js)
 
 RUN_PAGE = "report.html"  # a single run's page, in its run dir
 
@@ -228,32 +228,35 @@ def grid_page(sweep_dir: Path, rows: Sequence[Dict[str, Any]], att: Dict[str, An
               isolation: Optional[Dict[str, Any]] = None, against: Optional[Dict[str, Any]] = None,
               old_name: str = "", sections: Sequence[tuple] = (), legend: str = "") -> str:
     """``summary.html`` of a sweep dir: ``rows`` of :func:`sweep.report.summary.collect`,
-    ``att`` their :func:`sweep.analysis.attribution.attribute`, ``pngs`` the static plots
+    ``att`` their :func:`sweep.report.findings.attribute`, ``pngs`` the static plots
     (linked, folded); ``isolation`` an ``isolate.json`` state when the sweep is an
     isolation's; ``against`` :func:`sweep.report.against.match` of these rows with
     another sweep's (``old_name``), whose matched jobs' curves are added to the chart,
     hidden until clicked; ``sections`` the report's other ``(title, body)`` parts (folded;
     a body that is an html table is kept, other text preformatted) and ``legend`` the
     columns' meanings (folded). ``rows`` come in the table's order (failing first)."""
-    from sweep.analysis.attribution import factors
+    from sweep.analysis.grid import factors
 
     keys = factors(rows)
     constant = [f"{k}={v}" for k, v in rows[0]["overrides"].items() if k not in keys] if rows else []
     blocks: List[Block] = []
-    if att.get("culprits"):
-        blocks.append(Block("Culprits (ranked by one-factor flips)",
-                            listing([c["evidence"] for c in att["culprits"]], numbered=True), id="culprits"))
+    found = [f for f in att.get("findings") or [] if f["code"] != "V000"]
+    if found:
+        blocks.append(Block("Findings", listing([f"{f['code']} {f['kind']}: {f['sentence']}" for f in found]),
+                            id="findings"))
     if isolation:
         blocks += isolation_blocks(isolation)[:1]
     if against is not None:
         blocks.append(against_block(against, sweep_dir.name, old_name))
-    blocks.append(Block("Details", prose(att["verdict"]), folded=True, id="details"))
     blocks.append(Block(f"Jobs ({len(rows)}, failing first; click a header to sort)",
                         job_table(rows, keys, constant), id="jobs"))
     olds = [old for _, old, _ in (against or {}).get("pairs", [])]
-    figures = {"curves": curves_figure(rows, keys, extra=olds), "levels": levels_figure(att.get("levels") or [])}
+    figures = {"curves": curves_figure(rows, keys, extra=olds), "levels": levels_figure(att.get("levels") or []),
+               "envelope": envelope_figure(rows, keys)}
     if figures["curves"]:
         blocks.append(Block("Loss difference, every job", chart("curves"), id="curves"))
+    if figures["envelope"]:
+        blocks.append(Block("Against the rounding envelope", chart("envelope"), id="envelope"))
     if figures["levels"]:
         blocks.append(Block("Factors and levels", chart("levels"), id="levels"))
     for title, body in sections:
@@ -266,17 +269,8 @@ def grid_page(sweep_dir: Path, rows: Sequence[Dict[str, Any]], att: Dict[str, An
     if pngs:
         links = "".join(f'<a href="{_e(p.relative_to(sweep_dir).as_posix())}">{_e(p.stem)}</a>' for p in pngs)
         blocks.append(Block("Static plots (PNG)", f'<p class="pngs">{links}</p>', folded=True))
-    headline = (isolation and _isolation_headline(isolation)) or att["headline"]
+    headline = att["headline"]
     return render_page(f"Sweep {sweep_dir.name}", str(sweep_dir), headline, blocks, figures, _tone(att["counts"]))
-
-
-def _isolation_headline(state: Dict[str, Any]) -> Optional[str]:
-    """An isolation's page opens with its answer (the terminal's first sentence of it)."""
-    from sweep.report.isolate_report import verdict
-
-    text = verdict(state)
-    first = re.split(r"(?<=\.)\s+(?=[A-Z])", text, maxsplit=2)
-    return " ".join(first[:2]) if first else None
 
 
 def write_grid_page(sweep_dir: Path, rows: Sequence[Dict[str, Any]], att: Dict[str, Any], pngs: Sequence[Path],

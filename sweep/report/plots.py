@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
-from sweep.analysis.attribution import label
+from sweep.analysis.grid import label
 from sweep.io import read_floats
 
 STATUS_COLOURS = {"ok": "tab:green", "fail": "tab:red", "not judged": "tab:gray"}
@@ -212,7 +212,7 @@ def drifted(row: Dict[str, Any]) -> bool:
 def write_plots(plot_dir: Path, rows: Sequence[Dict[str, Any]], levels: Sequence[Dict[str, Any]]) -> List[Path]:
     """``plot_dir/job_<num>.png`` for each job that drifted (:func:`drifted`), and
     ``plot_dir/factor_effects.png`` when a factor varies (``levels`` from
-    :func:`sweep.analysis.attribution.level_stats`). Creates ``plot_dir``; returns the paths written."""
+    :func:`sweep.analysis.grid.level_stats`). Creates ``plot_dir``; returns the paths written."""
     plot_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for row in rows:

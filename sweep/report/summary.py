@@ -4,14 +4,15 @@
 prints the report of a finished (or interrupted) multirun and writes ``summary.md``,
 ``summary.html`` (self-contained), ``summary.csv``, ``summary.json``, ``junit.xml`` and
 ``plots/`` into it; with ``--against``, it also compares it with another sweep
-(``sweep.report.against``). The end-of-multirun callback calls
-:func:`write_report`.
+(``sweep.report.against``). ``--print-only`` prints it and writes nothing, as it does by
+itself (saying so in one line) when the dir is not writable: a shared or read-only sweep
+dir. The end-of-multirun callback calls :func:`write_report`.
 
 Rows come from each job dir ``SWEEP_DIR/<num>/``: the factors from Hydra's
 ``.hydra/overrides.yaml`` (written when the job starts) and the metrics from
 ``result.json`` (only from what it records, so any old sweep re-renders); a job dir
 without ``result.json`` is listed with status ``missing``. A *factor* is an override
-key whose value is not the same in every job; the analysis is :mod:`sweep.analysis.attribution`.
+key whose value is not the same in every job; the verdict is :mod:`sweep.findings`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import math
 import sys
 import textwrap
@@ -28,22 +30,20 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from omegaconf import OmegaConf
 from tabulate import tabulate, tabulate_formats
 
-from sweep.analysis.attribution import attribute, factors, label
+from sweep.analysis.grid import factors, label
+from sweep.report.findings import attribute
 from sweep.analysis.compare import drift_metrics, tolerance_ratio
 from sweep.analysis.dtypes import dtype_evidence
 from sweep.report.terminal import fit
-from sweep.analysis.evidence import (DRIFT_CLASSES, DRIFT_RULE, class_gloss, drift_class, job_evidence, parting_step,
-                                     tensor_text_in_class)
-from sweep.analysis.judging import replica_reason
-from sweep.analysis.rounding import rounding_floor
-from sweep.analysis.trace import ROUNDING_REL
+from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, drift_class, job_evidence, tensor_text_in_class
 from sweep.errors import RecordError
-from sweep.io import read_floats, write_json
+from sweep.io import read_floats, unwritable, write_json
 from sweep.layout import JobDir, SweepDir
 from sweep.records import JobRecord
 from sweep.report.junit import to_junit
 from sweep.report.plots import write_plots
 
+CULPRIT_CODES = ("V101", "V102", "V103", "V104")  # the findings that name a culprit (gate=true fails on them)
 COMPARISON = ("first_fail_step", "n_fail", "max_abs_diff", "max_rel_diff", "mean_signed_diff")
 METRICS = (
     "status", "drift", "first_diff_step", "first_real_step", "onset", "first_module", "first_tensor", *COMPARISON,
@@ -67,9 +67,9 @@ LEGEND = {
     "drift": DRIFT_RULE,
     "first_diff_step": "first step where distributed and standalone differ at all (any rank; exact unless "
                        "compare.noise_floor is set)",
-    "first_real_step": "first step the difference beyond float rounding reaches (traced tensors and updates, rel "
-                       f">= {ROUNDING_REL:g}, or smaller but one sign along every update: systematic); empty when "
-                       "the traced steps differ by rounding only",
+    "first_real_step": "first step a difference beyond its rounding envelope reaches (the losses, or a traced "
+                       "tensor or update beyond its own; the envelope: the standalone copy's twin, nudged by one "
+                       "unit in the last place); empty when every difference stays within its envelope",
     "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts, from the update "
              "differences of traced jobs, else from the losses (rules in summary.json)",
     "first_module": "the first module whose inputs agree and whose forward output (or, if every forward agrees, "
@@ -115,6 +115,7 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
         metrics["tolerance_ratio"] = tolerance_ratio(ref, got, result.comparison.get("rtol"),
                                                      result.comparison.get("atol"))
     metrics.update(job_evidence(result))
+    metrics["envelope"] = envelope_metrics(result)
     metrics["ranks_agree"] = result.ranks_agree
     metrics["resolution"] = max(result.resolution.values()) if result.resolution else None  # printed losses
     metrics.update(repeat_metrics(result))
@@ -125,6 +126,20 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
         str(note).split(" -- ")[0] for note in result.engine_notes
     ]
     return metrics
+
+
+def envelope_metrics(result: JobRecord) -> Dict[str, Any]:
+    """The job's rounding envelope in short (``JobRecord.envelope``, ``sweep.analysis.envelope``):
+    ``measured``, and where measured ``dtype`` (the twin's nudge), ``source``, ``within``,
+    ``ratio`` (the largest ``|diff|`` over the envelope), ``first_beyond_step`` and ``band``
+    (the tolerance this precision holds, ``rtol = atol``); where not, ``why``."""
+    found = result.envelope or {}
+    if not found.get("measured"):
+        return {"measured": False, "why": found.get("why")}
+    loss = found.get("loss") or {}
+    return {"measured": True, "dtype": found.get("dtype"), "source": found.get("source"),
+            "within": loss.get("within"), "ratio": loss.get("ratio"),
+            "first_beyond_step": loss.get("first_beyond_step"), "band": loss.get("band")}
 
 
 def repeat_metrics(result: JobRecord) -> Dict[str, Any]:
@@ -146,7 +161,9 @@ def repeat_metrics(result: JobRecord) -> Dict[str, Any]:
     return {"repeats": column, "nondeterministic": bool(result.nondeterministic), "repeat_spread": spread or None}
 
 
-def _notes(row: Dict[str, Any]) -> Optional[str]:
+def _notes(row: Dict[str, Any]) -> List[str]:
+    """A row's notes, whole (a note may hold ``"; "`` itself): the engine's, the record's, a
+    non-finite loss's why, ranks and replicas that disagree, a policy not applied, the dtypes'."""
     result = row.get("result")
     notes = list(row.get("engine_notes") or []) + (list(result.notes) if result is not None else [])
     if result is not None and (result.reason or "").startswith("non-finite loss"):  # the why of a max|diff| of 0
@@ -161,7 +178,7 @@ def _notes(row: Dict[str, Any]) -> Optional[str]:
         notes.append(f"policy not applied (configured/ran {row['dtypes_configured']} vs {row['dtypes_ran']})")
     notes.extend(n for n in row.get("dtype_notes") or [] if not (row["policy_applied"] is False
                                                                    and n.startswith("param forward")))
-    return "; ".join(notes) or None
+    return notes
 
 
 RUN_SWITCHES = ("resume", "replace_grid", "gate", "logger")  # how a multirun runs (and is logged), never a factor
@@ -239,7 +256,7 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
         overrides = _pairs(expected[num]) if expected is not None else _overrides(job_dir)
         row: Dict[str, Any] = {"job": num, "overrides": overrides, "policy_applied": None, "engine_notes": [],
                                "period": None, "onset_from": None, "onset_until": None, "nondeterministic": None,
-                               "repeat_spread": None}
+                               "repeat_spread": None, "envelope": None}
         row.update({k: None for k in METRICS})
         result_path = JobDir(job_dir).result
         try:
@@ -263,13 +280,11 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
             if not row["overrides"]:
                 row["overrides"] = _pairs(result.overrides)
         rows.append(row)
-    for row in rows:  # the rounding floor of each job, measured against its peers (sweep.analysis.rounding)
-        row["rounding_floor"] = rounding_floor(row, rows) if row["result"] is not None else None
-        if row["rounding_floor"] and row["status"] in ("ok", "fail"):
-            row.update(job_evidence(row["result"], floor=row["rounding_floor"]))
+    for row in rows:
         row["drift"] = drift_class(row)
         row["first_tensor"] = tensor_text_in_class(row)  # the class and the tensor's words in one sense
-        row["notes"] = _notes(row)
+        row["note_list"] = _notes(row)  # whole, for the rules that count them (sweep.findings.notes)
+        row["notes"] = "; ".join(row["note_list"]) or None
     return rows
 
 
@@ -368,23 +383,33 @@ def _level_name(text: str, terminal: bool) -> str:
     return text
 
 
+def findings_listing(att: Dict[str, Any], max_rows: Optional[int], markdown: bool = False) -> str:
+    """The verdict's findings but the counts, one line each with its code: ``V101 culprit:
+    <sentence>`` (``**V101**`` in markdown), cut after ``max_rows`` (``None``: all)."""
+    found = [f for f in att["findings"] if f["code"] != "V000"]
+    shown = found if max_rows is None else found[:max_rows]
+    code = (lambda f: f"**{f['code']}** {f['kind']}") if markdown else (lambda f: f"{f['code']} {f['kind']}")
+    text = "\n".join(f"- {code(f)}: {f['sentence']}" for f in shown) or "none"
+    if len(shown) < len(found):
+        text += f"\n... {len(found) - len(shown)} more findings: see summary.md / summary.json"
+    return text
+
+
 def _sections(
-    rows: Sequence[Dict[str, Any]], att: Dict[str, Any], tablefmt: str, max_rows: Optional[int], metrics: Sequence[str]
+    rows: Sequence[Dict[str, Any]], att: Dict[str, Any], tablefmt: str, max_rows: Optional[int], metrics: Sequence[str],
+    legend: bool = True,
 ) -> List[Tuple[str, str]]:
-    """``(title, body)`` of each report section after the verdict."""
+    """``(title, body)`` of each report section after the headline: the findings, the factor
+    tables, the jobs (with the columns' legend where ``legend``)."""
     levels, contrasts = _factor_tables(att, tablefmt, max_rows,
                                        terminal=metrics is TERMINAL_METRICS or metrics is BRIEF_METRICS)
     header, body = table_rows(_failing_first(rows), metrics)
-    not_judged = [f"job {j['job']} {j['status']}: {j['reason'] or 'no reason recorded'}" for j in att["not_judged"]]
+    jobs = _table(header, body, tablefmt, max_rows, narrow=metrics is TERMINAL_METRICS)
     return [
-        ("Culprits (ranked by one-factor flips)",
-         _listing([c["evidence"] for c in att["culprits"]], max_rows, "none", numbered=True)),
+        ("Findings (codes: python -m sweep explain CODE)", findings_listing(att, max_rows, tablefmt == "github")),
         ("Factor levels (pass rate over judged jobs: ok/fail; not_judged = error/timeout/missing)", levels),
         ("One-factor contrasts (pairs of judged jobs differing in that factor alone)", contrasts),
-        ("Interactions", _listing([i["evidence"] for i in att["interactions"]], max_rows, "none")),
-        ("Jobs (failing first)", _table(header, body, tablefmt, max_rows, narrow=metrics is TERMINAL_METRICS)
-         + "\n\n" + _legend(metrics)),
-        ("Not judged (excluded from pass rates)", _listing(not_judged, max_rows, "none")),
+        ("Jobs (failing first)", jobs + ("\n\n" + _legend(metrics) if legend else "")),
     ]
 
 
@@ -392,25 +417,30 @@ def render(
     rows: Sequence[Dict[str, Any]], tablefmt: str = "simple", max_rows: Optional[int] = MAX_ROWS,
     att: Optional[Dict[str, Any]] = None, wide: bool = False,
 ) -> str:
-    """The terminal report, in 120 columns (``sweep.report.terminal.fit``): the verdict, then culprits, factor tables, interactions, the
-    jobs (failing first: the swept factors and :data:`TERMINAL_METRICS`, or with ``wide``
-    :data:`BRIEF_METRICS`, the first tensor and notes too) and the jobs not judged, every
-    list cut after ``max_rows`` (``None``: all). Tables in any tabulate format
-    (``simple``, ``github``, ``grid``, ...). ``att`` is
-    :func:`sweep.analysis.attribution.attribute` of ``rows`` (computed when not given)."""
+    """The terminal report, in 120 columns (``sweep.report.terminal.fit``): the headline, the
+    findings (one line each, with its code), then the jobs (failing first: the swept factors
+    and :data:`TERMINAL_METRICS`, or with ``wide`` :data:`BRIEF_METRICS`, the first tensor and
+    notes too, the factor tables and the columns' legend), every list cut after ``max_rows``
+    rows (``None``: all). Tables in any tabulate format (``simple``, ``github``, ``grid``, ...).
+    ``att`` is :func:`sweep.report.findings.attribute` of ``rows`` (computed when not given).
+    The legend is the files' and the page's (``summary.md``, ``summary.html``), not the
+    terminal's unless ``wide``."""
     att = att or attribute(rows)
-    parts = [att["headline"], "Details: " + att["verdict"]]
     metrics = BRIEF_METRICS if wide else TERMINAL_METRICS
-    parts += [f"{title}:\n{body}" for title, body in _sections(rows, att, tablefmt, max_rows, metrics)]
+    sections = _sections(rows, att, tablefmt, max_rows, metrics, legend=wide)
+    if not wide:
+        sections = [sections[0], sections[-1]]
+    parts = [att["headline"]] + [f"{title}:\n{body}" for title, body in sections]
     return fit("\n\n".join(parts))
 
 
 def render_markdown(
     sweep_dir: Path, rows: Sequence[Dict[str, Any]], att: Dict[str, Any], plots: Sequence[Path]
 ) -> str:
-    """``summary.md``: the same sections as :func:`render`, complete, with every metric,
-    and links to the ``plots`` (paths under ``sweep_dir``)."""
-    parts = [f"# Sweep {sweep_dir}", f"**{att['headline']}**", "Details: " + att["verdict"]]
+    """``summary.md``: the headline, the findings, the factor tables and the jobs with every
+    metric and the columns' legend, complete, and links to the ``plots`` (paths under
+    ``sweep_dir``)."""
+    parts = [f"# Sweep {sweep_dir}", f"**{att['headline']}**"]
     parts += [f"## {title}\n\n{body}" for title, body in _sections(rows, att, "github", None, METRICS)]
     links = [f"[{p.stem}]({p.relative_to(sweep_dir)})" for p in plots]
     parts.append("## Plots\n\n" + (", ".join(links) if links else "none"))
@@ -419,7 +449,7 @@ def render_markdown(
 
 def constant_overrides(rows: Sequence[Dict[str, Any]]) -> List[str]:
     """Override keys that every job has with one and the same value, in first-seen order
-    (the complement of :func:`sweep.analysis.attribution.factors`)."""
+    (the complement of :func:`sweep.analysis.grid.factors`)."""
     keys: List[str] = []
     for row in rows:
         keys.extend(k for k in row["overrides"] if k not in keys)
@@ -464,6 +494,28 @@ def _failing_plot(path: Path, rows: Sequence[Dict[str, Any]]) -> bool:
     return path.stem not in failing
 
 
+def answers(sweep_dir: Path, rows: Sequence[Dict[str, Any]],
+            against: Optional[Tuple[Path, Sequence[Dict[str, Any]]]] = None) -> List[Any]:
+    """Another tool's answers about this sweep dir, as findings that lead its verdict
+    (``sweep.findings.answers``): an isolation's (``isolate.json``), a bisection's
+    (``bisect.json``), a sweep against another (``against``: its dir and rows)."""
+    from sweep.findings import answers as found
+
+    out: List[Any] = []
+    for name, make in (("isolate.json", found.isolation), ("bisect.json", found.bisection)):
+        path = sweep_dir / name
+        if path.exists():
+            try:
+                out += make(json.loads(path.read_text()))
+            except (OSError, ValueError):  # an unreadable state: its own report says so
+                pass
+    if against is not None:
+        from sweep.report.against import match
+
+        out += found.against(match(rows, against[1]), str(against[0]))
+    return out
+
+
 def write_report(
     sweep_dir: Path | str, tablefmt: str = "simple", max_rows: Optional[int] = MAX_ROWS,
     outcome: Optional[Dict[str, Any]] = None, wide: bool = False, plots: bool = True,
@@ -478,12 +530,15 @@ def write_report(
     draws nothing and links the PNGs already in ``plots/`` (drawing takes about a second a
     drifting job: minutes for a re-render of hundreds).
 
-    ``summary.json`` keys: ``sweep_dir``, ``verdict``, ``factors``, ``counts`` (status ->
-    jobs), ``judged``, ``not_judged`` (``[{job, status, reason}]``), ``culprits``,
-    ``interactions``, ``levels``, ``contrasts``, ``drift`` (class -> job numbers),
-    ``drift_rule`` (all as in :func:`sweep.analysis.attribution.attribute`), ``plots`` (paths
+    ``summary.json`` keys: ``sweep_dir``, ``findings`` (the verdict as data: each finding's
+    ``code``, ``kind``, ``jobs``, ``levels``, ``steps``, ``values``, ``evidence``, ``strength``
+    and rendered ``sentence``, ranked), ``headline``, ``verdict`` (the details), ``factors``,
+    ``counts`` (status -> jobs), ``judged``, ``not_judged`` (``[{job, status, reason}]``),
+    ``culprits`` (the ranked candidates' numbers), ``interactions``, ``levels``, ``contrasts``,
+    ``drift`` (class -> job numbers), ``drift_rule`` (all as in
+    :func:`sweep.report.findings.attribute`), ``plots`` (paths
     relative to ``sweep_dir``), ``nondeterministic`` (``[{job, spread, ...}]``: jobs whose
-    repeats disagree, :func:`sweep.analysis.attribution.nondeterministic_jobs`) and ``jobs``
+    repeats disagree, ``sweep.findings.tables``) and ``jobs``
     (``[{job, overrides, status, reason, policy_applied, nondeterministic, repeat_spread,
     metrics of METRICS...}]``; the loss sequences stay in each job's ``result.json``).
 
@@ -493,9 +548,10 @@ def write_report(
     sweep_dir = Path(sweep_dir)
     layout = SweepDir(sweep_dir)
     rows = collect(sweep_dir)
-    att = attribute(rows)
+    att = attribute(rows, answers(sweep_dir, rows, against))
     if outcome is not None:
-        outcome.update(counts=att["counts"], judged=att["judged"], culprit=bool(att["culprits"]))
+        outcome.update(counts=att["counts"], judged=att["judged"],
+                       culprit=any(f["code"] in CULPRIT_CODES for f in att["findings"]))
     drawn = write_plots(layout.plots, rows, att["levels"]) if plots else sorted(layout.plots.glob("*.png"))
     layout.summary("md").write_text(render_markdown(sweep_dir, rows, att, drawn))
     layout.summary("csv").write_text(to_csv(rows))
@@ -507,9 +563,9 @@ def write_report(
                     against=match(rows, against[1]) if against is not None else None,
                     old_name=str(against[0]) if against is not None else "",
                     sections=[(t, b) for t, b in _sections(rows, att, "html", None, METRICS)
-                              if not t.startswith(("Culprits", "Jobs"))],
+                              if not t.startswith(("Findings", "Jobs"))],
                     legend=_legend(METRICS))
-    (sweep_dir / "junit.xml").write_text(to_junit(rows, sweep_dir.name))
+    (sweep_dir / "junit.xml").write_text(to_junit(rows, sweep_dir.name, att.get("findings") or [], att["headline"]))
     write_json(
         layout.summary("json"),
         {
@@ -520,6 +576,19 @@ def write_report(
         },
     )
     return render(rows, tablefmt, max_rows, att, wide=wide)
+
+
+def report_text(sweep_dir: Path | str, tablefmt: str = "simple", max_rows: Optional[int] = MAX_ROWS,
+                wide: bool = False, against: Optional[Tuple[Path, Sequence[Dict[str, Any]]]] = None) -> str:
+    """The terminal report of ``sweep_dir`` (:func:`render`), as :func:`write_report`
+    returns it (another tool's answers leading: :func:`answers`), writing nothing.
+
+    Raises:
+        FileNotFoundError: ``sweep_dir`` does not exist or is no multirun dir.
+    """
+    sweep_dir = Path(sweep_dir)
+    rows = collect(sweep_dir)
+    return render(rows, tablefmt, max_rows, attribute(rows, answers(sweep_dir, rows, against)), wide=wide)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -544,14 +613,36 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "dir with --job N")
     parser.add_argument("--job", type=int, default=None, metavar="N",
                         help="with --export-golden and a sweep dir: the job to export")
+    parser.add_argument("--print-only", action="store_true",
+                        help="print the report and write no file into DIR (no summary.*, junit.xml, plots/); taken "
+                             "by itself, with a one-line note, when DIR is not writable")
     args = parser.parse_args(argv)
     if args.export_golden is not None:
         return _export_golden(args.sweep_dir, args.job, args.export_golden)
     max_rows = args.max_rows if args.max_rows > 0 else None
+    print_only = args.print_only
     try:
         old_rows = collect(args.against) if args.against is not None else None  # a bad OLD_DIR: before anything is written
-        print(write_report(args.sweep_dir, args.format, max_rows, wide=args.wide, plots=not args.no_plots,
-                           against=(args.against, old_rows) if old_rows is not None else None))
+        why = None if print_only or not args.sweep_dir.is_dir() else unwritable(args.sweep_dir)
+        if why is not None:
+            print(f"note: {args.sweep_dir} is not writable ({why}): the report is printed only, no file written "
+                  "(--print-only)", file=sys.stderr)
+            print_only = True
+        pair = (args.against, old_rows) if old_rows is not None else None
+        if print_only:
+            print(report_text(args.sweep_dir, args.format, max_rows, wide=args.wide, against=pair))
+        else:
+            try:
+                text = write_report(args.sweep_dir, args.format, max_rows, wide=args.wide, plots=not args.no_plots,
+                                    against=pair)
+            except OSError as exc:  # a file of the dir that cannot be replaced (another user's, read-only)
+                if not args.sweep_dir.is_dir():
+                    raise
+                print(f"note: {args.sweep_dir}'s report files cannot all be written ({exc.strerror or exc}: "
+                      f"{exc.filename or ''}): the report is printed only (--print-only)", file=sys.stderr)
+                text, print_only = report_text(args.sweep_dir, args.format, max_rows, wide=args.wide,
+                                               against=pair), True
+            print(text)
         if old_rows is not None:
             from sweep.report import against
 
@@ -560,8 +651,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"\nwritten: {args.sweep_dir / 'summary.md'}, summary.html, summary.csv, summary.json, junit.xml, plots/",
-          file=sys.stderr)
+    if not print_only:
+        print(f"\nwritten: {args.sweep_dir / 'summary.md'}, summary.html, summary.csv, summary.json, junit.xml, plots/",
+              file=sys.stderr)
     return 0
 
 
@@ -612,27 +704,15 @@ def collect_job(job_dir: Path | str) -> Dict[str, Any]:
 
 
 def job_headline(job_dir: Path | str) -> List[str]:
-    """What a single run says under its status line: where the copies part (the first
-    step, the drift class, the first differing tensor) and the notes that explain it,
-    each line short; empty for a job without a difference or a result."""
+    """What a single run says under its status line: its findings (``sweep.findings.find_job``:
+    where the copies part and the drift class, the rounding envelope, the first module and
+    tensor, replicas, the notes), one line each, in order; empty for a job without a result."""
+    from sweep.findings import find_job
+    from sweep.report.findings import sentence
+
     if not JobDir(job_dir).result.exists():
         return []
-    row = collect_job(job_dir)
-    lines = []
-    cls = drift_class(row)
-    if cls is not None:
-        lines.append(f"the copies part at step {parting_step(row)}: {cls} ({class_gloss(row, cls)})")
-    if row.get("first_module") and cls not in (None, "rounding"):
-        lines.append(f"first differing module: {row['first_module']}")
-    if row.get("first_tensor") and cls not in (None, "rounding"):
-        lines.append(f"first differing tensor: {row['first_tensor']}")
-    record = row.get("result")
-    replicas = getattr(record, "replicas", None) or {}
-    if replicas.get("first_step") is not None:  # as the sweep's details say it (summary.md's notes column)
-        lines.append(replica_reason(replicas, (record.first_tensor or {}).get("ranks") or []
-                                    if (record.first_tensor or {}).get("kind") == "initial" else []))
-    lines += [f"note: {note}" for note in (record.notes if record is not None else [])]
-    return lines
+    return [sentence(f) for f in find_job(collect_job(job_dir))]
 
 
 def write_job_page(job_dir: Path | str, status_line: str) -> Path:

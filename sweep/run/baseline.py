@@ -14,7 +14,10 @@ whose standalone copy shares storage with the distributed one
 tested (training one copy moves the other).
 
 Entries live in ``SWEEP_DIR/.baselines/<key>.json``: ``{"key_fields", "standalone",
-"job_dir", "dtypes_observed"}``. A golden file (``baseline.file``, ``sweep.report.golden``) is a
+"job_dir", "dtypes_observed"}``. The standalone copy's twin (``sweep.train.twin``: the
+rounding envelope) is cached beside it under the same fields plus the dtype its weights were
+nudged in (:func:`twin_fields`: a float32 baseline serves a bf16 job, whose twin is bf16's):
+``{"key_fields", "twin", "job_dir"}``. A golden file (``baseline.file``, ``sweep.report.golden``) is a
 baseline from outside the sweep: :func:`from_file` checks it against the job.
 """
 
@@ -62,15 +65,37 @@ def lookup(sweep_dir: Path, fields: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 
 def store(sweep_dir: Path, fields: Dict[str, Any], standalone: List[Any], job_dir: Path,
           dtypes_observed: Optional[Dict[str, Any]] = None, lrs: Optional[List[float]] = None,
-          buffers: Optional[Dict[str, Any]] = None) -> None:
+          buffers: Optional[Dict[str, Any]] = None, grad_norms: Optional[Dict[str, Any]] = None) -> None:
     """Cache ``standalone`` (the loss list as in ``result.json``) for ``fields``, with the
     dtypes the standalone copy ran (``dtypes_observed``: ``RankResult.dtypes_observed_standalone``)
     and the lr of each of its steps (``lrs``: ``RankResult.features["lr"]["standalone"]``, with a
     scheduler), and its buffers after the last step (``buffers``: ``RankResult.final["standalone"]``),
-    so a job that takes the cached sequence still compares its lrs and its buffers."""
+    so a job that takes the cached sequence still compares its lrs and its buffers, and its gradient norms
+    per step (``grad_norms``: ``RankResult.reductions["standalone"]["norms"]``)."""
     write_json(_path(sweep_dir, fields), {"key_fields": fields, "standalone": standalone, "job_dir": str(job_dir),
                                           "dtypes_observed": dict(dtypes_observed or {}), "lrs": lrs,
-                                          "buffers": buffers})
+                                          "buffers": buffers, "grad_norms": grad_norms})
+
+
+def twin_fields(fields: Dict[str, Any], config: Dict[str, Any]) -> Dict[str, Any]:
+    """The cache fields of the standalone copy's twin: the baseline's ``fields``
+    (:func:`key_fields`) plus ``twin``, the dtype its weights are nudged in
+    (``sweep.analysis.rounding.twin_dtype``), and, where the policy sets a dtype (the twin
+    computes under it: ``sweep.analysis.rounding.policy_lowers``), the fields of role
+    ``policy_baseline`` (the policy and the wrapping)."""
+    from sweep.analysis.rounding import policy_lowers, twin_dtype
+    from sweep.config.roles import POLICY_BASELINE
+    from sweep.config.schema import fields_with
+
+    out = dict(fields, twin=twin_dtype(config))
+    if policy_lowers(config):
+        out["twin_policy"] = select(config, [p for p in fields_with(POLICY_BASELINE)])
+    return out
+
+
+def store_twin(sweep_dir: Path, fields: Dict[str, Any], twin: Dict[str, Any], job_dir: Path) -> None:
+    """Cache the twin's record (``RankResult.twin``) for ``fields`` (:func:`twin_fields`)."""
+    write_json(_path(sweep_dir, fields), {"key_fields": fields, "twin": twin, "job_dir": str(job_dir)})
 
 
 def golden_keys(config: Dict[str, Any]) -> List[str]:
@@ -141,4 +166,4 @@ def from_file(config: Dict[str, Any], path: str, commands: Optional[Dict[str, Op
                           + (f"; and {len(differ) - 6} more" if len(differ) > 6 else "")
                           + "; baseline.ignore_keys lists keys it may differ in")
     return {"standalone": standalone, "job_dir": data.get("source"), "dtypes_observed": {}, "source": "file",
-            "file": str(file), "versions": data.get("versions") or {}}
+            "file": str(file), "versions": data.get("versions") or {}, "twin": golden.twin(data)}

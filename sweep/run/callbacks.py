@@ -48,21 +48,34 @@ def constant_overrides(config: DictConfig) -> List[str]:
 
 
 def launcher_missing(hydra_launcher: Any) -> Optional[str]:
-    """Why Hydra's launcher (the ``hydra.launcher`` config) cannot be loaded, in one line
-    naming what to install; ``None`` when it loads."""
+    """Why Hydra's launcher (the ``hydra.launcher`` config) cannot run, in one line naming
+    the fix: it cannot be loaded (what to install), or it submits to SLURM and this host
+    has no ``srun``, or the SLURM controller does not answer ``scontrol ping``
+    (``sweep.launch.slurm.controller_problem``); ``None`` when it can run."""
     import importlib
     import shutil
 
     target = str(hydra_launcher.get("_target_", ""))
-    module = target.rpartition(".")[0]
+    module, _, name = target.rpartition(".")
+    ours = module.startswith("hydra_plugins.sweep_launcher.")  # the submitit plugin's launchers, extended
+    extra = " pip install '.[cluster]' (hydra-submitit-launcher)" if "submitit" in target or ours else " install it"
     try:
-        importlib.import_module(module)
+        loaded = importlib.import_module(module)
     except ImportError as exc:
-        extra = " pip install '.[cluster]' (hydra-submitit-launcher)" if "submitit" in target else ""
-        return f"the Hydra launcher {target} cannot be loaded ({exc});{extra or ' install it'}"
+        return f"the Hydra launcher {target} cannot be loaded ({exc});{extra}"
+    if not hasattr(loaded, name):  # ours, without the plugin it extends
+        return f"the Hydra launcher {target} cannot be loaded (hydra-submitit-launcher is not installed);{extra}"
     if target.endswith("SlurmLauncher") and not shutil.which("srun"):
-        return (f"the Hydra launcher {target.rpartition('.')[2]} submits to SLURM, but this host has no srun/sbatch "
+        return (f"the Hydra launcher {name} submits to SLURM, but this host has no srun/sbatch "
                 "on PATH: run it on a SLURM login node, or use hydra/launcher=submitit_local on one machine")
+    if target.endswith("SlurmLauncher"):
+        from sweep.launch.slurm import controller_problem
+
+        problem = controller_problem()
+        if problem:
+            return (f"the Hydra launcher {name} cannot reach the SLURM controller ({problem}): start slurmctld, "
+                    "or point SLURM_CONF at your cluster's slurm.conf, or use hydra/launcher=submitit_local "
+                    "on one machine")
     return None
 
 
@@ -211,7 +224,7 @@ class SummaryCallback(Callback):
         report = write_report(sweep_dir, self.tablefmt, self.max_rows, outcome=OUTCOME)
         pool.close_all()
         headline, details = report.split("\n\n", 1)
-        print("\n" + details, flush=True)  # the headline once, at the end, where the eye is
+        print("\n" + details, flush=True)  # the headline once, at the end, where the eye is (the findings above it)
         rerender = "python -m sweep.report " + shlex.quote(str(sweep_dir))
         # (the paths' line stays whole: it is copied into a shell)
         print(f"\n{fit(headline)}\nsummary: {sweep_dir / 'summary.md'} (re-render: {rerender})", flush=True)

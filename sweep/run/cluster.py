@@ -46,6 +46,7 @@ from sweep.launch.topology import (  # noqa: F401  (the cluster API, in one plac
     SRUN_ARGS_ENV,
     Topology,
     hostnames,
+    node_address,
     parse_nodelist,
     parse_tasks_per_node,
     srun_argv,

@@ -172,7 +172,7 @@ def run_once(cfg: DictConfig, config: Dict[str, Any], run_dir: Path, command: st
     for stale in (log, loss_file):
         stale.unlink(missing_ok=True)
     spec = supervise.LaunchSpec(argv=["/bin/sh", "-c", command], env=job_env(config, run_dir, loss_file, copy),
-                                log_path=log, timeout_s=limit, safe_path=False,
+                                log_path=log, timeout_s=limit, safe_path=False, ask_stacks=False,
                                 cwd=str(cfg.runner.cwd) if cfg.runner.cwd else None)
     result = RunResult(log=log, loss_file=loss_file, spec=spec, limit=limit, outcome=supervise.run(spec))
     result.parsed_files = [p for p in matched_files(run_dir, list(cfg.runner.parse.files or []), log) if p != log]
@@ -200,9 +200,10 @@ def environment_versions(cfg: DictConfig) -> Dict[str, str]:
     interpreter; then these say what this one has, as the key says."""
     from importlib import metadata
 
-    packages = {"torch": "torch", "mindspore": "mindspore"}.get(str(cfg.framework.name), str(cfg.framework.name))
+    from sweep.frameworks import load
+
     out = {}
-    for name in (packages, "numpy", "hyper_parallel"):
+    for name in (load(cfg).module, "numpy", "hyper_parallel"):  # the framework's import name
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -163,3 +163,103 @@ def worker_errors(tails: Dict[str, str]) -> List[str]:
             causes = [i for i in errors if not FOLLOW_ON.search(lines[i]) and "Traceback" not in lines[i]]
             found.append((not causes, f"{name}: {_exception_text(lines, (causes or errors)[-1])[:300]}"))
     return [text for _, text in sorted(found, key=lambda f: f[0])]
+
+
+# A thread's stack as faulthandler writes it (sweep.train.__main__.stacks_on_signal), innermost frame first.
+STACK_HEAD = re.compile(r"^(Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):")
+FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+# A frame of a collective or of the wait on one: torch.distributed (c10d, FSDP2's all-gather and
+# reduce-scatter), MindSpore's communication ops, hyper-parallel's collectives.
+COLLECTIVE = re.compile(r"torch/distributed/(?!elastic)|mindspore/communication|mindspore/ops/.*comm|mindspore/mint/"
+                        r"distributed|"
+                        r"hyper_parallel/.*(collective|comm)|sweep/engines/collectives\.py")
+TOP_FRAMES = 12  # the innermost frames read for a collective: the wait, the op, the wrapper that called it
+
+
+def _stacks(lines: List[str]) -> List[Dict[str, object]]:
+    """The threads of the last stack dump in one log: ``[{"current": bool, "frames": [(file,
+    line, func), ...] innermost first}]``; empty where the log holds none."""
+    heads = [i for i, line in enumerate(lines) if STACK_HEAD.match(line)]
+    if not heads:
+        return []
+    first = heads[-1]  # the last dump's first thread: the heads just before it that are contiguous blocks
+    for i in reversed(heads[:-1]):
+        between = lines[i + 1:first]
+        if all(FRAME.match(x) or not x.strip() for x in between):
+            first = i
+        else:
+            break
+    threads, current = [], None
+    for line in lines[first:]:
+        head = STACK_HEAD.match(line)
+        if head:
+            current = {"current": head.group(1) == "Current thread", "frames": []}
+            threads.append(current)
+            continue
+        frame = FRAME.match(line)
+        if frame and current is not None:
+            current["frames"].append((frame.group("file"), int(frame.group("line")), frame.group("func")))
+        elif line.strip() and current is not None and current["frames"]:
+            current = None  # the dump ended
+    return [t for t in threads if t["frames"]]
+
+
+def _main_thread(threads: List[Dict[str, object]]) -> Optional[List[tuple]]:
+    """The frames of the thread that runs the rank (its outermost frames in ``sweep/train`` or
+    ``sweep/launch``), else the thread the signal interrupted."""
+    for thread in threads:
+        if any("sweep/train/" in f or "sweep/launch/" in f for f, _, _ in thread["frames"][-6:]):
+            return thread["frames"]
+    current = [t for t in threads if t["current"]]
+    return (current or threads or [{"frames": None}])[0]["frames"]
+
+
+def _where(frame: tuple) -> str:
+    file, line, func = frame
+    return f"{func} ({Path(file).name}:{line})"
+
+
+def _own(frames: List[tuple]) -> Optional[tuple]:
+    """The innermost frame outside installed packages and the standard library: the
+    project's, the user's or a test's code that called into them."""
+    for frame in frames:
+        if "site-packages" not in frame[0] and "/lib/python" not in frame[0] and not frame[0].startswith("<"):
+            return frame
+    return None
+
+
+def hung_ranks(job_dir: Path) -> Optional[str]:
+    """Which rank hung, from the stacks the ranks wrote into their worker logs at the time
+    limit (``sweep.launch.supervise.dump_stacks``): a rank whose stack holds no collective
+    among its innermost frames (:data:`COLLECTIVE`) hung outside one (a loop, a sleep, I/O,
+    a lock) while the others wait for it in a collective; where every rank waits in one,
+    each one's collective (one that some rank never joins, or joins in another order). One
+    line; ``None`` where no worker log holds a stack."""
+    where: Dict[int, tuple] = {}
+    for path in sorted(JobDir(job_dir).logs.glob("worker_*.log")):
+        found = re.search(r"worker_(\d+)\.log$", path.name)
+        frames = _main_thread(_stacks(path.read_text(errors="replace").splitlines())) if found else None
+        if frames:
+            inside = next((f for f in frames[:TOP_FRAMES] if COLLECTIVE.search(f[0])), None)
+            where[int(found.group(1))] = (frames, inside)
+    if not where:
+        return None
+    outside = sorted(r for r, (_, inside) in where.items() if inside is None)
+    waiting = sorted(r for r, (_, inside) in where.items() if inside is not None)
+
+    def waits(rank: int) -> str:
+        frames, inside = where[rank]
+        own = _own(frames)
+        return f"rank {rank} waits in {_where(inside)}" + (f", called from {_where(own)}" if own else "")
+
+    def hung(rank: int) -> str:
+        frames = where[rank][0]
+        own = _own(frames)
+        inner = f" in {_where(own)}" if own is not None and own != frames[0] else ""
+        return f"rank {rank} hung outside any collective, at {_where(frames[0])}{inner}"
+
+    if outside:
+        return "; ".join([hung(r) for r in outside] + [waits(r) for r in waiting])
+    return "every rank waits in a collective (one that some rank never joins, or joins in another order): " + \
+        "; ".join(waits(r) for r in waiting)
+

@@ -25,7 +25,8 @@ from omegaconf import DictConfig, OmegaConf
 
 import sweep
 from sweep.analysis.evidence import first_diff_over_ranks, first_module_over_ranks, first_tensor_over_ranks, place
-from sweep.analysis.judging import ranked_notes
+from sweep.analysis.judging import each_ranks_shards, ranked_notes
+from sweep.analysis.rounding import twin_dtype
 from sweep.config import presets
 from sweep.config.enums import as_str
 from sweep.config.sections.baseline import foreign_framework
@@ -37,16 +38,16 @@ from sweep.config.schema import (
     to_container,
     world_size,
 )
-from sweep.errors import ConfigError, RecordError
+from sweep.errors import ConfigError, RecordError, SchedulerTimeLimit
 from sweep.frameworks import Framework
 from sweep.io import read_json, write_json
-from sweep.launch import runtime, supervise
+from sweep.launch import runtime, slurm, supervise
 from sweep.launch.topology import topology_from_env
 from sweep.layout import JobDir
 from sweep.records import JobRecord, RankResult
 from sweep.run import baseline, checks, pool
-from sweep.run.failures import failure_cause, log_tails, timeout_s
-from sweep.run.judge import judge
+from sweep.run.failures import failure_cause, hung_ranks, log_tails, timeout_s
+from sweep.run.judge import across_verdict, judge, never_silent
 from sweep.run.repeats import Again, run_repeats, run_sequences
 
 
@@ -90,6 +91,7 @@ def run(
         overrides=list(overrides or []),
         versions={"sweep": sweep.__version__, "python": platform.python_version()},
         started=datetime.now(timezone.utc).isoformat(),
+        slurm=slurm.job_environment(),
     )
     try:
         # an engine class from runtime.pythonpath (a checkout at some commit) imports here too, while
@@ -102,6 +104,9 @@ def run(
         record.status, record.reason = "error", "interrupted (Ctrl-C)"
         _finish(job_dir, record, t0)
         raise
+    except SchedulerTimeLimit as exc:  # the ranks were stopped on the way out (sweep.launch.supervise.run)
+        record.status, record.reason = "timeout", str(exc)
+        record.log_tails = log_tails(job_dir) if JobDir(job_dir).logs.is_dir() else None
     except ConfigError as exc:
         record.status, record.reason = "error", f"invalid config: {exc}"
     except Exception as exc:  # a job's failure must not abort the sweep
@@ -163,9 +168,14 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
             raise ConfigError("baseline.file with weights.transfer=shared: the standalone copy does not train, "
                               "there is no storage to share; use independent or checkpoint")
         fields, cached = None, baseline.from_file(record.config, str(cfg.baseline.file))
+        twin_fields, twin_cached = None, cached.get("twin")
     else:
         fields = baseline.key_fields(record.config, world) if sweep_dir and cfg.execution.reuse_baselines else None
         cached = baseline.lookup(sweep_dir, fields) if fields else None
+        twin_fields = baseline.twin_fields(fields, record.config) if fields and cfg.compare.envelope else None
+        twin_cached = (baseline.lookup(sweep_dir, twin_fields) or {}).get("twin") if twin_fields else None
+    if twin_cached and cfg.compare.envelope:  # the ranks train no twin (sweep.train.twin)
+        write_json(paths.twin_result, twin_cached)
     log, outcome, alone = _launch(cfg, framework, job_dir, record, world, env, limit, cached, pools)
 
     ranks = _read_ranks(job_dir, world)
@@ -176,7 +186,9 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
     if missing:
         record.log_tails = log_tails(job_dir, launcher_log=log)
         if outcome.timed_out:
-            record.status, record.reason = "timeout", f"no result after {limit:.0f} s from {', '.join(missing)}"
+            hung = hung_ranks(job_dir)  # from the stacks the ranks wrote at the limit
+            record.status, record.reason = "timeout", f"no result after {limit:.0f} s from {', '.join(missing)}" + (
+                f": {hung}" if hung else "")
         elif outcome.failed_early:
             record.status = "error"
             record.reason = (f"no result from rank(s) {', '.join(missing)}: a rank died at {outcome.wall_s:.0f} s and "
@@ -200,26 +212,49 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
         standalone, observed_standalone = entry["standalone"], entry.get("dtypes_observed_standalone") or {}
         lrs = entry.get("lrs") or ((entry.get("features") or {}).get("lr") or {}).get("standalone")
         buffers = (entry.get("final") or {}).get("standalone")
+        norms = entry.get("grad_norms") or (((entry.get("reductions") or {}).get("standalone") or {}).get("norms"))
     else:
         standalone, observed_standalone = present[0].standalone, present[0].dtypes_observed_standalone
         lrs = ((present[0].features or {}).get("lr") or {}).get("standalone")
         buffers = (present[0].final or {}).get("standalone")
+        norms = ((present[0].reductions or {}).get("standalone") or {}).get("norms")
     if fields and not cached:
         baseline.store(sweep_dir, fields, standalone, job_dir, dtypes_observed=observed_standalone, lrs=lrs,
-                       buffers=buffers)
-    judge(cfg, record, present, standalone, lrs, standalone_buffers=buffers)
+                       buffers=buffers, grad_norms=norms)
+    twin_made = twin_cached or _twin_trained(paths, present)
+    if twin_fields and twin_made and not twin_cached:
+        baseline.store_twin(sweep_dir, twin_fields, twin_made, job_dir)
+    judge(cfg, record, present, standalone, lrs, standalone_buffers=buffers, standalone_norms=norms,
+          twin=twin_made if cfg.compare.envelope else None,
+          twin_source=("cache" if not cached or cached.get("source", "cache") == "cache" else cached["source"])
+          if twin_cached else "twin")
     if other and not cached:  # (after judge, which sets the notes)
         _across_record(record, other, read_json(paths.standalone_result))
     record.dtypes["observed_standalone"] = observed_standalone  # what the standalone copy ran (baseline.precision)
     # (the rerun's dir holds no cached baseline: its ranks train both copies, to trace them)
     _trace(cfg, framework, job_dir, record, world, env, limit, pools)
+    if other:  # a statistic the frameworks update otherwise shows in the rerun's step-0 buffers
+        across_verdict(cfg, record)
     run_repeats(cfg, job_dir, record, run_sequences(cfg, present, standalone),
                 _builtin_again(cfg, framework, world, env, limit))
+    never_silent(cfg, record)  # what the rerun and the repeats left empty, and why
     if outcome.returncode not in (0, None):
         record.teardown_note = (
             f"launcher exited with code {outcome.returncode} after every rank had written its result "
             "(e.g. gloo SIGABRT at interpreter shutdown); judged by the results"
         )
+
+
+def _twin_trained(paths: JobDir, ranks: List[RankResult]) -> Optional[Dict[str, Any]]:
+    """The twin this launch trained (``RankResult.twin``, ``sweep.train.twin``): rank 0's, or
+    the standalone-only process's (``ranks/standalone.json``: ``order=separate``,
+    ``baseline.framework``); ``None`` where none trained one."""
+    for r in ranks:
+        if r.twin:
+            return r.twin
+    if paths.standalone_result.exists():
+        return read_json(paths.standalone_result).get("twin") or None
+    return None
 
 
 def _launch(
@@ -240,7 +275,8 @@ def _launch(
         # The ranks see ranks/standalone.json and train the distributed copy only.
         write_json(paths.standalone_result, {"standalone": cached["standalone"], "from": cached["job_dir"],
                                              "dtypes_observed_standalone": cached.get("dtypes_observed") or {},
-                                             "lrs": cached.get("lrs"), "final": {"standalone": cached.get("buffers")}})
+                                             "lrs": cached.get("lrs"), "final": {"standalone": cached.get("buffers")},
+                                             "grad_norms": cached.get("grad_norms")})
         record.baseline = {"source": cached.get("source", "cache"), "job_dir": cached["job_dir"],
                            **{k: cached[k] for k in ("file", "versions") if k in cached}}
     standalone_pool, posted, alone = None, 0.0, None
@@ -368,11 +404,9 @@ def _trace(
             record.first_module = {"note": f"not traced: {why}"}
         return
     other = foreign_framework(cfg)
-    if not framework.traces_tensors or cfg.order == "separate" or other:
-        why = (f"across frameworks (baseline.framework={other}: the standalone copy trained in {other}, in a "
-               "process of its own)") if other else \
-            ("order=separate trains the copies apart, in two processes (order=standalone_first traces the same "
-             "config)") if cfg.order == "separate" else \
+    if not framework.traces_tensors or (cfg.order == "separate" and not other):
+        why = ("order=separate trains the copies apart, in two processes (order=standalone_first traces the same "
+               "config)") if cfg.order == "separate" else \
             f"tensor tracing is not wired for framework={framework.name} yet"
         record.first_tensor = {"note": f"not traced: {why}"}
         record.first_module = {"note": f"not traced: {why}"}
@@ -387,13 +421,23 @@ def _trace(
     OmegaConf.save(OmegaConf.create(config), JobDir(trace_dir).config)
     began = time.perf_counter()
     _, _, _, outcome = _run_ranks(cfg, framework, trace_dir, JobRecord(config=config), world, env, limit, pools)
+    if other:  # the standalone copy traces in the other framework's process, from the weights the ranks wrote
+        _standalone_across(cfg, other, trace_dir, limit)
     record.timings_s["trace"] = time.perf_counter() - began
     rerun = [r for r in _read_ranks(trace_dir, world) if r is not None]
-    record.first_module = first_module_over_ranks([(r.modules, r.rank) for r in rerun if r.modules is not None])
+    found_tensors = [(r.first_tensor, r.rank) for r in rerun if r.first_tensor]
+    found_modules = [(r.modules, r.rank) for r in rerun if r.modules is not None]
+    if other:  # each copy's trace in its own file: compared here under one name map (sweep.run.across)
+        from sweep.run import across
+
+        envelope = ((float(cfg.compare.envelope_margin), twin_dtype(record.config))
+                    if cfg.compare.envelope else None)
+        found_tensors, found_modules = across.compare(trace_dir, world, float(cfg.compare.noise_floor),
+                                                      as_str(cfg.data.split) == "sharded", envelope)
+    record.first_module = first_module_over_ranks(found_modules)
     later = ranked_notes({r.rank: (r.collectives or {}).get("notes") or [] for r in rerun}, len(rerun))
     record.notes.extend(n for n in later if n not in record.notes)  # the traced steps' collectives
-    record.first_tensor = first_tensor_over_ranks([(r.first_tensor, r.rank) for r in rerun if r.first_tensor],
-                                                  first_diff)
+    record.first_tensor = each_ranks_shards(first_tensor_over_ranks(found_tensors, first_diff), found_tensors)
     if record.first_tensor is None:
         record.first_tensor = {"note": "not traced: the tracing rerun gave no result "
                                        f"({'timed out' if outcome.timed_out else f'exit {outcome.returncode}'})"}
@@ -465,8 +509,24 @@ def summary_line(record: JobRecord, label: str = "", constant: Sequence[str] = (
             extra += (f" NONDETERMINISTIC: {len(record.repeats)} repeats differ by up to "
                       f"{spread.get('distributed_max_abs', math.nan):.3g}" if record.nondeterministic
                       else f" {len(record.repeats)} repeats agree")
-        return f"{head}  {extra}{ran_note(record)}  ({record.timings_s.get('wall', math.nan):.1f}s)"
+        return f"{head}  {extra}{ran_note(record)}{tolerance_note(record)}  " \
+               f"({record.timings_s.get('wall', math.nan):.1f}s)"
     return f"{head}  {record.reason}"
+
+
+def tolerance_note(record: JobRecord) -> str:
+    """What a failing job's line adds where it fails the tolerance only, within its rounding
+    envelope (``sweep.analysis.rounding.tolerance_only``): the tolerance is finer than this
+    precision holds, and the tolerance that would hold; empty otherwise."""
+    from sweep.analysis.envelope import hold_text
+    from sweep.analysis.evidence import record_row, tolerance_only
+
+    if record.status != "fail" or not tolerance_only(record_row(record)):
+        return ""
+    found = record.envelope or {}
+    would = hold_text((found.get("loss") or {}).get("band"))
+    return (f"  [within its rounding envelope ({found.get('dtype')}): the tolerance is finer than this precision "
+            f"holds{'; ' + would + ' would hold' if would else ''}]")
 
 
 def ran_note(record: JobRecord) -> str:

@@ -16,17 +16,22 @@ import numpy as np
 from omegaconf import DictConfig
 
 from sweep.analysis.collectives import lr_notes
-from sweep.analysis.dtypes import dtype_name, override_notes
+from sweep.analysis.dtypes import dtype_name, override_notes, precision_notes
 from sweep.analysis.compare import MISSING_PREFIX, RANDOM_DRAWS_NOTE, compare_losses, printed_note, printed_resolution
-from sweep.analysis.judging import ranked_notes, ranks_apart, replica_check, start_tensor, verdict, worst_rank
+from sweep.analysis.judging import (Disagreements, JudgedLosses, ranked_notes, ranks_apart, replica_check,
+                                    start_tensor, verdict, worst_rank)
+from sweep.analysis.rounding import twin_dtype
 from sweep.analysis.trace import missing_text
+from sweep import frameworks
 from sweep.config.enums import as_str
 from sweep.io import read_floats
 from sweep.records import JobRecord, RankResult
 
 
 def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalone: List[Any],
-          standalone_lrs: Optional[List[float]] = None, standalone_buffers: Optional[Dict[str, Any]] = None) -> None:
+          standalone_lrs: Optional[List[float]] = None, standalone_buffers: Optional[Dict[str, Any]] = None,
+          twin: Optional[Dict[str, Any]] = None, twin_source: str = "twin",
+          standalone_norms: Optional[Dict[str, Any]] = None) -> None:
     """Fill the record from the ranks' results: every rank judged against the standalone
     sequence (``sweep.analysis.compare.compare_losses``; the job is judged by its worst rank,
     ``sweep.analysis.judging.worst_rank``), losses, weights moved, dtypes, timings, notes,
@@ -34,7 +39,11 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
     ``sweep.analysis.judging.verdict``: a job fails if any rank fails, if its ranks disagree
     beyond tolerance, if the copies do not start equal, if replicas disagree, or if the copies
     end apart in a buffer: ``standalone_buffers``, the standalone copy's after the last step,
-    ``RankResult.final["standalone"]``, against each rank's :func:`ended_apart`)."""
+    ``RankResult.final["standalone"]``, against each rank's :func:`ended_apart`); the rounding
+    envelope from the standalone copy's ``twin`` (``sweep.train.twin``; ``twin_source``: where its
+    losses came from), ``sweep.analysis.envelope.measure``; then the gradients as they ran
+    (:func:`gradient_notes`: ``standalone_norms``, the standalone copy's per-step gradient norms
+    where this launch did not train it) and, for every field left empty, why (:func:`never_silent`)."""
     first = ranks[0]
     sharded = cfg.data.split == "sharded"
     tol = dict(rtol=cfg.compare.rtol, atol=cfg.compare.atol, noise_floor=cfg.compare.noise_floor)
@@ -95,8 +104,11 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
         record.features = dict(first.features or {}, lr=lrs)
     record.notes.extend(n for n in lr_notes(lrs.get("standalone"), lrs.get("distributed")) if n not in record.notes)
     unequal = [(r.rank, r.initial["first"]) for r in ranks if r.initial and r.initial.get("first")]
-    ended = ended_apart(cfg, ranks, standalone_buffers, len(ref))
-    record.replicas = replica_check(ranks)
+    ended = ended_apart(cfg, ranks, standalone_buffers, len(ref), (twin or {}).get("buffers"))
+    record.replicas = replica_check(ranks, buffers=not sharded)
+    if sharded and record.replicas is not None:
+        record.not_observed["replicas.buffers"] = ("buffers not held against their replicas: with data.split=sharded "
+                                                   "each rank's running statistics are its shard's")
     if record.random_draws is None:
         record.not_observed["random_draws"] = "no rank recorded its random generators"
     if record.replicas is None:
@@ -109,10 +121,14 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
     }
     master = dtype_name(record.dtypes["configured"]["init_dtype"], "") or "float32"
     record.notes.extend(n for n in override_notes(first.dtypes_observed, master) if n not in record.notes)
+    ran = precision_notes(first.dtypes_observed, policies(cfg), master, first.dtypes_observed_standalone)
+    record.notes.extend(n for n in ran if n not in record.notes)
     for phase in ("setup", "standalone", "distributed"):
         values = [r.timings_s[phase] for r in ranks if phase in r.timings_s]
         if values:
             record.timings_s[phase] = max(values)
+    record.envelope = envelope_record(cfg, ref, distributed, [standalone, *(r.distributed for r in ranks)], twin,
+                                      twin_source)
     record.comparison = comparison.to_dict()
     if printed:  # equal means equal to the printed precision: the comparison says so too
         record.comparison["resolution"] = max(printed.values())
@@ -120,31 +136,121 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
         record.first_tensor = start_tensor(unequal)
     if ended and not record.first_tensor:  # they end apart in a statistic no loss reads: that is the one
         record.first_tensor = start_tensor(ended)
-    record.status, record.reason = verdict({rank: c for rank, (_, c) in judged.items()}, record.judged_rank,
-                                           standalone, distributed, cfg.compare.rtol, cfg.compare.atol,
-                                           apart=apart, unequal=unequal, replicas=record.replicas, ended=ended)
+    losses = JudgedLosses({rank: c for rank, (_, c) in judged.items()}, record.judged_rank, standalone, distributed)
+    record.status, record.reason = verdict(losses, cfg.compare.rtol, cfg.compare.atol,
+                                           Disagreements(apart, unequal, record.replicas, ended))
+    # what fails besides the losses' tolerance: no envelope of the losses explains those
+    both_nonfinite = any(c.first_nonfinite_step is not None for _, (_, c) in judged.items())
+    record.envelope["other_failures"] = [what for what, found in (
+        ("ranks disagree", apart), ("the copies do not start equal", unequal),
+        ("replicas disagree", (record.replicas or {}).get("first_step") is not None),
+        ("the copies end apart", ended), ("a non-finite loss", both_nonfinite)) if found]
+    gradient_notes(cfg, record, ranks, standalone_norms)
+    never_silent(cfg, record)
+
+
+def record_config(cfg: DictConfig) -> Dict[str, Any]:
+    """The job's config as a plain dict (``sweep.analysis`` reads plain dicts)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
+
+
+def envelope_record(cfg: DictConfig, standalone: List[float], distributed: List[Any],
+                    compared: List[List[Any]], twin: Optional[Dict[str, Any]], source: str) -> Dict[str, Any]:
+    """``JobRecord.envelope`` (``sweep.analysis.envelope.measure``) of the judged sequences,
+    or why it was not measured (``compare.envelope=false``; a command job: no twin can run)."""
+    from sweep.analysis.envelope import measure
+
+    if as_str(cfg.runner.name) == "command":
+        why = ("runner=command: no twin of the standalone copy can train inside your command (repeat=N measures "
+               "how far its launches part instead)")
+    elif not cfg.compare.get("envelope", True):
+        why = "compare.envelope=false"
+    else:
+        why = "no twin of the standalone copy trained"
+    found = measure(standalone, read_floats(distributed), [read_floats(c) for c in compared if c], twin,
+                    float(cfg.compare.get("envelope_margin", 4.0)), source)
+    return found if found["measured"] or twin else dict(found, why=why)
+
+
+def policies(cfg: DictConfig) -> List[Dict[str, Any]]:
+    """The job's mixed-precision policies as plain values: the root ``mp_policy`` and each
+    ``mp_policy.overrides`` entry merged into it (``sweep.engines.wrapping.policy_for``)."""
+    from omegaconf import OmegaConf
+
+    from sweep.engines.wrapping import POLICY_KEYS, policy_for
+
+    root = OmegaConf.to_container(cfg.mp_policy, resolve=True)
+    found = [{k: root.get(k) for k in POLICY_KEYS}]
+    for override in (cfg.mp_policy.get("overrides") or {}).values():
+        merged = OmegaConf.to_container(policy_for(cfg.mp_policy, override), resolve=True)
+        found.append({k: merged.get(k) for k in POLICY_KEYS})
+    return found
+
+
+def across_verdict(cfg: DictConfig, record: JobRecord) -> None:
+    """A cross-framework job (``baseline.framework``) whose tracing rerun finds, beyond float
+    rounding, a buffer that parts after the forward of a step whose weights both copies still hold
+    alike (the first tensor, or the first beyond rounding, of kind ``buffer`` before any weight or
+    gradient that differs: step 0's, from equal initial weights), fails, naming it: the two
+    frameworks update that statistic otherwise (a ported BatchNorm's momentum, variance or eps),
+    which no training loss reads. Beyond rounding is beyond its rounding envelope (the standalone
+    copy's twin, traced in the same framework: ``sweep.analysis.trace.locate``). Replicated data
+    only (with sharded data each rank's statistics are its shard's)."""
+    found = record.first_tensor or {}
+    real = found.get("beyond_rounding") if "beyond_rounding" in found else found
+    if not real or real.get("kind") != "buffer" or as_str(cfg.data.split) == "sharded":
+        return
+    why = (f"the frameworks part in buffer {real['name']} after the forward of step {real['step']} (rel "
+           f"{float(real['rel_diff']):.3g}) while every weight before it agrees: the two frameworks update this "
+           "statistic otherwise (a ported norm's momentum, variance or eps), which no training loss reads")
+    record.notes.append(why)
+    if record.status == "ok":
+        record.status, record.reason = "fail", why
+    elif record.status == "fail" and why not in (record.reason or ""):
+        record.reason = f"{record.reason}; {why}"
 
 
 def ended_apart(cfg: DictConfig, ranks: List[RankResult], standalone: Optional[Dict[str, Any]],
-                steps: int) -> List[Tuple[int, Dict[str, Any]]]:
+                steps: int, twin: Optional[Dict[str, Any]] = None) -> List[Tuple[int, Dict[str, Any]]]:
     """``[(rank, sweep.analysis.trace.final_buffers's dict)]`` of the ranks whose
     distributed copy's buffers after the last step (``RankResult.final["distributed"]``)
-    differ from the standalone copy's beyond rounding (a sharding engine's shards against
-    the matching slices: ``to_shards``). ``[]`` with sharded data (each rank's running
-    statistics are its shard's, by design) or where either side was not recorded."""
+    differ from the standalone copy's beyond their rounding envelope (``twin``: the standalone
+    copy's twin's buffers after the last step, ``sweep.train.twin``, which trained where the
+    standalone copy did; without it any difference; a sharding engine's shards against the matching
+    slices: ``to_shards``), by one name map across frameworks (``baseline.framework``:
+    ``sweep.models.convert.canonical_name``, PyTorch-only buffers left out). ``[]`` with sharded data
+    (each rank's running statistics are its shard's, by design) or where either side was not recorded."""
+    from sweep.analysis.envelope import EnvelopeSetting
     from sweep.analysis.trace import final_buffers, to_shards
+    from sweep.config.sections.baseline import foreign_framework
+    from sweep.models.convert import TORCH_ONLY, canonical_name
 
     if cfg.data.split == "sharded" or not isinstance(standalone, dict) or "note" in standalone:
         return []
+    own = str(cfg.framework.name)
+    other = foreign_framework(cfg) or own
+
+    def named(values: Dict[str, Any], framework: str) -> Dict[str, np.ndarray]:
+        if other == own:  # one framework: its own names
+            return {k: np.asarray(v) for k, v in values.items()}
+        return {canonical_name(k, framework): np.asarray(v) for k, v in values.items()
+                if k.rpartition(".")[2] not in TORCH_ONLY}
+
     found = []
     for r in ranks:
         theirs = (r.final or {}).get("distributed")
         if not isinstance(theirs, dict) or "note" in theirs:
             continue
-        arrays = [{"buffer": {k: np.asarray(v) for k, v in theirs.items()}}]
-        ours = to_shards([{"buffer": {k: np.asarray(v) for k, v in standalone.items()}}], arrays, r.rank)
+        arrays = [{"buffer": named(theirs, own)}]
+        ours = to_shards([{"buffer": named(standalone, other)}], arrays, r.rank)
+        mine = to_shards([{"buffer": named(twin, other)}], arrays, r.rank)[0]["buffer"] \
+            if isinstance(twin, dict) and "note" not in twin else None
         first = final_buffers(ours[0]["buffer"], arrays[0]["buffer"], max(steps - 1, 0),
-                              float(cfg.compare.noise_floor))
+                              float(cfg.compare.noise_floor), twin=mine,
+                              envelope=EnvelopeSetting(float(cfg.compare.get("envelope_margin", 4.0)),
+                                                       twin_dtype(record_config(cfg))))
         if first is not None:
             found.append((r.rank, first))
     return found
@@ -157,7 +263,7 @@ def _inside_notes(record: JobRecord, ranks: List[RankResult]) -> tuple:
     Where the ranks recorded no ledger (a MindSpore standalone-only run), ``collectives``
     says it was not observed."""
     first = ranks[0]
-    if first.collectives is None and record.config and record.config.get("framework", {}).get("name") != "torch":
+    if first.collectives is None:  # (never silent: an empty field says why)
         collectives: Optional[Dict[str, Any]] = {"unchecked": "not observed: no rank recorded a ledger"}
     else:
         collectives = dict(first.collectives) if first.collectives is not None else None
@@ -226,3 +332,165 @@ def effect_notes(cfg: DictConfig, record: JobRecord) -> List[str]:
                      "(nothing accumulates to clear)")
     return notes
 
+
+
+def gradient_notes(cfg: DictConfig, record: JobRecord, ranks: List[RankResult],
+                   standalone_norms: Optional[Dict[str, Any]] = None) -> None:
+    """The gradients as they ran, into the record (``record.reductions``) and its notes: each
+    copy's gradient norms per step (the standalone copy's from a rank, or ``standalone_norms``
+    where it trained elsewhere; the distributed copy's of every rank) held against each other
+    where the job fails (``sweep.analysis.reductions.norm_notes``: the step where they part and
+    where in the step, before the losses show it), the distributed copy's first step whose
+    gradient buffers still held the last step's where ``zero_grad`` is on (it had no effect), and
+    ``record.zero_grad_effective`` as observed (``None`` where the engine keeps no buffer to see)."""
+    from sweep.analysis.dtypes import dtype_name
+    from sweep.analysis.reductions import NORM_REL, LossStep, norm_notes
+    from sweep.config.sections.baseline import foreign_framework
+    from sweep.models.convert import canonical_name
+
+    own = [(r.rank, (r.reductions or {}).get("distributed")) for r in ranks if (r.reductions or {}).get("distributed")]
+    alone = next(((r.reductions or {}).get("standalone") or {} for r in ranks if (r.reductions or {}).get("standalone")),
+                 {})
+    norms = alone.get("norms") or standalone_norms
+    other = foreign_framework(cfg)
+    if norms and other:  # one name map across frameworks
+        norms = dict(norms, params=[canonical_name(n, other) for n in norms.get("params") or []])
+        own = [(rank, dict(d, norms=dict(d["norms"], params=[canonical_name(n, str(cfg.framework.name))
+                                                              for n in d["norms"].get("params") or []])))
+               for rank, d in own]
+    if own:
+        first = dict(own[0][1])
+        record.reductions = {"standalone": norms, "distributed": {str(rank): d["norms"] for rank, d in own},
+                             "found": {str(rank): d.get("found") for rank, d in own},
+                             "held": {str(rank): d.get("held") for rank, d in own if d.get("held")} or None,
+                             "sizes": first.get("sizes")}
+    elif as_str(cfg.runner.name) != "command":
+        record.not_observed["reductions"] = "no rank recorded its gradients (a copy trained without its ranks)"
+    held = [(rank, d["held"]) for rank, d in own if d.get("held")]
+    if cfg.zero_grad and own:
+        if frameworks.load(cfg).grads_persist:
+            record.zero_grad_effective = not held  # observed: every step began with its gradients cleared, or not
+        elif held:  # an engine's own accumulation buffers (MindSpore's gradients are otherwise functional)
+            record.zero_grad_effective = False
+    if held and cfg.zero_grad:
+        rank, first_held = min(held, key=lambda x: x[1]["step"])
+        step, stale = first_held["step"], first_held["norms"]
+        worst = max(stale, key=stale.get)
+        record.notes.append(f"zero_grad had no effect in the distributed copy: when step {step} began its gradients "
+                            f"still held the last step's ({len(stale)} of them, {worst} with norm {stale[worst]:.3g}), "
+                            "so each step's gradients are added to the last's"
+                            + ("" if len(held) == len(ranks) else f" (rank{'s' if len(held) > 1 else ''} "
+                               f"{', '.join(str(r) for r, _ in held)})"))
+    if record.status != "fail" or not norms or not own:
+        if own and not norms:
+            record.not_observed["reductions.standalone"] = "the standalone copy's gradient norms were not recorded " \
+                                                           "(a baseline from a file or a command)"
+        return
+    dtype = dtype_name(cfg.mp_policy.get("param_dtype"), "") or "float32"
+    # where the copies are bit-identical until a fault (replicated data in float32), the first differing loss;
+    # else (sharded data, a lower precision: they differ from step 0 by rounding) the first failing one
+    exact = as_str(cfg.data.split) != "sharded" and dtype == "float32" and other is None
+    loss_step = (record.comparison or {}).get("first_diff_step" if exact else "first_fail_step")
+    found = []
+    for rank, d in own:
+        for note in norm_notes(norms, d["norms"], NORM_REL.get(dtype, NORM_REL["float32"]),
+                               LossStep(loss_step, "differ" if exact else "fail"), as_str(cfg.data.split) == "sharded",
+                               cfg.train.clip_grad_norm):
+            found.append((int(note.split(" at step ")[1].split(" ")[0]), rank, note))
+    if found:
+        step, rank, note = min(found)
+        every = {r for s, r, _ in found if s == step}
+        record.notes.append(note + ("" if len(every) == len(own) or len(own) == 1 else f" (rank {rank})"))
+
+
+TRACE_PENDING = ("not traced: the copies agree at every step, so no tracing rerun ran",
+                 "not traced: compare.trace_after=0",
+                 "not traced: the tracing rerun runs for jobs whose copies differ, after the job's own run")
+EMPTY_BECAUSE = {
+    "reason": "the job passes: no reason to give",
+    "rank_comparisons": "data.split=sharded: one comparison, of the mean over the ranks' losses (each rank's loss is "
+                        "its shard's)",
+    "resolution": "the losses are the tensors' own floats, not read from printed text",
+    "pool": "the ranks ran in a launch of their own (no shared launch)",
+    "baseline": "the standalone copy trained in this job's own launch",
+    "log_tails": "no rank failed: no log to quote",
+    "traceback": "the job raised nothing",
+    "teardown_note": "the launcher exited cleanly",
+    "repeats": "repeat=1: the job ran once",
+    "nondeterministic": "repeat=1: nothing to hold the run against",
+    "repeat_spread": "repeat=1: nothing to hold the run against",
+    "engine_notes": "the engine did nothing besides the library's own behaviour",
+    "weights_moved": "one copy trained in this launch (the standalone sequence came from elsewhere): neither copy "
+                     "could move the other's weights",
+    "engine": "the engine records nothing of its own (no library entry point, workaround or emulated collective "
+              "to name)",
+    "notes": "nothing to note: every setting had its effect and everything observed ran as configured",
+    "slurm": "not a SLURM job: its launcher ran it without SLURM (hydra/launcher=slurm runs each job as one)",
+}
+
+
+def never_silent(cfg: DictConfig, record: JobRecord) -> None:
+    """Why each field of the record that is empty is empty, in ``record.not_observed`` (issue
+    51: no ``result.json`` field empty without a reason): the record's own fields (a passing job
+    has no reason, a job run once no repeats, ...), the traced ones before the tracing rerun
+    (``first_tensor``, ``first_module``: replaced by :func:`explain_traced` after it), the
+    dtypes observed that stayed unknown, and the collectives' divide factors. Called again after
+    the tracing rerun and the repeats (``sweep.run.job``), it only adds what is still missing."""
+    for name in list(EMPTY_BECAUSE) + ["first_tensor", "first_module"]:  # filled since: no longer empty
+        if name in record.not_observed and getattr(record, name, None) not in (None, [], {}) and \
+                record.not_observed[name] in (EMPTY_BECAUSE.get(name),) + TRACE_PENDING:
+            del record.not_observed[name]
+    for name, why in EMPTY_BECAUSE.items():
+        value = getattr(record, name, None)
+        if value in (None, [], {}) and name not in record.not_observed:
+            if name == "rank_comparisons" and as_str(cfg.data.split) != "sharded":
+                continue
+            record.not_observed[name] = why
+    for name in ("first_tensor", "first_module"):
+        if getattr(record, name) is None and name not in record.not_observed:
+            record.not_observed[name] = (
+                TRACE_PENDING[0] if (record.comparison or {}).get("first_diff_step") is None else
+                TRACE_PENDING[1] if not cfg.compare.trace_after else TRACE_PENDING[2])
+    observed = (record.dtypes or {}).get("observed") or {}
+    for key, value in observed.items():
+        if value is None and f"dtypes.observed.{key}" not in record.not_observed:
+            record.not_observed[f"dtypes.observed.{key}"] = _dtype_unknown(cfg, record, key)
+    collectives = record.collectives or {}
+    if collectives and collectives.get("divide_factors") is None and "collectives.divide_factors" not in \
+            record.not_observed:
+        record.not_observed["collectives.divide_factors"] = (
+            "only FSDP2 chooses gradient divide factors in Python (its foreach_reduce); this engine's scale is "
+            "judged from the gradients as they ran (reductions)")
+    if collectives and not collectives.get("calls") and "collectives.calls" not in record.not_observed:
+        record.not_observed["collectives.calls"] = collectives.get("unchecked") or (
+            "no collective was called where the ledger watches (one rank, or a copy that reduces nothing)")
+    nested = {
+        "optimizer.loss_scale": (lambda: all(v is None for v in ((record.optimizer or {}).get("loss_scale") or {})
+                                              .values()) and bool((record.optimizer or {}).get("loss_scale")),
+                                 "no gradient scaler (train.grad_scaler.enabled=false): the loss is not scaled"),
+        "features.lr": (lambda: record.features is not None and not (record.features or {}).get("lr"),
+                        "no train.lr_scheduler: every step runs optimizer.lr"),
+        "reductions.held": (lambda: record.reductions is not None and not record.reductions.get("held"),
+                            "every step began with the distributed copy's gradients cleared (or it keeps none)"),
+    }
+    for key, (empty, why) in nested.items():
+        if key not in record.not_observed and empty():
+            record.not_observed[key] = why
+    if record.zero_grad_effective is None and "zero_grad_effective" not in record.not_observed:
+        record.not_observed["zero_grad_effective"] = (
+            "the engine keeps no gradient buffer across steps to look at (functional gradients: value_and_grad "
+            "returns fresh ones every step)")
+
+
+def _dtype_unknown(cfg: DictConfig, record: JobRecord, key: str) -> str:
+    """Why ``dtypes.observed[key]`` stayed unknown."""
+    if key == "reduce":
+        unwatched = frameworks.load(cfg).unwatched_reduce.get(as_str(cfg.engine.name))
+        if unwatched:
+            return unwatched
+        return "no gradient reduction was called where the ledger watches it (one rank, or none made)"
+    if key == "optimizer_state":
+        return "the optimizer keeps no state tensor (plain SGD)"
+    if key == "master_lower":
+        return "no master weights held only lower-precision values after any step (nothing written back)"
+    return "not observed in step 0"

@@ -176,6 +176,7 @@ class RankPool:
                     return supervise.LaunchOutcome(returncode=None, timed_out=False, wall_s=time.monotonic() - began,
                                                    killed=self.handle.kill(), failed_early=early)
                 if time.monotonic() - began > timeout_s:
+                    supervise.dump_stacks(self.handle.pid, self.handle.kill_tag)  # where each rank is, into its log
                     killed = self.handle.kill()
                     return supervise.LaunchOutcome(
                         returncode=None, timed_out=True, wall_s=time.monotonic() - began, killed=killed

@@ -9,8 +9,12 @@ tried (the values of each override in turn, not their product). Then it checks t
 run dir (``hydra.run.dir``, or ``hydra.sweep.dir`` with ``-m``) can be created: no part of
 its path is a file and its nearest existing folder takes a new entry.
 
-Hydra's own options (``--help``, ``--cfg``, ``-c``, ...) and overrides of Hydra's own
-groups (``hydra/launcher=...``, ``hydra/sweeper=...``, found by plugins) are left to Hydra.
+Hydra's own options (``--help``, ``--cfg``, ``-c``, ...) are left to Hydra. Overrides of
+Hydra's own groups and keys (``hydra/sweeper=isolate``, ``hydra.sweeper.failing=[...]``)
+are composed too, with the options Hydra's plugins offer (``hydra/sweeper=isolat``: no such
+option, the options listed); and this project's sweepers (``hydra_plugins/sweep_*``) are
+built from their settings, so a setting they refuse (an isolation given ``failing``
+without ``passing``) is one line and exit 2 here, not Hydra's error and exit 1 later.
 """
 
 from __future__ import annotations
@@ -37,6 +41,16 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _options(conf_dir: Path, group: str) -> List[str]:
+    """The options of config group ``group`` (``mp_policy``, ``hydra/sweeper``): those the
+    config loader of the running ``initialize_config_dir`` sees (the tree, Hydra's own and
+    its plugins'), else the tree's files."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        try:
+            return sorted(set(GlobalHydra.instance().config_loader().get_group_options(group)))
+        except Exception:  # a group the loader cannot list: the tree's files
+            pass
     folder = conf_dir / group
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
@@ -51,7 +65,9 @@ def _explain(override: str, exc: BaseException, conf_dir: Path, base: Any) -> st
     if isinstance(exc, MissingConfigException) or "Could not find" in str(exc):
         options = _options(conf_dir, key.replace(".", "/"))
         if options:
-            return f"{key}={value}: no such option; {key} is one of: {', '.join(options)}"
+            close = difflib.get_close_matches(value, options, n=1)
+            hint = f" (did you mean {key}={close[0]}?)" if close else ""
+            return f"{key}={value}: no such option; {key} is one of: {', '.join(options)}{hint}"
     if "not in" in str(exc.__cause__ or exc) or "Could not override" in str(exc) or "Could not append" in str(exc):
         parent, _, leaf = key.rpartition(".")
         node = OmegaConf.select(base, parent) if parent else base
@@ -76,6 +92,34 @@ def _variants(parsed: Sequence[Any]) -> List[tuple]:
     for i, (o, vs) in enumerate(zip(parsed, values)):
         out += [(line(o, v), first[:i] + [line(o, v)] + first[i + 1:]) for v in vs[1:]]
     return out
+
+
+UNQUOTED = "~^<>!#&;`"  # characters Hydra's override grammar takes inside a value only when it is quoted
+
+
+def _unparsed(overrides: Sequence[str], exc: BaseException) -> str:
+    """One line for a command line Hydra's grammar does not parse: its error, and for the
+    first override whose unquoted value holds a character the grammar takes only quoted
+    (a git revision ``main~3``, a home dir, a ``<placeholder>`` copied from the docs), how
+    to write it instead."""
+    text = _one_line(exc)
+    lists = [o for o in overrides if re.match(r"\[[^\"']*=", o.partition("=")[2])]
+    if lists:  # an isolation's endpoints: each element is itself an override
+        key, _, value = lists[0].partition("=")
+        items = ",".join(f'"{item.strip()}"' for item in value.strip("[]").split(","))
+        return f"{lists[0]}: {text}; each element of the list is an override, quoted: '{key}=[{items}]'"
+    odd = [o for o in overrides if any(c in o.partition("=")[2] for c in UNQUOTED) and not re.search(r"[\"']", o)]
+    if not odd:
+        return text
+    key, _, value = odd[0].partition("=")
+    placeholder = re.search(r"<[^<>]*>", value)
+    if placeholder:
+        return (f"{odd[0]}: {placeholder.group(0)} is a placeholder from the docs: put the real value there "
+                f"(e.g. the dir's name); a value that does hold < or > is quoted for Hydra's grammar: "
+                f"'{key}=\"{value}\"'")
+    found = [c for c in UNQUOTED if c in value]
+    chars = "~ and ^" if set(found) <= set("~^") else " ".join(found)
+    return text + f" (Hydra's grammar takes {chars} only quoted: '{key}=\"{value}\"')"
 
 
 def _dir_error(key: str, path: str) -> Optional[str]:
@@ -122,12 +166,7 @@ def check_command_line(argv: Sequence[str], conf_dir: Path) -> Optional[str]:
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except HydraException as exc:
-        text = _one_line(exc)
-        odd = [o for o in overrides if re.search(r"[~^]", o.partition("=")[2]) and not re.search(r"[\"']", o)]
-        if odd:  # a git revision, a home dir: Hydra's grammar takes ~ and ^ only quoted
-            key, _, value = odd[0].partition("=")
-            text += f" (Hydra's grammar takes ~ and ^ only quoted: '{key}=\"{value}\"')"
-        return text
+        return _unparsed(overrides, exc)
     if "hydra/sweeper=bisect" in overrides:  # its required fields, in one line before Hydra starts
         given = {o.get_key_element() for o in parsed}
         missing = [f"hydra.sweeper.{k}" for k in ("repo", "good", "bad") if f"hydra.sweeper.{k}" not in given]
@@ -152,6 +191,17 @@ def check_command_line(argv: Sequence[str], conf_dir: Path) -> Optional[str]:
                 return _explain(culprit, exc, conf_dir, base)
             if base is None:
                 base = cfg
+        theirs = [o for o in parsed if _hydra_own(o.get_key_element()) and o.get_key_element() != "hydra.searchpath"]
+        if theirs:  # Hydra's own groups and keys, with every override at its first value
+            lines = _variants(parsed)[0][1]
+            try:
+                cfg = compose("config", overrides=lines, return_hydra_config=True)
+            except (HydraException, OmegaConfBaseException) as exc:
+                culprit = _first_failing(compose, [line for line in lines if _hydra_own(line.partition("=")[0])])
+                return _explain(culprit, exc, conf_dir, base)
+            error = _sweeper_error(cfg.hydra.sweeper)
+            if error is not None:
+                return error
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     path = dirs.get(key)
     if path is None or "${" in path:
@@ -160,6 +210,30 @@ def check_command_line(argv: Sequence[str], conf_dir: Path) -> Optional[str]:
         except OmegaConfBaseException:
             return None
     return _dir_error(key, path)
+
+
+def _sweeper_error(node: Any) -> Optional[str]:
+    """What this project's sweeper (``hydra.sweeper._target_`` under ``hydra_plugins.sweep_``)
+    refuses in its settings, in one line, by building it from them (its constructor checks
+    them and nothing else); ``None`` for a sweeper that takes them, or another project's."""
+    from omegaconf import OmegaConf
+
+    target = str(node.get("_target_", "")) if node is not None else ""
+    if not target.startswith("hydra_plugins.sweep_"):
+        return None
+    from sweep.config.factories import locate
+
+    try:
+        sweeper = locate(target, "class")
+        settings = OmegaConf.to_container(node, resolve=True)
+    except Exception:  # it cannot be built from here: Hydra will say why
+        return None
+    settings.pop("_target_", None)
+    try:
+        sweeper(**settings)
+    except (ValueError, TypeError) as exc:
+        return " ".join(str(exc).split())
+    return None
 
 
 def _first_failing(compose: Any, lines: List[str]) -> str:

@@ -134,6 +134,16 @@ def run_repeats(cfg: DictConfig, job_dir: Path, record: JobRecord, first: Dict[s
     )
     if record.nondeterministic:
         record.notes.append(nondeterminism_note(spread, bool(record.first_tensor and "step" in record.first_tensor)))
+    if not (record.envelope or {}).get("measured") and (cfg.get("runner") or {}).get("name") == "command":
+        # no twin runs inside a user's command: the repeats' spread is the envelope asked for
+        from sweep.analysis.envelope import measure_repeats
+
+        losses = record.losses or {}
+        record.envelope = dict(measure_repeats(
+            read_floats(losses["standalone"]), read_floats(losses["distributed"]),
+            [losses["standalone"], *(v for k, v in first.items() if k.startswith("rank"))], runs,
+            float(cfg.compare.get("envelope_margin", 4.0)), max((record.resolution or {}).values(), default=None)),
+            other_failures=(record.envelope or {}).get("other_failures", []))
 
 
 def nondeterminism_note(spread: Dict[str, Any], traced: bool) -> str:

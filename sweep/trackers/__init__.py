@@ -173,7 +173,7 @@ class TrackerCallback(Callback):
         self._log(None, [job_log(row, job_dir)], job_dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from sweep.analysis.attribution import attribute
+        from sweep.report.findings import attribute
         from sweep.layout import SweepDir
         from sweep.report.summary import collect
 

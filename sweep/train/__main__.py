@@ -24,6 +24,19 @@ def user_path() -> None:
         sys.path.append(path)
 
 
+def stacks_on_signal() -> None:
+    """On ``SIGUSR1`` write every thread's Python stack to stderr, which is the job's worker
+    log (``sweep.train.redirect_output``): ``faulthandler``'s C-level handler, so a rank
+    blocked inside a collective answers too. The supervisor sends it at a job's time limit,
+    before the kill (``sweep.launch.supervise.dump_stacks``), so the job can say which rank
+    hung and where (``sweep.run.failures.hung_ranks``)."""
+    import faulthandler
+    import signal
+
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -50,6 +63,7 @@ def serve(pool_dir: Path, exit_process: bool = True, phase: str = "both") -> Non
     from sweep.train import load_job, rank_functions, redirect_output, redirect_to
 
     user_path()
+    stacks_on_signal()
     launcher = os.getppid()
     paths = PoolDir(pool_dir)
     owner = int(paths.owner.read_text()) if paths.owner.exists() else None
@@ -105,6 +119,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--phase", choices=PHASES, default="both")
     args = parser.parse_args(argv)
     user_path()
+    stacks_on_signal()
     if is_pool_dir(args.dir):
         serve(args.dir, phase=args.phase)
         return

@@ -29,7 +29,7 @@ from sweep.engines.base import StandaloneMindSpore
 from sweep.layout import JobDir
 from sweep.records import RankResult
 from sweep.train import copy_order, crosses_frameworks, phase_order, rank_samples, train_phases, write_rank_result
-from sweep.train import versions
+from sweep.train import twin, versions
 from sweep.train.final_state import final_record
 from sweep.train.mindspore_step import train
 from sweep.train.observers import Copy, Observer
@@ -37,9 +37,11 @@ from sweep.train.observers.dtypes import MindSporeDtypes
 from sweep.train.observers.module_trace import MindSporeModuleTrace
 from sweep.train.observers.optimizer_log import MindSporeOptimizerLog, optimizer_record
 from sweep.train.observers.random_draws import MindSporeRandomDraws
+from sweep.train.observers.reductions import MindSporeGradients, gradients_record, reduction_findings
 from sweep.train.observers.replicas import MindSporeReplicaDigests, mindspore_shard_key
 from sweep.train.observers.tensor_trace import MindSporeTensorTrace, mindspore_state
 from sweep.train.schedules import lr_values
+from sweep.train.trace_book import rerun_book
 
 
 def build_optimizer(opt_cfg: Any, params: Any, lr: Optional[List[float]] = None) -> Any:
@@ -146,7 +148,7 @@ def initial_check(standalone: Any, distributed: Any, rank: int, noise_floor: flo
     sweep.analysis.trace.first_difference's dict (kind ``initial`` or ``initial_buffer``) or
     None, "missing": sweep.analysis.trace.missing_names's list}``, as torch's
     ``sweep.train.torch_rank.initial_check``."""
-    from sweep.analysis.trace import first_difference, missing_names, to_shards
+    from sweep.analysis.trace import Search, first_difference, missing_names, to_shards
 
     def state(net: Any) -> List[Dict[str, Any]]:
         return [{"initial": mindspore_state(net, "weight", frozen), "initial_buffer": mindspore_state(net, "buffer",
@@ -154,24 +156,52 @@ def initial_check(standalone: Any, distributed: Any, rank: int, noise_floor: flo
 
     theirs = state(distributed)
     ours = to_shards(state(standalone), theirs, rank)
-    return {"first": first_difference(ours, theirs, noise_floor), "missing": missing_names(ours, theirs)}
+    return {"first": first_difference(ours, theirs, Search(noise_floor)), "missing": missing_names(ours, theirs)}
 
 
-def copy_observers(cfg: Any, name: str, copy: Copy, frozen: List[str]) -> Dict[str, Observer]:
+def copy_observers(cfg: Any, name: str, copy: Copy, frozen: List[str], rank: int = 0, world: int = 1,
+                   full_shapes: Optional[Dict[str, Any]] = None, book: Any = None) -> Dict[str, Observer]:
     """The observers of one copy's training (``sweep.train.observers``), by role: random
-    draws, the optimizer as it ran, the dtypes that ran, the replica digests (the
+    draws, the optimizer as it ran, the dtypes that ran, the gradients as they ran (norms before
+    and after the reduction, the op that ran: ``reductions.py``), the replica digests (the
     distributed copy), and in a tracing rerun
     (``compare.trace_until`` set) the tensor trace and the module trace
-    (``compare.module_trace``: Cell hooks, PYNATIVE mode)."""
+    (``compare.module_trace``: Cell hooks, PYNATIVE mode), recording into ``book`` (the rerun's
+    ``sweep.train.trace_book.TraceBook``)."""
+    from sweep.analysis.collectives import dim_groups
+
     until = cfg.compare.get("trace_until")
     found: Dict[str, Observer] = {"draws": MindSporeRandomDraws(), "optimizer": MindSporeOptimizerLog(),
                                   "dtypes": MindSporeDtypes()}
+    distributed = name == "distributed"
+    shape = [int(n) for n in cfg.mesh.mesh_shape]
+    groups = dim_groups(shape, list(cfg.mesh.mesh_dim_names), rank) if int(np.prod(shape)) == world else {}
+    found["grads"] = MindSporeGradients(distributed, until=max(int(until if until is not None else 0), 0), rank=rank,
+                                        world=world if distributed else 1, groups=groups,
+                                        max_norm=cfg.train.clip_grad_norm, clears=copy.clear_grads,
+                                        full_shapes=full_shapes)
     if name == "distributed":
         found["digests"] = MindSporeReplicaDigests()
     if until is not None:
-        found["trace"] = MindSporeTensorTrace(until, max(until, int(cfg.compare.get("onset_until") or -1)), frozen)
+        found["trace"] = MindSporeTensorTrace(until, max(until, int(cfg.compare.get("onset_until") or -1)), frozen,
+                                              book.sink(name) if book is not None else None)
         if cfg.compare.get("module_trace", True):
             found["modules"] = MindSporeModuleTrace(copy.model, until, found["trace"])
+    return found
+
+
+def twin_observers(cfg: Any, copy: Copy, frozen: List[str], book: Any = None) -> Dict[str, Observer]:
+    """The twin's observers, as torch's (``sweep.train.torch_rank.twin_observers``): in a
+    tracing rerun the tensor trace (into ``book``'s sink ``twin``) and the module trace, none
+    otherwise."""
+    until = cfg.compare.get("trace_until")
+    if until is None:
+        return {}
+    found: Dict[str, Observer] = {"trace": MindSporeTensorTrace(until, max(until, int(cfg.compare.get("onset_until")
+                                                                                     or -1)), frozen,
+                                                                book.sink("twin") if book is not None else None)}
+    if cfg.compare.get("module_trace", True):
+        found["modules"] = MindSporeModuleTrace(copy.model, until, found["trace"])
     return found
 
 
@@ -181,38 +211,53 @@ def replica_record(cfg: Any, ctx: RankContext, net: Any, full_shapes: Dict[str, 
     shards this rank holds (``sweep.train.observers.replicas.mindspore_shard_key``), where
     it sits on the job's mesh (rank ``r`` at its row-major coordinates) and the digest of its
     local weights after each step."""
+    from sweep.train.observers.replicas import mindspore_tensor_keys
+
     shape = [int(n) for n in cfg.mesh.mesh_shape]
     replica: Dict[str, Any] = {"key": mindspore_shard_key(net, full_shapes, ctx.rank), "coords": None,
-                               "mesh_dims": None, "digests": digests}
+                               "mesh_dims": None, "tensors": mindspore_tensor_keys(net, full_shapes, ctx.rank),
+                               "digests": digests}
     if ctx.distributed and int(np.prod(shape)) == ctx.world:
         replica.update(coords=[int(c) for c in np.unravel_index(ctx.rank, shape)],
                        mesh_dims=[str(d) for d in cfg.mesh.mesh_dim_names])
     return replica
 
 
-def traced(cfg: Any, rank: int, seen: Dict[str, Dict[str, Observer]], result: RankResult) -> None:
+def traced(cfg: Any, rank: int, seen: Dict[str, Dict[str, Observer]], result: RankResult,
+           twin_seen: Optional[Dict[str, Observer]] = None, book: Any = None) -> None:
     """A tracing rerun's findings into ``result``, as torch's (``sweep.train.torch_rank.traced``):
     the first differing module (``sweep.analysis.modules.compare_modules``; the hooks taken
-    off) and the first differing tensor (``sweep.analysis.trace.locate``, the standalone
-    tensors cut to this rank's shards: ``to_shards``)."""
+    off) and the first differing tensor (``sweep.analysis.trace.locate_in``, from the
+    ``book``'s pair statistics, the standalone tensors cut to this rank's shards:
+    ``sweep.analysis.trace.to_shard``); the twin's traces (``twin_seen``; its tensors in the
+    book as copy ``twin``) are each tensor's and module's rounding envelope, cut alike."""
+    from sweep.analysis.envelope import EnvelopeSetting
+
+    twin_seen = twin_seen or {}
+    setting = EnvelopeSetting(float(cfg.compare.get("envelope_margin", 4.0)), twin.perturbation_dtype(cfg))
     modules = {name: obs["modules"] for name, obs in seen.items() if "modules" in obs}
-    for trace_of in modules.values():
+    for trace_of in [*modules.values(), *([twin_seen["modules"]] if "modules" in twin_seen else [])]:
         trace_of.remove()
     if len(modules) == 2:
         from sweep.analysis.modules import compare_modules
 
         result.modules = compare_modules(modules["standalone"].steps, modules["distributed"].steps, rank,
-                                         sharded=as_str(cfg.data.split) == "sharded")
-    traces = {name: obs["trace"] for name, obs in seen.items() if "trace" in obs}
-    if len(traces) == 2 and traces["standalone"].entries and traces["distributed"].entries:
-        from sweep.analysis.trace import locate, to_shards
+                                         sharded=as_str(cfg.data.split) == "sharded",
+                                         twin=twin_seen["modules"].steps if "modules" in twin_seen else None,
+                                         envelope=setting)
+    if book is None:
+        return
+    pairs, envelope = book.pairs("distributed"), book.pairs("twin") or None
+    if pairs:
+        from sweep.analysis.trace import Search, locate_in
 
-        ours, theirs = traces["standalone"].entries, traces["distributed"].entries
         shape = [int(n) for n in cfg.mesh.mesh_shape]
         known = {"world_size": float(result.world_size), "grad_accum_steps": float(cfg.train.grad_accum_steps),
                  "the replicate degree": float(shape[0]) if len(shape) == 2 else None}
-        result.first_tensor = locate(to_shards(ours, theirs, rank), theirs, float(cfg.compare.noise_floor),
-                                     traces["distributed"].last, rank=rank, known=known)
+        result.first_tensor = locate_in(pairs, seen["distributed"]["trace"].last,
+                                        Search(float(cfg.compare.noise_floor), rank, known), twin=envelope,
+                                        envelope=setting)
+    result.features = dict(result.features or {}, trace=book.close())
 
 
 def in_own_stream(seed: int, fn: Any) -> Any:
@@ -315,17 +360,27 @@ def run_rank(cfg: Any, job_dir: str, phase: str = "both") -> None:
     run_job(cfg, job_dir, ctx, phase)
 
 
-def ledger_record(engine: Any, rank: int, world: int) -> Dict[str, Any]:
+def ledger_record(engine: Any, rank: int, world: int, gradients: Any = None, cfg: Any = None) -> Dict[str, Any]:
     """``RankResult.collectives`` of a MindSpore rank: the calls the engine saw at step 0
     (``engine.ledger``; hyper-parallel's platform collectives) folded per op, dtype and
     group (``sweep.analysis.collectives.ledger_summary``), the engine's contract
     (``engine.expected_collectives()``) and the notes where the calls depart from it
-    (``ledger_notes``), or, with no contract, why (``engine.collectives_unchecked``)."""
+    (``ledger_notes``), or, with no contract, why (``engine.collectives_unchecked``); and the
+    notes on the gradients as they were reduced (``gradients``: the copy's ``MindSporeGradients``,
+    ``sweep.train.observers.reductions.reduction_findings``: judged from the values, so a
+    reduction inside a compiled graph is judged too)."""
     from sweep.analysis.collectives import ledger_notes, ledger_summary
 
     expected = engine.expected_collectives()
+    known = {}
+    if cfg is not None:
+        shape = [int(n) for n in cfg.mesh.mesh_shape]
+        known = {"world_size": float(world), "grad_accum_steps": float(cfg.train.grad_accum_steps),
+                 "the replicate degree": float(shape[0]) if len(shape) == 2 else None}
+    ran = reduction_findings(gradients, engine.ledger, expected, rank, world, known,
+                             unseen=engine.collectives_unchecked)
     return {"expected": expected, "calls": ledger_summary(engine.ledger, rank, world, expected),
-            "divide_factors": None, "notes": ledger_notes(engine.ledger, expected, rank, world),
+            "divide_factors": None, "notes": ledger_notes(engine.ledger, expected, rank, world) + ran,
             "unchecked": engine.collectives_unchecked if expected is None else None}
 
 
@@ -367,13 +422,64 @@ def prepare_cells(cfg: Any, net: Any) -> Dict[str, Any]:
     return {"tied": [], "frozen": frozen, "activation_checkpoint": ac}
 
 
-def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str]) -> Tuple[Copy, Copy, Dict[str, Any]]:
+def nudge(net: Any, dtype: str, sign_seed: int) -> Dict[str, int]:
+    """Move every parameter of ``net`` by one unit in the last place of ``dtype`` with random
+    signs (``sweep.analysis.envelope.perturb``; one ``numpy.random.default_rng(sign_seed)`` drawn
+    parameter by parameter in name order), as torch's ``sweep.train.torch_rank.nudge``: the
+    standalone copy's twin. Returns ``{"parameters", "elements"}`` nudged."""
+    from mindspore import Tensor
+
+    from sweep.analysis.envelope import perturb, twin_signs
+
+    rng = np.random.default_rng(sign_seed)
+    count = {"parameters": 0, "elements": 0}
+    for param in sorted(net.get_parameters(), key=lambda p: p.name):
+        values = param.asnumpy().astype(np.float64)
+        moved = perturb(values, dtype, twin_signs(values.shape, rng))
+        param.set_data(Tensor(moved.astype(param.asnumpy().dtype)))
+        count["parameters"] += 1
+        count["elements"] += int(values.size)
+    return count
+
+
+def build_twin(cfg: Any, standalone: Any, lr: Optional[List[float]]) -> Tuple[Copy, Dict[str, Any]]:
+    """The standalone copy's twin (``sweep.train.twin``): the job's net built again with the
+    operator seed counters restarted (``set_seed(seed)``, numpy's state kept: its random ops
+    draw as the standalone copy's, :func:`build_nets`), the standalone copy's initial
+    parameters copied in (independent storage), prepared alike (:func:`prepare_cells`), its
+    parameters nudged (:func:`nudge`), with the standalone engine and its own optimizer.
+    Returns ``(copy, {"dtype", "seed", "nudged"})``."""
+    import mindspore as ms
+    from mindspore import Tensor
+
+    from sweep.train import twin
+
+    numpy_state = np.random.get_state()
+    ms.set_seed(int(cfg.seed))
+    net = models.build(cfg, "mindspore")
+    np.random.set_state(numpy_state)
+    values = {p.name: p for p in standalone.get_parameters()}
+    for param in net.get_parameters():
+        param.set_data(Tensor(values[param.name].asnumpy().copy()))
+    prepare_cells(cfg, net)
+    dtype, sign_seed = twin.perturbation_dtype(cfg), twin.seed(cfg)
+    nudged = nudge(net, dtype, sign_seed)
+    optimizer = build_optimizer(cfg.optimizer, net.trainable_params(), lr)
+    return (Copy(model=net, engine=StandaloneMindSpore(cfg, device=cfg.device, world_size=1), optimizer=optimizer,
+                 clear_grads=False, grad_api=cfg.framework.grad_api), {"dtype": dtype, "seed": sign_seed,
+                                                                      "nudged": nudged})
+
+
+def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str], with_twin: bool = False
+                 ) -> Tuple[Copy, Copy, Dict[str, Any], Optional[Tuple[Copy, Dict[str, Any]]]]:
     """Both copies of the job's net on this rank, in the report's order (module docstring):
     built, the initial weights transferred (``weights.transfer``; with ``baseline.framework``
     also written by rank 0, or taken from the other framework's: :func:`weights_across`), prepared alike
     (:func:`prepare_cells`), the distributed one parallelised if it trains here, each with
     its optimizer (a ``train.lr_scheduler``'s per-step list as MindSpore's dynamic lr).
-    Returns ``(standalone, distributed, applied)``: ``applied`` is the features record."""
+    With ``with_twin``, also the standalone copy's twin (:func:`build_twin`). Returns
+    ``(standalone, distributed, applied, twin)``: ``applied`` is the features record, ``twin``
+    ``(copy, its perturbation)`` or ``None``."""
     standalone, distributed = build_nets(cfg)
     ckpt = JobDir(job_dir).checkpoint("standalone" if not ctx.distributed else f"rank_{ctx.rank}", ".ckpt")
     copy_weights(standalone, distributed, cfg.weights.transfer, ckpt)
@@ -395,9 +501,10 @@ def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str]) ->
     applied = dict(applied, activation_offload=False, compile=None, init="eager",
                    lr_scheduler=as_str(cfg.train.lr_scheduler), lr={"schedule": lr} if lr else None)
     grad_api = cfg.framework.grad_api
+    twin_built = build_twin(cfg, standalone, lr) if with_twin else None
     return (Copy(model=standalone, engine=alone, optimizer=opt_standalone, clear_grads=False, grad_api=grad_api),
             Copy(model=distributed, engine=engine, optimizer=opt_distributed, clear_grads=bool(cfg.zero_grad),
-                 grad_api=grad_api), applied)
+                 grad_api=grad_api), applied, twin_built)
 
 
 def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both") -> None:
@@ -411,15 +518,36 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     rank, world = ctx.rank, ctx.world
     job_dir = Path(job_dir)
     names = phase_order(copy_order(cfg), phase, job_dir)
-    standalone, distributed, applied = build_copies(cfg, job_dir, ctx, names)
+    apart = copy_order(cfg) == "separate"
+    standalone, distributed, applied, twin_built = build_copies(
+        cfg, job_dir, ctx, names, with_twin=twin.built_here(cfg, job_dir, phase, apart))
     global_np, local_np = rank_samples(cfg, rank)
+    twin_seen: Dict[str, Observer] = {}
+    twin_record = None
+    twin_trains = twin_built is not None and twin.trains(cfg, job_dir, phase, apart, rank)
+    here = "distributed" in names
+    book = rerun_book(cfg, job_dir, rank, names, shard_rank=rank, twin_traced=twin_trains,
+                      shard_shapes=lambda: {p.name: tuple(p.shape) for p in distributed.model.get_parameters()}
+                      if here else {})
+    if twin_trains:
+        # first, in its own random stream: the other copies draw as without it
+        twin_copy, made = twin_built
+        twin_seen = twin_observers(cfg, twin_copy, list(applied.get("frozen") or []), book)
+        began = time.perf_counter()
+        twin_losses = in_own_stream(int(cfg.seed), lambda: train(twin_copy, global_np, cfg.train, twin_seen.values()))
+        frozen_names = list(applied.get("frozen") or [])
+        twin_record = twin.record(twin_losses, made["dtype"], made["seed"], made["nudged"],
+                                  time.perf_counter() - began,
+                                  final_record(["twin"], {"twin": lambda: mindspore_state(twin_copy.model, "buffer",
+                                                                                          frozen_names)}))
+    twin_built = None
     copies, samples = {"standalone": standalone, "distributed": distributed}, {"standalone": global_np,
                                                                                "distributed": local_np}
     frozen = list(applied.get("frozen") or [])
     initial = initial_check(standalone.model, distributed.model, rank, float(cfg.compare.noise_floor), frozen) \
         if "distributed" in names else None
-    full_shapes = {p.name: tuple(p.shape) for p in standalone.model.trainable_params()}
-    seen = {name: copy_observers(cfg, name, copies[name], frozen) for name in names}
+    full_shapes = {p.name: tuple(p.shape) for p in standalone.model.get_parameters()}
+    seen = {name: copy_observers(cfg, name, copies[name], frozen, rank, world, full_shapes, book) for name in names}
 
     def runner(name: str) -> Any:
         return lambda: in_own_stream(int(cfg.seed), lambda: train(copies[name], samples[name], cfg.train,
@@ -440,13 +568,22 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         dtypes_observed_standalone=seen["standalone"]["dtypes"].observed if "standalone" in seen else {},
         zero_grad_effective=bool(cfg.zero_grad) and hasattr(distributed.model, "zero_grad"),
         engine_notes=list(info.get("notes") or engine.notes), engine=info,
-        collectives=ledger_record(engine, rank, world) if "distributed" in names else None, features=applied,
+        collectives=ledger_record(engine, rank, world, seen["distributed"].get("grads"), cfg)
+        if "distributed" in names else None, features=applied,
+        reductions={name: gradients_record(obs.get("grads")) for name, obs in seen.items()},
         random_draws={name: obs["draws"].drew for name, obs in seen.items()}, initial=initial,
         final=final_record(names, {"standalone": lambda: mindspore_state(standalone.model, "buffer", frozen),
                                    "distributed": lambda: mindspore_state(distributed.model, "buffer", frozen)}),
-        optimizer=optimizer_record(cfg, {name: obs["optimizer"].groups for name, obs in seen.items()}),
+        optimizer=optimizer_record(cfg, {name: obs["optimizer"].groups for name, obs in seen.items()},
+                                   {name: obs["optimizer"] for name, obs in seen.items()}),
         replica=replica_record(cfg, ctx, distributed.model, full_shapes, seen["distributed"]["digests"].digests)
         if "distributed" in seen else None,
     )
-    traced(cfg, rank, seen, result)
+    result.twin = twin_record
+    traced(cfg, rank, seen, result, twin_seen, book)
+    if crosses_frameworks(cfg):  # the other copy traces in the other framework's process: hand this one over
+        from sweep.train import trace_files
+
+        trace_files.save(job_dir, f"rank_{rank}" if "distributed" in names else "standalone", "mindspore", seen)
+        trace_files.save_twin(job_dir, "mindspore", twin_seen)
     write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)

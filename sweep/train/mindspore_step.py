@@ -8,7 +8,9 @@ step, so the inner micro-steps never sync), ``engine.clip_grad_norm`` if
 ``fully_shard`` adds it; a plain Cell's functional gradients need no clearing). The two
 copies differ only in their engine (``sweep.engines``). What a step observes is its
 observers' (``sweep.train.observers``), called at the same named points as the torch
-step's (``sweep.train.torch_step``).
+step's (``sweep.train.torch_step``). The step's loss is the sum of its micro-batches'
+``MSE / grad_accum_steps``, summed in the loss's own dtype (the value keeps the precision
+it was computed in, as the torch step's does).
 """
 
 from __future__ import annotations
@@ -54,14 +56,14 @@ def train(copy: Copy, samples: List[Any], train_cfg: Any, observers: Iterable[Ob
     for i, (x, y) in enumerate(samples):
         step = Step(index=i, copy=copy)
         watch.call("begin_step", step)
-        step_loss, grads = 0.0, None
+        step_loss, grads = None, None
         with watch.span(step, "grads"):
             for j, (xm, ym) in enumerate(micro_batches(x, y, accum)):
                 step.micro = j
                 with watch.span(step, "micro"):
                     loss, micro = grad_fn(Tensor(xm), Tensor(ym))
                 grads = micro if grads is None else tuple(g + m for g, m in zip(grads, micro))
-                step_loss += float(loss.asnumpy())
+                step_loss = loss.asnumpy() if step_loss is None else step_loss + loss.asnumpy()
             step.local_grads = grads
             step.grads = grads = engine.reduce_grads(optimizer, grads)
         watch.call("after_backward", step)
@@ -75,7 +77,7 @@ def train(copy: Copy, samples: List[Any], train_cfg: Any, observers: Iterable[Ob
         watch.call("after_step", step)
         if clear is not None:
             clear()
-        losses.append(step_loss)
+        losses.append(float(step_loss))
     watch.call("end", len(losses))
     return losses
 

@@ -26,7 +26,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -45,7 +45,7 @@ from sweep.train import (
     train_phases,
     write_rank_result,
 )
-from sweep.train import versions
+from sweep.train import twin, versions
 from sweep.train.final_state import final_record
 from sweep.train.copies import compile_model, features_record, prepare
 from sweep.train.observers import Copy, Observer
@@ -56,11 +56,14 @@ from sweep.train.observers.module_trace import ModuleTrace
 from sweep.train.observers.offload import ActivationOffload
 from sweep.train.observers.optimizer_log import OptimizerLog, optimizer_record
 from sweep.train.observers.random_draws import RandomDraws
+from sweep.train.observers.reductions import TorchGradients, gradients_record, reduction_findings
 from sweep.train.observers.replicas import ReplicaDigests
 from sweep.train.observers.tensor_trace import TorchTensorTrace
 from sweep.train.schedules import torch_scheduler
 from sweep.train.torch_step import train
-from sweep.train.torch_tensors import host_copy, named_state, record_tensors, shard_key
+from sweep.train.torch_tensors import (gather_rows, host_copy, named_state, record_tensors, shard_key, shard_layout,
+                                       shard_slices)
+from sweep.train.trace_book import rerun_book
 
 
 def initial_weights(standalone: Any, state: Dict[str, Any], how: str, path: Path) -> None:
@@ -191,12 +194,12 @@ def initial_check(standalone: Any, distributed: Any, noise_floor: float) -> Dict
     (full tensors: a sharded ``DTensor`` is gathered, a collective every rank makes here).
     Returns ``{"first": sweep.analysis.trace.first_difference's dict (kind ``initial`` or
     ``initial_buffer``) or None, "missing": sweep.analysis.trace.missing_names's list}``."""
-    from sweep.analysis.trace import first_difference, missing_names
+    from sweep.analysis.trace import Search, first_difference, missing_names
 
     ours = [{"initial": record_tensors(standalone, "weight"), "initial_buffer": record_tensors(standalone, "buffer")}]
     theirs = [{"initial": record_tensors(distributed, "weight"),
                "initial_buffer": record_tensors(distributed, "buffer")}]
-    return {"first": first_difference(ours, theirs, noise_floor), "missing": missing_names(ours, theirs)}
+    return {"first": first_difference(ours, theirs, Search(noise_floor)), "missing": missing_names(ours, theirs)}
 
 
 @dataclass
@@ -233,15 +236,18 @@ def init_rank(cfg: Any, distributed: bool = True) -> RankContext:
     return RankContext(rank=rank, world=world, device=device, distributed=distributed)
 
 
-def standalone_engine(cfg: Any, ctx: RankContext, trains: bool) -> TorchEngine:
-    """The standalone copy's engine, per ``baseline.precision``: ``float32`` (the default):
-    ``StandaloneTorch``, a plain module; ``policy``: ``StandaloneFSDP2``, the job's
-    ``fully_shard`` calls on a one-rank mesh (``sweep.engines.torch_fsdp2``), which its
-    ``parallelize`` makes collectively: every rank calls it, when ``trains`` (the standalone
-    copy trains in this process: the same on every rank of a job). In the standalone-only
-    process of ``order=separate`` (no process group) that mesh needs a default group: one
-    of one rank is initialised here (in-process ``HashStore``; ``close_rank`` destroys it)."""
-    if as_str((cfg.get("baseline") or {}).get("precision", "float32")) != "policy":
+def standalone_engine(cfg: Any, ctx: RankContext, trains: bool, policy: Optional[bool] = None) -> TorchEngine:
+    """The standalone copy's engine, per ``baseline.precision`` (or ``policy``, where given:
+    the twin's, :func:`build_twin`): ``float32`` (the default): ``StandaloneTorch``, a plain
+    module; ``policy``: ``StandaloneFSDP2``, the job's ``fully_shard`` calls on a one-rank
+    mesh (``sweep.engines.torch_fsdp2``), which its ``parallelize`` makes collectively: every
+    rank calls it, when ``trains`` (the standalone copy trains in this process: the same on
+    every rank of a job). In the standalone-only process of ``order=separate`` (no process
+    group) that mesh needs a default group: one of one rank is initialised here (in-process
+    ``HashStore``; ``close_rank`` destroys it)."""
+    if policy is None:
+        policy = as_str((cfg.get("baseline") or {}).get("precision", "float32")) == "policy"
+    if not policy:
         return StandaloneTorch(cfg, device=ctx.device, world_size=1)
     import torch.distributed as dist
 
@@ -270,14 +276,73 @@ def close_rank(ctx: RankContext, exit_process: bool = True) -> None:
     os._exit(0)
 
 
-def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str]) -> Tuple[Copy, Copy, Dict[str, Any]]:
+def nudge(model: Any, dtype: str, sign_seed: int) -> Dict[str, int]:
+    """Move every floating parameter of ``model`` (plain, not yet parallelised) by one unit in
+    the last place of ``dtype`` with random signs, in place (``sweep.analysis.envelope.perturb``;
+    one ``numpy.random.default_rng(sign_seed)`` drawn parameter by parameter in name order):
+    the standalone copy's twin (``sweep.train.twin``). Returns ``{"parameters", "elements"}``
+    nudged."""
+    import torch
+
+    from sweep.analysis.envelope import perturb, twin_signs
+
+    rng = np.random.default_rng(sign_seed)
+    count = {"parameters": 0, "elements": 0}
+    with torch.no_grad():
+        for _, param in sorted(model.named_parameters(), key=lambda item: item[0]):
+            if not param.is_floating_point():
+                continue
+            values = param.detach().to("cpu", torch.float64).numpy()
+            moved = perturb(values, dtype, twin_signs(values.shape, rng))
+            param.copy_(torch.from_numpy(moved).to(dtype=param.dtype, device=param.device))
+            count["parameters"] += 1
+            count["elements"] += int(values.size)
+    return count
+
+
+def build_twin(cfg: Any, ctx: RankContext, standalone: Any) -> Tuple[Copy, Dict[str, Any]]:
+    """The standalone copy's twin (``sweep.train.twin``): a deep copy of the standalone model
+    as built, its initial weights transferred and prepared (so before ``parallelize``), its
+    parameters nudged (:func:`nudge`), then given an engine of its own that computes in the
+    lowest precision either copy computes in: where the job's ``mp_policy`` sets a dtype
+    (``sweep.analysis.rounding.policy_lowers``), that policy on a one-rank mesh
+    (``StandaloneFSDP2``, FSDP2's own mixed precision: every cast and every bf16 operation
+    rounds as a correct engine's would; collective to build), whatever the job's engine and
+    ``baseline.precision``; else the standalone copy's. Then compile, optimizer and lr
+    scheduler. Returns ``(copy, {"dtype", "seed", "nudged", "engine"})``."""
+    import copy as copying
+
+    import torch
+
+    from sweep.analysis.rounding import policy_lowers
+    from sweep.train import twin
+
+    model = copying.deepcopy(standalone)
+    dtype, sign_seed = twin.perturbation_dtype(cfg), twin.seed(cfg)
+    nudged = nudge(model, dtype, sign_seed)
+    under_policy = policy_lowers(twin.plain(cfg))
+    engine = standalone_engine(cfg, ctx, True, policy=under_policy or None)
+    model = compile_model(cfg, engine.parallelize(model))
+    optimizer = build_optimizer(cfg.optimizer, model.parameters())
+    return (Copy(model=model, engine=engine, optimizer=optimizer, scheduler=torch_scheduler(optimizer, cfg),
+                 clear_grads=True, input_dtype=getattr(torch, as_str(cfg.model.init_dtype))),
+            {"dtype": dtype, "seed": sign_seed, "nudged": nudged,
+             "engine": "mp_policy on one rank (FSDP2)" if under_policy or type(engine).__name__ == "StandaloneFSDP2"
+             else "the standalone copy's"})
+
+
+def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str], with_twin: bool = False
+                 ) -> Tuple[Copy, Copy, Dict[str, Any], Optional[Tuple[Copy, Dict[str, Any]]]]:
     """Both copies of the job's model on this rank, in the report's order of RNG use
     (module docstring): built, the initial weights transferred (``weights.transfer``),
     prepared alike (``sweep.train.copies.prepare``), parallelised (the distributed copy
     if it trains here; the standalone one per ``baseline.precision``), compiled, each with
     its optimizer and lr scheduler. With ``baseline.framework``, rank 0 writes the initial
-    weights, or the standalone-only process takes the other framework's (:func:`weights_across`). Returns ``(standalone, distributed, applied)``:
-    ``applied`` is what ``prepare`` did (``features_record``'s input)."""
+    weights, or the standalone-only process takes the other framework's (:func:`weights_across`).
+    With ``with_twin``, also the standalone copy's twin (:func:`build_twin`), from the
+    standalone model as it is before ``parallelize``. Returns ``(standalone, distributed,
+    applied, twin)``: ``applied`` is what ``prepare`` did (``features_record``'s input), ``twin``
+    ``(copy, its perturbation)`` or ``None``."""
     import torch
 
     device = ctx.device
@@ -308,6 +373,7 @@ def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str]) ->
     across = weights_across(cfg, job_dir, ctx, names, standalone)
     if across is not None:
         applied["initial_weights"] = across
+    twin = build_twin(cfg, ctx, standalone) if with_twin else None
     if "standalone" in names:
         standalone = alone.parallelize(standalone)
     input_dtype = getattr(torch, as_str(cfg.model.init_dtype))
@@ -317,16 +383,19 @@ def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str]) ->
         optimizer = build_optimizer(cfg.optimizer, model.parameters())
         copies.append(Copy(model=model, engine=eng, optimizer=optimizer, scheduler=torch_scheduler(optimizer, cfg),
                            clear_grads=clear, input_dtype=input_dtype))
-    return copies[0], copies[1], applied
+    return copies[0], copies[1], applied, twin
 
 
-def copy_observers(cfg: Any, name: str, copy: Copy, device: Any) -> Dict[str, Observer]:
+def copy_observers(cfg: Any, name: str, copy: Copy, device: Any, rank: int = 0, world: int = 1,
+                   book: Any = None) -> Dict[str, Observer]:
     """The observers of one copy's training (``sweep.train.observers``), by role, in the
     order the step calls them: random draws, the collective ledger (kept for the
-    distributed copy only, step 0 for the standalone one's dtypes), the dtypes, the tensor
+    distributed copy only, step 0 for the standalone one's dtypes), the dtypes, the gradients
+    as they ran (``reductions.py``: norms before and after the reduction, the op that ran), the tensor
     trace and the module trace (a tracing rerun: ``compare.trace_until`` set;
     ``compare.module_trace``), the replica digests (distributed copy), the optimizer as it
-    ran, the lrs (with a scheduler) and activation offload (``activation_offload``)."""
+    ran, the lrs (with a scheduler) and activation offload (``activation_offload``). ``book``: the
+    tracing rerun's ``sweep.train.trace_book.TraceBook``, which the tensor trace records into."""
     until = cfg.compare.get("trace_until")
     until_step = until if until is not None else -1
     weights_step = max(until_step, int(cfg.compare.get("onset_until") or -1))  # weights only past until_step
@@ -335,8 +404,11 @@ def copy_observers(cfg: Any, name: str, copy: Copy, device: Any) -> Dict[str, Ob
     found["ledger"] = CollectiveLedger(copy.engine, until=max(until_step, 0), keep=distributed)
     targets = (lambda model: override_targets(model, cfg)) if cfg.mp_policy.get("overrides") else None
     found["dtypes"] = TorchDtypes(found["ledger"], targets=targets)
+    found["grads"] = TorchGradients(distributed, until=max(until_step, 0), rank=rank, world=world if distributed else 1,
+                                    groups=_mesh_groups(cfg, rank, world), max_norm=cfg.train.clip_grad_norm,
+                                    clears=copy.clear_grads, ledger=found["ledger"])
     if until is not None:
-        found["trace"] = TorchTensorTrace(until_step, weights_step)
+        found["trace"] = TorchTensorTrace(until_step, weights_step, book.sink(name) if book is not None else None)
         if cfg.compare.get("module_trace", True):  # the tracing rerun: inside the model too
             found["modules"] = ModuleTrace(copy.model, until_step, found["trace"])
     if distributed:
@@ -346,6 +418,22 @@ def copy_observers(cfg: Any, name: str, copy: Copy, device: Any) -> Dict[str, Ob
         found["lrs"] = LearningRates()
     if cfg.activation_offload:
         found["offload"] = ActivationOffload()
+    return found
+
+
+def twin_observers(cfg: Any, copy: Copy, book: Any = None) -> Dict[str, Observer]:
+    """The twin's observers: in a tracing rerun (``compare.trace_until`` set) the tensor trace
+    (into ``book``'s sink ``twin``, as the other copies') and the module trace, as the other
+    copies' (their differences from the standalone copy's are the envelope of each traced
+    tensor and module); none otherwise."""
+    until = cfg.compare.get("trace_until")
+    if until is None:
+        return {}
+    weights_step = max(int(until), int(cfg.compare.get("onset_until") or -1))
+    found: Dict[str, Observer] = {"trace": TorchTensorTrace(int(until), weights_step,
+                                                            book.sink("twin") if book is not None else None)}
+    if cfg.compare.get("module_trace", True):
+        found["modules"] = ModuleTrace(copy.model, int(until), found["trace"])
     return found
 
 
@@ -362,17 +450,39 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     if cfg.deterministic or torch.are_deterministic_algorithms_enabled():
         torch.use_deterministic_algorithms(bool(cfg.deterministic))
     names = phase_order(copy_order(cfg), phase, job_dir)
-    standalone, distributed, applied = build_copies(cfg, job_dir, ctx, names)
+    apart = copy_order(cfg) == "separate"
+    standalone, distributed, applied, twin_built = build_copies(
+        cfg, job_dir, ctx, names, with_twin=twin.built_here(cfg, job_dir, phase, apart))
     global_np, local_np = rank_samples(cfg, ctx.rank)
 
     def to_device(pairs: List[Any]) -> List[Any]:
         return [(torch.from_numpy(x).to(ctx.device), torch.from_numpy(y).to(ctx.device)) for x, y in pairs]
 
+    twin_seen: Dict[str, Observer] = {}
+    twin_record = None
+    twin_trains = twin_built is not None and twin.trains(cfg, job_dir, phase, apart, ctx.rank)
+    here = "distributed" in names
+    book = rerun_book(cfg, job_dir, ctx.rank, names, lambda: shard_layout(distributed.model) if here else {},
+                      slices=lambda: {"distributed": shard_slices(distributed.model) if here else {}},
+                      gather=gather_rows(ctx.device), twin_traced=twin_trains)
+    if twin_trains:
+        # first, in its own random stream: the other copies draw as without it
+        twin_copy, made = twin_built
+        twin_seen = twin_observers(cfg, twin_copy, book)
+        began = time.perf_counter()
+        with copy_random_stream(int(cfg.seed), ctx.device):
+            twin_losses = train(twin_copy, to_device(global_np), cfg.train, twin_seen.values())
+        twin_record = twin.record(twin_losses, made["dtype"], made["seed"], made["nudged"],
+                                  time.perf_counter() - began,
+                                  final_record(["twin"], {"twin": lambda: record_tensors(twin_copy.model, "buffer")}),
+                                  made["engine"])
+    twin_built = None  # (its traces stay on its observers)
+
     initial = initial_check(standalone.model, distributed.model, float(cfg.compare.noise_floor)) \
         if "distributed" in names else None
     copies = {"standalone": standalone, "distributed": distributed}
     samples = {"standalone": global_np, "distributed": local_np}
-    seen = {name: copy_observers(cfg, name, copies[name], ctx.device) for name in names}
+    seen = {name: copy_observers(cfg, name, copies[name], ctx.device, ctx.rank, ctx.world, book) for name in names}
 
     def runner(name: str) -> Any:
         def run() -> List[float]:
@@ -385,7 +495,13 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         snapshot={"standalone": lambda: local_params(standalone.model),
                   "distributed": lambda: local_params(distributed.model)},
     )
-    result = rank_result(cfg, ctx, distributed, seen, losses, moved, applied)
+    result = rank_result(cfg, ctx, distributed, seen, losses, moved, applied, twin_seen, book)
+    result.twin = twin_record
+    if crosses_frameworks(cfg):  # the other copy traces in the other framework's process: hand this one over
+        from sweep.train import trace_files
+
+        trace_files.save(job_dir, f"rank_{ctx.rank}" if "distributed" in names else "standalone", "torch", seen)
+        trace_files.save_twin(job_dir, "torch", twin_seen)
     result.initial = initial
     result.final = final_record(names, {"standalone": lambda: record_tensors(standalone.model, "buffer"),
                                         "distributed": lambda: record_tensors(distributed.model, "buffer")})
@@ -393,9 +509,11 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
 
 
 def rank_result(cfg: Any, ctx: RankContext, distributed: Copy, seen: Dict[str, Dict[str, Observer]],
-                losses: Dict[str, List[float]], moved: Dict[str, float], applied: Dict[str, Any]) -> RankResult:
+                losses: Dict[str, List[float]], moved: Dict[str, float], applied: Dict[str, Any],
+                twin_seen: Optional[Dict[str, Observer]] = None, book: Any = None) -> RankResult:
     """This rank's ``RankResult`` from the copies' losses and what their observers
-    recorded (``seen``: :func:`copy_observers` per copy that trained here)."""
+    recorded (``seen``: :func:`copy_observers` per copy that trained here; ``twin_seen``: the
+    twin's, :func:`twin_observers`; ``book``: the tracing rerun's)."""
     import torch
 
     engine, here = distributed.engine, "distributed" in seen
@@ -411,64 +529,103 @@ def rank_result(cfg: Any, ctx: RankContext, distributed: Copy, seen: Dict[str, D
         zero_grad_effective=bool(cfg.zero_grad), engine_notes=list(info.get("notes") or engine.notes), engine=info,
         random_draws={name: obs["draws"].drew for name, obs in seen.items()},
         replica=replica_record(cfg, ctx, distributed.model, dist_seen["digests"].digests) if here else None,
-        collectives=collectives_record(engine, dist_seen["ledger"].entries, ctx.rank, ctx.world) if here else None,
-        optimizer=optimizer_record(cfg, {name: obs["optimizer"].groups for name, obs in seen.items()}),
+        collectives=collectives_record(engine, dist_seen["ledger"].entries, ctx.rank, ctx.world, dist_seen.get("grads"),
+                                       cfg, distributed.model) if here else None,
+        reductions={name: gradients_record(obs.get("grads")) for name, obs in seen.items()},
+        optimizer=optimizer_record(cfg, {name: obs["optimizer"].groups for name, obs in seen.items()},
+                                   {name: obs["optimizer"] for name, obs in seen.items()}),
         features=dict(features_record(cfg, applied), lr=lrs or None),
     )
-    traced(cfg, ctx, distributed.model, seen, result)
+    traced(cfg, ctx, seen, result, twin_seen or {}, book)
     return result
 
 
 def replica_record(cfg: Any, ctx: RankContext, model: Any, digests: List[str]) -> Dict[str, Any]:
-    """``RankResult.replica``: which shards this rank holds (``shard_key``), where it sits on
-    the job's mesh (``init_device_mesh`` puts rank ``r`` at its row-major coordinates), and
-    the digest of its local weights after each step (``ReplicaDigests``)."""
+    """``RankResult.replica``: which shards this rank holds (``shard_key``; per tensor,
+    ``tensors``: ``sweep.train.observers.replicas.torch_tensor_keys``), where it sits on the job's
+    mesh (``init_device_mesh`` puts rank ``r`` at its row-major coordinates), and the digest of
+    each tensor's local part after each step (``ReplicaDigests``)."""
+    from sweep.train.observers.replicas import torch_tensor_keys
+
     shape = [int(n) for n in cfg.mesh.mesh_shape]
-    replica = dict(shard_key(model), digests=digests)
+    replica = dict(shard_key(model), tensors=torch_tensor_keys(model), digests=digests)
     if ctx.distributed and int(np.prod(shape)) == ctx.world:
         replica.update(coords=[int(c) for c in np.unravel_index(ctx.rank, shape)],
                        mesh_dims=[str(d) for d in cfg.mesh.mesh_dim_names])
     return replica
 
 
-def traced(cfg: Any, ctx: RankContext, model: Any, seen: Dict[str, Dict[str, Observer]], result: RankResult) -> None:
+def traced(cfg: Any, ctx: RankContext, seen: Dict[str, Dict[str, Observer]], result: RankResult,
+           twin_seen: Optional[Dict[str, Observer]] = None, book: Any = None) -> None:
     """A tracing rerun's findings into ``result``: the module traces' first differing
     module (``sweep.analysis.modules.compare_modules``; the hooks taken off), the per-step
-    tensor rows and the first differing tensor (``sweep.analysis.trace.locate``)."""
+    tensor rows and the first differing tensor (``sweep.analysis.trace.locate_in``, from the
+    ``book``'s pair statistics: ``sweep.train.trace_book``), and what the book wrote
+    (``features["trace"]``); the twin's traces (``twin_seen``: :func:`twin_observers`; its
+    tensors in the book as copy ``twin``) are each tensor's and module's envelope."""
+    from sweep.analysis.envelope import EnvelopeSetting
+
+    twin_seen = twin_seen or {}
+    setting = EnvelopeSetting(float(cfg.compare.get("envelope_margin", 4.0)), twin.perturbation_dtype(cfg))
     modules = {name: obs["modules"] for name, obs in seen.items() if "modules" in obs}
-    for trace_of in modules.values():
+    for trace_of in [*modules.values(), *([twin_seen["modules"]] if "modules" in twin_seen else [])]:
         trace_of.remove()
     if len(modules) == 2:
         from sweep.analysis.modules import compare_modules
 
         result.modules = compare_modules(modules["standalone"].steps, modules["distributed"].steps, ctx.rank,
-                                         sharded=as_str(cfg.data.split) == "sharded")
-    traces = {name: obs["trace"].entries for name, obs in seen.items() if "trace" in obs}
-    if traces.get("standalone") and traces.get("distributed"):
-        from sweep.analysis.trace import locate, tensor_rows
-        from sweep.train.torch_tensors import shard_layout
+                                         sharded=as_str(cfg.data.split) == "sharded",
+                                         twin=twin_seen["modules"].steps if "modules" in twin_seen else None,
+                                         envelope=setting)
+    if book is None:
+        return
+    pairs, envelope = book.pairs("distributed"), book.pairs("twin") or None
+    if pairs:
+        from sweep.analysis.trace import Search, envelope_bounds_in, locate_in, tensor_rows_in
 
-        result.tensors = tensor_rows(traces["standalone"], traces["distributed"])
+        bounds = envelope_bounds_in(envelope, setting.margin, setting.dtype) if envelope else None
+        result.tensors = tensor_rows_in(pairs, bounds)
         shape = [int(n) for n in cfg.mesh.mesh_shape]
         known = {"world_size": float(ctx.world), "grad_accum_steps": float(cfg.train.grad_accum_steps),
                  "the replicate degree": float(shape[0]) if len(shape) == 2 else None}
-        result.first_tensor = locate(traces["standalone"], traces["distributed"], float(cfg.compare.noise_floor),
-                                     seen["distributed"]["trace"].last, layout=shard_layout(model), rank=ctx.rank,
-                                     known=known)
+        result.first_tensor = locate_in(pairs, seen["distributed"]["trace"].last,
+                                        Search(float(cfg.compare.noise_floor), ctx.rank, known), twin=envelope,
+                                        envelope=setting)
+    result.features = dict(result.features or {}, trace=book.close())
 
 
-def collectives_record(engine: TorchEngine, ledger: List[Dict[str, Any]], rank: int, world: int) -> Dict[str, Any]:
+def _mesh_groups(cfg: Any, rank: int, world: int) -> Dict[str, List[int]]:
+    """This rank's group along each dim of the job's mesh (``sweep.analysis.collectives.dim_groups``),
+    ``{}`` where the mesh is not the job's ranks."""
+    from sweep.analysis.collectives import dim_groups
+
+    shape = [int(n) for n in cfg.mesh.mesh_shape]
+    return dim_groups(shape, list(cfg.mesh.mesh_dim_names), rank) if int(np.prod(shape)) == world else {}
+
+
+def collectives_record(engine: TorchEngine, ledger: List[Dict[str, Any]], rank: int, world: int,
+                       gradients: Any = None, cfg: Any = None, model: Any = None) -> Dict[str, Any]:
     """``RankResult.collectives``: the ledger folded per step
     (``sweep.analysis.collectives.ledger_summary``), the engine's expected contract or
     why it has none, FSDP2's divide factors of the first reduction, and the notes where
-    the ledger departs from the contract (``ledger_notes``)."""
+    the ledger departs from the contract (``ledger_notes``) and where the gradients' reduction
+    as it ran does (``gradients``: the copy's ``TorchGradients``;
+    ``sweep.train.observers.reductions.reduction_findings``)."""
     from sweep.analysis.collectives import ledger_notes, ledger_summary
 
     expected = engine.expected_collectives()
     divide = [e for e in ledger if e["op"] == "divide_factors"]
+    known = {}
+    if cfg is not None:
+        shape = [int(n) for n in cfg.mesh.mesh_shape]
+        known = {"world_size": float(world), "grad_accum_steps": float(cfg.train.grad_accum_steps),
+                 "the replicate degree": float(shape[0]) if len(shape) == 2 else None}
+    ran = reduction_findings(gradients, ledger, expected, rank, world, known,
+                             engine.carried_params(model) if model is not None else None,
+                             engine.collectives_unchecked)
     out: Dict[str, Any] = {"expected": expected, "calls": ledger_summary(ledger, rank, world, expected),
                            "divide_factors": divide[0] if divide else None,
-                           "notes": ledger_notes(ledger, expected, rank, world)}
+                           "notes": ledger_notes(ledger, expected, rank, world) + ran}
     if expected is None:
         out["unchecked"] = engine.collectives_unchecked
     return out

@@ -7,7 +7,10 @@ sync off on all but the last, ``engine.no_sync``): forward, ``loss / grad_accum_
 (scaled by the gradient scaler if enabled), ``backward()``. Then ``scaler.unscale_``,
 ``engine.clip_grad_norm`` if ``clip_grad_norm`` is set, ``engine.optimizer_step``,
 ``scaler.update()``, the lr scheduler's step, and ``zero_grad()`` where the copy clears
-its gradients. The step's loss is the mean of its micro-batches' losses. What a step
+its gradients. The step's loss is the mean of its micro-batches' losses, summed and divided
+in the loss's own dtype, so the recorded value keeps the precision the loss was computed in
+(a float64 mean of float32 losses would read as float64, and its rounding envelope's floor,
+``sweep.analysis.envelope.resolution``, as float64's). What a step
 observes (dtypes that ran, tensors, digests, the module trace, the collectives, the
 optimizer as it ran, lrs, random draws) is its observers' (``sweep.train.observers``),
 called at the protocol's named points; activation offload is one too (a context).
@@ -38,9 +41,9 @@ def loss_function(name: str) -> Callable[[Any, Any], Any]:
     if name == "cross_entropy":
         return lambda out, target: F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
     if "." in name:
-        from hydra.utils import get_method
+        from sweep.config.factories import locate
 
-        return get_method(name)
+        return locate(name)
     raise ValueError(f"train.loss={name!r}; allowed: mse, cross_entropy, or a dotted path")
 
 
@@ -61,11 +64,11 @@ def train(copy: Copy, samples: List[Any], train_cfg: Any, observers: Iterable[Ob
     scaler = engine.grad_scaler(train_cfg.grad_scaler) if train_cfg.grad_scaler.enabled else None
     losses = []
     for i, (x, y) in enumerate(samples):
-        step = Step(index=i, copy=copy)
+        step = Step(index=i, copy=copy, scaler=scaler)
         watch.call("begin_step", step)
         if copy.input_dtype is not None and x.is_floating_point():
             x = x.to(copy.input_dtype)
-        step_loss = 0.0
+        step_loss = None
         with watch.span(step, "grads"):
             for j, (xm, ym) in enumerate(micro_batches(x, y, accum)):
                 step.micro = j
@@ -77,7 +80,7 @@ def train(copy: Copy, samples: List[Any], train_cfg: Any, observers: Iterable[Ob
                     loss = loss_fn(out, ym)
                     scaled = loss if accum == 1 else loss / accum
                     (scaler.scale(scaled) if scaler is not None else scaled).backward()
-                step_loss += float(loss.item())
+                step_loss = loss.detach() if step_loss is None else step_loss + loss.detach()
             if scaler is not None:
                 scaler.unscale_(optimizer)
         watch.call("after_backward", step)
@@ -97,6 +100,6 @@ def train(copy: Copy, samples: List[Any], train_cfg: Any, observers: Iterable[Ob
         watch.call("after_step", step)
         if copy.clear_grads:
             optimizer.zero_grad()
-        losses.append(step_loss if accum == 1 else step_loss / accum)
+        losses.append(float((step_loss if accum == 1 else step_loss / accum).item()))
     watch.call("end", len(losses))
     return losses

@@ -4,7 +4,7 @@ the rank code and the observers (``sweep.train.observers``) read the copies with
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Iterator, Tuple
 
 import numpy as np
 
@@ -31,10 +31,16 @@ def named_state(model: Any, kind: str, gather: bool = True) -> Dict[str, Any]:
     name a tensor alike. ``gather``: a sharded ``DTensor`` becomes the full tensor
     (``full_tensor()``, a collective every rank makes at the same point); else it stays as
     it is (``host_copy`` takes its local shard)."""
+    return dict(iter_state(model, kind, gather))
+
+
+def iter_state(model: Any, kind: str, gather: bool = True) -> Iterator[Tuple[str, Any]]:
+    """:func:`named_state`'s items one at a time: a sharded tensor is gathered only when its
+    turn comes, so a caller that drops each one holds one full tensor at a time (every rank
+    must read them in the same order: the gathers are collectives)."""
     from sweep.analysis.trace import canonical_name
 
     items = model.named_buffers() if kind == "buffer" else model.named_parameters()
-    out = {}
     for name, tensor in items:
         if kind == "grad":
             tensor = tensor.grad
@@ -42,8 +48,7 @@ def named_state(model: Any, kind: str, gather: bool = True) -> Dict[str, Any]:
             continue
         if gather and hasattr(tensor, "full_tensor"):
             tensor = tensor.full_tensor()
-        out[canonical_name(name)] = tensor
-    return out
+        yield canonical_name(name), tensor
 
 
 def record_tensors(model: Any, kind: str) -> Dict[str, np.ndarray]:
@@ -51,7 +56,7 @@ def record_tensors(model: Any, kind: str) -> Dict[str, np.ndarray]:
     buffer (``"buffer"``), as a full float32 numpy array copied out of live storage
     (:func:`host_copy`), by canonical name (:func:`named_state`): a sharded ``DTensor``
     is gathered (``full_tensor()``, a collective every rank makes at the same point)."""
-    return {name: host_copy(tensor) for name, tensor in named_state(model, kind).items()}
+    return {name: host_copy(tensor) for name, tensor in iter_state(model, kind)}
 
 
 def local_digest(model: Any) -> str:
@@ -129,3 +134,52 @@ def first_floating(value: Any, floating: bool = True) -> Any:
         if found is not None:
             return found
     return None
+
+
+def shard_slices(model: Any) -> Dict[str, Dict[str, Any]]:
+    """This rank's dim-0 shard of each parameter of ``model`` that FSDP2 shards on dim 0 over
+    one mesh dim of two or more ranks (every other mesh dim replicating it: a ``DTensor``
+    placed ``Shard(0)`` and ``Replicate()``), by canonical name: ``{"offset", "rows"`` (its
+    first row and row count, ``compute_local_shape_and_global_offset``, ``torch.chunk``'s
+    split), ``"total"`` (the whole tensor's rows), ``"shards"``, ``"index"`` (its coordinate
+    on that mesh dim), ``"group"`` (that dim's process group)}. Other parameters (plain
+    tensors, another library's mesh, other placements) are left out: they are gathered."""
+    from sweep.analysis.trace import canonical_name
+
+    try:
+        from torch.distributed.tensor import DTensor, Replicate, Shard
+        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    except ImportError:
+        return {}
+    out = {}
+    for name, param in model.named_parameters():
+        if not isinstance(param, DTensor):
+            continue
+        placements, mesh = param.placements, param.device_mesh
+        sharded = [d for d, p in enumerate(placements) if isinstance(p, Shard)]
+        if len(sharded) != 1 or placements[sharded[0]].dim != 0 or \
+                not all(isinstance(p, (Shard, Replicate)) for p in placements) or mesh.size(sharded[0]) < 2:
+            continue
+        dim = sharded[0]
+        shape, offset = compute_local_shape_and_global_offset(param.shape, mesh, placements)
+        out[canonical_name(name)] = {"offset": int(offset[0]), "rows": int(shape[0]), "total": int(param.shape[0]),
+                                     "shards": int(mesh.size(dim)), "index": int(mesh.get_local_rank(dim)),
+                                     "group": mesh.get_group(dim)}
+    return out
+
+
+def gather_rows(device: Any) -> Any:
+    """``gather(group, rows)`` for ``sweep.train.trace_book.TraceBook``: every rank of
+    ``group``'s float64 ``rows`` (one shape on every rank), stacked in group-rank order
+    (``all_gather_into_tensor``, on ``device``: NCCL gathers device tensors)."""
+    import torch
+    import torch.distributed as dist
+
+    def gather(group: Any, rows: np.ndarray) -> np.ndarray:
+        mine = torch.from_numpy(np.ascontiguousarray(rows, np.float64)).to(device)
+        ranks = dist.get_world_size(group)
+        out = torch.empty((ranks * mine.shape[0],) + tuple(mine.shape[1:]), dtype=torch.float64, device=device)
+        dist.all_gather_into_tensor(out, mine, group=group)  # (concatenated along dim 0: gloo's form)
+        return out.cpu().numpy().reshape((ranks,) + tuple(mine.shape))
+
+    return gather

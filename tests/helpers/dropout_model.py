@@ -57,3 +57,46 @@ def _mindspore_mlp(in_size: int, hidden_size: int, out_size: int, init_std: floa
 
 
 dropout_mlp.frameworks = ("torch", "mindspore")
+
+
+def dropout_bn_mlp(*, framework: str, in_size: int, hidden_size: int, out_size: int, init_std: float):
+    """``layer0`` -> ``drop`` Dropout(0.1) -> ``bn`` BatchNorm1d -> ReLU -> ``layer1``: a model
+    that both draws random numbers and keeps running statistics (issue 51: a correct model of
+    this kind names nothing)."""
+    if framework == "mindspore":
+        from mindspore import mint, nn
+        from mindspore.common.initializer import Normal
+
+        class DropoutBatchNormMLP(nn.Cell):
+            def __init__(self) -> None:
+                super().__init__()
+                self.layer0 = nn.Dense(in_size, hidden_size, weight_init=Normal(sigma=init_std), bias_init="zeros")
+                self.drop = nn.Dropout(p=P)
+                self.bn = nn.BatchNorm1d(hidden_size)
+                self.layer1 = nn.Dense(hidden_size, out_size, weight_init=Normal(sigma=init_std), bias_init="zeros")
+
+            def construct(self, x):
+                return self.layer1(mint.nn.ReLU()(self.bn(self.drop(self.layer0(x)))))
+
+        return DropoutBatchNormMLP()
+    import torch
+    from torch import nn
+
+    class DropoutBatchNormMLP(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer0 = nn.Linear(in_size, hidden_size)
+            self.drop = nn.Dropout(P)
+            self.bn = nn.BatchNorm1d(hidden_size)
+            self.layer1 = nn.Linear(hidden_size, out_size)
+            for layer in (self.layer0, self.layer1):
+                nn.init.normal_(layer.weight, std=init_std)
+                nn.init.zeros_(layer.bias)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.layer1(torch.relu(self.bn(self.drop(self.layer0(x)))))
+
+    return DropoutBatchNormMLP()
+
+
+dropout_bn_mlp.frameworks = ("torch", "mindspore")

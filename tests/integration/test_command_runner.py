@@ -66,6 +66,7 @@ def test_the_gate_fails_a_command_sweep_with_a_failing_job(example_sweep):
     assert 'failures="' in (sweep_dir / "junit.xml").read_text()
 
 
+@pytest.mark.exhaustive
 def test_the_isolation_sweeper_isolates_the_scripts_flag(tmp_path):
     proc = _sweep(tmp_path, "hydra/sweeper=isolate", "experiment=example_command", "steps=4",
                   'hydra.sweeper.passing=["reshard_after_forward=true","runner.args.reduce=mean"]',
@@ -74,6 +75,7 @@ def test_the_isolation_sweeper_isolates_the_scripts_flag(tmp_path):
     assert "Minimal failure-inducing change: runner.args.reduce=sum." in flat(proc.stdout)
 
 
+@pytest.mark.exhaustive
 def test_a_script_in_its_own_format_is_judged_per_rank_and_its_faulty_flag_is_named(tmp_path):
     script = ROOT / "tests" / "helpers" / "foreign_ddp.py"
     proc = _sweep(tmp_path, "runner=command", "steps=5",
@@ -141,6 +143,7 @@ def test_a_command_that_crashes_hangs_or_reports_nothing_is_recorded_with_its_ca
             "reporting every loss: judged by the losses") in record["notes"]
 
 
+@pytest.mark.exhaustive
 def test_log_loss_a_cached_baseline_command_and_repeats(tmp_path):
     example = "examples/torch_repro.py --steps ${steps} --report log_loss"
     proc = _sweep(tmp_path, "experiment=example_command", "steps=4", "repeat=2", "reshard_after_forward=true,false",
@@ -156,6 +159,7 @@ def test_log_loss_a_cached_baseline_command_and_repeats(tmp_path):
         assert [r["status"] for r in j["repeats"]] == ["ok", "ok"] and j["nondeterministic"] is False
 
 
+@pytest.mark.exhaustive
 def test_a_golden_file_stands_for_the_standalone_run_of_command_and_built_in_jobs(example_sweep, tmp_path):
     _, sweep_dir = example_sweep
     jobs = sweep_jobs(sweep_dir)
@@ -187,6 +191,7 @@ def test_a_golden_file_stands_for_the_standalone_run_of_command_and_built_in_job
     assert second["comparison"] == first["comparison"] and second["losses"] == first["losses"]
 
 
+@pytest.mark.exhaustive
 @pytest.mark.mindspore
 def test_the_reports_mindspore_shape_under_msrun_is_read_from_the_worker_logs(tmp_path):
     pytest.importorskip("mindspore")
@@ -217,6 +222,7 @@ def test_a_crash_under_torchrun_is_blamed_on_the_rank_that_raised(tmp_path, layo
     assert "Connection closed" not in record["reason"] and "--tee" not in record["reason"]
 
 
+@pytest.mark.exhaustive
 def test_printed_losses_rank_zero_logging_and_per_rank_data_are_said(tmp_path):
     script = ROOT / "tests" / "helpers" / "report_shapes.py"
     proc = _sweep(tmp_path, "ablation=none", "runner=command", "steps=4", "+runner.args.mode=printed,per_rank_data",
@@ -238,6 +244,7 @@ def test_printed_losses_rank_zero_logging_and_per_rank_data_are_said(tmp_path):
     assert "bit for bit" not in proc.stdout.splitlines()[-2]
 
 
+@pytest.mark.exhaustive
 def test_the_readme_example_gives_its_headline_every_time(tmp_path):
     """The README's example (experiment=example_command: each rank's lines in a file of its
     own, never glued), run three times: the same documented headline each time."""

@@ -106,8 +106,11 @@ def test_sharded_data_matches_the_global_batch_within_tolerance(cases):
 def test_observed_dtypes_show_the_policy_that_ran(cases):
     r = cases["bf16"][0]
     assert r["dtypes"]["configured"]["param_dtype"] == "bfloat16"
-    assert r["dtypes"]["observed"] == {"param_forward": "bfloat16", "output": "bfloat16", "grad": "float32",
-                                       "reduce": "float32", "master": "float32", "optimizer_state": "float32"}
+    observed = r["dtypes"]["observed"]
+    assert {k: observed[k] for k in ("param_forward", "output", "grad", "reduce", "master", "optimizer_state")} == {
+        "param_forward": "bfloat16", "output": "bfloat16", "grad": "float32", "reduce": "float32", "master": "float32",
+        "optimizer_state": "float32"}
+    assert {m["params"] for m in observed["modules"] if m["params"]} == {"bfloat16"}  # every module, as it ran
 
 
 def test_separate_standalone_process_sees_the_global_batch(cases):

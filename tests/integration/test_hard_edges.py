@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -42,6 +43,7 @@ def test_the_sweep_command_ignores_a_module_named_sweep_in_the_working_dir(tmp_p
     assert json.loads((tmp_path / "run" / "result.json").read_text())["status"] == "ok"
 
 
+@pytest.mark.exhaustive
 def test_a_sweep_dir_named_sweep_reports_and_resumes(tmp_path):
     args = ["-m", "ablation=none", "steps=3", "optimizer=adam,sgd", "hydra.sweep.dir=sweep"]
     assert _sweep(args, tmp_path).returncode == 0
@@ -52,6 +54,7 @@ def test_a_sweep_dir_named_sweep_reports_and_resumes(tmp_path):
     assert resumed.returncode == 0 and "2 jobs: 2 ok" in resumed.stdout and "(resumed)" in resumed.stdout
 
 
+@pytest.mark.exhaustive
 def test_a_sweep_dir_holding_another_grid_is_refused_then_replaced_on_request(tmp_path):
     first = run_cli(["-m", "ablation=none", "steps=3", "optimizer=adam,sgd,adamw"], tmp_path)
     assert first.returncode == 0
@@ -115,6 +118,7 @@ def test_an_interrupt_prints_the_full_resume_command(tmp_path):
     assert shlex.split(command) == ["python", "-m", "sweep", *args, "resume=true"]
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.15, 0.3])
 def test_an_interrupt_during_composition_is_an_interrupt(tmp_path, delay):
     proc = subprocess.Popen(
@@ -156,25 +160,41 @@ def test_a_sweep_dir_that_cannot_be_created_is_one_line(tmp_path, where):
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("plugin", ["missing", "no_slurm"])
+@pytest.mark.parametrize("plugin", ["missing", "no_slurm", "controller_down"])
 def test_a_hydra_launcher_that_cannot_run_is_one_line_naming_the_fix(tmp_path, plugin):
     # hydra/launcher=slurm without the cluster extra (the plugin's import fails: a package of
-    # that name first on the path that raises ImportError), or with it on a host without SLURM
+    # that name first on the path that raises ImportError); with it on a host without SLURM (a
+    # PATH without srun/sbatch, whether or not this machine has them); with SLURM installed and its
+    # controller down (a slurm.conf whose controller is not running: what a login node sees then)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if plugin == "missing":
         fake = tmp_path / "plugins" / "hydra_plugins" / "hydra_submitit_launcher"
         fake.mkdir(parents=True)
         (fake / "__init__.py").write_text("raise ImportError('No module named submitit')\n")
         env["PYTHONPATH"] = f"{tmp_path / 'plugins'}:{ROOT}"
+    elif plugin == "no_slurm":
+        env["PATH"] = str(Path(sys.executable).parent)
+    else:
+        from tests.helpers import slurm_cluster
+
+        if not slurm_cluster.slurm_installed():
+            slurm_cluster.skip_or_fail("SLURM is not installed (sbatch, srun, squeue, scontrol, slurmctld)")
+        env["SLURM_CONF"] = str(slurm_cluster.dead_controller_conf(tmp_path / "down"))
     proc = subprocess.run([sys.executable, "-m", "sweep", "-m", "ablation=none", "steps=3", "hydra/launcher=slurm",
                            f"hydra.sweep.dir={tmp_path}/s"], cwd=tmp_path, capture_output=True, text=True, env=env,
                           timeout=300)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
-    if plugin == "missing":
-        assert "pip install '.[cluster]'" in proc.stderr
-    else:
+    assert not (tmp_path / "s").exists()  # before anything is written
+    if plugin == "missing":  # (after Hydra's own warning that the plugin does not import)
+        assert "pip install '.[cluster]'" in proc.stderr.strip().splitlines()[-1]
+        return
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    if plugin == "no_slurm":
         assert "this host has no srun/sbatch on PATH" in proc.stderr and "submitit_local" in proc.stderr
+    else:
+        assert "cannot reach the SLURM controller (scontrol ping: Slurmctld(primary) at" in proc.stderr
+        assert "is DOWN" in proc.stderr and "start slurmctld" in proc.stderr and "submitit_local" in proc.stderr
 
 
 def test_when_nothing_can_be_judged_the_verdict_says_so_and_the_exit_status_is_not_zero(tmp_path):
@@ -185,6 +205,7 @@ def test_when_nothing_can_be_judged_the_verdict_says_so_and_the_exit_status_is_n
     assert "device=npu with framework=torch needs torch_npu" in summary["verdict"]
 
 
+@pytest.mark.exhaustive
 def test_results_follow_the_umask(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "sweep", "-m", "ablation=none", "steps=3",
                            f"hydra.sweep.dir={tmp_path}/s"], cwd=ROOT, capture_output=True, text=True, timeout=300,
@@ -194,6 +215,7 @@ def test_results_follow_the_umask(tmp_path):
         assert oct((tmp_path / "s" / name).stat().st_mode & 0o777) == oct(0o644), name
 
 
+@pytest.mark.exhaustive
 def test_shared_storage_that_shares_nothing_is_noted(tmp_path):
     proc = run_cli(["steps=5", "weights.transfer=shared"], tmp_path)
     assert proc.returncode == 0

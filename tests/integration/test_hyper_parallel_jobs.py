@@ -103,6 +103,7 @@ def test_mindspore_policy_hsdp_cannot_express_is_rejected_before_launch(tmp_path
     assert "mp_policy.param_dtype=bfloat16" in r["reason"] and "hsdp" in r["reason"]
 
 
+@pytest.mark.exhaustive
 @pytest.mark.mindspore
 def test_mindspore_reduce_dtype_is_observed_in_hyper_parallels_reduction(tmp_path):
     """The reduce dtype is watched at hyper-parallel's platform layer, not copied from the
@@ -116,6 +117,7 @@ def test_mindspore_reduce_dtype_is_observed_in_hyper_parallels_reduction(tmp_pat
     assert r["dtypes"]["observed"]["reduce"] == "float16" and r["dtypes"]["observed"]["grad"] == "float32"
 
 
+@pytest.mark.exhaustive
 @pytest.mark.mindspore
 def test_mindspore_collectives_that_depart_from_the_config_are_named(tmp_path):
     """hyper-parallel's MindSpore collectives held against the config's contract: an HSDP

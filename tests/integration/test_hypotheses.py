@@ -48,6 +48,7 @@ def _of(cases, group):
     return [cases[name] for name in group]
 
 
+@pytest.mark.exhaustive
 def test_activation_checkpointing_changes_nothing_and_says_what_it_wrapped(cases):
     checkpointed = _of(cases, AC)
     assert len(checkpointed) == 6
@@ -66,12 +67,14 @@ def test_activation_checkpointing_changes_nothing_and_says_what_it_wrapped(cases
     assert all(all(seq == runs[0] for seq in runs) for runs in by_model.values())
 
 
+@pytest.mark.exhaustive
 def test_a_recompute_replays_the_forwards_dropout_masks_in_both_copies(cases):
     for job in _of(cases, RECOMPUTE):
         _bit_for_bit(job)
         assert job["random_draws"] is True and job["features"]["activation_checkpoint"]["wrapped"]
 
 
+@pytest.mark.exhaustive
 def test_meta_init_cpu_offload_and_an_int_reshard_on_dp4(cases):
     jobs = _of(cases, DP4)
     assert len(jobs) == 4
@@ -85,11 +88,16 @@ def test_meta_init_cpu_offload_and_an_int_reshard_on_dp4(cases):
     assert meta[0]["losses"]["standalone"][0] != eager[0]["losses"]["standalone"][0]
 
 
+@pytest.mark.exhaustive
 def test_compile_a_cosine_schedule_frozen_and_tied_parameters(cases):
     jobs = _of(cases, COMPILE)
     assert [j["config"]["compile"]["enabled"] for j in jobs] == [False, True]
+    _bit_for_bit(jobs[0])
+    # compiled, FSDP2's hooks split the graph where the standalone copy's is whole: the copies may part by a
+    # unit's rounding (one ulp at one step on one machine, none on another), within the job's own envelope
+    compiled = jobs[1]
+    assert compiled["status"] == "ok" and compiled["envelope"]["loss"]["within"], compiled["envelope"]
     for job in jobs:
-        _bit_for_bit(job)
         features = job["features"]
         assert features["tied"] == [["embed.weight", "head.weight"]]
         assert "layers.0.qkv.weight" in features["frozen"] and "layers.1.qkv.weight" not in features["frozen"]
@@ -99,7 +107,10 @@ def test_compile_a_cosine_schedule_frozen_and_tied_parameters(cases):
         assert job["optimizer"]["distributed"][0]["lr"] == pytest.approx(5e-5)
         assert not any(n.startswith("optimizer ") for n in job["notes"]), job["notes"]
     assert jobs[1]["features"]["compile"] == "aot_eager"
-    assert jobs[0]["losses"] == jobs[1]["losses"]  # compiled or not, the same numbers here
+    # compiled or not, the same numbers up to float32 rounding (aot_eager may order a sum otherwise: one ulp
+    # apart at one step on the CI machine, bit-equal on another)
+    for copy in ("standalone", "distributed"):
+        assert jobs[1]["losses"][copy] == pytest.approx(jobs[0]["losses"][copy], rel=4e-7)
 
 
 def test_mindspore_recomputes_freezes_and_schedules_both_copies_alike(tmp_path):

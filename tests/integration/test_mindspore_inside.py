@@ -33,7 +33,7 @@ def test_a_later_layers_forward_fault_is_named_at_that_layers_output(jobs):
     assert record["status"] == "fail", record["reason"]
     found = record["first_module"]
     assert found["module"] == "layer1" and found["phase"] == "forward" and found["step"] == 0, found
-    assert found["description"].startswith("layer1 forward output at step 0, inputs equal")
+    assert found["description"].startswith("layer1 forward output at step 0, inputs agree")
     assert record["first_tensor"]["name"].startswith("layer1."), record["first_tensor"]
 
 

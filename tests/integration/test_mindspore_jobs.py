@@ -59,6 +59,7 @@ def data_parallel(tmp_path_factory):
     return proc, result, tmp_path
 
 
+@pytest.mark.exhaustive
 def test_data_parallel_over_msrun_matches_standalone(data_parallel):
     proc, result, tmp_path = data_parallel
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -67,8 +68,13 @@ def test_data_parallel_over_msrun_matches_standalone(data_parallel):
     assert result["weights_moved"]["distributed_during_standalone"] == 0.0  # independent copy
     assert result["versions"]["mindspore"].startswith("2.")
     # every observed dtype, the reduction's included (DistributedGradReducer reduces in float32)
-    assert result["dtypes"]["observed"] == {"param_forward": "float32", "output": "float32", "reduce": "float32",
-                                            "grad": "float32", "master": "float32", "optimizer_state": "float32"}
+    observed = result["dtypes"]["observed"]
+    assert {k: observed[k] for k in ("param_forward", "output", "reduce", "grad", "master", "optimizer_state")} == {
+        "param_forward": "float32", "output": "float32", "reduce": "float32", "grad": "float32", "master": "float32",
+        "optimizer_state": "float32"}
+    # and per module, per parameter, and the master weights after every step (issue 51)
+    assert {m["output"] for m in observed["modules"]} == {"float32"} and set(observed["grads"].values()) == {"float32"}
+    assert observed["master_lower"] is None
     # the job's own worker logs in its dir; msrun's (launcher, scheduler, workers) in its launch's, shared with
     # the tracing rerun (a single run's launch lives under its own dir: run/.pools/<name>/)
     assert {"worker_0.log", "worker_1.log"} <= {p.name for p in (tmp_path / "run" / "logs").iterdir()}
@@ -77,6 +83,7 @@ def test_data_parallel_over_msrun_matches_standalone(data_parallel):
     assert {"launcher.log", "scheduler.log", "worker_0.log", "worker_1.log"} <= {p.name for p in (launch / "logs").iterdir()}
 
 
+@pytest.mark.exhaustive
 def test_checkpoint_copy_and_separate_order(tmp_path, data_parallel):
     _, reference, _ = data_parallel
     proc = run_cli(
@@ -102,6 +109,7 @@ def test_backward_grad_api_is_rejected_before_launch_where_mindspore_lacks_it(tm
     assert not (tmp_path / "run" / "logs").exists()
 
 
+@pytest.mark.exhaustive
 def test_a_worker_that_dies_before_it_joins_ends_its_job_at_once_with_its_line(tmp_path):
     """A CANN/driver mismatch kills a worker at start; msrun logs it and waits for the
     others, which wait in init() for it: the job is an error within seconds, in its own
@@ -120,6 +128,7 @@ def test_a_worker_that_dies_before_it_joins_ends_its_job_at_once_with_its_line(t
     assert time.monotonic() - began < 120
 
 
+@pytest.mark.exhaustive
 def test_a_dropout_cell_draws_the_same_masks_in_both_copies_in_every_order(tmp_path):
     """An ``nn.Dropout`` Cell fixes its kernel seeds when it is built: both copies are built
     from the same operator seeds, and train in streams of their own, so a correct Dropout

@@ -60,13 +60,15 @@ def test_a_planted_fault_is_named_first_with_its_drift_class(tmp_path):
     assert top["to_fail"] == 2 and len(summary["culprits"]) == 1
     assert summary["drift"]["first_update"] == [1, 3] and summary["drift"]["step0"] == []
     assert summary["verdict"].startswith("4 jobs: 2 ok, 2 fail") and f"Culprit: engine.impl.torch={faulty}" in summary["verdict"]
-    assert "parts from standalone at step 1 (job 1), first_update (the first update differs" in top["evidence"]
+    where = next(f["sentence"] for f in summary["findings"] if f["code"] == "V121")  # where they part
+    assert "parts from standalone at step 1 (job 1" in where and "first_update (the first update differs" in where
     # the tracing rerun names the first tensor: the gradients are equal, the step doubles them
-    assert "first differing tensor: layer0.bias weight at step 0" in top["evidence"]
-    assert "gradients of that step identical" in top["evidence"]
+    assert "first differing tensor: layer0.bias weight at step 0" in where
+    assert "gradients of that step identical" in where
     assert (tmp_path / "multirun" / "plots").is_dir() and len(list((tmp_path / "multirun" / "plots").glob("*.png"))) >= 3
 
 
+@pytest.mark.exhaustive
 def test_the_default_grid_prints_in_120_columns(tmp_path):
     """The README's main command (the default 32-job grid, here 5 steps a job): no line of its
     terminal output is over 120 columns (tabs expanded), but the summary's paths, which are

@@ -46,6 +46,7 @@ def test_a_crash_in_a_shared_launch_takes_only_its_job(tmp_path):
     assert "2 jobs: 1 ok, 1 error" in proc.stdout
 
 
+@pytest.mark.exhaustive
 def test_pools_forked_from_the_fork_server_match_their_own_process_and_torchrun(tmp_path):
     # elastic_fork with the multirun's environment: forked from the fork server;
     # elastic_fork with another OMP_NUM_THREADS: its own fork_launch process; torchrun pools.
@@ -66,6 +67,7 @@ def test_pools_forked_from_the_fork_server_match_their_own_process_and_torchrun(
         assert survivors(r["launch"]["kill_tag"]) == []
 
 
+@pytest.mark.exhaustive
 def test_ranks_of_a_pool_whose_launcher_died_leave(tmp_path, compose_cfg):
     import psutil
     from omegaconf import OmegaConf
@@ -92,6 +94,7 @@ def test_ranks_of_a_pool_whose_launcher_died_leave(tmp_path, compose_cfg):
     assert alive == [], "orphaned ranks kept waiting for jobs"
 
 
+@pytest.mark.exhaustive
 def test_separate_standalone_copies_share_one_process_with_the_same_losses(tmp_path):
     """order=separate: the standalone copies train in the sweep's standalone pool (one
     process apart from the ranks, started once, running while the ranks run), with the
@@ -119,6 +122,7 @@ def test_separate_standalone_copies_share_one_process_with_the_same_losses(tmp_p
     assert not [p for p in psutil.process_iter(["cmdline"]) if alone[0]["dir"] in " ".join(p.info["cmdline"] or [])]
 
 
+@pytest.mark.exhaustive
 def test_a_standalone_process_that_fails_is_named_and_the_next_job_starts_another(tmp_path):
     pytest.importorskip("mindspore")
     proc = run_cli(["-m", "ablation=none", "framework=mindspore", "engine=data_parallel", "mesh=dp2", "steps=4",
@@ -134,6 +138,7 @@ def test_a_standalone_process_that_fails_is_named_and_the_next_job_starts_anothe
     assert records[0]["pool"]["dir"] == records[1]["pool"]["dir"]  # the ranks' launch served both
 
 
+@pytest.mark.exhaustive
 def test_each_order_computes_its_own_baseline(tmp_path):
     """The baseline cache keys on ``order`` (a baseline role): a model that branches on the
     distributed state passes under standalone_first (both copies train in the rank) and

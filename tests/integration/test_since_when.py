@@ -35,6 +35,7 @@ def _bisect(tmp_path, repo, shas, *extra):
     return json.loads((out / "bisect.json").read_text()), (out / "bisect.md").read_text(), proc
 
 
+@pytest.mark.exhaustive
 def test_two_checkouts_swept_through_runtime_pythonpath_name_the_runtime(tmp_path):
     repo = tmp_path / "toyeng-repo"
     shas = make_repo(repo, n=2, fault_at=1)
@@ -65,9 +66,11 @@ def test_bisect_names_the_commit_that_breaks_it_and_skips_one_that_does_not_impo
         "fails" in flat(text)
     assert "First failing commit: " + shas[6][:10] in flat(proc.stdout)
     summary = json.loads((tmp_path / "multirun" / "summary.json").read_text())  # the probes' grid report
-    assert "runtime.pythonpath" in summary["headline"]
+    assert summary["findings"][0]["code"] == "V003"  # the bisection's answer leads it
+    assert "runtime.pythonpath" in summary["verdict"]  # and the grid's own findings name the probes' factor
 
 
+@pytest.mark.exhaustive
 def test_bisect_with_install_runs_each_commit_from_its_own_venv(tmp_path):
     repo = tmp_path / "toyeng-repo"
     shas = make_repo(repo, n=4, fault_at=2, packaged=True)
@@ -91,6 +94,7 @@ def test_a_runtime_that_cannot_run_is_an_error_with_its_cause(tmp_path):
     assert record["status"] == "error" and "ModuleNotFoundError: No module named 'torch'" in record["reason"]
 
 
+@pytest.mark.exhaustive
 def test_a_bisection_that_names_no_commit_exits_2_and_says_why(tmp_path):
     """A bad that passes is probed before it would be named (nothing to bisect); a repo
     that is not there is refused before any probe; both exit 2 (input that cannot be judged)."""

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.slow
 MODULES = {"mlflow": "mlflow", "tensorboard": "tensorboard", "wandb": "wandb"}
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("logger", ["tensorboard", "mlflow", "wandb"])
 def test_a_sweep_logged_by_each_tracker(tmp_path, logger):
     if importlib.util.find_spec(MODULES[logger]) is None:

@@ -5,25 +5,44 @@ from itertools import product
 
 import pytest
 
-from sweep.analysis.attribution import (
-    attribute,
-    contrasts,
-    culprits,
-    interactions,
-    level_stats,
-    one_factor_pairs,
-)
+from sweep.analysis.culprits import candidates as culprits
+from sweep.analysis.culprits import interactions
+from sweep.analysis.grid import contrasts, level_stats, one_factor_pairs
+from sweep.report.findings import attribute
 from sweep.analysis.evidence import drift_class
 
 
+def said(att, code):
+    """The sentences of the findings of ``code`` in a verdict (``attribute``)."""
+    return [f["sentence"] for f in att["findings"] if f["code"] == code]
+
+
+def codes(att):
+    """The codes of a verdict's findings, in rank order."""
+    return [f["code"] for f in att["findings"]]
+
+
 def _row(job, status, first=None, msd=None, **overrides):
-    """A row as sweep.report.summary.collect returns it (only the keys attribution reads)."""
+    """A row as sweep.report.summary.collect returns it (only the keys attribution reads); a
+    job that differs does so with one sign on every step (``runs_low_pct``), no envelope measured."""
     judged = status in ("ok", "fail")
+    low = None if not judged or not msd else (100.0 if msd < 0 else 0.0)
     return {
         "job": job, "overrides": {"steps": "50", **overrides}, "status": status, "reason": None,
         "first_fail_step": first, "mean_signed_diff": msd if judged else None,
-        "max_abs_diff": abs(msd) if judged and msd is not None else None,
+        "max_abs_diff": abs(msd) if judged and msd is not None else None, "runs_low_pct": low,
     }
+
+
+def _measured(row, within=True, dtype="float32", config=None):
+    """``row`` with a measured rounding envelope (``JobRecord.envelope``) that its losses stay
+    within, or leave from its first real step."""
+    from sweep.records import JobRecord
+
+    loss = {"within": within, "first_beyond_step": None if within else row.get("first_real_step"),
+            "ratio": 1.2 if within else 30.0, "band": 1e-4, "sign": None}
+    return dict(row, result=JobRecord(status=row["status"], config=config, envelope={
+        "measured": True, "dtype": dtype, "margin": 4.0, "loss": loss, "other_failures": []}))
 
 
 def _grid(verdict, **levels):
@@ -49,12 +68,15 @@ def test_the_factor_that_fails_everywhere_is_ranked_first():
     att = attribute(_grid(verdict, **GRID))
     top = att["culprits"][0]
     assert (top["factor"], top["level"], top["to_fail"], top["pairs"]) == ("optimizer", "sgd", 3, 4)
-    assert top["evidence"].startswith("optimizer=sgd: fails in 3 of 3 one-factor pairs where optimizer=adam passes")
-    assert "runs low" in top["evidence"] and "parts from standalone at step 1" in top["evidence"]
-    assert "first_update" in top["evidence"]
+    (evidence,) = said(att, "V120")
+    assert evidence.startswith("optimizer=sgd: fails in 3 of 3 one-factor pairs where optimizer=adam passes")
+    assert "runs low" in evidence
+    assert said(att, "V121")[0].startswith("The earliest parts from standalone at step 1") and \
+        "first_update" in said(att, "V121")[0]
     assert {(c["factor"], c["level"]) for c in att["culprits"][1:]} == {("mesh", "dp4"), ("mp_policy", "bf16")}
     assert all(c["score"] < top["score"] for c in att["culprits"][1:])
-    assert att["verdict"].startswith("8 jobs: 3 ok, 5 fail. Culprit: optimizer=sgd: fails in 3 of 3")
+    assert codes(att)[:2] == ["V000", "V101"] and "mesh=dp4" in said(att, "V140")[0]
+    assert att["verdict"].startswith("8 jobs: 3 ok, 5 fail. Culprit: optimizer=sgd, failing in 3 of 3")
     assert att["drift"] == {"step0": [], "first_update": [4, 5, 6, 7], "periodic": [], "from_step": [3], "rounding": []}
 
 
@@ -70,10 +92,11 @@ def test_a_factor_that_fails_only_with_another_level_is_reported_as_an_interacti
         ("mp_policy", "bf16"), ("mesh", "dp4")
     }
     assert (hit["flips"], hit["pairs"], hit["without_pairs"]) == (2, 2, 2)
-    assert "turns a pass into a fail only when" in hit["evidence"] and "never when" in hit["evidence"]
     att = attribute(rows)
-    assert "; only with mesh=dp4" in att["verdict"] or "; only with mp_policy=bf16" in att["verdict"]
-    assert "runs high" in att["culprits"][0]["evidence"] and "from_step" in att["culprits"][0]["evidence"]
+    (only,) = said(att, "V122")
+    assert "turns a pass into a fail only when" in only and "never when" in only
+    assert "only when mesh=dp4" in only or "only when mp_policy=bf16" in only
+    assert "runs high" in " ".join(said(att, "V120")) and "from_step" in said(att, "V121")[0]
     # the optimizer never matters: no culprit, no interaction
     assert all("optimizer" not in (c["factor"], c.get("with_factor")) for c in att["culprits"] + att["interactions"])
 
@@ -82,7 +105,8 @@ def test_a_clean_sweep_names_no_culprit():
     rows = _grid(lambda c: ("ok", None, 1e-6 if c["mp_policy"] == "bf16" else 0.0), **GRID)
     att = attribute(rows)
     assert att["culprits"] == [] and att["interactions"] == []
-    assert att["verdict"] == "8 jobs: 8 ok. No culprit: every judged job passes, bit for bit where the run is deterministic."
+    assert codes(att) == ["V000", "V114"]  # no job records a differing step
+    assert att["verdict"] == "8 jobs: 8 ok. No job fails: every job equals standalone bit for bit."
     assert all(s["pass_rate_pct"] == 100.0 for s in att["levels"])
 
 
@@ -114,7 +138,8 @@ def test_errored_jobs_are_listed_and_left_out_of_pass_rates():
     assert dp4["pass_rate_pct"] is None and dp4["mean_signed_diff"] is None
     assert [(f, a["job"], b["job"]) for f, a, b in one_factor_pairs(rows)] == [("optimizer", 0, 1)]
     assert att["culprits"][0]["level"] == "sgd"
-    assert "2 not judged (error/timeout/missing: excluded from pass rates" in att["verdict"]
+    assert said(att, "V161") == ["Not judged: job 2 error: launcher exited with code 1.",
+                                 "Not judged: job 3 missing: no reason recorded."]
 
 
 def test_one_factor_contrasts_count_flips_and_shifts():
@@ -146,14 +171,14 @@ def test_drift_class_rule(status, first, expected):
 
 
 def test_equal_printed_losses_are_equal_to_the_printed_precision_not_bit_for_bit():
-    from sweep.analysis.attribution import attribute
+    from sweep.report.findings import attribute
 
     rows = [_row(0, "ok", msd=0.0, optimizer="adam"), _row(1, "ok", msd=0.0, optimizer="sgd")]
     assert attribute(rows)["headline"].endswith("every job equals standalone bit for bit.")
     rows[1]["resolution"] = 1e-4  # losses read from {loss:.4f} text
     assert attribute(rows)["headline"].endswith("every job equals standalone to the printed precision (1e-04).")
     details = attribute(rows)["verdict"]
-    assert "bit for bit" not in details and "equal to the printed precision (1e-04)" in details
+    assert "bit for bit" not in details and "to the printed precision (1e-04)" in details
 
 
 def test_a_policy_dtype_against_a_float32_baseline_points_at_baseline_precision_policy():
@@ -162,7 +187,7 @@ def test_a_policy_dtype_against_a_float32_baseline_points_at_baseline_precision_
     (issue 38); with that baseline, or without a param dtype, it does not."""
     from types import SimpleNamespace
 
-    from sweep.analysis.attribution import precision_pointer
+    from sweep.findings.shared import lower_precision as precision_pointer
 
     def record(param, precision="float32"):
         return SimpleNamespace(config={"mp_policy": {"param_dtype": param}, "baseline": {"precision": precision}})
@@ -172,7 +197,7 @@ def test_a_policy_dtype_against_a_float32_baseline_points_at_baseline_precision_
     att = attribute(rows)
     assert att["headline"] == ("2 jobs: 2 fail. Each parts at step 0 by its bfloat16 parameters against a float32 "
                                "standalone copy: compare with baseline.precision=policy.")
-    assert "mp_policy.param_dtype=bfloat16 against a float32 standalone copy" in att["verdict"]
+    assert "mp_policy.param_dtype=bfloat16 against a float32 standalone copy" in said(att, "V121")[0]
     assert "baseline.precision=policy runs the standalone copy under the same policy" in att["verdict"]
     assert precision_pointer(dict(rows[0], result=record("bfloat16", "policy"))) is None
     assert precision_pointer(dict(rows[0], result=record(None))) is None
@@ -195,8 +220,8 @@ def test_replicas_that_disagree_reach_the_headline_and_the_details():
     rows = [dict(_row(0, "ok", msd=0.0, engine="fsdp2"), first_diff_step=None, notes=None),
             dict(_row(1, "fail", 2, -1e-2, engine="planted"), first_diff_step=2, notes=note)]
     att = attribute(rows)
-    assert "replicas disagree in 1 of them" in att["headline"]
-    assert f"Replicas disagree in job 1 (job 1: {note})" in att["verdict"]
+    assert codes(att)[:2] == ["V000", "V101"]
+    assert f"Replicas disagree in job 1 (job 1: {note})" in said(att, "V150")[0]
     assert "Replicas" not in attribute([rows[0], dict(rows[1], notes=None)])["verdict"]
 
 
@@ -208,8 +233,7 @@ def test_the_headline_and_the_details_say_the_same_of_ties_and_interactions():
             _row(4, "fail", 1, -0.5, opt="adam", m="y"), _row(5, "fail", 1, -0.5, opt="adamw", m="y")]
     att = attribute(both)
     assert "Culprits, weighed alike: opt=adam and opt=adamw" in att["headline"]
-    assert "Weighed alike with it: opt=adamw (the same score, in other jobs): opt=adamw: fails in 2 of 2" \
-        in att["verdict"]
+    assert [f.split(":")[0] for f in said(att, "V120")] == ["opt=adam", "opt=adamw"]  # each one's evidence
     only = [_row(0, "ok", msd=0.0, a="0", b="0"), _row(1, "ok", msd=0.0, a="1", b="0"),
             _row(2, "ok", msd=0.0, a="0", b="1"), _row(3, "fail", 1, -0.5, a="1", b="1")]
     att = attribute(only)
@@ -256,14 +280,15 @@ def test_no_job_fails_and_one_level_carries_the_only_drift_beyond_rounding():
     name the level that carries the drift, and neither calls the sweep rounding only."""
     def row(job, engine, optimizer):
         faulty = engine == "faulty"
-        return dict(_row(job, "ok", None, 4e-5 if faulty else 2e-7, engine=engine, optimizer=optimizer),
-                    first_diff_step=0, first_real_step=1 if faulty else None, onset="abrupt" if faulty else "noise",
-                    tolerance_ratio=0.4 if faulty else 0.002)
+        return _measured(dict(_row(job, "ok", None, 4e-5 if faulty else 2e-7, engine=engine, optimizer=optimizer),
+                              first_diff_step=0, first_real_step=1 if faulty else None,
+                              onset="abrupt" if faulty else "noise", tolerance_ratio=0.4 if faulty else 0.002),
+                         within=not faulty)
     rows = [row(j, e, o) for j, (e, o) in enumerate(product(["correct", "faulty"], ["adam", "sgd"]))]
     out = attribute(rows)
-    assert "Only engine=faulty moves the losses beyond float rounding: 2 jobs" in out["headline"]
+    assert "Only engine=faulty moves the losses beyond their rounding envelope: 2 jobs" in out["headline"]
     assert "the other 2 differ by rounding only" in out["headline"]
-    assert "jobs with engine=faulty (all 2 of its jobs), a drift too small to fail at this tolerance" in out["verdict"]
+    assert codes(out)[1] == "V112" and "first_update" in said(out, "V121")[0]
     assert "rounding only (" not in out["headline"] and "No culprit: every judged job passes" not in out["verdict"]
 
 
@@ -271,7 +296,8 @@ def test_a_workload_level_that_passes_hides_the_drift_and_is_no_fix():
     """Replicated data passes where a clip-before-reduce engine fails on sharded data: the
     level changes what both copies train (data.split is a workload field, roles.WORKLOAD), so
     it hides the drift; the engine that passes is the fix."""
-    from sweep.analysis.attribution import fix_sentence, fixes, workload_factor
+    from sweep.analysis.culprits import fixes
+    from sweep.analysis.grid import workload_factor
 
     assert workload_factor("data.split") and workload_factor("optimizer") and workload_factor("steps")
     assert not workload_factor("engine.impl.torch") and not workload_factor("weights.transfer")
@@ -282,7 +308,7 @@ def test_a_workload_level_that_passes_hides_the_drift_and_is_no_fix():
     text = attribute(rows)["verdict"]
     assert "Fix proven" not in text
     assert "No fix proven: data.split=replicated passes in every failing job's place, but data.split sets what " \
-           "both copies train (the workload), so it hides the drift, it does not fix it" in fix_sentence(rows)
+           "both copies train (the workload), so it hides the drift, it does not fix it" in attribute(rows)["verdict"]
     engines = [_row(j, s, f, m, **{"data.split": d, "engine": e}) for j, (s, f, m, d, e) in enumerate([
         ("ok", None, 0.0, "replicated", "ddp"), ("ok", None, 0.0, "sharded", "ddp"),
         ("ok", None, 0.0, "replicated", "clip_first"), ("fail", 1, -0.5, "sharded", "clip_first")])]
@@ -294,21 +320,24 @@ def test_the_drift_beyond_rounding_is_narrowed_to_the_levels_that_hold_it():
     """Two faulty engines beside a correct one (a tester's loss scales), or one engine beyond
     rounding in 3 of its 4 jobs: the levels that hold every such job are named, with the share."""
     def row(job, engine, split, real):
-        return dict(_row(job, "ok", None, 4e-5 if real else 2e-7, engine=engine, split=split), first_diff_step=0,
-                    first_real_step=0 if real else None, onset="abrupt", tolerance_ratio=0.1)
+        return _measured(dict(_row(job, "ok", None, 4e-5 if real else 2e-7, engine=engine, split=split),
+                              first_diff_step=0, first_real_step=0 if real else None, onset="abrupt",
+                              tolerance_ratio=0.1), within=not real)
     rows = [row(j, e, s, e != "ok") for j, (e, s) in enumerate(product(["ok", "scale", "tiny"], ["rep", "shard"]))]
-    assert "Only engine=scale or tiny moves the losses beyond float rounding: 4 jobs" in attribute(rows)["headline"]
+    assert "Only engine=scale or tiny moves the losses beyond their rounding envelope: 4 jobs" in \
+        attribute(rows)["headline"]
     rows = [row(j, e, s, e == "clip" and (s, o) != ("rep", "adam"))
             for j, (e, s, o) in enumerate(product(["ok", "clip"], ["rep", "shard"], ["adam", "sgd"]))]
     for r, (_, _, o) in zip(rows, product(["ok", "clip"], ["rep", "shard"], ["adam", "sgd"])):
         r["overrides"]["opt"] = o
-    assert "Only engine=clip moves the losses beyond float rounding: 3 of its 4 jobs" in attribute(rows)["headline"]
+    assert "Only engine=clip moves the losses beyond their rounding envelope: 3 of its 4 jobs" in \
+        attribute(rows)["headline"]
 
 
 def test_a_looser_tolerance_that_passes_hides_the_drift_and_is_no_fix():
     """A tester's loss scale failing only at compare.rtol=2e-6: rtol=1e-4 passes it (a verdict
     field), which hides the drift; the engine is the culprit, named before the tolerance."""
-    from sweep.analysis.attribution import fix_sentence, hiding_kind
+    from sweep.analysis.grid import hiding_kind
 
     assert hiding_kind("compare.rtol") == "verdict" and hiding_kind("data.split") == "workload"
     assert hiding_kind("engine.impl.torch") is None
@@ -321,22 +350,19 @@ def test_a_looser_tolerance_that_passes_hides_the_drift_and_is_no_fix():
     assert out["culprits"][0]["factor"] == "engine"
     only = [r for r in rows if r["job"] != 1]  # no correct job at the tight tolerance: the tolerance alone
     assert "No fix proven: compare.rtol=1e-4 passes in every failing job's place, but compare.rtol sets how the " \
-           "copies are judged (the tolerance), so it hides the drift" in fix_sentence(only)
+           "copies are judged (the tolerance), so it hides the drift" in attribute(only)["verdict"]
 
 
 def test_the_precision_pointer_names_the_dtype_of_the_jobs_it_is_about():
-    """A clean sweep of fp32 and bf16 jobs (a tester's): the worst job within its floor is a
+    """A clean sweep of fp32 and bf16 jobs (a tester's): the worst job within its envelope is a
     float32 one, yet only the bf16 jobs compute in another dtype than the standalone copy:
     'a bfloat16 forward ... rounds 2 of them', never 'a float32 forward against a float32'."""
-    from types import SimpleNamespace
-
     def row(job, dtype, rel):
         config = {"mp_policy": {"param_dtype": None if dtype == "float32" else "bf16"},
                   "baseline": {"precision": "float32"}}
-        return dict(_row(job, "ok", None, rel, mp=dtype), first_diff_step=0, first_real_step=None,
-                    max_rel_diff=rel, rounding_floor={"rel": 1e-6 if dtype == "float32" else 0.05, "dtype": dtype},
-                    result=SimpleNamespace(config=config, notes=[], first_tensor=None))
+        return _measured(dict(_row(job, "ok", None, rel, mp=dtype), first_diff_step=0, first_real_step=None,
+                              max_rel_diff=rel), dtype=dtype, config=config)
     rows = [row(0, "float32", 9e-7), row(1, "float32", 1e-7), row(2, "bfloat16", 1e-3), row(3, "bfloat16", 2e-3)]
     text = attribute(rows)["verdict"]
-    assert "a bfloat16 forward against a float32 standalone copy rounds 2 of them" in text
+    assert "A bfloat16 forward against a float32 standalone copy rounds 2 of them" in text
     assert "a float32 forward against" not in text

@@ -1,6 +1,7 @@
 """Multi-node launches from a SLURM environment: node lists, topology, exact command lines."""
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from sweep.run import cluster
 from sweep.run.cluster import (
     Topology,
     hostnames,
+    node_address,
     node_argv,
     parse_nodelist,
     parse_tasks_per_node,
@@ -22,6 +24,42 @@ from sweep.run.cluster import (
 )
 
 PY = "/py/bin/python"
+
+
+@pytest.fixture(autouse=True)
+def no_slurm_on_path(monkeypatch):
+    """Every test here holds whether or not SLURM is installed on this machine: PATH holds
+    this interpreter's dir only, so no real ``scontrol`` answers (a test that wants one puts
+    its own first, :func:`fake_scontrol`)."""
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
+
+
+FAKE_SCONTROL = r"""
+import re, sys
+args = sys.argv[1:]
+if args[:2] == ["show", "hostnames"]:
+    m = re.fullmatch(r"([a-z]+)\[(\d+)-(\d+)\]", args[2])
+    print("\n".join(m.group(1) + str(i) for i in range(int(m.group(2)), int(m.group(3)) + 1)) if m
+          else args[2].replace("[", "]"))
+elif args[:2] == ["show", "node"]:
+    print("NodeName=%s NodeAddr=10.9.8.%s NodeHostName=h" % (args[-1], re.sub(r"\D", "", args[-1]) or "1"))
+else:
+    sys.exit(1)
+"""
+
+
+def fake_scontrol(bin_dir: Path) -> Path:
+    """An ``scontrol`` that answers as SLURM 22.05's does without asking a controller:
+    ``show hostnames`` expands (here: only ``name[a-b]``; anything else echoed with ``[``
+    turned into ``]``, as the real one prints ``bad]`` for ``bad[`` and exits 0) and
+    ``show node N`` reports ``NodeAddr=10.9.8.<digits of N>``."""
+    bin_dir.mkdir(exist_ok=True)
+    path = bin_dir / "scontrol"
+    path.write_text(f"#!{sys.executable}\n" + FAKE_SCONTROL)
+    path.chmod(0o755)
+    return path
+
+
 SCRIPT = rank_script()
 TORCH, MINDSPORE = {"framework": TorchFramework}, {"framework": MindSporeFramework}
 
@@ -138,11 +176,29 @@ def test_a_step_with_several_tasks_per_node_is_refused():
         topology_from_env(env, 8)
 
 
-def test_missing_node_list_is_an_error():
+@pytest.mark.parametrize("scontrol", ["absent", "on PATH"])
+def test_missing_node_list_is_an_error(scontrol, tmp_path, monkeypatch):
+    if scontrol == "on PATH":  # SLURM installed: its scontrol echoes a malformed list back, exit 0
+        monkeypatch.setenv("PATH", f"{fake_scontrol(tmp_path / 'bin').parent}:{os.environ['PATH']}")
     with pytest.raises(ConfigError, match="SLURM_JOB_NODELIST is not set"):
         topology_from_env({"SLURM_JOB_NUM_NODES": "2"}, 2)
     with pytest.raises(ConfigError, match="SLURM_JOB_NODELIST='bad\\[': unbalanced"):
         topology_from_env({"SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "bad["}, 2)
+    with pytest.raises(ValueError, match="unbalanced"):
+        hostnames("bad[")
+
+
+def test_the_rendezvous_is_the_first_node_as_the_others_reach_it(tmp_path, monkeypatch):
+    # a name that resolves is used as it is; one that does not (NodeName is not a host name:
+    # several slurmd on one host, or NodeAddr set in slurm.conf) becomes its NodeAddr
+    scontrol = str(fake_scontrol(tmp_path / "bin"))
+    assert node_address("localhost", scontrol=scontrol) == "localhost"
+    assert node_address("nohost-sweep7.invalid", scontrol=scontrol) == "10.9.8.7"
+    assert node_address("nohost-sweep7.invalid", scontrol="") == "nohost-sweep7.invalid"
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    env = {"SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "nohost[3-4]", "SLURM_JOB_ID": "9"}
+    assert topology_from_env(env, 2).master_addr == "10.9.8.3"
+    assert topology_from_env(dict(env, MASTER_ADDR="10.0.0.1"), 2).master_addr == "10.0.0.1"
 
 
 def test_torchrun_command_of_node_1_of_2():
@@ -247,9 +303,10 @@ def test_node_entry_reports_bad_usage_and_bad_environment(capsys, monkeypatch, t
 def test_slurm_preset_submits_one_task_on_the_requested_nodes(tmp_path, monkeypatch):
     """hydra/launcher=slurm through the real plugin and submitit, up to the sbatch script
     (no cluster needed): `--nodes` from additional_parameters.nodes, one task that runs the
-    job process directly (use_srun: false), partition/account/time/devices from the config."""
+    job process directly (use_srun: false, exec'd: the batch shell is the job process, which
+    SLURM's warning signal before the time limit reaches), partition/account/time/devices
+    from the config."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
-    import submitit
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
     from hydra.core.plugins import Plugins
@@ -273,18 +330,15 @@ def test_slurm_preset_submits_one_task_on_the_requested_nodes(tmp_path, monkeypa
     launcher_cls = Plugins.instance().class_name_to_class[cfg.hydra.launcher._target_]
     params = {k: v for k, v in OmegaConf.to_container(cfg.hydra.launcher, resolve=True).items() if k != "_target_"}
     launcher = launcher_cls(**params)
-    executor = submitit.AutoExecutor(cluster="slurm", folder=launcher.params["submitit_folder"])
-    base = {"timeout_min", "cpus_per_task", "gpus_per_node", "tasks_per_node", "mem_gb", "nodes", "name",
-            "stderr_to_stdout"}
-    executor.update_parameters(**{
-        k if k in base else f"slurm_{k}": v for k, v in launcher.params.items()
-        if k not in ("submitit_folder", "max_num_timeout")
-    })
-    script = executor._executor._make_submission_file_text("PYTHON -u -m submitit.core._submit FOLDER", "uid")
+    executor = launcher.executor()  # what the launcher submits with
+    script = executor._executor._make_submission_file_text("PYTHON_CMD", "uid")
     for line in ["--nodes=2", "--ntasks-per-node=1", "--partition=ascend", "--account=proj42", "--time=30",
-                 "--gres=npu:8", "--cpus-per-task=32", "--job-name=sweep"]:
+                 "--gres=npu:8", "--cpus-per-task=32", "--job-name=sweep",
+                 "--signal=B:USR2@120"]:  # SLURM's warning goes to the batch shell: the job process itself
         assert f"#SBATCH {line}\n" in script
-    assert "srun" not in script and script.rstrip().endswith("PYTHON -u -m submitit.core._submit FOLDER")
+    assert "srun" not in script and script.rstrip().endswith("PYTHON_CMD")
+    # the batch shell becomes the job process (exec): the warning signal reaches it
+    assert executor._executor.python == f"exec {shlex.quote(sys.executable)}"
     assert executor._executor._num_tasks() == 1  # submitit waits for the one job process only
 
 

@@ -2,6 +2,7 @@
 
 import pytest
 from hydra.errors import ConfigCompositionException, MissingConfigException
+from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
 from sweep.config.schema import ConfigError, world_size
@@ -119,6 +120,36 @@ def test_default_multirun_grid_varies_the_reports_five_factors(compose_cfg):
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
         none = compose(config_name="config", overrides=["ablation=none"], return_hydra_config=True)
     assert not none.hydra.sweeper.params
+
+
+def test_a_preset_with_a_grid_of_its_own_replaces_the_default_grid(compose_cfg):
+    """Issue 52: ``experiment=bf16_loaded`` crossed its 2 levels with the default grid's 32
+    jobs. Every ``experiment`` preset that sets ``hydra.sweeper.params`` sweeps only its own
+    keys (and those of the presets it builds on): ``ablation=none`` under it."""
+    from hydra import compose, initialize_config_dir
+
+    from tests.conftest import CONF
+
+    compose_cfg()  # registers the schema
+    with_grid = []
+    for path in sorted((CONF / "experiment").glob("*.yaml")):
+        if not _own_grid(path):
+            continue
+        with_grid.append(path.stem)
+        with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
+            cfg = compose(config_name="config", overrides=[f"experiment={path.stem}"], return_hydra_config=True)
+        assert set(cfg.hydra.sweeper.params) == _own_grid(path), f"experiment={path.stem}"
+    assert {"bf16_loaded", "grad_accum", "clip_grad_norm", "batchnorm_fp16", "seed_hypotheses"} <= set(with_grid)
+
+
+def _own_grid(path):
+    """The grid keys a preset file sets, with those of the presets its defaults list names."""
+    preset = OmegaConf.load(path)
+    keys = set(OmegaConf.select(preset, "hydra.sweeper.params") or {})
+    for entry in preset.get("defaults", []):
+        if isinstance(entry, str) and (path.parent / f"{entry}.yaml").exists():
+            keys |= _own_grid(path.parent / f"{entry}.yaml")
+    return keys
 
 
 def test_seed_issue_preset_is_the_report_as_config(compose_cfg):

@@ -4,7 +4,7 @@ stated in the verdict."""
 
 import numpy as np
 
-from sweep.analysis.attribution import attribute, copy_notes
+from sweep.report.findings import attribute
 from sweep.analysis.compare import RANDOM_DRAWS_NOTE
 from sweep.analysis.trace import canonical_name, first_difference, locate, missing_names
 from sweep.records import RankResult
@@ -38,13 +38,13 @@ def test_a_parameter_one_copy_lacks_is_named_and_initial_weights_are_not_claimed
     ours, theirs = _trace(w), _trace({**w, "extra": np.zeros(4)})
     assert first_difference(ours, theirs) is None  # what both hold is equal
     assert missing_names(ours, theirs) == [{"name": "extra", "kind": "initial", "step": 0, "only_in": "distributed"}]
-    found = locate(ours, theirs, 0.0, 1)
+    found = locate(ours, theirs, 1)
     assert found["missing"][0]["name"] == "extra"
     assert found["description"].startswith("no tensor both copies hold differs in steps 0-1")
     assert "only the distributed copy has the parameter extra" in found["description"]
     # a difference elsewhere keeps the missing tensor in its description too
     bad = _trace({"a": np.ones(3), "b": np.zeros(2), "extra": np.zeros(4)}, grad=2.0)
-    found = locate(ours, bad, 0.0, 1)
+    found = locate(ours, bad, 1)
     assert (found["kind"], found["name"]) == ("grad", "a")
     assert "the first gradient (initial weights equal)" in found["description"]
     assert found["description"].endswith("only the distributed copy has the parameter extra (not compared: the "
@@ -62,12 +62,12 @@ def test_a_name_renamed_by_a_wrapper_matches_once_canonical():
 
 def test_a_buffer_that_differs_is_the_first_differing_tensor():
     w = {"layer0.weight": np.ones(3)}
-    found = locate(_trace(w, {"norm.running_mean": np.zeros(2)}), _trace(w, {"norm.running_mean": np.ones(2)}), 0.0, 1)
+    found = locate(_trace(w, {"norm.running_mean": np.zeros(2)}), _trace(w, {"norm.running_mean": np.ones(2)}), 1)
     assert (found["step"], found["kind"], found["name"]) == (0, "initial_buffer", "norm.running_mean")
     assert found["description"].startswith("buffer norm.running_mean initial value (before any step)")
     later = _trace(w, {"norm.running_mean": np.zeros(2)})
     later[1]["buffer"] = {"norm.running_mean": np.full(2, 0.5)}
-    found = locate(_trace(w, {"norm.running_mean": np.zeros(2)}), later, 0.0, 1)
+    found = locate(_trace(w, {"norm.running_mean": np.zeros(2)}), later, 1)
     assert (found["step"], found["kind"]) == (1, "buffer")
     assert "buffer norm.running_mean after the forward of step 1" in found["description"]
     missing = missing_names(_trace(w, {}), _trace(w, {"norm.num_batches_tracked": np.zeros(())}))
@@ -107,7 +107,7 @@ def test_random_draws_on_sharded_data_are_stated_and_name_no_culprit():
     assert out["culprits"][0]["random_draws_only"] is True
     assert "Culprit:" not in out["verdict"] and "No culprit from this alone" in out["verdict"]
     assert f"Copies not equal: {RANDOM_DRAWS_NOTE} (job 1)" in out["verdict"]
-    assert copy_notes([_row(0, "ok", "replicated")]) is None
+    assert "Copies not equal" not in attribute([_row(0, "ok", "replicated")])["verdict"]
     # a failing job without the note is a culprit as before
     plain = attribute([_row(0, "ok", "replicated"), _row(1, "fail", "sharded", max_abs=0.1)])
     assert "Culprit: data.split=sharded" in plain["verdict"]

@@ -13,7 +13,6 @@ from typing import Iterator, List, Tuple
 
 import pytest
 
-from sweep._moved import MOVED
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -58,8 +57,7 @@ def _module_file(parts: List[str]) -> Tuple[Path, int]:
     """The file of the longest importable prefix of ``parts`` and that prefix's length."""
     for i in range(len(parts), 0, -1):
         dotted = ".".join(parts[:i])
-        moved = MOVED.get(dotted)
-        base = ROOT.joinpath(*(moved or dotted).split("."))
+        base = ROOT.joinpath(*dotted.split("."))
         if base.with_suffix(".py").is_file():
             return base.with_suffix(".py"), i
         if base.is_dir():
@@ -133,14 +131,102 @@ def test_every_sweep_command_composes(tmp_path):
     from sweep.config import CONF_DIR
     from sweep.run.preflight import check_command_line
 
+    from sweep.findings import kind
+
     failing = []
     for where, argv in _sweep_commands():
+        if argv[:1] == ("explain",) or argv[:1] == ["explain"]:  # a finding's page: every code named exists
+            for code in [a for a in argv[1:] if a != "CODE"]:
+                try:
+                    kind(code)
+                except KeyError as exc:
+                    failing.append(f"{where}\n    {exc}")
+            continue
         args = [a for a in argv if not a.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
         args += [f"hydra.run.dir={tmp_path}/run", f"hydra.sweep.dir={tmp_path}/multirun"]
         error = check_command_line(args, CONF_DIR)
         if error is not None:
             failing.append(f"{where}\n    {error}")
     assert failing == [], "commands in README/docs that do not compose:\n" + "\n".join(failing)
+
+
+def test_a_command_documented_with_its_job_count_plans_that_many_jobs():
+    """``python -m sweep -m ...  # N jobs: ...`` in README/docs: the multirun Hydra plans
+    from that command line (its grid's params and the overrides) has N jobs (issue 52:
+    a preset documented as 2 jobs ran 64)."""
+    from hydra import compose, initialize_config_dir
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from sweep.config import CONF_DIR
+    from sweep.config.schema import register_configs
+
+    register_configs()
+    parser = OverridesParser.create()
+    checked, wrong = 0, []
+    for page, line in _commands():
+        said = re.search(r"#[^#]*?\b(\d+) jobs\b", line)
+        argv = _argv(line, "python -m sweep")
+        if said is None or argv is None or "-m" not in argv:
+            continue
+        overrides = [a for a in argv if a != "-m"]
+        first = [f"{o.get_key_element()}={next(iter(o.sweep_string_iterator()))}" if o.is_sweep_override() else line_
+                 for o, line_ in zip(parser.parse_overrides(overrides), overrides)]
+        with initialize_config_dir(str(CONF_DIR), version_base="1.3"):  # the grid a group override brings
+            params = compose("config", overrides=first, return_hydra_config=True).hydra.sweeper.params or {}
+        arguments = parser.parse_overrides([f"{k}={v}" for k, v in params.items()] + overrides)
+        planned = sum(len(batch) for batch in BasicSweeper.split_arguments(arguments, None))
+        checked += 1
+        if planned != int(said.group(1)):
+            wrong.append(f"{page.relative_to(ROOT)}: {line} (plans {planned})")
+    assert checked >= 5 and wrong == [], "\n".join(wrong)
+
+
+def test_the_bisect_recipe_runs_against_the_history_its_documented_command_builds(tmp_path):
+    """docs/since-when.md's bisect example: the command that builds the history is there and
+    runs, the recipe's revisions resolve in what it built, and every commit id the page
+    shows is a commit of that history with the subject shown next to it (issue 52: the ids
+    came from a history only a test helper built, with dates of its own)."""
+    import subprocess
+    import sys
+
+    text = _text(ROOT / "docs/since-when.md")
+    build = [line for page, line in _commands() if page.name == "since-when.md"
+             and line.startswith("python examples/toy_history.py")]
+    recipe = [_argv(line, "python -m sweep") for page, line in _commands() if page.name == "since-when.md"
+              and "hydra.sweeper.repo=/tmp/toyhist" in line]
+    assert len(build) == 1 and len(recipe) == 1 and recipe[0] is not None
+    where = shlex.split(build[0], comments=True)[2]
+    repo = tmp_path / "toyhist"
+    proc = subprocess.run([sys.executable, *shlex.split(build[0], comments=True)[1:2], str(repo)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+    settings = dict(a.split("=", 1) for a in recipe[0] if a.startswith("hydra.sweeper."))
+    assert settings["hydra.sweeper.repo"] == where
+    for key in ("hydra.sweeper.good", "hydra.sweeper.bad"):
+        git("rev-parse", "--verify", settings[key] + "^{commit}")
+    example = text[text.index(build[0].split("#")[0].strip()):text.index("hydra.sweeper.install=")]
+    ids = set(re.findall(r"\b[0-9a-f]{10}\b", example))
+    subjects = re.findall(r"\b([0-9a-f]{10}) '([^']+)'", example) + re.findall(
+        r"\| ([0-9a-f]{10}) \| ([^|]+?) +\|", example)
+    assert len(ids) >= 6 and len(subjects) >= 6, example
+    for sha in ids:
+        git("rev-parse", "--verify", sha + "^{commit}")  # a commit of the history the command built
+    for sha, subject in subjects:
+        assert git("log", "-1", "--format=%s", sha) == subject, (sha, subject)
+def test_the_cluster_page_gives_the_commands_the_slurm_tests_run():
+    """docs/cluster.md's test-cluster recipes are the commands tests/integration/test_slurm.py
+    runs against the SLURM test cluster (``DOCUMENTED``), word for word."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    from tests.integration import test_slurm
+
+    documented = {argv for where, argv in _sweep_commands() if where.startswith("docs/cluster.md")}
+    missing = [" ".join(argv) for argv in test_slurm.DOCUMENTED if tuple(argv) not in documented]
+    assert missing == [], "commands test_slurm.py runs that docs/cluster.md does not give:\n" + "\n".join(missing)
 
 
 @pytest.mark.parametrize("program, source", [
@@ -166,12 +252,21 @@ def test_the_readme_is_a_guide():
 def test_the_readme_and_getting_started_give_the_same_two_commands():
     def setup(page: str) -> List[str]:
         text = _text(ROOT / page)
-        return [line for line in text.splitlines() if line.startswith("python3 -m venv")] + re.findall(
-            r"\((\d+) tests:", text)
+        return [line for line in text.splitlines() if line.startswith("python3 -m venv")]
 
     readme = setup("README.md")
-    assert len(readme) == 3 and readme == setup("docs/getting-started.md")
+    assert len(readme) == 2 and readme == setup("docs/getting-started.md")
     assert "-e '.[torch,mindspore,test]' --config-settings editable_mode=compat" in _text(ROOT / ".ci/run")
+
+
+def test_the_suites_size_is_counted_by_a_command_not_written_down():
+    """Issue 52: getting-started gave five different test counts, each true once. The pages
+    give the command that counts the tests (pytest's own collection), never a count."""
+    command = "python -m pytest --collect-only -q | tail -1"
+    for page in ("README.md", "docs/getting-started.md"):
+        text = " ".join(_text(ROOT / page).split())
+        assert command in text, page
+        assert re.findall(r"\b\d[\d,]* tests\b", text) == [], page
 
 
 def test_nothing_outside_the_clone_and_no_deprecated_setting():

@@ -8,8 +8,6 @@ import pytest
 from sweep.analysis.compare import compare_losses
 from sweep.analysis.dtypes import dtype_evidence, implied_dtypes
 from sweep.analysis.evidence import (
-    LOSS_ROUNDING_REL,
-    ROUNDING_GROWN,
     drift_class,
     first_diff_over_ranks,
     first_module_over_ranks,
@@ -34,31 +32,31 @@ def test_the_first_differing_step_is_the_earliest_over_the_ranks():
     assert first_diff_over_ranks([]) is None
 
 
-def test_a_traced_gradient_beyond_rounding_parts_the_losses_at_the_next_step():
-    ref, got = [1.0, 0.9, 0.8, 0.7], [1.0, 0.9, 0.8 + 1e-3, 0.7 + 2e-3]
-    grad = {"step": 0, "kind": "grad", "name": "w", "rel_diff": 0.5}
-    found = real_onset(2, grad, ref, got, sharded=True)  # sharded: the losses say nothing before step 2
+WITHIN = {"measured": True, "loss": {"first_beyond_step": None}}  # an envelope the losses stay within
+
+
+def test_a_traced_gradient_beyond_its_envelope_parts_the_losses_at_the_next_step():
+    grad = {"step": 0, "kind": "grad", "name": "w", "rel_diff": 0.5}  # no bound: beyond (or unmeasured)
+    found = real_onset(2, grad, WITHIN)  # the losses within their envelope until then
     assert found == {"first_real_step": 1, "onset_from": "losses"}
-    # replicated data: any differing loss is the forward's, so step 2 counts as well; the gradient is earlier
-    assert real_onset(2, grad, ref, got)["first_real_step"] == 1
-    assert real_onset(None, grad, ref, got) == {"first_real_step": None, "onset_from": None}
+    beyond = {"measured": True, "loss": {"first_beyond_step": 2}}
+    assert real_onset(2, grad, beyond)["first_real_step"] == 1  # the gradient is earlier
+    assert real_onset(None, grad, WITHIN) == {"first_real_step": None, "onset_from": None}
 
 
 def test_the_update_differences_give_the_onset_unless_the_copies_part_at_step_0():
-    ref, got = [1.0] * 6, [1.0] * 2 + [1.1] * 4
     periodic = {"step": 1, "kind": "weight", "rel_diff": 0.1,
                 "updates": {"pattern": "periodic", "period": 2, "real_step": 1, "until": None}}
-    found = real_onset(2, periodic, ref, got)
+    found = real_onset(2, periodic, WITHIN)
     assert found == {"first_real_step": 2, "onset_from": "updates", "onset": "periodic", "period": 2,
                      "onset_until": None}
     initial = dict(periodic, kind="initial", step=0)  # the copies start apart: step 0, the losses' onset stays
-    assert real_onset(2, initial, ref, got) == {"first_real_step": 0, "onset_from": "losses"}
+    assert real_onset(2, initial, WITHIN) == {"first_real_step": 0, "onset_from": "losses"}
 
 
-def test_a_failing_command_jobs_losses_part_beyond_a_few_ulps():
-    ref, got = [1.0, 0.9], [1.0 + 5e-6, 0.9 + 1e-3]  # 5e-6 relative: below ROUNDING_REL, above LOSS_ROUNDING_REL
-    assert real_onset(0, {}, ref, got, sharded=True, failing_rel=LOSS_ROUNDING_REL)["first_real_step"] == 0
-    assert real_onset(0, {}, ref, got, sharded=True)["first_real_step"] == 1
+def test_without_a_measured_envelope_every_difference_is_real():
+    assert real_onset(0, {}, {"measured": False, "why": "runner=command"})["first_real_step"] == 0
+    assert real_onset(0, {}, None)["first_real_step"] == 0
 
 
 # --- the place: the first tensor and module over the ranks ------------------------------------------
@@ -145,7 +143,6 @@ def test_the_first_tensors_sentence_names_its_rank_on_several_ranks():
     assert first_tensor_text(dict(found, ranks=[0, 1]), 2) == "w grad at step 2 (every rank)"
     assert first_tensor_text(found, 1) == "w grad at step 2"
     assert first_tensor_text(dict(found, shards={"of": 2, "differ": [1], "ranks": [1]}), 2) == "w grad at step 2"
-    assert first_tensor_text(found, 2, rounding_grown=True) == "w grad at step 2" + ROUNDING_GROWN + " (rank 1)"
     assert first_tensor_text({"note": "not traced: order=separate"}, 2) == "not traced: order=separate"
     assert first_tensor_text({}, 2) is None
 
@@ -176,15 +173,17 @@ def test_a_records_evidence_is_the_earliest_rank_its_real_step_and_its_first_ten
     assert drift_class(dict(found, status="fail")) == "from_step"
 
 
-def test_a_passing_jobs_rounding_grown_past_its_size_is_no_cause():
+def test_a_job_whose_every_difference_stays_within_its_envelope_is_rounding_passing_or_not():
     got = [1.0] * 3 + [0.7 + 2e-7, 0.6 + 2e-7, 0.5 - 2e-7]
-    grown = {"step": 0, "kind": "weight", "name": "b", "rel_diff": 1e-12, "description": "b weight at step 0",
-             "beyond_rounding": {"step": 3, "kind": "weight", "rel_diff": 2e-4}, "rank": 0, "ranks": [0]}
-    found = job_evidence(_record("ok", [1.0, 0.9, 0.8] + got[3:], world_size=1, first_tensor=grown))
-    assert found["first_real_step"] is None and "rounding_grown" not in found
-    assert found["first_tensor"] == "b weight at step 0" + ROUNDING_GROWN
-    assert found["first_tensor_rel"] == 2e-4  # the first real difference's size
-    assert rounding_only(dict(found, status="ok")) and drift_class(dict(found, status="ok")) == "rounding"
+    within = {"step": 0, "kind": "weight", "name": "b", "rel_diff": 1e-12, "description": "b weight at step 0",
+              "bound": 1e-9, "beyond_rounding": None, "rank": 0, "ranks": [0]}
+    envelope = {"measured": True, "loss": {"within": True, "first_beyond_step": None}, "other_failures": []}
+    for status in ("ok", "fail"):
+        record = _record(status, [1.0, 0.9, 0.8] + got[3:], world_size=1, first_tensor=within, envelope=envelope)
+        found = job_evidence(record)
+        assert found["first_real_step"] is None and found["first_tensor"] == "b weight at step 0"
+        row = dict(found, status=status, result=record)
+        assert rounding_only(row) and drift_class(row) == "rounding"
 
 
 def test_a_record_without_losses_has_only_its_places():
@@ -194,12 +193,13 @@ def test_a_record_without_losses_has_only_its_places():
                                     "first_tensor_kind": None, "first_tensor_rel": None}
 
 
-def test_a_command_job_counts_as_sharded_with_the_loss_threshold():
+def test_a_job_whose_envelope_was_not_measured_parts_at_its_first_difference():
     got = [1.0 + 1e-8, 0.9 + 5e-6, 0.8 + 1e-3, 0.7, 0.6, 0.5]
-    command = _record("fail", got, config={"runner": {"name": "command"}, "data": {"split": "replicated"}})
-    builtin = _record("fail", got, config={"runner": {"name": "builtin"}, "data": {"split": "replicated"}})
-    assert job_evidence(command)["first_real_step"] == 1  # 1e-8: a mean over the ranks; 5e-6: beyond ulps
-    assert job_evidence(builtin)["first_real_step"] == 0  # replicated: any step-0 difference is the forward's
+    command = _record("fail", got, config={"runner": {"name": "command"}},
+                      envelope={"measured": False, "why": "runner=command: no twin can run"})
+    found = job_evidence(command)
+    assert found["first_real_step"] == 0  # 1e-8 may be a mean over the ranks, but nothing was measured
+    assert not rounding_only(dict(found, status="fail", result=command))
 
 
 # --- the class -------------------------------------------------------------------------------------
@@ -210,10 +210,11 @@ def test_a_command_job_counts_as_sharded_with_the_loss_threshold():
     ({"status": "fail", "first_diff_step": 0, "first_real_step": 1}, "first_update"),
     ({"status": "fail", "first_diff_step": 0, "first_real_step": 5, "onset": "periodic"}, "periodic"),
     ({"status": "ok", "first_diff_step": 4, "first_real_step": 4, "onset": "growth"}, "from_step"),
-    ({"status": "ok", "first_diff_step": 4, "first_real_step": None}, "rounding"),
+    ({"status": "ok", "first_diff_step": 4, "first_real_step": None,
+      "result": JobRecord(status="ok", envelope={"measured": True})}, "rounding"),
     ({"status": "ok", "first_diff_step": None, "first_real_step": None}, None),
     ({"status": "error", "first_diff_step": 0, "first_real_step": 0}, None),
-    ({"status": "fail", "first_diff_step": 2, "first_tensor_rel": 1e-6}, "rounding"),  # an older row
+    ({"status": "fail", "first_diff_step": 2, "first_tensor_rel": 1e-6}, "from_step"),  # an older row: no envelope
     ({"status": "fail", "first_diff_step": 2}, "from_step"),  # untraced: a real drift
 ])
 def test_the_drift_class_is_that_of_the_first_real_difference(row, cls):

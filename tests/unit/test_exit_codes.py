@@ -24,6 +24,22 @@ def _sweep(args, cwd):
     (["-m", "optimizer=adam,lamb"], "error: optimizer=lamb: no such option; optimizer is one of: adam, adamw, sgd"),
     (["steps=abc"], "error: steps=abc: "),
     (["steps=[1"], "error: "),  # an override that does not parse
+    # Hydra's own groups and this project's sweepers' settings (issue 52)
+    (["-m", "hydra/sweeper=isolat"], "error: hydra/sweeper=isolat: no such option; hydra/sweeper is one of: basic, "
+                                     "bisect, isolate (did you mean hydra/sweeper=isolate?)"),
+    (["-m", "hydra/sweeper=isolate", 'hydra.sweeper.failing=["optimizer=sgd"]'],
+     "error: hydra/sweeper=isolate: hydra.sweeper.failing is given without hydra.sweeper.passing: give both"),
+    (["-m", "hydra/sweeper=isolate", 'hydra.sweeper.passing=["optimizer=adam"]'],
+     "error: hydra/sweeper=isolate: hydra.sweeper.passing is given without hydra.sweeper.failing: give both"),
+    (["-m", "hydra/sweeper=isolate", "hydra.sweeper.repeat=0"], "error: hydra.sweeper.repeat=0 must be >= 1"),
+    (["-m", "hydra/sweeper=isolate", "hydra.sweeper.from_sweep=no/such/dir"],
+     "error: hydra.sweeper.from_sweep=no/such/dir: no such dir"),
+    (["-m", "hydra/launcher=submitit_locl"], "error: hydra/launcher=submitit_locl: no such option; hydra/launcher is"),
+    # a placeholder copied from the docs, quoted for the shell but not for Hydra's grammar
+    (["-m", "hydra/sweeper=isolate", "hydra.sweeper.from_sweep=outputs/multirun/<date_time>"],
+     "error: hydra.sweeper.from_sweep=outputs/multirun/<date_time>: <date_time> is a placeholder from the docs: put "
+     "the real value there"),
+    (["note=a&b"], """error: LexerNoViableAltException: note=a&b (Hydra's grammar takes & only quoted: 'note="a&b"')"""),
 ])
 def test_a_command_line_that_does_not_compose_exits_2_with_one_line(tmp_path, args, line):
     proc = _sweep(args, tmp_path)
@@ -56,7 +72,23 @@ def test_a_good_command_line_and_hydras_own_options_pass_untouched():
     assert check_command_line(["-m", "mp_policy=fp32,bf16", "mesh=dp2,hsdp2x2", "+mp_policy.overrides.x.param_dtype=float32"],
                               CONF_DIR) is None
     assert check_command_line(["--help"], CONF_DIR) is None
-    assert check_command_line(["hydra/launcher=no_such_launcher"], CONF_DIR) is None  # Hydra's own groups: Hydra's
+    assert check_command_line(["-m", "hydra/sweeper=isolate", 'hydra.sweeper.failing=["optimizer=sgd"]',
+                               'hydra.sweeper.passing=["optimizer=adam"]'], CONF_DIR) is None
+    unquoted = check_command_line(["-m", "hydra/sweeper=isolate", "hydra.sweeper.failing=[optimizer=sgd,mesh=dp4]",
+                                   'hydra.sweeper.passing=["optimizer=adam"]'], CONF_DIR)
+    assert unquoted.endswith("""each element of the list is an override, quoted: """
+                             """'hydra.sweeper.failing=["optimizer=sgd","mesh=dp4"]'"""), unquoted
+    assert check_command_line(["-m", "hydra/launcher=basic", "hydra.job.chdir=false"], CONF_DIR) is None
+
+
+def test_a_factory_that_does_not_import_is_one_line_of_ours(tmp_path):
+    """Hydra logs its own error before it raises (``hydra.utils.get_method``); the job says
+    it once, in its words, and exits 2 (issue 52)."""
+    proc = _sweep(["model._target_=no_such_module.build_model", "steps=1"], tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "Error getting callable" not in out and "Are you sure" not in out, out
+    assert out.count("does not import") == 1 and "model._target_=no_such_module.build_model does not import" in out
 
 
 def test_help_piped_into_a_reader_that_leaves_ends_quietly(tmp_path):

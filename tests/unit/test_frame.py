@@ -105,3 +105,26 @@ def test_summary_csv_has_reason_constant_overrides_and_versions(sweep_dir):
     assert table[2]["reason"] == "launcher exited with code 1" and table[0]["reason"] == ""
     assert table[0]["versions.torch"] == "2.13.0+cpu" and table[3]["versions.torch"] == ""
     assert JobDir(sweep_dir / "0").result.exists()
+
+
+@pytest.mark.parametrize("status, extra, says", [
+    # a failing runner=command job: its copies differ, but its tensors run inside the command (issue 52)
+    ("fail", {"config": {"runner": {"name": "command"}}, "first_tensor": {"note": "not observed (runner=command)"}},
+     "not observed (runner=command): its tensors run inside your command"),
+    ("fail", {"config": {"runner": {"name": "command"}}}, "runner=command: its tensors run inside your command"),
+    ("fail", {"config": {"runner": {"name": "builtin"}}, "first_tensor": {"note": "not traced: order=separate trains "
+                                                                                  "the copies apart"}},
+     "not traced: order=separate"),
+    ("error", {"config": {}}, "the job did not finish (error: boom)"),
+    ("ok", {"config": {}}, "its copies never differed"),
+])
+def test_a_job_without_a_tracing_rerun_says_why(tmp_path, status, extra, says):
+    import sweep
+
+    mean = -0.5 if status == "fail" else 0.0
+    comparison = None if status == "error" else {**_cmp(status == "ok", 0 if status == "fail" else None, mean),
+                                                 "first_diff_step": 0 if mean else None}
+    write_job(tmp_path, 0, ["steps=3"], make_record(status, ["steps=3"], comparison, "boom" if status == "error" else None,
+                                                    **extra))
+    with pytest.raises(FileNotFoundError, match="no tracing rerun in .*: " + says.replace("(", r"\(").replace(")", r"\)")):
+        sweep.load_trace(tmp_path / "0")

@@ -3,12 +3,14 @@
 ran (sweep.analysis.collectives), gradients in autograd's order and known scales
 (sweep.analysis.trace), and the module trace's hooks on a real torch module."""
 
+import math
+
 import numpy as np
 import pytest
 
 from sweep.analysis.collectives import dim_groups, ledger_notes, optimizer_notes, scale_signature
 from sweep.analysis.modules import compare_modules, first_over_ranks
-from sweep.analysis.trace import first_difference, pure_scale, tensor_rows
+from sweep.analysis.trace import Search, first_difference, pure_scale, tensor_rows
 
 
 def _summary(values):
@@ -37,7 +39,7 @@ def test_a_forward_fault_in_a_later_layer_names_that_layer_not_the_first():
     found = compare_modules(ours, theirs)["first"]
     assert (found["module"], found["phase"], found["step"]) == ("layer1", "forward", 0)
     assert found["rel_in"] == 0.0 and found["rel_out"] == pytest.approx(0.01, rel=1e-3)
-    assert found["description"].startswith("layer1 forward output at step 0, inputs equal, rel 0.01")
+    assert found["description"].startswith("layer1 forward output at step 0, inputs agree, rel 0.01")
 
 
 def test_an_input_that_differs_before_any_module_is_named_for_its_input():
@@ -67,7 +69,9 @@ def test_sharded_rows_are_compared_with_the_standalone_rows_of_the_rank_and_grad
 
 def test_equal_traces_name_nothing_and_say_so():
     result = compare_modules([_step({"layer0": X})], [_step({"layer0": X})])
-    assert result["first"] is None and "agree within rounding" in result["description"]
+    assert result["first"] is None and "agree exactly" in result["description"]
+    twin = compare_modules([_step({"layer0": X})], [_step({"layer0": X})], twin=[_step({"layer0": X})])
+    assert "agree within their rounding envelope" in twin["description"]
 
 
 def test_a_parent_that_returns_its_last_childs_output_is_not_blamed_for_the_next_gradient():
@@ -95,7 +99,7 @@ def test_gradients_are_taken_in_autograd_order_when_the_trace_gives_one():
 
 def test_a_gradient_that_is_world_size_times_the_standalone_one_is_named_a_sum_for_a_mean():
     g = np.array([0.5, -1.0, 2.0])
-    found = first_difference([{"grad": {"w": g}}], [{"grad": {"w": g * 4}}], known={"world_size": 4})
+    found = first_difference([{"grad": {"w": g}}], [{"grad": {"w": g * 4}}], Search(known={"world_size": 4}))
     assert found["scale"] == pytest.approx(4.0)
     assert "x4 = world_size: a sum where a mean was expected" in found["description"]
     assert pure_scale(g, g + np.array([0.1, 0.0, 0.0])) is None  # not a pure scale
@@ -186,10 +190,10 @@ def test_the_module_trace_only_looks_and_records_in_execution_and_autograd_order
 def test_a_factor_on_one_gradient_alone_is_not_named_a_reductions():
     g = np.array([0.5, -1.0, 2.0])
     ours = [{"grad": {"a": g, "b": g}}]
-    found = first_difference(ours, [{"grad": {"a": g * 2, "b": g}}], known={"world_size": 2})
+    found = first_difference(ours, [{"grad": {"a": g * 2, "b": g}}], Search(known={"world_size": 2}))
     assert found["scale"] == pytest.approx(2.0) and "scale_signature" not in found
     assert "this tensor only" in found["description"] and "world_size" not in found["description"]
-    both = first_difference(ours, [{"grad": {"a": g * 2, "b": g * 2}}], known={"world_size": 2})
+    both = first_difference(ours, [{"grad": {"a": g * 2, "b": g * 2}}], Search(known={"world_size": 2}))
     assert both["scale_signature"].startswith("x2 = world_size")
 
 
@@ -249,8 +253,19 @@ def test_lrs_as_they_ran_are_compared_copy_against_copy():
 
     assert lr_notes([1e-3, 1e-3, 9e-4], [1e-3, 1e-3, 9e-4]) == []
     assert lr_notes([1e-3, 1e-3, 9e-4], [1e-3, 1e-3, 4.5e-4]) == [
-        "lr differs from step 2: distributed 0.00045, standalone 0.0009 (the copies' schedules differ: a scheduler "
-        "stepped otherwise in one copy)"]
+        "lr differs from step 2: distributed 0.00045, standalone 0.0009 (the copies' schedules differ in shape: "
+        "another schedule in one copy)"]
+    # the cause is read from what differs (issue 51), not assumed
+    cosine = [1e-3 * (1 + math.cos(math.pi * t / 8)) / 2 for t in range(8)]
+    ahead = lr_notes(cosine, cosine[1:] + [0.0])[0]
+    assert ahead.startswith("lr differs from step 0") and "runs 1 step ahead of the standalone one" in ahead \
+        and "an extra scheduler.step()" in ahead
+    assert "runs 1 step behind" in lr_notes(cosine, cosine[:1] + cosine[:-1])[0]
+    assert "its scheduler does not step" in lr_notes(cosine, cosine[:3] + [cosine[3]] * 5)[0]
+    assert "x0.5 the standalone one at every step from there" in lr_notes(
+        cosine, cosine[:2] + [x * 0.5 for x in cosine[2:]])[0]
+    assert "at step 3 only (x2), equal again from step 4" in lr_notes(
+        cosine, [x * 2 if t == 3 else x for t, x in enumerate(cosine)])[0]
     assert lr_notes(None, [1e-3]) == [] and lr_notes([1e-3], []) == []  # one copy's lrs unknown: no claim
     assert lr_notes([1e-3, 1e-3], [1e-3 * (1 + 1e-8), 1e-3]) == []  # a float32 round trip is no difference
 

@@ -119,6 +119,33 @@ def test_from_sweep_nearest_and_farthest(tmp_path):
     assert far["answer"] == "a=1 + b=1" and far["interaction"] and far["n_jobs"] == 4
 
 
+def test_from_sweep_runs_every_probe_with_its_grid_jobs_config(tmp_path):
+    """Issue 52: the grid set steps=20 and added a key (+tag); the isolating process's own
+    default grid (as ablation=report's params in the real tree) says steps=200. Every probe
+    stands for a grid job and must run its resolved config, not the default grid's."""
+    import yaml
+
+    grid = tmp_path / "grid"
+    isolate(["cause=[a,b]", "steps=20", "+tag=x", "a=0,1", "b=0,1"], grid, sweeper="basic")
+    state = isolate([f"hydra.sweeper.from_sweep={grid}", "+ablation=report"],
+                    tmp_path / "iso")
+    assert state["answer"] in ("a=1", "b=1") and state["n_jobs"] == 3
+
+    def config(job_dir):
+        return yaml.safe_load((job_dir / "job.yaml").read_text())
+
+    ran = {(c["a"], c["b"]): c for c in map(config, sorted(p for p in grid.iterdir() if p.name.isdigit()))}
+    assert len(ran) == 4 and {c["steps"] for c in ran.values()} == {20}
+    for job in state["jobs"]:
+        probe = config(tmp_path / "iso" / str(job["job"]))
+        assert probe == ran[(probe["a"], probe["b"])], job["overrides"]  # steps, +tag and every other value
+    assert "each probe with the overrides its grid job ran with" in state["endpoints_from"]
+    # a value the command line fixes goes on top of every probe, and the report says so
+    fixed = isolate([f"hydra.sweeper.from_sweep={grid}", "steps=5"], tmp_path / "fixed")
+    assert {config(tmp_path / "fixed" / str(j["job"]))["steps"] for j in fixed["jobs"]} == {5}
+    assert "on top of every probe, steps=5" in fixed["endpoints_from"]
+
+
 def test_disagreeing_repeats_are_unresolved(tmp_path):
     # probes where exactly a, b, c are 1 pass on odd job numbers and fail on even ones
     state = isolate(["cause=[a]", "flaky=[a,b,c]", "hydra.sweeper.repeat=2", *endpoints()], tmp_path)

@@ -5,7 +5,8 @@ and notes several ranks share."""
 import pytest
 
 from sweep.analysis.compare import compare_losses
-from sweep.analysis.judging import ranked_notes, ranks_apart, start_tensor, verdict, worst_rank
+from sweep.analysis.judging import (Disagreements, JudgedLosses, ranked_notes, ranks_apart, start_tensor, verdict,
+                                    worst_rank)
 
 REF = [1.0, 0.9, 0.8, 0.7]
 
@@ -15,17 +16,18 @@ def _c(got):
 
 
 def test_a_job_passes_when_every_rank_passes_and_nothing_else_fails_it():
-    assert verdict({0: _c(REF), 1: _c(REF)}, 0, REF, REF, 1e-4, 1e-4) == ("ok", None)
+    assert verdict(JudgedLosses({0: _c(REF), 1: _c(REF)}, 0, REF, REF), 1e-4, 1e-4) == ("ok", None)
 
 
 def test_the_reason_names_the_judged_rank_the_failing_ranks_and_a_non_finite_loss():
     bad = [1.0, float("nan"), 0.7, 0.6]
     comparisons = {0: _c(REF), 1: _c(bad)}
-    status, reason = verdict(comparisons, worst_rank(comparisons), REF, bad, 1e-4, 1e-4)
+    status, reason = verdict(JudgedLosses(comparisons, worst_rank(comparisons), REF, bad), 1e-4, 1e-4)
     assert status == "fail" and reason == (
         "rank 1: 3/4 steps outside rtol=0.0001, atol=0.0001; first at step 1 (failing ranks: 1 of 2); "
         "a non-finite loss from step 1 (standalone 0.9, distributed nan)")
-    one = verdict({0: _c(bad)}, 0, REF, bad, 1e-4, 1e-4)[1]  # one judged sequence (sharded): no rank named
+    # one judged sequence (sharded): no rank named
+    one = verdict(JudgedLosses({0: _c(bad)}, 0, REF, bad), 1e-4, 1e-4)[1]
     assert one.startswith("3/4 steps outside") and "failing ranks" not in one
 
 
@@ -37,17 +39,18 @@ def test_ranks_that_disagree_copies_that_start_apart_and_replicas_fail_a_job_wit
     unequal = [(0, {"description": "w initial weights differ"}), (1, {"description": "w initial weights differ"})]
     replicas = {"first_step": 1, "pairs": [[0, 2]], "coords": {"0": [0, 0], "2": [1, 0]}, "mesh_dims": ["r", "s"]}
     comparisons = {0: _c(close), 2: _c(other)}
-    status, reason = verdict(comparisons, 0, REF, close, 1e-4, 1e-4, apart=apart, unequal=unequal, replicas=replicas)
+    judged = JudgedLosses(comparisons, 0, REF, close)
+    status, reason = verdict(judged, 1e-4, 1e-4, Disagreements(apart=apart, unequal=unequal, replicas=replicas))
     assert status == "fail" and reason.split("; ") == [
         "ranks disagree: rank 2 against rank 0 from step 2 (max |diff| 0.0003)",
         "the copies do not start equal: rank 0: w initial weights differ (ranks 0, 1)",
         "replicas disagree from step 1: rank 0 (r x s [0, 0]) and rank 2 (r x s [1, 0]) hold the same shards of the "
         "weights but different values (the reduction across replicas is missing or wrong)",
     ]
-    assert verdict(comparisons, 0, REF, close, 1e-4, 1e-4, replicas=dict(replicas, first_step=None)) == ("ok", None)
+    assert verdict(judged, 1e-4, 1e-4, Disagreements(replicas=dict(replicas, first_step=None))) == ("ok", None)
     # from step 0, with a rank among them that starts apart: the initialisation, not the reduction
     from_init = dict(replicas, first_step=0, ranks=[0, 2])
-    _, reason = verdict(comparisons, 0, REF, close, 1e-4, 1e-4, unequal=unequal, replicas=from_init)
+    _, reason = verdict(judged, 1e-4, 1e-4, Disagreements(unequal=unequal, replicas=from_init))
     assert "initial weights that differ by rank: an initialisation, not the reduction" in reason
     assert "missing or wrong" not in reason
 
@@ -77,18 +80,25 @@ def test_losses_non_finite_alike_in_both_copies_fail_the_job():
     diverged = [1.0, float("inf"), float("nan"), float("nan")]
     both = compare_losses(diverged, diverged, rtol=1e-4, atol=1e-4)
     assert both.passed and both.first_nonfinite_step == 1  # numpy.isclose(equal_nan) calls them equal
-    status, reason = verdict({0: both}, 0, diverged, diverged, 1e-4, 1e-4)
+    status, reason = verdict(JudgedLosses({0: both}, 0, diverged, diverged), 1e-4, 1e-4)
     assert status == "fail" and reason == (
         "non-finite loss from step 1 in both copies (standalone inf, distributed inf): equal, but nothing to compare")
     finite = compare_losses(REF, REF, rtol=1e-4, atol=1e-4)
-    status, reason = verdict({0: finite, 1: both}, 0, REF, REF, 1e-4, 1e-4)  # another rank's: named by rank
+    # another rank's: named by rank
+    status, reason = verdict(JudgedLosses({0: finite, 1: both}, 0, REF, REF), 1e-4, 1e-4)
     assert status == "fail" and reason.startswith("non-finite loss from step 1 in both copies (rank 1)")
 
 
 def test_replicas_apart_from_the_initial_weights_are_not_blamed_on_the_reduction():
     """A tester's per-rank init fault on HSDP (rank 1's shard re-initialised): the replicas
     disagree from step 0 because the copies start apart there; the sentence says so."""
-    from sweep.analysis.attribution import replica_sentence
+    from sweep.report.findings import attribute
+
+    def replica_sentence(rows):
+        return " ".join(f["sentence"] for f in attribute([dict(r, overrides={"j": str(r["job"])}, status="ok",
+                                                               mean_signed_diff=0.0, max_abs_diff=0.0,
+                                                               first_fail_step=None, reason=None)
+                                                          for r in rows])["findings"] if f["code"] == "V150")
 
     init = {"job": 1, "notes": "replicas disagree from step 0 (ranks 1 and 3)", "first_tensor_kind": "initial",
             "first_tensor": "layer0.weight initial weights (before any step), only dim-0 shard 1 of 2 differs, "

@@ -66,6 +66,50 @@ def test_a_launch_handle_polls_waits_and_kills(tmp_path):
     assert outcome.timed_out and outcome.returncode is None and outcome.killed == 1
 
 
+def test_at_its_time_limit_a_launch_asks_its_ranks_for_their_stacks(tmp_path):
+    """Issue 52: a timeout said no more than "no result". Before the kill, every process of
+    the launch that registered for it (the ranks: sweep.train.__main__.stacks_on_signal)
+    writes its Python stack into its log; the launcher itself is not asked."""
+    rank = ("from sweep.train.__main__ import stacks_on_signal; stacks_on_signal()\n"
+            "import time\ndef stuck():\n    time.sleep(60)\nstuck()")
+    spec = supervise.LaunchSpec(argv=["sh", "-c", f'"{sys.executable}" -c "$0"; true', rank], env={},
+                                log_path=tmp_path / "launcher.log", timeout_s=3)
+    outcome = supervise.run(spec)
+    assert outcome.timed_out and outcome.killed >= 1
+    log = spec.log_path.read_text()
+    assert "(most recent call first):" in log and 'line 4 in stuck' in log, log
+
+
+def _worker_log(job_dir, rank, frames):
+    """A worker log ending in the stack faulthandler writes (innermost frame first)."""
+    lines = ["[W] some warning", "Thread 0x00007f0000000001 (most recent call first):",
+             '  File "/usr/lib/python3.11/threading.py", line 320 in wait',
+             "", "Current thread 0x00007f0000000002 (most recent call first):"]
+    lines += [f'  File "{file}", line {line} in {func}' for file, line, func in frames]
+    (job_dir / "logs").mkdir(parents=True, exist_ok=True)
+    (job_dir / "logs" / f"worker_{rank}.log").write_text("\n".join(lines) + "\n")
+
+
+WAITING = [("/venv/site-packages/torch/distributed/distributed_c10d.py", 4394, "all_gather_single"),
+           ("/venv/site-packages/torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py", 210, "foreach_all_gather"),
+           ("/repo/sweep/train/torch_step.py", 75, "train"), ("/repo/sweep/train/__main__.py", 120, "main")]
+
+
+def test_the_rank_that_hung_is_named_from_the_stacks_the_ranks_wrote(tmp_path):
+    from sweep.run.failures import hung_ranks
+
+    _worker_log(tmp_path, 0, WAITING)
+    _worker_log(tmp_path, 1, [("/repo/my_engine.py", 67, "fault"), ("/repo/sweep/train/torch_step.py", 80, "train"),
+                              ("/repo/sweep/train/__main__.py", 120, "main")])
+    assert hung_ranks(tmp_path) == ("rank 1 hung outside any collective, at fault (my_engine.py:67); rank 0 waits in "
+                                    "all_gather_single (distributed_c10d.py:4394), called from train (torch_step.py:75)")
+    _worker_log(tmp_path, 1, WAITING[1:])  # both in collectives: a collective one rank never joins
+    assert hung_ranks(tmp_path).startswith("every rank waits in a collective (one that some rank never joins")
+    for log in (tmp_path / "logs").glob("*.log"):
+        log.write_text("no stack here\n")
+    assert hung_ranks(tmp_path) is None
+
+
 # a MindSpore kernel error as its worker log shows it: the message is on the lines after "TypeError:"
 MINDSPORE_KERNEL_ERROR = """\
 Traceback (most recent call last):

@@ -26,24 +26,25 @@ PACKAGE = ROOT / "sweep"
 # ``import sweep``, for its ``__version__``).
 CONTRACTS = frozenset({"errors", "io", "records", "layout", "lossfile"})
 # Files at the top that are no contract: the public API, the entry point, the old paths' hook.
-FACE = frozenset({"__init__", "__main__", "_moved"})
+FACE = frozenset({"__init__", "__main__"})
 
 # wing -> the other wings it may import (the contracts always)
 MAY_IMPORT: Dict[str, FrozenSet[str]] = {
     "contracts": frozenset(),
     "config": frozenset(),
     "analysis": frozenset({"config"}),
+    "findings": frozenset({"config", "analysis"}),
     "models": frozenset({"config"}),
     "engines": frozenset({"config", "models"}),
     "train": frozenset({"config", "models", "engines", "analysis"}),
     "launch": frozenset({"config", "train"}),
     "frameworks": frozenset({"config", "launch"}),
-    "report": frozenset({"config", "analysis"}),
-    "trackers": frozenset({"config", "analysis", "report"}),
-    "run": frozenset({"config", "analysis", "models", "engines", "launch", "frameworks", "report"}),
-    "hydra_plugins": frozenset({"config", "analysis", "report"}),
-    "face": frozenset({"config", "analysis", "models", "engines", "train", "launch", "frameworks", "report",
-                       "trackers", "run"}),
+    "report": frozenset({"config", "analysis", "findings"}),
+    "trackers": frozenset({"config", "analysis", "findings", "report"}),
+    "run": frozenset({"config", "analysis", "findings", "models", "engines", "launch", "frameworks", "report"}),
+    "hydra_plugins": frozenset({"config", "analysis", "findings", "report", "launch"}),
+    "face": frozenset({"config", "analysis", "findings", "models", "engines", "train", "launch", "frameworks",
+                       "report", "trackers", "run"}),
 }
 WINGS = frozenset(MAY_IMPORT) - {"contracts", "hydra_plugins", "face"}
 
@@ -127,43 +128,6 @@ def test_every_wing_says_what_lives_there_and_what_it_may_import(wing):
     assert doc, f"sweep/{wing}/__init__.py has no docstring"
     assert doc.splitlines()[0].endswith("."), f"sweep/{wing}: the first line is one sentence"
     assert "May import:" in doc, f"sweep/{wing}: the docstring says what it may import"
-
-
-@pytest.mark.parametrize("old, new", [
-    ("sweep.schema", "sweep.config.schema"),
-    ("sweep.data", "sweep.models.data"),
-    ("sweep.summary", "sweep.report.summary"),
-    ("sweep.frame", "sweep.report.frame"),
-    ("sweep.cluster", "sweep.run.cluster"),
-    ("sweep.train.fork_launch", "sweep.launch.fork_launch"),
-    ("sweep.golden", "sweep.report.golden"),
-])
-def test_a_moved_module_imports_from_its_old_path_with_a_deprecation_warning(old, new):
-    code = (f"import warnings, importlib; warnings.simplefilter('error', DeprecationWarning)\n"
-            f"try:\n    importlib.import_module({old!r})\nexcept DeprecationWarning as w:\n    print('warned', w)\n"
-            f"warnings.simplefilter('ignore')\nm = importlib.import_module({old!r})\n"
-            f"print(m is importlib.import_module({new!r}), m.__spec__.name)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert f"warned {old} moved to {new}" in out
-    assert f"True {new}" in out
-
-
-def test_old_factory_paths_in_a_config_still_resolve():
-    from hydra.utils import get_method
-
-    from sweep.models import data
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert get_method("sweep.data.regression") is data.regression
-    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
-
-
-def test_python_m_on_an_old_path_runs_the_new_module():
-    done = subprocess.run([sys.executable, "-m", "sweep.summary", "--help"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert "python -m sweep.report" in done.stdout
-    assert "is now python -m sweep.report.summary" in done.stderr
 
 
 # Names of the rules that turn a job's evidence into a finding (sweep.analysis.evidence,

@@ -99,6 +99,7 @@ def test_every_torch_observer_only_looks(compose_cfg):
     from sweep.train.observers.offload import ActivationOffload
     from sweep.train.observers.optimizer_log import OptimizerLog
     from sweep.train.observers.random_draws import RandomDraws
+    from sweep.train.observers.reductions import TorchGradients
     from sweep.train.observers.replicas import ReplicaDigests
     from sweep.train.observers.tensor_trace import TorchTensorTrace
     from sweep.train.torch_step import train
@@ -111,18 +112,33 @@ def test_every_torch_observer_only_looks(compose_cfg):
     trace = TorchTensorTrace(until=1, weights_until=2)
     found = {"draws": RandomDraws(torch.device("cpu")), "ledger": ledger, "dtypes": TorchDtypes(ledger),
              "trace": trace, "modules": ModuleTrace(copy.model, 1, trace), "digests": ReplicaDigests(),
-             "optimizer": OptimizerLog(), "lrs": LearningRates(), "offload": ActivationOffload()}
+             "optimizer": OptimizerLog(), "lrs": LearningRates(), "offload": ActivationOffload(),
+             "grads": TorchGradients(False, max_norm=0.5, ledger=ledger)}
     watched = train(copy, _torch_samples(cfg), cfg.train, found.values())
     found["modules"].remove()
     assert watched == plain  # bit for bit
-    assert found["dtypes"].observed == {"param_forward": "float32", "output": "float32", "grad": "float32",
-                                        "reduce": None, "master": "float32", "optimizer_state": "float32"}
+    observed = found["dtypes"].observed
+    assert {k: observed[k] for k in ("param_forward", "output", "grad", "reduce", "master", "optimizer_state",
+                                     "master_lower")} == {
+        "param_forward": "float32", "output": "float32", "grad": "float32", "reduce": None, "master": "float32",
+        "optimizer_state": "float32", "master_lower": None}
+    # per module, in execution order, and per parameter (issue 51)
+    assert [m["module"] for m in observed["modules"]] == ["layer0", "norm0", "layer1", "norm1", "(model)"]
+    assert all(m["output"] == m["grad_output"] == "float32" for m in observed["modules"])
+    assert set(observed["grads"].values()) == {"float32"} and len(observed["grads"]) == 8
+    norms = found["grads"].norms
+    assert len(norms["reduced"]) == 4 and norms["pre"] == norms["reduced"]  # one copy reduces nothing
+    assert all(sum(x * x for x in row) ** 0.5 <= 0.5 + 1e-6 for row in norms["read"])  # as clipped
+    assert any(sum(x * x for x in row) ** 0.5 > 0.5 for row in norms["reduced"])
+    assert found["grads"].held is None  # the copy clears its gradients every step
     assert found["draws"].drew is False
     assert [sorted(e) for e in trace.entries] == [
         ["buffer", "grad", "initial", "initial_buffer", "order", "weight"], ["buffer", "grad", "order", "weight"],
         ["buffer", "weight"]]
     assert len(found["modules"].steps) == 2 and found["modules"].steps[0]["forward"]
-    assert len(found["digests"].digests) == 4 and len(set(found["digests"].digests)) == 4
+    digests = found["digests"].digests  # one {tensor: digest} a step, parameters and buffers
+    assert len(digests) == 4 and len({d["layer0.weight"] for d in digests}) == 4
+    assert "buffer:norm1.running_mean" in digests[0] and "buffer:norm1.num_batches_tracked" not in digests[0]
     assert found["optimizer"].groups[0]["group"] == 0 and "betas" in found["optimizer"].groups[0]
     assert len(found["lrs"].lrs) == 4 and found["lrs"].lrs[0] < found["lrs"].lrs[1]  # the warmup
     assert ledger.entries == []  # one process issues no collectives

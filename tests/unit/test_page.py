@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from sweep.analysis.attribution import level_stats
+from sweep.analysis.grid import level_stats
 from sweep.report import charts
 from sweep.report.page import grid_page, job_table, prose
 from sweep.report.summary import collect, main, write_report
@@ -40,17 +40,19 @@ def _blocks(page):
             for tag, attrs in re.findall(r"<(section|details)([^>]*)>", body)]
 
 
-def test_the_page_opens_with_the_headline_and_folds_the_details(sweep_dir):
+def test_the_page_opens_with_the_headline_then_the_findings_with_their_codes(sweep_dir):
     write_report(sweep_dir)
     page = (sweep_dir / "summary.html").read_text()
     att = json.loads((sweep_dir / "summary.json").read_text())
     first = re.search(r'<section class="headline[^"]*" id="headline">(.*?)</section>', page, re.S)
     assert first and first.group(1) == att["headline"].replace("'", "&#x27;") and len(att["headline"]) <= 400
     parts = _blocks(page)
-    assert parts[0] == ("section", "headline") and parts[1] == ("section", "culprits")
-    assert ("details", "details") in parts and parts.index(("details", "details")) < parts.index(("section", "jobs"))
+    assert parts[0] == ("section", "headline") and parts[1] == ("section", "findings")
+    assert parts.index(("section", "findings")) < parts.index(("section", "jobs"))
     assert "<details><summary>Legend" in page and "<details><summary>Factor levels" in page
-    assert "optimizer=sgd" in page[page.index('id="culprits"'):page.index('id="details"')]
+    findings = page[page.index('id="findings"'):page.index('id="jobs"')]
+    assert all(f["code"] in findings for f in att["findings"] if f["code"] != "V000")  # the same findings
+    assert "V101 culprit: Culprit: optimizer=sgd" in findings
 
 
 def test_the_job_table_shortens_long_values_and_lists_the_shared_overrides_once(sweep_dir):
@@ -76,6 +78,41 @@ def test_the_curves_chart_has_a_line_per_job_and_the_tolerance_band(sweep_dir):
     json.loads(charts.figure_json(spec))  # plotly's validator accepts it
     with pytest.raises(ValueError):
         charts.figure_json({"data": [{"type": "scatter", "colour": "red"}], "layout": {}})
+
+
+def test_a_level_whose_jobs_all_fail_is_a_labelled_bar_not_a_gap():
+    """Issue 52: a 0 % level drew no bar, like a level that never ran. Every bar carries its
+    rate; a 0 % one is outlined at the axis with its label outside; no judged job: "not judged"."""
+    levels = [{"factor": "optimizer", "level": "sgd", "jobs": 4, "judged": 4, "pass_rate_pct": 0.0,
+               "worst_abs_diff": 0.5},
+              {"factor": "optimizer", "level": "adam", "jobs": 4, "judged": 4, "pass_rate_pct": 100.0,
+               "worst_abs_diff": 1e-7},
+              {"factor": "optimizer", "level": "adamw", "jobs": 1, "judged": 0, "pass_rate_pct": None,
+               "worst_abs_diff": None}]
+    bar = charts.levels_figure(levels)["data"][0]
+    assert bar["text"] == ["0%", "100%", "not judged"] and bar["textposition"][0] == "outside"
+    assert bar["marker"]["line"]["width"][0] > 0 and bar["marker"]["line"]["width"][1] == 0
+    assert bar["cliponaxis"] is False
+
+
+def test_every_chart_has_a_narrow_patch_for_a_phone(sweep_dir):
+    """The narrow patch (a chart under 600 px): no title; a grid's many jobs without a
+    legend, a run's few entries in a legend below; side-by-side panels stacked; each
+    patched figure passes plotly's validator (figures_script checks it)."""
+    rows = collect(sweep_dir)
+    many = [dict(r, job=i) for i, r in enumerate(rows * 3) if r.get("result") is not None]
+    curves = charts.narrow_patch(charts.curves_figure(many, ["optimizer", "mesh"]))
+    assert curves["layout"]["showlegend"] is False and curves["layout"]["title"] == {"text": ""}
+    losses = charts.narrow_patch(charts.losses_figure(rows[1]))
+    assert losses["layout"]["legend"]["orientation"] == "h" and "showlegend" not in losses["layout"]
+    levels_spec = charts.levels_figure(level_stats(rows))
+    levels = charts.narrow_patch(levels_spec)
+    assert levels["layout"]["xaxis"]["domain"] == [0, 1] and levels["layout"]["xaxis2"]["domain"] == [0, 1]
+    assert levels["data"] == [{}, {"yaxis": "y2"}] and levels["layout"]["yaxis2"]["anchor"] == "x2"
+    script = charts.figures_script({"curves": charts.curves_figure(rows, ["optimizer", "mesh"]),
+                                    "levels": levels_spec})
+    spec = json.loads(re.search(r'id="figures">(.*?)</script>', script, re.S).group(1))
+    assert spec["levels"]["narrow"] == json.loads(json.dumps(levels)) and "data" in spec["curves"]
 
 
 def test_curves_keep_the_budget_and_the_steps_that_matter():
@@ -129,8 +166,10 @@ def test_an_isolation_page_opens_with_its_answer_and_proof(sweep_dir):
     parts = _blocks(page)
     assert parts[0] == ("section", "headline") and ("section", "isolation") in parts
     head = re.search(r'id="headline">(.*?)</section>', page, re.S).group(1)
-    assert "optimizer" in head and len(head) <= 400
-    assert "Proof" in page[page.index('id="isolation"'):page.index('id="details"')]
+    assert "optimizer" in head and len(head) <= 400 and "Isolation: the minimal failure-inducing change" in head
+    assert "Proof" in page[page.index('id="isolation"'):]
+    summary = json.loads((sweep_dir / "summary.json").read_text())
+    assert summary["findings"][0]["code"] == "V001"  # the isolation's answer first
 
 
 def test_a_single_run_writes_its_page(tmp_path):
@@ -143,6 +182,31 @@ def test_a_single_run_writes_its_page(tmp_path):
     assert path.name == "report.html" and (tmp_path / "0" / "plotly.min.js").exists()
     assert re.search(r'id="headline">\[   fail\] optimizer=sgd  max\|diff\|=0.5</section>', page)
     assert '"losses"' in page
+
+
+def test_a_page_links_the_packages_plotly_js_instead_of_copying_it(tmp_path, monkeypatch):
+    """Issue 52: every single run wrote its own 4.8 MB plotly.min.js. Each dir's file is the
+    plotly package's own, hard-linked (no bytes written); a copy only where no link can be made."""
+    import os
+
+    from sweep.report.summary import write_job_page
+
+    source = charts.package_plotly_js()
+    assert source is not None and source.stat().st_size > 1_000_000
+    for num in (0, 1):
+        write_job(tmp_path, num, ["optimizer=sgd"], make_record("fail", ["optimizer=sgd"], _cmp(False, -0.5)))
+        write_job_page(tmp_path / str(num), "[   fail] optimizer=sgd")
+        assert os.path.samefile(tmp_path / str(num) / "plotly.min.js", source)
+    assert charts.write_plotly_js(tmp_path / "0") == tmp_path / "0" / "plotly.min.js"  # again: left as it is
+    assert os.path.samefile(tmp_path / "0" / "plotly.min.js", source)
+
+    def no_link(*args):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", no_link)
+    (tmp_path / "far").mkdir()
+    copy = charts.write_plotly_js(tmp_path / "far")
+    assert not os.path.samefile(copy, source) and copy.read_bytes() == source.read_bytes()
 
 
 def test_prose_splits_a_long_paragraph_into_sentences():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sweep.analysis.attribution import level_stats
+from sweep.analysis.grid import level_stats
 from sweep.report.plots import plot_factor_effects, plot_job, write_plots
 from sweep.report.summary import collect
 from tests.helpers.records import make_record, write_job

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from sweep.analysis.attribution import attribute
+from sweep.report.findings import attribute
 from sweep.config import schema
 from sweep.config.schema import to_container
 from sweep.errors import RecordError
@@ -109,7 +109,7 @@ def test_a_verdict_resting_on_a_nondeterministic_config_says_so(tmp_path):
     assert "Culprit: o=b" in verdict
     assert ("Nondeterministic: job 1 (3 repeats differ by up to 0.002, status ok/fail/fail, first failing step "
             "66-78); this verdict rests on it, and a rerun may judge differently.") in verdict
-    assert "Notes: nondeterministic (1 job)." in verdict  # the note counts as one kind, not split apart
+    assert "Note: nondeterministic (1 job)." in verdict  # the note counts as one kind, not split apart
     md = (tmp_path / "summary.md").read_text()
     assert "3 differ by 0.002" in md and "Nondeterministic: job 1" in md
 
@@ -118,7 +118,7 @@ def test_a_passing_sweep_with_a_nondeterministic_config_is_no_clean_bill(tmp_pat
     write_job(tmp_path, 0, ["o=a"], make_record("ok", ["o=a"], _cmp(True), **_agree()))
     write_job(tmp_path, 1, ["o=b"], make_record("ok", ["o=b"], _cmp(True), **_disagree("ok")))
     verdict = attribute(collect(tmp_path))["verdict"]
-    assert verdict.startswith("2 jobs: 2 ok. No culprit")
+    assert verdict.startswith("2 jobs: 2 ok. No job fails")
     assert "Nondeterministic: job 1 (3 repeats differ by up to 0.002, status ok/fail/fail" in verdict
     assert "this verdict rests on it" in verdict
 

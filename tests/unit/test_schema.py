@@ -50,7 +50,8 @@ def test_derived_lists_follow_the_roles():
         "framework.device_env",
         "execution.omp_num_threads", "device", "runtime.python", "runtime.pythonpath",
     }
-    assert fields_with("verdict") == ["compare.rtol", "compare.atol", "compare.noise_floor", "repeat"]
+    assert fields_with("verdict") == ["compare.rtol", "compare.atol", "compare.noise_floor", "compare.envelope",
+                                      "compare.envelope_margin", "repeat"]
 
 
 def test_pool_key_and_baseline_key_follow_the_roles(compose_cfg):

@@ -65,31 +65,35 @@ def test_cli_rerenders_in_any_tabulate_format(sweep_dir, capsys):
     assert main([str(sweep_dir / "nope")]) == 2
 
 
-def test_report_leads_with_the_verdict_then_culprits_tables_and_errored_jobs(sweep_dir):
+def test_report_leads_with_the_headline_then_the_findings_with_their_codes_and_the_jobs(sweep_dir):
     text = write_report(sweep_dir, "simple")
-    headline, details = (flat(part) for part in text.split("\n\n")[:2])  # (wrapped at 120 columns)
-    assert all(len(line) <= 120 for line in text.split("\n\n")[1].splitlines())
+    headline, findings = (part for part in text.split("\n\n")[:2])
+    assert all(len(line) <= 120 for line in findings.splitlines())
+    headline = flat(headline)
     assert headline.startswith("4 jobs: 1 ok, 1 fail, 1 error, 1 missing. Culprit: optimizer=sgd, failing in 1 of 1 "
                                "one-factor pairs where optimizer=adam passes.")
     assert headline.count(". ") <= 2 and "(" not in headline  # three short sentences at most, no parentheses
-    verdict = details.removeprefix("Details: ")
-    assert "Culprit: optimizer=sgd: fails in 1 of 1 one-factor pairs where optimizer=adam passes" in verdict
-    assert "2 not judged" in verdict
+    assert findings.startswith("Findings (codes: python -m sweep explain CODE):\n- V101 culprit: Culprit: "
+                               "optimizer=sgd, failing in 1 of 1")
+    assert "- V161 not judged: Not judged: job 2 error: launcher exited with code 1." in flat(findings)
+    assert "- drift:" not in text  # the columns' legend is the files' and the page's, not the terminal's
     md = (sweep_dir / "summary.md").read_text()
-    titles = [
-        "## Culprits", "## Factor levels", "## One-factor contrasts", "## Interactions", "## Jobs", "## Not judged",
-    ]
+    titles = ["## Findings", "## Factor levels", "## One-factor contrasts", "## Jobs"]
     positions = [md.index(t) for t in titles]
-    assert positions == sorted(positions) and md.index(verdict) < positions[0]
-    not_judged = md[md.index("## Not judged"):]
-    assert "job 2 error: launcher exited with code 1" in not_judged and "job 10 missing" in not_judged
+    assert positions == sorted(positions) and "- drift:" in md  # the legend once, in the file
+    assert "**V101** culprit: Culprit: optimizer=sgd" in md and "job 10 missing" in md
     summary = json.loads((sweep_dir / "summary.json").read_text())
     assert set(summary) == {
-        "sweep_dir", "headline", "verdict", "factors", "counts", "judged", "not_judged", "culprits", "interactions", "levels",
-        "contrasts", "drift", "drift_rule", "plots", "jobs", "ties", "scalers", "onset_rule", "confounded",
-        "nondeterministic", "fixes",
+        "sweep_dir", "findings", "headline", "verdict", "factors", "counts", "judged", "not_judged", "culprits",
+        "interactions", "levels", "contrasts", "drift", "drift_rule", "plots", "jobs", "ties", "scalers",
+        "onset_rule", "confounded", "nondeterministic", "fixes",
     }
-    assert summary["verdict"] == verdict and summary["headline"] == headline and summary["culprits"][0]["level"] == "sgd"
+    codes = [f["code"] for f in summary["findings"]]
+    assert codes[:2] == ["V000", "V101"] and codes.count("V161") == 2
+    culprit = summary["findings"][1]
+    assert culprit["levels"] == ["optimizer=sgd"] and culprit["jobs"] == [1] and culprit["values"]["to_fail"] == 1
+    assert culprit["sentence"] in summary["verdict"] and summary["headline"] == headline
+    assert summary["culprits"][0]["level"] == "sgd"
     assert [j["job"] for j in summary["not_judged"]] == [2, 10]
     assert summary["drift"]["step0"] == [1] and summary["plots"] == ["plots/job_1.png", "plots/factor_effects.png"]
 
@@ -140,7 +144,7 @@ def test_a_large_sweep_keeps_a_short_first_screen_failing_jobs_first(large_sweep
     assert not list(large_sweep.glob("plots/*.png")) and json.loads((large_sweep / "summary.json").read_text())[
         "plots"] == []
     assert text.startswith("300 jobs: 195 ok, 100 fail, 5 error") and "Culprit: c=z" in text
-    jobs = text[text.index("Jobs (failing first):"):text.index("Not judged")]
+    jobs = text[text.index("Jobs (failing first):"):]
     body = [line for line in jobs.splitlines()[3:] if line[:1].isdigit()]
     assert len(body) == MAX_ROWS and all(" fail " in line for line in body)
     assert body[0].split()[0] == "299"  # the largest drift first
@@ -266,7 +270,7 @@ def test_the_terminal_job_table_fits_120_columns_and_wide_shows_the_rest(tmp_pat
                                           "(initial weights equal)", "step": 0, "kind": "grad", "rel_diff": 4e-3})
     (tmp_path / "multirun.yaml").write_text("{}")
     text = write_report(tmp_path)
-    table = text[text.index("Jobs (failing first):"):text.index("\n- ")]
+    table = text[text.index("Jobs (failing first):"):]
     assert max(len(line) for line in table.splitlines()) <= 120, table
     assert "layer0.bias" not in table and "reshard after" in table
     assert main([str(tmp_path), "--wide"]) == 0
@@ -310,3 +314,64 @@ def test_the_terminals_factor_table_names_a_long_dotted_level_by_its_last_part()
     engine = "tests.helpers.planted_step_faults.NoReplicateReduceFSDP2"
     assert _level_name(engine, True) == "…NoReplicateReduceFSDP2" and _level_name(engine, False) == engine
     assert _level_name("bf16", True) == "bf16"
+
+
+def _files(root):
+    return sorted((str(p.relative_to(root)), p.stat().st_mtime_ns) for p in root.rglob("*"))
+
+
+def test_print_only_prints_the_report_and_writes_nothing(sweep_dir, capsys):
+    before = _files(sweep_dir)
+    assert main([str(sweep_dir), "--print-only"]) == 0
+    out = capsys.readouterr()
+    assert "Culprit" in out.out and "Jobs (failing first)" in out.out and "written:" not in out.err
+    assert _files(sweep_dir) == before
+
+
+def _read_only(directory, argv):
+    """``argv`` run with ``directory`` read-only: as root (whom permission bits do not stop) in
+    a mount namespace of its own where ``directory`` is a read-only bind mount; else with
+    its write bits off. Skips where neither can be made."""
+    import os
+    import stat
+    import subprocess
+
+    if os.geteuid() != 0:
+        for path in [directory, *directory.rglob("*")]:
+            path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        finally:
+            for path in [directory, *directory.rglob("*")]:
+                path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    if subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode != 0:
+        pytest.skip("root without a mount namespace of its own: no read-only dir to try")
+    script = 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && exec "$@"'
+    return subprocess.run(["unshare", "--mount", "sh", "-c", script, "sh", str(directory), *argv],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_read_only_sweep_dir_prints_its_report_and_exits_0(sweep_dir):
+    """Issue 52: ``python -m sweep.report DIR`` on a shared, read-only sweep dir printed a
+    traceback and exited 1. It prints the report, says in one line that it wrote nothing,
+    and exits 0; so does the isolation's report."""
+    import sys
+
+    from tests.conftest import ROOT
+
+    state = {"status": "isolated", "answer": "optimizer=sgd", "n_jobs": 2, "probes": [], "jobs": [],
+             "changes": [{"key": "optimizer", "passing": "adam", "failing": "sgd"}],
+             "minimal": [{"key": "optimizer", "passing": "adam", "failing": "sgd"}],
+             "proof": {"passing": [0], "failing": [1]}, "passing": {"optimizer": "adam"},
+             "failing": {"optimizer": "sgd"}}
+    (sweep_dir / "isolate.json").write_text(json.dumps(state))
+    before = _files(sweep_dir)
+    for module, says in (("sweep.report", "Jobs (failing first)"), ("sweep.report.isolate_report", "optimizer=sgd")):
+        proc = _read_only(sweep_dir, [sys.executable, "-m", module, str(sweep_dir)])
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert says in proc.stdout
+        notes = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert len(notes) == 1 and notes[0].startswith(f"note: {sweep_dir} is not writable ("), proc.stderr
+        assert "no file written" in notes[0]
+    assert _files(sweep_dir) == before
+

@@ -65,6 +65,19 @@
     });
   }
 
+  // A chart narrower than this (a phone) gets its figure's narrow patch (sweep/report/charts.py,
+  // narrow_patch: no title, the legend below or none, side-by-side panels stacked).
+  var NARROW_PX = 600;
+
+  function merge(base, patch) {
+    if (!patch || typeof patch !== "object" || Array.isArray(patch) ||
+        !base || typeof base !== "object" || Array.isArray(base)) { return patch === undefined ? base : patch; }
+    var out = {};
+    Object.keys(base).forEach(function (k) { out[k] = base[k]; });
+    Object.keys(patch).forEach(function (k) { out[k] = merge(base[k], patch[k]); });
+    return out;
+  }
+
   var specs = document.getElementById("figures");
   if (specs) {
     var figures = JSON.parse(specs.textContent);
@@ -76,8 +89,13 @@
           "(it is written with it); the static PNGs are under plots/.</p>";
         return;
       }
+      var data = spec.data, layout = spec.layout;
+      if (spec.narrow && div.clientWidth < NARROW_PX) {
+        data = data.map(function (t, i) { return merge(t, (spec.narrow.data || [])[i] || {}); });
+        layout = merge(layout, spec.narrow.layout);
+      }
       div.innerHTML = "";
-      window.Plotly.newPlot(div, spec.data, spec.layout, {displaylogo: false, responsive: true});
+      window.Plotly.newPlot(div, data, layout, {displaylogo: false, responsive: true});
     });
   }
   if (table) { applyFilters(); }

@@ -68,13 +68,15 @@ class Step:
     ``train.grad_accum_steps - 1``), and on MindSpore, whose gradients are values and not
     attributes of the parameters, ``local_grads`` (this rank's summed micro-batch gradients,
     before the engine's reduction) and ``grads`` (after it, in ``optimizer.parameters``
-    order); both stay ``None`` on torch (read ``param.grad``)."""
+    order); both stay ``None`` on torch (read ``param.grad``). ``scaler``: torch's gradient
+    scaler where ``train.grad_scaler`` is on (its scale is what the loss was multiplied by)."""
 
     index: int
     copy: Copy
     micro: int = 0
     local_grads: Optional[tuple] = None
     grads: Optional[tuple] = None
+    scaler: Any = None
 
 
 class Observer:

@@ -10,9 +10,11 @@ bit as one without (``tests/integration/test_inside_model.py``).
 A tensor is kept as a *summary* (:func:`summarize`), not whole: its dtype, shape,
 ``absmax``/``mean``/``norm`` (float64), a sha1 of its float32 values, and a *sample*: the
 tensor as ``(rows, columns)`` (dim 0 kept, the rest flattened), every row and up to
-:data:`SAMPLE_COLUMNS` evenly spaced columns; whole when it has at most
-:data:`WHOLE_ELEMENTS` elements. Rows are kept because dim 0 is the batch: with sharded
-data a rank's rows are a slice of the standalone copy's (``sweep.analysis.modules``).
+:data:`SAMPLE_COLUMNS` evenly spaced columns (whole when it has no more columns). Rows are
+kept because dim 0 is the batch: with sharded data a rank's rows are a slice of the
+standalone copy's (``sweep.analysis.modules``); which columns are kept depends on the columns
+alone, so a rank's sample and the standalone copy's hold the same elements of each row, however
+many rows each has (like for like).
 """
 
 from __future__ import annotations
@@ -24,8 +26,7 @@ import numpy as np
 
 from sweep.train.observers.base import Observer, Step
 
-SAMPLE_COLUMNS = 256  # columns kept per row of a large tensor (evenly spaced, the same in both copies)
-WHOLE_ELEMENTS = 16384  # a tensor of at most this many elements is kept whole
+SAMPLE_COLUMNS = 256  # columns kept per row of a wide tensor (evenly spaced, the same in both copies)
 ROOT = "(model)"  # the name of the root module in a module trace
 
 
@@ -44,7 +45,7 @@ def summarize_values(values: np.ndarray, dtype: str) -> Dict[str, Any]:
     columns or None when whole}``."""
     table = values.reshape(values.shape[0], -1) if values.ndim and values.shape[0] else values.reshape(1, -1)
     sample, columns = table, None
-    if values.size > WHOLE_ELEMENTS and table.shape[1] > SAMPLE_COLUMNS:
+    if table.shape[1] > SAMPLE_COLUMNS:  # the columns alone decide: every copy samples the same elements
         columns = int(table.shape[1])
         sample = table[:, np.linspace(0, columns - 1, SAMPLE_COLUMNS).round().astype(np.int64)]
     wide = values.astype(np.float64)
@@ -78,7 +79,7 @@ class ModuleTrace(Observer):
     autograd's order): ``{"module", "call", "micro", "grad": summary}``. A forward that
     runs outside :meth:`forward` (activation checkpointing's recompute in backward) is
     not recorded again. ``after_backward``: where ``tensors`` (the copy's
-    ``TorchTensorTrace``) is given, its step entry gets ``"order": {"grad": [...]}``, the
+    ``TorchTensorTrace``) is given, it is told the step's ``"grad"`` order (``order``), the
     parameters in the order autograd produced their modules' output gradients (the first
     tensor by cause, ``sweep.analysis.trace``). :meth:`remove` takes every hook off."""
 
@@ -136,7 +137,7 @@ class ModuleTrace(Observer):
 
     def after_backward(self, step: Step) -> None:
         if step.index <= self.until and self.tensors is not None:
-            self.tensors.entries[-1]["order"] = {"grad": self.parameter_order()}
+            self.tensors.order("grad", self.parameter_order())
 
     def begin_recording(self) -> None:
         """Start a new step's record."""

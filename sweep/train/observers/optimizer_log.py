@@ -6,7 +6,7 @@ both frameworks (torch's names: ``lr``, ``betas``, ``eps``, ``weight_decay``,
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -30,16 +30,37 @@ def optimizer_ran(optimizer: Any) -> List[Dict[str, Any]]:
     return out
 
 
+def torch_decay(optimizer: Any, model: Any) -> Dict[str, float]:
+    """The weight decay each parameter is stepped with: its param group's ``weight_decay``,
+    by canonical name (``sweep.analysis.trace.canonical_name``); parameters in no group left out."""
+    from sweep.analysis.trace import canonical_name
+
+    names = {id(p): canonical_name(n) for n, p in model.named_parameters()}
+    return {names[id(p)]: float(group.get("weight_decay", 0.0)) for group in optimizer.param_groups
+            for p in group.get("params", []) if id(p) in names}
+
+
 class OptimizerLog(Observer):
     """``after_update`` of step 0 (before the scheduler moves the lr): :attr:`groups` gets
-    :func:`optimizer_ran` of the copy's optimizer (torch)."""
+    :func:`optimizer_ran` of the copy's optimizer (torch), :attr:`decay` each parameter's
+    weight decay (:func:`torch_decay`) and :attr:`loss_scale` the gradient scaler's scale the
+    step ran with (``train.grad_scaler``; ``None`` without one, :attr:`unscaled`)."""
+
+    unscaled = None  # a torch step without a gradient scaler scales nothing
 
     def __init__(self) -> None:
         self.groups: List[Dict[str, Any]] = []
+        self.decay: Dict[str, float] = {}
+        self.loss_scale: Any = None
+
+    def before_optimizer(self, step: Step) -> None:
+        if step.index == 0 and step.scaler is not None:
+            self.loss_scale = float(step.scaler.get_scale())
 
     def after_update(self, step: Step) -> None:
         if step.index == 0:
             self.groups.extend(optimizer_ran(step.copy.optimizer))
+            self.decay = torch_decay(step.copy.optimizer, step.copy.model)
 
 
 def _value(value: Any) -> Any:
@@ -66,7 +87,30 @@ def mindspore_optimizer_ran(optimizer: Any, lr: float) -> List[Dict[str, Any]]:
         # MindSpore decides at build whether its step applies weight decay (``exec_weight_decay``,
         # weight_decay > 0 then): a value set on the optimizer later is held but never applied
         entry["weight_decay"] = 0.0
+    entry["loss_scale"] = mindspore_loss_scale(optimizer)
     return [entry]
+
+
+def mindspore_loss_scale(optimizer: Any) -> float:
+    """The loss scale a MindSpore optimizer divides the gradients by before its update, as its
+    step applies it (``scale_grad``: ``1 / reciprocal_scale`` when ``need_scale``, else 1),
+    whatever its ``loss_scale`` attribute says."""
+    if not getattr(optimizer, "need_scale", False):
+        return 1.0
+    reciprocal = _value(getattr(optimizer, "reciprocal_scale", 1.0))
+    return 1.0 / reciprocal if reciprocal else float("inf")
+
+
+def mindspore_decay(optimizer: Any) -> Dict[str, float]:
+    """The weight decay each parameter is stepped with, by name: the optimizer's
+    ``weight_decay`` where its ``decay_flags`` entry is set (MindSpore's default filter leaves
+    out names holding ``beta`` or ``gamma``: the norms) and its step applies decay at all
+    (``exec_weight_decay``), else 0."""
+    params = list(optimizer.parameters)
+    flags = list(getattr(optimizer, "decay_flags", None) or [True] * len(params))
+    applies = getattr(optimizer, "exec_weight_decay", True) is not False
+    value = _value(getattr(optimizer, "weight_decay", 0.0)) if applies else 0.0
+    return {p.name: (value if flag else 0.0) for p, flag in zip(params, flags)}
 
 
 class MindSporeOptimizerLog(Observer):
@@ -75,8 +119,12 @@ class MindSporeOptimizerLog(Observer):
     (``get_lr()``, a dynamic lr's entry 0: the optimizer advances its ``global_step`` in its
     update); ``after_update`` the rest (a hyper-parameter the step changed shows)."""
 
+    unscaled = 1.0  # a MindSpore optimizer's loss scale where none is set
+
     def __init__(self) -> None:
         self.groups: List[Dict[str, Any]] = []
+        self.decay: Dict[str, float] = {}
+        self.loss_scale: Any = None
         self._lr: float = float("nan")
 
     def begin_step(self, step: Step) -> None:
@@ -86,16 +134,23 @@ class MindSporeOptimizerLog(Observer):
     def after_update(self, step: Step) -> None:
         if step.index == 0:
             self.groups.extend(mindspore_optimizer_ran(step.copy.optimizer, self._lr))
+            self.decay = mindspore_decay(step.copy.optimizer)
+            self.loss_scale = self.groups[0].get("loss_scale") if self.groups else None
 
 
-def optimizer_record(cfg: Any, ran: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Any]:
+def optimizer_record(cfg: Any, ran: Dict[str, List[Dict[str, Any]]],
+                     logs: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """``RankResult.optimizer``: each copy's param groups as its optimizer held them in step
     0 (``ran``: ``{copy: groups}``) and the notes where they depart from the ``optimizer``
     section, its ``lr`` as the schedule gives it at step 0
-    (``sweep.analysis.collectives.optimizer_notes``; ``sweep.train.schedules.lr_factor``)."""
+    (``sweep.analysis.collectives.optimizer_notes``; ``sweep.train.schedules.lr_factor``); with
+    ``logs`` (``{copy: its OptimizerLog}``) also ``decay`` (each copy's weight decay per
+    parameter) and ``loss_scale`` (each copy's), and the notes where the two copies differ in
+    them or the loss scale departs from the configured one (``decay_notes``,
+    ``loss_scale_notes``)."""
     from omegaconf import OmegaConf
 
-    from sweep.analysis.collectives import optimizer_notes
+    from sweep.analysis.collectives import decay_notes, loss_scale_notes, optimizer_notes
     from sweep.config.enums import as_str
     from sweep.train.schedules import lr_factor
 
@@ -105,4 +160,16 @@ def optimizer_record(cfg: Any, ran: Dict[str, List[Dict[str, Any]]]) -> Dict[str
     configured["lr"] = float(cfg.optimizer.lr) * lr_factor(0, as_str(cfg.train.lr_scheduler),
                                                           int(cfg.train.warmup_steps), int(cfg.steps))
     held = {copy: groups for copy, groups in ran.items() if groups}
-    return dict(held, notes=optimizer_notes(held, configured))
+    notes = optimizer_notes(held, configured)
+    out: Dict[str, Any] = dict(held)
+    if logs:
+        decay = {copy: log.decay for copy, log in logs.items() if getattr(log, "decay", None)}
+        scales = {copy: log.loss_scale for copy, log in logs.items() if getattr(log, "groups", None)}
+        out.update(decay=decay or None, loss_scale=scales or None)
+        notes += decay_notes(decay)
+        scaler = cfg.train.get("grad_scaler") or {}
+        wanted = float(scaler.get("init_scale")) if scaler.get("enabled") else None
+        unscaled = next((getattr(log, "unscaled", None) for log in logs.values()), None)
+        notes += loss_scale_notes(scales, wanted if wanted is not None else unscaled)
+    out["notes"] = notes
+    return out

@@ -1,62 +1,130 @@
-"""Replica digests (``RankResult.replica["digests"]``): after each step, a sha1 of this
-rank's local weights (``sweep.train.torch_tensors.local_digest``), so the job can hold the
-ranks that hold the same shards (an HSDP mesh's replicate dim, DDP's ranks) against each
-other (``sweep.run.judge``)."""
+"""Replica digests (``RankResult.replica``), tensor by tensor: after each step, a sha1 of
+this rank's local part of every parameter and buffer (``digests``: one ``{name: hex}`` a
+step), and which part of each it holds (``tensors``: ``{name: key}``), so that the job holds
+every rank that holds the same shard of a tensor against the others holding it
+(``sweep.analysis.judging.replica_check``): an HSDP mesh's replicas of a shard, every rank of
+DDP, and on a sharded mesh the parameters an engine leaves unsharded (held whole by every
+rank) and the buffers (FSDP2 and hyper-parallel shard parameters, not buffers). A whole-rank
+``key`` (every tensor's key joined) is kept for the record."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
 
 from sweep.train.observers.base import Observer, Step
 
+DIGEST_CHARS = 16  # of a sha1's hex: a collision between two different shards is not a concern
+
+
+def _digest(values: np.ndarray) -> str:
+    return hashlib.sha1(np.ascontiguousarray(values, np.float32).tobytes()).hexdigest()[:DIGEST_CHARS]
+
+
+def torch_tensor_keys(model: Any) -> Dict[str, str]:
+    """Which part of each parameter and buffer this rank holds, by canonical name
+    (``sweep.analysis.trace.canonical_name``; buffers as ``buffer:<name>``): its local shape
+    and, for a ``DTensor``, the index of its local shard on every mesh dim its placement does
+    not replicate (``@0:1/2``: shard 1 of 2 on mesh dim 0). Ranks with one key for a tensor
+    hold the same values of it, or should."""
+    from sweep.analysis.trace import canonical_name
+
+    out = {}
+    for name, param in model.named_parameters():
+        mesh = getattr(param, "device_mesh", None)
+        local = param.to_local() if hasattr(param, "to_local") else param
+        key = f"{tuple(local.shape)}"
+        if mesh is not None:
+            try:
+                where = list(mesh.get_coordinate() or [])
+                held = [f"{i}:{where[i]}/{mesh.size(i)}" for i, p in enumerate(param.placements)
+                        if type(p).__name__ != "Replicate"]
+            except Exception:  # another library's mesh: a key of its own, compared with nothing
+                held = [f"rank-local:{id(param)}"]
+            key += "@" + ",".join(held)
+        out[canonical_name(name)] = key
+    for name, buffer in model.named_buffers():
+        if buffer.is_floating_point():
+            out[f"buffer:{canonical_name(name)}"] = f"{tuple(buffer.shape)}"
+    return out
+
+
+def torch_digests(model: Any) -> Dict[str, str]:
+    """:func:`_digest` of each parameter's local part and each buffer (float32, copied out of
+    live storage: ``sweep.train.torch_tensors.host_copy``), named as :func:`torch_tensor_keys`."""
+    from sweep.analysis.trace import canonical_name
+    from sweep.train.torch_tensors import host_copy
+
+    out = {canonical_name(n): _digest(host_copy(p)) for n, p in model.named_parameters()}
+    out.update({f"buffer:{canonical_name(n)}": _digest(host_copy(b)) for n, b in model.named_buffers()
+                if b.is_floating_point()})
+    return out
+
 
 class ReplicaDigests(Observer):
-    """``after_step``: appends the digest of the weights after the step to :attr:`digests`
-    (one hex string a step)."""
+    """``after_step``: appends :func:`torch_digests` of the weights and buffers after the step
+    to :attr:`digests` (one dict a step)."""
 
     def __init__(self) -> None:
-        self.digests: List[str] = []
+        self.digests: List[Dict[str, str]] = []
 
     def after_step(self, step: Step) -> None:
-        from sweep.train.torch_tensors import local_digest
+        self.digests.append(torch_digests(step.copy.model))
 
-        self.digests.append(local_digest(step.copy.model))
+
+def mindspore_digests(net: Any) -> Dict[str, str]:
+    """:func:`_digest` of each of this rank's local parameter values of a MindSpore ``net``
+    (every parameter: the trainable ones by name, those that take no gradient, BatchNorm's
+    moving statistics, as ``buffer:<name>``)."""
+    out = {}
+    for param in net.get_parameters():
+        name = param.name if param.requires_grad else f"buffer:{param.name}"
+        out[name] = _digest(np.asarray(param.asnumpy(), np.float32))
+    return out
 
 
 def mindspore_digest(net: Any) -> str:
     """sha1 (hex) of this rank's local parameter values of a MindSpore ``net``
     (``trainable_params`` order, float32 bytes; a sharding engine's local shards)."""
-    import hashlib
-
-    import numpy as np
-
     digest = hashlib.sha1()
     for param in net.trainable_params():
         digest.update(np.ascontiguousarray(param.asnumpy().astype(np.float32)).tobytes())
     return digest.hexdigest()
 
 
-def mindspore_shard_key(net: Any, full_shapes: Dict[str, Sequence[int]], rank: int) -> Optional[str]:
-    """Which shards of the weights this rank holds (``RankResult.replica["key"]``, as torch's
-    ``sweep.train.torch_tensors.shard_key``): per trainable parameter its name and local shape,
-    and where the local tensor is a dim-0 slice of the full one (``full_shapes``: the
-    standalone net's shapes by name), the slice's index ``rank % k`` (``k = full / local``
-    rows: shard groups of consecutive ranks, as ``sweep.analysis.trace.to_shards`` reads
-    them). ``None`` where a shape fits no such slice: nothing compared."""
-    parts = []
-    for param in net.trainable_params():
+def mindspore_tensor_keys(net: Any, full_shapes: Dict[str, Sequence[int]], rank: int) -> Dict[str, str]:
+    """Which part of each parameter (and ``buffer:`` parameter taking no gradient) this rank
+    holds (as :func:`torch_tensor_keys`): its local shape and, where the local tensor is a dim-0
+    slice of the full one (``full_shapes``: the standalone net's shapes by name), the slice's
+    index ``rank % k`` (``k = full / local`` rows: shard groups of consecutive ranks, as
+    ``sweep.analysis.trace.to_shards`` reads them); a shape that fits no such slice gets a key
+    of this rank's own (compared with nothing)."""
+    out = {}
+    for param in net.get_parameters():
+        name = param.name if param.requires_grad else f"buffer:{param.name}"
         local, full = tuple(param.shape), tuple(full_shapes.get(param.name, param.shape))
-        entry = f"{param.name}{local}"
+        key = f"{local}"
         if local != full:
             if not local or not local[0] or full[0] % local[0] or local[1:] != full[1:]:
-                return None
-            entry += f"@0:{rank % (full[0] // local[0])}/{full[0] // local[0]}"
-        parts.append(entry)
-    return ";".join(parts)
+                key += f"@rank-local:{rank}"
+            else:
+                key += f"@0:{rank % (full[0] // local[0])}/{full[0] // local[0]}"
+        out[name] = key
+    return out
+
+
+def mindspore_shard_key(net: Any, full_shapes: Dict[str, Sequence[int]], rank: int) -> Optional[str]:
+    """Which shards of the trainable weights this rank holds, as one key (every parameter's
+    :func:`mindspore_tensor_keys` entry joined); ``None`` where a shape fits no dim-0 slice."""
+    keys = mindspore_tensor_keys(net, full_shapes, rank)
+    parts = [f"{name}{key}" for name, key in keys.items() if not name.startswith("buffer:")]
+    return None if any("rank-local" in p for p in parts) else ";".join(parts)
 
 
 class MindSporeReplicaDigests(ReplicaDigests):
-    """``after_step``: appends :func:`mindspore_digest` of the weights after the step."""
+    """``after_step``: appends :func:`mindspore_digests` of the weights and buffers after the step."""
 
     def after_step(self, step: Step) -> None:
-        self.digests.append(mindspore_digest(step.copy.model))
+        self.digests.append(mindspore_digests(step.copy.model))

@@ -4,11 +4,15 @@ same point of the step, so a gradient one copy clips earlier, before its reducti
 compared with the other's clipped one), its weights after the update, and (torch) its buffers
 after the forward; step 0's entry also the weights (and buffers) before any step. The
 first tensor where the copies part is found from two such traces
-(``sweep.analysis.trace.locate``)."""
+(``sweep.analysis.trace.locate``).
+
+What a trace records goes to its *sink*, one tensor at a time: held whole by default
+(``sweep.train.trace_book.Entries``: :attr:`_Trace.entries`), or streamed and compared as
+it comes (the rank's ``sweep.train.trace_book.TraceBook``, ``compare.trace_capture``)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
@@ -16,16 +20,32 @@ from sweep.train.observers.base import Observer, Step
 
 
 class _Trace(Observer):
-    """Records steps 0 to ``max(until, weights_until)`` into :attr:`entries` (one dict a
-    step), gradients only up to ``until``: past it, the weights alone tell the onset of a
-    drift (``compare.onset_until``)."""
+    """Records steps 0 to ``max(until, weights_until)`` into its ``sink`` (one step after
+    another), gradients only up to ``until``: past it, the weights alone tell the onset of a
+    drift (``compare.onset_until``). Without a sink, an ``Entries`` holds them whole
+    (:attr:`entries`)."""
 
-    def __init__(self, until: int, weights_until: int = -1) -> None:
+    def __init__(self, until: int, weights_until: int = -1, sink: Any = None) -> None:
+        from sweep.train.trace_book import Entries
+
         self.until, self.last = int(until), max(int(until), int(weights_until))
-        self.entries: List[Dict[str, Dict[str, np.ndarray]]] = []
+        self.sink = sink if sink is not None else Entries()
+
+    @property
+    def entries(self) -> List[Dict[str, Dict[str, np.ndarray]]]:
+        """The trace held whole (``sweep.analysis.trace``'s ``Trace``): a sink that holds it only."""
+        return self.sink.entries
 
     def traced(self, step: Step) -> bool:
         return step.index <= self.last
+
+    def order(self, kind: str, names: Sequence[str]) -> None:
+        """The order this step produced ``kind``'s tensors in (the module trace's: the
+        gradients as autograd produced them)."""
+        self.sink.order(kind, names)
+
+    def end(self, steps: int) -> None:
+        self.sink.end()
 
 
 class TorchTensorTrace(_Trace):
@@ -38,30 +58,38 @@ class TorchTensorTrace(_Trace):
     collective every rank makes at the same point, outside the ledger's spans)."""
 
     def begin_step(self, step: Step) -> None:
-        from sweep.train.torch_tensors import record_tensors
-
         if self.traced(step):
             model = step.copy.model
-            self.entries.append({"initial": record_tensors(model, "weight"),
-                                 "initial_buffer": record_tensors(model, "buffer")} if step.index == 0 else {})
+            self.sink.begin_step(step.index)
+            if step.index == 0:
+                self.sink.record("initial", self._copies(model, "weight"))
+                self.sink.record("initial_buffer", self._copies(model, "buffer"))
 
     def after_backward(self, step: Step) -> None:
-        from sweep.train.torch_tensors import record_tensors
-
         if self.traced(step):
-            self.entries[-1]["buffer"] = record_tensors(step.copy.model, "buffer")
+            self.sink.record("buffer", self._copies(step.copy.model, "buffer"))
 
     def before_optimizer(self, step: Step) -> None:
-        from sweep.train.torch_tensors import record_tensors
-
         if step.index <= self.until:
-            self.entries[-1]["grad"] = record_tensors(step.copy.model, "grad")
+            self.sink.record("grad", self._copies(step.copy.model, "grad"))
 
     def after_step(self, step: Step) -> None:
-        from sweep.train.torch_tensors import record_tensors
-
         if self.traced(step):
-            self.entries[-1]["weight"] = record_tensors(step.copy.model, "weight")
+            self.sink.record("weight", self._copies(step.copy.model, "weight"))
+
+    def _copies(self, model: Any, kind: str) -> Iterator[Tuple[str, np.ndarray]]:
+        """``(canonical name, float32 ndarray)`` of ``model``'s tensors of ``kind``, one at a
+        time (``sweep.train.torch_tensors.iter_state``), each copied out of live storage: a
+        sharded ``DTensor`` gathered as it comes (a collective every rank makes in the same
+        order), or, where the sink takes it so (its ``local`` names: a staged trace), this
+        rank's shard."""
+        from sweep.train.torch_tensors import host_copy, iter_state
+
+        local = getattr(self.sink, "local", frozenset())
+        for name, tensor in iter_state(model, kind, gather=False):
+            if hasattr(tensor, "full_tensor") and name not in local:
+                tensor = tensor.full_tensor()
+            yield name, host_copy(tensor)
 
 
 def mindspore_state(net: Any, kind: str, frozen: Sequence[str] = ()) -> Dict[str, np.ndarray]:
@@ -70,12 +98,15 @@ def mindspore_state(net: Any, kind: str, frozen: Sequence[str] = ()) -> Dict[str
     ``"buffer"`` every other parameter that takes no gradient (BatchNorm's ``moving_mean``
     and ``moving_variance``: MindSpore's buffers are parameters with ``requires_grad=False``).
     A sharding engine's parameters give this rank's local shards."""
-    out = {}
+    return dict(_mindspore_copies(net, kind, frozen))
+
+
+def _mindspore_copies(net: Any, kind: str, frozen: Sequence[str] = ()) -> Iterator[Tuple[str, np.ndarray]]:
+    """:func:`mindspore_state`'s items, one copy at a time."""
     for param in net.get_parameters():
         is_buffer = not param.requires_grad and param.name not in frozen
         if is_buffer == (kind == "buffer"):
-            out[param.name] = param.asnumpy().astype(np.float32)
-    return out
+            yield param.name, param.asnumpy().astype(np.float32)
 
 
 class MindSporeTensorTrace(_Trace):
@@ -86,26 +117,27 @@ class MindSporeTensorTrace(_Trace):
     shards (``sweep.analysis.trace.to_shards`` matches them to the standalone tensors).
     ``frozen``: the names of frozen parameters (weights, not buffers)."""
 
-    def __init__(self, until: int, weights_until: int = -1, frozen: Sequence[str] = ()) -> None:
-        super().__init__(until, weights_until)
+    def __init__(self, until: int, weights_until: int = -1, frozen: Sequence[str] = (), sink: Any = None) -> None:
+        super().__init__(until, weights_until, sink)
         self.frozen = list(frozen)
 
     def begin_step(self, step: Step) -> None:
         if self.traced(step):
             net = step.copy.model
-            self.entries.append({"initial": mindspore_state(net, "weight", self.frozen),
-                                 "initial_buffer": mindspore_state(net, "buffer", self.frozen)}
-                                if step.index == 0 else {})
+            self.sink.begin_step(step.index)
+            if step.index == 0:
+                self.sink.record("initial", _mindspore_copies(net, "weight", self.frozen))
+                self.sink.record("initial_buffer", _mindspore_copies(net, "buffer", self.frozen))
 
     def after_backward(self, step: Step) -> None:
         if self.traced(step):
-            self.entries[-1]["buffer"] = mindspore_state(step.copy.model, "buffer", self.frozen)
+            self.sink.record("buffer", _mindspore_copies(step.copy.model, "buffer", self.frozen))
 
     def before_optimizer(self, step: Step) -> None:
         if step.index <= self.until:
             names = [p.name for p in step.copy.optimizer.parameters]
-            self.entries[-1]["grad"] = {n: g.asnumpy().astype(np.float32) for n, g in zip(names, step.grads)}
+            self.sink.record("grad", ((n, g.asnumpy().astype(np.float32)) for n, g in zip(names, step.grads)))
 
     def after_step(self, step: Step) -> None:
         if self.traced(step):
-            self.entries[-1]["weight"] = mindspore_state(step.copy.model, "weight", self.frozen)
+            self.sink.record("weight", _mindspore_copies(step.copy.model, "weight", self.frozen))

@@ -1,0 +1,495 @@
+"""The gradient reduction as it ran, held against what the mesh implies (issue 51).
+
+Two kinds of evidence, both recorded by the distributed copy's observer
+(``sweep.train.observers.reductions``):
+
+* **what each gradient became** (:func:`classify`): every rank's local gradient before the
+  reduction (gathered over the ranks) against the reduced gradient the rank holds after it.
+  The candidate it matches is the op that ran, whatever op the call was given: the mean
+  over the data-parallel ranks (what FSDP, DDP and hyper-parallel owe), their sum, max or
+  min, the rank's own gradient (no reduction), the mean over one mesh dim's group only (a
+  group the reduction never crossed), the mean of gradients each rank clipped first by its
+  own norm (clipping before the reduction), or a pure multiple of the mean. A reduction
+  inside a compiled graph is judged here too: its calls are out of sight, its result is not.
+* **which calls carried it** (:func:`coverage_notes`): the ledger's gradient reductions
+  (``sweep.engines.collectives``) with the parameters each carried: every gradient must be
+  reduced exactly once over each mesh dim's group it is sharded or replicated over (or once
+  over every rank), which the values alone cannot show with replicated data (a skipped
+  reduction of equal gradients changes nothing there, yet).
+
+And per step, both copies' gradient norms before and after the reduction and as the
+optimizer read them (:func:`norm_notes`): a fault that moves the gradient norm (clipping,
+scaling, logging that touches the gradients) is named at its step, before the losses show
+it. Every note is one sentence without ``"; "`` (the report splits notes on it). Pure numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from sweep.analysis.collectives import group_name, scale_signature
+
+# relative residual within which a reduced gradient is a candidate: float32 reductions round at
+# ~1e-7 (a sum over ranks in another order); bfloat16/float16 reductions at ~1e-2
+MATCH_REL = {"float32": 1e-4, "float64": 1e-4, "bfloat16": 3e-2, "float16": 5e-3}
+NEAR_ZERO = 1e-3  # a gradient below this share of the step's largest is judged against the largest
+CLIP_EPS = 1e-6  # clip_grad_norm's coefficient: max_norm / (norm + 1e-6)
+
+
+def match_rel(dtype: Optional[str]) -> float:
+    """The relative residual (:data:`MATCH_REL`) within which a gradient reduced in ``dtype``
+    matches a candidate; float32's for an unknown dtype."""
+    return MATCH_REL.get(str(dtype or "float32").rsplit(".", 1)[-1].lower(), MATCH_REL["float32"])
+
+
+def shard_of(full: np.ndarray, local_shape: Sequence[int], index: int) -> Optional[np.ndarray]:
+    """The dim-0 slice of ``full`` a rank holding ``local_shape`` at shard ``index`` holds:
+    ``torch.chunk``'s split (FSDP2, hyper-parallel: chunks of ``ceil(rows / k)`` rows, the last
+    shorter or empty), or the whole tensor where ``local_shape`` is ``full``'s; ``None`` where
+    the shapes fit no dim-0 split."""
+    local = tuple(int(n) for n in local_shape)
+    if local == tuple(full.shape):
+        return full
+    if not full.ndim or local[1:] != tuple(full.shape[1:]):
+        return None
+    rows = full.shape[0]
+    for k in range(2, rows + 2):
+        size = -(-rows // k)
+        start = min(index * size, rows)
+        if min(size, rows - start) == local[0] and index < k:
+            return full[start:start + local[0]]
+    return None
+
+
+def clip_coefficients(local_norms: Sequence[float], max_norm: Optional[float]) -> Optional[np.ndarray]:
+    """Each rank's clipping coefficient ``min(1, max_norm / (norm + 1e-6))``
+    (``torch.nn.utils.clip_grads_with_norm_``'s) of its own local gradient's global norm;
+    ``None`` without ``max_norm``."""
+    if max_norm is None:
+        return None
+    norms = np.asarray(local_norms, np.float64)
+    return np.minimum(1.0, float(max_norm) / (norms + CLIP_EPS))
+
+
+def candidates(local: np.ndarray, rank: int, groups: Dict[str, List[int]],
+               clip: Optional[np.ndarray] = None) -> Dict[str, np.ndarray]:
+    """What a reduced gradient may be, from ``local`` (every rank's local gradient stacked
+    along a new dim 0, ``(world, ...)``): ``mean`` (over every rank: what is owed), ``sum``,
+    ``max``, ``min``, ``none`` (this rank's own), ``mean over <dim>``/``sum over <dim>`` for each
+    mesh dim whose group (``groups``: ``sweep.analysis.collectives.dim_groups``) is neither one
+    rank nor all of them, and with ``clip`` (each rank's clipping coefficient) ``clipped
+    before the reduction``: the mean of the gradients each rank clipped by its own norm."""
+    world = local.shape[0]
+    out = {"mean": local.mean(axis=0), "sum": local.sum(axis=0), "max": local.max(axis=0),
+           "min": local.min(axis=0), "none": local[rank]}
+    for name, members in groups.items():
+        if 1 < len(members) < world:
+            part = local[list(members)]
+            out[f"mean over {name}"] = part.mean(axis=0)
+            out[f"sum over {name}"] = part.sum(axis=0)
+    if clip is not None and np.any(clip < 1.0):
+        out["clipped before the reduction"] = (local * clip.reshape((-1,) + (1,) * (local.ndim - 1))).mean(axis=0)
+    return out
+
+
+def classify(cands: Dict[str, np.ndarray], reduced: np.ndarray, scale: float, tol: float,
+             index: int = 0) -> Dict[str, Any]:
+    """What one parameter's reduced gradient is, as it ran: which of ``cands`` it matches.
+
+    Args:
+        cands: :func:`candidates` of every rank's local gradient before the reduction: name
+            -> the candidate, float64 of the parameter's full shape, in :func:`candidates`'
+            order (``mean`` first).
+        reduced: the gradient this rank holds after the reduction, float64: the full tensor,
+            or its dim-0 shard (:func:`shard_of`, shard ``index``).
+        scale: the size a difference is measured against (the parameter's ``max|mean|``, or
+            the step's largest where this one is zero up to rounding).
+        tol: the relative residual within which a candidate matches (:func:`match_rel`).
+
+    Returns:
+        ``{"op": the first candidate that matches, in :func:`candidates`' order (``mean`` when
+        the mean does), or ``"x<f> the mean"`` for a pure multiple (:func:`_multiple`), or
+        ``"other"``; "factor": least-squares ``reduced / mean``; "residual": the matched
+        candidate's (or the mean's) relative residual}``; ``{"op": "unknown"}`` where the
+        shapes do not fit.
+    """
+    cut = {}
+    for name, value in cands.items():
+        part = shard_of(value, reduced.shape, index)
+        if part is None:
+            return {"op": "unknown", "factor": None, "residual": None}
+        cut[name] = part
+    size = max(float(scale), 1e-30)
+    residuals = {name: float(np.max(np.abs(reduced - value))) / size if value.size else 0.0
+                 for name, value in cut.items()}
+    mean = cut["mean"]
+    denom = float(np.dot(mean.ravel(), mean.ravel()))
+    factor = float(np.dot(reduced.ravel(), mean.ravel())) / denom if denom > 0 else None
+    if residuals["mean"] <= tol:
+        return {"op": "mean", "factor": factor, "residual": residuals["mean"]}
+    # equal gradients on every rank (replicated data) make several candidates one: the first
+    # in this order that matches names it, and ``ambiguous`` lists the others it equals
+    matched = [name for name in cut if name != "mean" and residuals[name] <= tol]
+    if matched:
+        out = {"op": matched[0], "factor": factor, "residual": residuals[matched[0]]}
+        if len(matched) > 1:
+            out["ambiguous"] = matched[1:]
+        return out
+    multiple = _multiple(cut, reduced, tol, size)
+    if multiple is not None:
+        op, f = multiple
+        return {"op": op, "factor": factor, "residual": residuals["mean"], "scale": f}
+    return {"op": "other", "factor": factor, "residual": residuals["mean"]}
+
+
+def _multiple(cut: Dict[str, np.ndarray], reduced: np.ndarray, tol: float,
+              size: float) -> Optional[Tuple[str, float]]:
+    """A scale applied besides the op (a grad_scale, a divisor): the first of the mean, the
+    means over one dim, and this rank's own gradient (``cut``: the candidates as ``reduced``'s
+    rows) that ``reduced`` is a pure multiple ``f`` != 1 of (least squares, within ``tol``
+    of ``size`` x ``max(|f|, 1)``), as ``("x<f> the mean", f)``; ``None`` if none is."""
+    for name in ["mean"] + [n for n in cut if n.startswith("mean over ")] + ["none"]:
+        base = cut[name].ravel()
+        norm = float(np.dot(base, base))
+        if norm <= 0:
+            continue
+        f = float(np.dot(reduced.ravel(), base)) / norm
+        if abs(f - 1.0) > tol and float(np.max(np.abs(reduced - f * cut[name]))) <= tol * size * max(abs(f), 1.0):
+            words = "the mean" if name == "mean" else "this rank's own gradient" if name == "none" else f"the {name}"
+            return f"x{f:.4g} {words}", f
+    return None
+
+
+OP_WORDS = {
+    "sum": "a sum over the ranks, not their mean",
+    "max": "the max over the ranks, not their mean",
+    "min": "the min over the ranks, not their mean",
+    "none": "no reduction: each rank keeps its own gradient",
+    "lost": "nothing: no gradient reached these parameters after it (the optimizer steps without one)",
+    "clipped before the reduction": "a mean of gradients each rank had clipped by its own norm first: clipping "
+                                    "ran before the reduction",
+}
+
+
+def _names(names: Sequence[str], limit: int = 6) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+@dataclass(frozen=True)
+class Carriers:
+    """The gradient reductions the ledger saw carry parameters, and what names their groups
+    (:func:`reduction_notes`).
+
+    Attributes:
+        groups: this rank's mesh-dim groups, ``{dim name: [ranks]}``
+            (``sweep.analysis.collectives.dim_groups``).
+        world: the world size, in ranks.
+        calls: the ledger's entries (``sweep.engines.collectives``) that name the parameters
+            they carried: ``{"step", "op", "group": [ranks] (or "group_name"), "reduce_op",
+            "params": [names]}``.
+        unseen: why no call is in sight where none was seen (the engine's
+            ``collectives_unchecked``, e.g. a reduction inside a compiled graph: its calls are
+            out of sight, what it made of the gradients is not), or ``None``.
+    """
+
+    groups: Dict[str, List[int]]
+    world: int
+    calls: Sequence[Dict[str, Any]] = ()
+    unseen: Optional[str] = None
+
+    def text(self, step: int, names: Sequence[str]) -> str:
+        """`` (carried by reduce_scatter_tensor over dp (reduce_op AVG))`` for the calls of
+        ``step`` that carried some of ``names``; without one, why none was seen (``unseen``),
+        or ``""``."""
+        mine = [e for e in self.calls if int(e.get("step", -1)) == step and set(e.get("params") or ()) & set(names)]
+        seen = _calls_text(mine, self.groups, self.world)
+        if not seen and self.unseen:
+            return f" (its calls not seen: {self.unseen.split(':')[0]}; judged from the gradients it returned)"
+        return seen
+
+
+def _calls_text(calls: Sequence[Dict[str, Any]], groups: Dict[str, List[int]], world: int) -> str:
+    """``its reduce_scatter_tensor over dp was called with reduce_op AVG`` for the gradient
+    reductions that carried the parameters (``""`` without calls)."""
+    if not calls:
+        return ""
+    parts = []
+    for e in calls:
+        where = group_name(e.get("group") or [], groups, world, with_ranks=False) if e.get("group") else \
+            str(e.get("group_name") or "an unnamed group")
+        text = f"{e['op']} over {where} (reduce_op {e.get('reduce_op')})"
+        if text not in parts:
+            parts.append(text)
+    return f" (carried by {', '.join(parts)})"
+
+
+def op_words(op: str) -> str:
+    """What an op :func:`classify` names means, as words: :data:`OP_WORDS`, a mean or sum over
+    one dim only, ``other``, a multiple of the mean, of a mean over one dim or of this rank's
+    own gradient; else ``op`` itself."""
+    return OP_WORDS.get(op) or (f"the mean over {op[len('mean over '):]} only: the reduction never crossed "
+                                "the other mesh dims" if op.startswith("mean over ") else
+                                f"the sum over {op[len('sum over '):]} only, not a mean over every rank"
+                                if op.startswith("sum over ") else
+                                "not the mean over the ranks nor any op of it" if op == "other" else
+                                f"{op} over the ranks" if op.endswith(" the mean") else
+                                f"{op}: a scale on a reduction over part of the ranks" if " over " in op else
+                                f"{op}: no reduction, a scale alone" if op.endswith("own gradient") else op)
+
+
+def _scale_text(op: str, names: Sequence[str], factor: Optional[float], known: Dict[str, Optional[float]]) -> str:
+    """For a pure multiple of the mean (a sum, ``x<f> the mean``) with ``factor`` (the
+    parameters' median least-squares ``reduced / mean``): ``: they are x4 the mean`` where it is
+    not 1 (within 1e-3), and the known factor it equals (:func:`scale_signature`); else ``""``."""
+    pure = op == "sum" or op.endswith(" the mean")  # a multiple of the mean: its factor says how far
+    if not pure:
+        return ""
+    sig = scale_signature(factor, known) if factor else None
+    scaled = f": {'they are' if len(names) > 1 else 'it is'} x{factor:.4g} the mean" if factor \
+        and abs(factor - 1.0) > 1e-3 else ""
+    return scaled + (f" ({sig})" if sig else "")
+
+
+def reduction_notes(found: Dict[int, Dict[str, Dict[str, Any]]], known: Dict[str, Optional[float]],
+                    carriers: Optional[Carriers] = None, sizes: Optional[Dict[str, int]] = None) -> List[str]:
+    """One note per way the gradients of a step departed from the mean over the ranks
+    (``found``: step -> parameter -> :func:`classify`'s dict), the first step that shows it,
+    naming the parameters, the op that ran (:func:`op_words`) and the factor (``known``:
+    ``world_size``, ..., ``sweep.analysis.collectives.scale_signature``), the calls that
+    carried them or why none was seen (``carriers``: :class:`Carriers`; ``None``: none seen,
+    no reason) and, for parameters left unreduced, their element count against the step's
+    (``sizes``: parameter -> elements)."""
+    carriers = carriers or Carriers({}, 1)
+    notes: List[str] = []
+    seen = set()
+    for step in sorted(found):
+        by_op: Dict[str, List[str]] = {}
+        for name, f in sorted(found[step].items()):
+            if f.get("op") not in (None, "mean", "unknown"):
+                by_op.setdefault(f["op"], []).append(name)
+        for op, names in by_op.items():
+            if op in seen:
+                continue
+            seen.add(op)
+            factors = [found[step][n].get("factor") for n in names if found[step][n].get("factor") is not None]
+            factor = float(np.median(factors)) if factors else None
+            size = ""
+            if op == "none" and sizes:
+                left = sum(int(sizes.get(n, 0)) for n in names)
+                size = f" ({left:,} of {sum(int(v) for v in sizes.values()):,} gradient elements left unreduced)"
+            notes.append(f"the gradient reduction of step {step} ran {op_words(op)} for {_names(names)}{size}"
+                         f"{_scale_text(op, names, factor, known)}{carriers.text(step, names)}")
+    return notes
+
+
+def crossing_needed(expected: Dict[str, Any]) -> List[str]:
+    """The mesh dims every gradient must be reduced over: those of more than one rank."""
+    return [str(d) for d, n in zip(expected["mesh_dim_names"], expected["mesh_shape"]) if int(n) > 1]
+
+
+def coverage(calls: Sequence[Dict[str, Any]], params: Sequence[str], groups: Dict[str, List[int]],
+             world: int) -> Dict[str, Dict[str, Any]]:
+    """Per parameter, the gradient reductions that carried it in one step (``calls``: the
+    ledger's reduce-scatters and all-reduces of the ``grads`` span with ``params``):
+    ``{name: {"groups": [group names in call order], "calls": n}}``; a parameter no call
+    carried has ``groups`` ``[]``."""
+    out = {name: {"groups": [], "calls": 0} for name in params}
+    for e in calls:
+        where = group_name(e.get("group") or [], groups, world, with_ranks=False) if e.get("group") else "unknown"
+        for name in e.get("params") or ():
+            entry = out.setdefault(name, {"groups": [], "calls": 0})
+            entry["groups"].append(where)
+            entry["calls"] += 1
+    return out
+
+
+def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[str, Any]], params: Sequence[str],
+                   sizes: Dict[str, int], rank: int, world: int) -> List[str]:
+    """Where a gradient was not reduced exactly once over each group it must cross
+    (:func:`crossing_needed`; a call over every rank crosses them all), from the ledger's
+    entries that name the parameters they carried (``params`` on an entry; engines that do
+    not say are not judged here) in the ``grads`` span: never reduced (with the elements the
+    step's reductions carried against the parameters' total: ``sizes``), not across a dim,
+    or twice over one group. One note per way, the first step."""
+    from sweep.analysis.collectives import dim_groups
+
+    if not expected or world <= 1:
+        return []
+    reductions = [e for e in entries if e.get("span") in (None, "grads") and e.get("params") is not None
+                  and str(e.get("op", "")).startswith(("reduce_scatter", "all_reduce"))]
+    if not reductions:
+        return []
+    groups = dim_groups(expected["mesh_shape"], expected["mesh_dim_names"], rank)
+    need = crossing_needed(expected)
+    notes: List[str] = []
+    done = set()
+    for step in sorted({int(e["step"]) for e in reductions}):
+        mine = [e for e in reductions if int(e["step"]) == step]
+        found = coverage(mine, params, groups, world)
+        never = [n for n, c in found.items() if not c["groups"]]
+        if never and "never" not in done:
+            done.add("never")
+            carried = sum(int(sizes.get(n, 0)) for n, c in found.items() if c["groups"])
+            notes.append(f"{_names(never)} {'were' if len(never) > 1 else 'was'} carried by no gradient reduction "
+                         f"in step {step} (the reductions carried {carried:,} of the {sum(sizes.values()):,} "
+                         "gradient elements): each rank keeps its own gradient for "
+                         f"{'them' if len(never) > 1 else 'it'}")
+        for dim in need:
+            missed = [n for n, c in found.items() if c["groups"] and dim not in c["groups"]
+                      and "world" not in c["groups"] and not (len(need) == 1 and "unknown" in c["groups"])]
+            if missed and ("dim", dim) not in done:
+                done.add(("dim", dim))
+                crossed = sorted({g for n in missed for g in found[n]["groups"]})
+                notes.append(f"{_names(missed)} {'were' if len(missed) > 1 else 'was'} reduced over "
+                             f"{', '.join(crossed)} but never across {dim} in step {step}: the ranks along {dim} keep "
+                             "gradients that differ")
+        twice = {n: g for n, c in found.items() for g in c["groups"] if c["groups"].count(g) > 1}
+        if twice and "twice" not in done:
+            done.add("twice")
+            names = sorted(twice)
+            notes.append(f"{_names(names)} {'were' if len(names) > 1 else 'was'} reduced more than once over "
+                         f"{', '.join(sorted(set(twice.values())))} in step {step}: a gradient is reduced once per "
+                         "group it crosses")
+    return notes
+
+
+# the gradient norm that departs from the standalone copy's by at least this, relative, departs
+NORM_REL = {"float32": 1e-4, "bfloat16": 3e-2, "float16": 5e-3}
+
+
+def _departs(a: float, b: float, rel: float) -> bool:
+    if not (math.isfinite(a) and math.isfinite(b)):  # nan and nan, or inf and inf of one sign, agree
+        return not ((math.isnan(a) and math.isnan(b)) or a == b)
+    return abs(a - b) > rel * max(abs(a), abs(b), 1e-30)
+
+
+def first_departure(standalone: Sequence[float], distributed: Sequence[float], rel: float) -> Optional[int]:
+    """The first step at which two per-step norms differ by more than ``rel`` (relative)."""
+    for step, (a, b) in enumerate(zip(standalone, distributed)):
+        if _departs(float(a), float(b), rel):
+            return step
+    return None
+
+
+def _total(per_param: Sequence[float]) -> float:
+    return float(math.sqrt(sum(float(v) ** 2 for v in per_param)))
+
+
+@dataclass(frozen=True)
+class LossStep:
+    """Where the job's losses part, for :func:`norm_notes`: ``step``, the first step (0-based)
+    whose loss differs (``word="differ"``: copies bit-identical until a fault) or, where the
+    copies differ by rounding from the start, fails (``word="fail"``); ``step=None`` where the
+    losses do not show it."""
+
+    step: Optional[int]
+    word: str = "differ"
+
+
+# where in the step a gradient norm departing at each stage arises (the stage's key in the norms)
+NORM_PLACE = {"pre": "in the forward or backward (before any reduction)",
+              "reduced": "in the reduction",
+              "read": "between the reduction and the optimizer step (clipping, scaling or code that touches the "
+                      "gradients, such as logging)"}
+
+
+@dataclass(frozen=True)
+class _Norms:
+    """Both copies' per-step gradient norms (``{"params": [names], "pre"|"reduced"|"read": [[per
+    parameter] per step]}``) over ``names``, the parameters both recorded."""
+
+    standalone: Dict[str, Any]
+    distributed: Dict[str, Any]
+    names: List[str]
+
+    def rows(self, copy: str, kind: str) -> Optional[List[List[float]]]:
+        """``copy``'s (``"standalone"`` or ``"distributed"``) ``kind`` norms, a list of floats a step
+        in :attr:`names`' order; ``None`` where that copy did not record them."""
+        held = getattr(self, copy)
+        rows = held.get(kind)
+        if not rows:
+            return None
+        index = [held["params"].index(n) for n in self.names]
+        return [[float(row[i]) for i in index] for row in rows]
+
+
+def _first_stage(norms: _Norms, rel: float, sharded: bool) -> Optional[Tuple[int, int, str, str]]:
+    """The earliest step at which the distributed copy's total norm departs from the standalone
+    copy's by more than ``rel``, over the stages (before the reduction, unless ``sharded``: a
+    rank's own gradient is its shard's; after it; as the optimizer read them; the standalone
+    copy reduces nothing, so its ``reduced`` norms stand for ``pre``): ``(step, stage order,
+    kind, words)``, the earlier stage on a tie; ``None`` where none departs."""
+    stages = [("reduced", "after the reduction", "reduced"), ("read", "as the optimizer read them", "read")]
+    if not sharded:
+        stages.insert(0, ("pre", "before the reduction", "reduced"))  # the standalone copy reduces nothing
+    first: Optional[Tuple[int, int, str, str]] = None
+    for order, (kind, words, theirs) in enumerate(stages):
+        ours, got = norms.rows("standalone", theirs), norms.rows("distributed", kind)
+        if ours is None or got is None:
+            continue
+        step = first_departure([_total(r) for r in ours], [_total(r) for r in got], rel)
+        if step is not None and (first is None or step < first[0]):
+            first = (step, order, kind, words)
+    return first
+
+
+def _equal_before(norms: _Norms, kind: str, step: int, rel: float, sharded: bool) -> str:
+    """`` (equal after the reduction)`` for a departure as the optimizer read them, `` (equal
+    before it)`` for one in the reduction (replicated data only), where the stage before it
+    agreed at ``step`` within ``rel``; else ``""``."""
+    if kind == "pre":
+        return ""
+    earlier = norms.rows("distributed", "reduced" if kind == "read" else "pre")
+    if earlier is None or not (kind == "read" or not sharded):
+        return ""
+    prior = norms.rows("standalone", "reduced")
+    if prior is not None and not _departs(_total(prior[step]), _total(earlier[step]), rel):
+        return f" (equal {'after the reduction' if kind == 'read' else 'before it'})"
+    return ""
+
+
+def norm_notes(standalone: Optional[Dict[str, Any]], distributed: Optional[Dict[str, Any]], rel: float,
+               losses: LossStep, sharded: bool, max_norm: Optional[float] = None) -> List[str]:
+    """Where the distributed copy's gradient norm first departs from the standalone copy's
+    (both ``{"params": [names], "pre": [[per parameter] per step], "reduced": [...], "read":
+    [...]}``, ``sweep.train.observers.reductions``: before the reduction (this rank's own:
+    compared with replicated data only, ``sharded=False``), after it, and as the optimizer
+    read them), by more than ``rel`` (relative, :data:`NORM_REL`): one note naming the step,
+    where in the step (before the reduction, in it, or between it and the optimizer: clipping,
+    scaling, logging: :data:`NORM_PLACE`), both norms, the parameter that departs most, and
+    that it comes before ``losses.step`` (:class:`LossStep`: the job's first differing loss,
+    ``word="differ"``, or, where the copies differ by rounding from the start, its first
+    failing one, ``"fail"``). With ``max_norm`` (``train.clip_grad_norm``), a norm the optimizer
+    read above it in the distributed copy while the standalone copy clipped is said to be
+    unclipped. ``[]`` where either copy's norms are unknown, none departs, or the first departure
+    is not before ``losses.step`` (from there the weights or the forward already differ: the norm
+    follows, it does not lead)."""
+    if not standalone or not distributed:
+        return []
+    names = [n for n in distributed.get("params") or [] if n in (standalone.get("params") or [])]
+    if not names:
+        return []
+    norms = _Norms(standalone, distributed, names)
+    first = _first_stage(norms, rel, sharded)
+    if first is None or (losses.step is not None and first[0] >= losses.step):
+        return []  # (from the step the losses differ on, the weights or the forward already do: a consequence)
+    step, _, kind, words = first
+    ours = norms.rows("standalone", "reduced" if kind == "pre" else kind)[step]
+    got = norms.rows("distributed", kind)[step]
+    worst = max(range(len(names)), key=lambda i: abs(got[i] - ours[i]) / max(abs(ours[i]), 1e-30))
+    a, b = _total(ours), _total(got)
+    before = _equal_before(norms, kind, step, rel, sharded)
+    when = (f", before the losses show it (they first {losses.word} at step {losses.step})"
+            if losses.step is not None else ", though the losses do not show it")
+    clip = ""
+    if kind == "read" and max_norm is not None and b > float(max_norm) * (1 + 1e-3) \
+            and a <= float(max_norm) * (1 + 1e-3):
+        clip = f": above train.clip_grad_norm={max_norm:g}, unclipped in the distributed copy"
+    return [f"the gradient norm departs at step {step} {words}{before}: distributed {b:.6g}, standalone {a:.6g} "
+            f"(x{b / a if a else float('inf'):.6g}; most in {names[worst]}){clip}, so the difference arises "
+            f"{NORM_PLACE[kind]}{when}"]

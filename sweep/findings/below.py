@@ -1,0 +1,29 @@
+"""V113 below tolerance: jobs differ beyond their envelope (or unmeasured), below tolerance, no level holds them."""
+
+from __future__ import annotations
+
+from typing import List
+
+from sweep.analysis.grid import judged
+from sweep.findings.base import Context, Finding, Kind
+from sweep.findings.quiet import case, sizes
+from sweep.findings.shared import differ
+
+
+def check(ctx: Context) -> List[Finding]:
+    if case(ctx) != "below":
+        return []
+    jobs = differ(ctx)
+    return [KIND.make(jobs=[r["job"] for r in jobs], evidence=("first_diff_step", "first_real_step"), n=len(jobs),
+                       judged=len(judged(ctx.rows)), **sizes(jobs))]
+
+
+KIND = Kind(
+    code="V113", name="below tolerance", tier="decides",
+    template="No job fails. {n} of {judged} differ below tolerance, up to {size:.1e}[, {ratio:.1g}x the tolerance]"
+             "[, from step {since}].",
+    rests_on="jobs differ beyond their rounding envelope (or without one measured), under tolerance, and no level "
+             "holds them",
+    not_claimed="which factor: the place of the earliest follows",
+    check=check, example={"n": 4, "judged": 4, "size": 4e-5, "ratio": 0.4, "since": 0},
+)

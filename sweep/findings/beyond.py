@@ -1,0 +1,38 @@
+"""V112 levels beyond the envelope: the levels that hold every job beyond its rounding envelope."""
+
+from __future__ import annotations
+
+from typing import List
+
+from sweep.analysis.grid import carrier, judged, label
+from sweep.findings.base import Context, Finding, Kind
+from sweep.findings.quiet import case, sizes
+from sweep.findings.shared import differ, real
+
+
+def check(ctx: Context) -> List[Finding]:
+    if case(ctx) != "beyond":
+        return []
+    found, held = carrier(ctx.rows, real(ctx))
+    names = [f"{factor}=" + " or ".join(label(v) for v in values) for factor, values in found]
+    jobs = real(ctx)
+    return [KIND.make(jobs=[r["job"] for r in jobs], levels=names, evidence=("first_real_step", "envelope"),
+                        names=names, n=len(jobs), held=held if held != len(jobs) else None,
+                        rest=(len(differ(ctx)) - len(jobs)) or None,
+                        equal=(len(judged(ctx.rows)) - len(differ(ctx))) or None, **sizes(jobs))]
+
+
+KIND = Kind(
+    code="V112", name="levels beyond the envelope", tier="decides",
+    template="No job fails. Only {names|and} moves the losses beyond their rounding envelope: {n} [of its {held} ]"
+             "job{n|s}, up to {size:.1e}[, {ratio:.1g}x the tolerance][, from step {since}][; the other {rest} "
+             "differ by rounding only][; {equal} job{equal|s} equal to standalone bit for bit].",
+    rests_on="every job beyond its rounding envelope (its losses, a traced tensor or an update beyond the twin's) "
+             "has one of those levels and some jobs have neither (within their envelope, or equal to standalone with "
+             "every differing job's envelope measured); the factors whose levels hold the fewest jobs are "
+             "named; jobs within their envelope never count toward a level",
+    not_claimed="that every job at those levels carries the drift (the share says), that the drift would fail a "
+                "tighter tolerance, or its sign",
+    check=check,
+    example={"names": ["engine=faulty"], "n": 2, "held": None, "size": 4e-5, "ratio": 0.4, "since": 1, "rest": 2, "equal": None},
+)

@@ -1,0 +1,24 @@
+"""V114 equal: every job equals standalone bit for bit."""
+
+from __future__ import annotations
+
+from typing import List
+
+from sweep.analysis.grid import judged
+from sweep.findings.base import Context, Finding, Kind
+from sweep.findings.quiet import case
+
+
+def check(ctx: Context) -> List[Finding]:
+    if case(ctx) != "equal":
+        return []
+    return [KIND.make(jobs=[r["job"] for r in judged(ctx.rows)], evidence=("first_diff_step",))]
+
+
+KIND = Kind(
+    code="V114", name="equal", tier="decides",
+    template="No job fails: every job equals standalone bit for bit.",
+    rests_on="every judged job's losses are equal at every step",
+    not_claimed="equality of the weights beyond the recorded steps",
+    check=check, example={},
+)

@@ -1,0 +1,30 @@
+"""V156 lower precision: jobs that differ by rounding compute in a lower precision than their
+standalone copy: what parts them is that precision's rounding, and baseline.precision=policy
+compares the engines alone."""
+
+from __future__ import annotations
+
+from typing import List
+
+from sweep.findings.base import Context, Finding, Kind
+from sweep.findings.shared import lower_precision, rounding
+
+
+def check(ctx: Context) -> List[Finding]:
+    jobs = [r for r in rounding(ctx) if lower_precision(r)]
+    if not jobs:
+        return []
+    return [KIND.make(jobs=[r["job"] for r in jobs], evidence=("config.mp_policy", "config.baseline.precision"),
+                      dtypes=sorted({lower_precision(r) for r in jobs}),
+                      which="them" if len(jobs) == len(rounding(ctx)) else f"{len(jobs)} of them")]
+
+
+KIND = Kind(
+    code="V156", name="lower precision", tier="context",
+    template="A {dtypes|or} forward against a float32 standalone copy rounds {which}: "
+             "baseline.precision=policy compares the engines alone.",
+    rests_on="the jobs that differ by rounding only whose mp_policy.param_dtype is lower than their standalone "
+             "copy's precision (baseline.precision=float32)",
+    not_claimed="a fault: their difference stays within that precision's rounding envelope",
+    check=check, example={"dtypes": ["bfloat16"], "which": "them"},
+)

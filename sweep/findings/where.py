@@ -1,0 +1,48 @@
+"""V121 where: where the earliest of the deciding jobs parts from standalone, its class, onset,
+first module and first tensor."""
+
+from __future__ import annotations
+
+from typing import List
+
+from sweep.findings.base import Context, Finding, Kind
+from sweep.findings.shared import decision, place, real
+
+
+def check(ctx: Context) -> List[Finding]:
+    found = decision(ctx)
+    if found is not None:
+        ids = {j for c in found["named"] for j in c["failing_jobs"]}
+        jobs = [r for r in ctx.rows if r["job"] in ids]
+    else:
+        jobs = real(ctx)
+    at = place(jobs)
+    if at is None:
+        return []
+    return [KIND.make(jobs=[at["job"]], steps={"parts": at["step"], "beyond": at["beyond"], "fail": at["fail"]},
+                      evidence=("first_diff_step", "first_real_step", "onset", "first_module", "first_tensor"),
+                      **at)]
+
+
+KIND = Kind(
+    code="V121", name="where", tier="proof",
+    headline="They part from standalone from step {parting}; drift class{classes|?:es} {classes}.",
+    template="The earliest parts from standalone at step {step} (job {job}[; by float rounding, beyond it from step "
+             "{beyond}][; the weights differ beyond float rounding after update {earlier} already][; first outside "
+             "tolerance at step {fail}]), {cls}[, every {period} steps] ({gloss})[; mp_policy.param_dtype={precision} "
+             "against a float32 standalone copy: the precision alone parts the copies at step 0, so this compares "
+             "dtypes, not engines; baseline.precision=policy runs the standalone copy under the same policy]"
+             "[, {onset}][, over after update {until} (a fault on a few steps only: what differs later is its "
+             "aftermath)][; first differing module: {module}][; first differing tensor[{again|if} (from another "
+             "launch of this nondeterministic job)]: {tensor}][; {same} of {of} such jobs are {cls}].",
+    rests_on="the earliest of the deciding jobs by its first step beyond its rounding envelope; its class, onset, "
+             "first module and first tensor are that same job's",
+    not_claimed="that every deciding job parts there: the share says how many share its class",
+    check=check,
+    example={"step": 0, "job": 13, "beyond": 1, "earlier": None, "fail": 33, "cls": "first_update",
+             "period": None, "gloss": "the first update differs: gradient reduction, scaling, accumulation, the "
+             "optimizer, or their precision (reduce_dtype)", "precision": None, "onset": "an abrupt onset",
+             "until": 1, "module": None, "again": False,
+             "tensor": "layer0.bias weight at step 0, abs 2.23e-05, rel 0.3 (every rank)", "same": 2, "of": 2,
+             "parting": 1, "classes": ["first_update"]},
+)

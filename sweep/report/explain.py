@@ -1,0 +1,70 @@
+"""Each finding's page: its code, what it says, what it rests on, what it does not claim.
+
+``python -m sweep explain CODE`` prints one code's page (``python -m sweep explain`` lists every
+code); the docs' verdict page is generated from the same pages at every build
+(``docs/hooks.py``: the marker line :data:`MARKER` in ``docs/verdict.md``), so a kind without a
+page cannot exist: the build renders every kind of ``sweep.findings`` and fails on a template
+its example cannot fill.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional, Sequence
+
+from sweep.findings import all_kinds, kind
+from sweep.findings.base import TIERS, Kind
+from sweep.report.template import render
+
+MARKER = "<!-- findings: generated from sweep.findings by docs/hooks.py -->"
+TIER_TITLES = {"answer": "What another tool answered", "decides": "What decides (one leads the headline)",
+               "proof": "What it rests on", "contrast": "Contrasts between levels", "context": "Context",
+               "limits": "The limits of the evidence"}
+
+
+def page(k: Kind, markdown: bool = False) -> str:
+    """One kind's page: code and name, tier, the sentence (template and an example), what it
+    rests on and what it does not claim."""
+    example = render(k.template, k.example)
+    if markdown:
+        return (f"### {k.code} {k.name}\n\n*{TIER_TITLES[k.tier]}.* Example: \"{example}\"\n\n"
+                f"- **rests on**: {k.rests_on}\n- **does not claim**: {k.not_claimed}\n"
+                + (f"- **in the headline**: `{k.headline}`\n" if k.headline else ""))
+    lines = [f"{k.code} {k.name} ({TIER_TITLES[k.tier].lower()})", "", f"says:  {k.template}",
+             f"e.g.:  {example}", f"rests on: {k.rests_on}", f"does not claim: {k.not_claimed}"]
+    if k.headline:
+        lines.append(f"in the headline: {k.headline}")
+    return "\n".join(lines)
+
+
+def reference() -> str:
+    """Every kind's page (markdown), by tier, for ``docs/verdict.md``."""
+    kinds = all_kinds()
+    parts: List[str] = []
+    for tier in TIERS:
+        these = [k for k in kinds if k.tier == tier]
+        if these:
+            parts.append(f"## {TIER_TITLES[tier]}\n")
+            parts += [page(k, markdown=True) for k in these]
+    return "\n".join(parts)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``explain [CODE ...]``: each code's page (exit 0), every code's line without one, or one
+    line naming the codes for an unknown one (exit 2)."""
+    codes = list(argv if argv is not None else sys.argv[1:])
+    if not codes:
+        for k in all_kinds():
+            print(f"{k.code}  {k.name:<36} {render(k.template, k.example)[:70]}...")
+        return 0
+    for code in codes:
+        try:
+            print(page(kind(code.upper())) + "\n")
+        except KeyError as exc:
+            print(f"error: {exc.args[0]}", file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

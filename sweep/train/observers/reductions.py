@@ -1,0 +1,388 @@
+"""The gradients as they ran: before the reduction, after it, and as the optimizer read them
+(``RankResult.reductions``), for ``sweep.analysis.reductions``.
+
+Per step, each copy records every parameter's gradient norm at three points (``norms``):
+
+* ``pre``: this rank's local gradient, before any reduction (the engine's
+  ``grad_capture``: hooks on the parameters for a plain module or DDP, FSDP2's
+  ``foreach_reduce`` input, hyper-parallel's post-backward or gradient hooks; on MindSpore
+  with data parallel, the step's ``local_grads``); the standalone copy reduces nothing, so
+  its ``pre`` is its gradient;
+* ``reduced``: after the reduction (``after_backward``), the full gradient's norm: a sharded
+  engine's local shards are combined over the ranks (one all-reduce of the squares, each
+  divided by the number of ranks holding the element), where any parameter is sharded;
+* ``read``: as the optimizer's step read them (torch: ``Optimizer.register_step_pre_hook``;
+  MindSpore: a forward pre-hook on the optimizer Cell, whose input is the gradients), so
+  clipping, unscaling, or code in the engine's ``optimizer_step`` that touches the gradients
+  (logging) is inside it.
+
+On the steps it watches (step 0, and every traced step of a tracing rerun) the distributed
+copy also gathers every rank's local gradients (one all-gather, outside the step's spans:
+the ledger does not see it) and holds each reduced gradient against them
+(``sweep.analysis.reductions.classify``: the mean over the ranks, or the op that ran
+instead), ``found``. And at the start of each step after the first it reads the gradient
+buffers the copy keeps (``held``: torch's ``param.grad``; an engine's own accumulation
+buffers on MindSpore): a buffer that still holds the previous step's gradient where the copy
+clears them means ``zero_grad`` had no effect.
+
+It only looks: norms and copies are read out of live storage, hooks return ``None``, and its
+collectives run outside the spans on copies, so the losses are the same bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ContextManager, Dict, List, Optional
+
+import numpy as np
+
+from sweep.train.observers.base import Observer, Step
+
+
+class _Gradients(Observer):
+    """What both frameworks' observers share (module docstring). ``distributed``: this is
+    the distributed copy (it reduces, and gathers on the watched steps); ``until``: the last
+    step watched for the op that ran (at least step 0); ``rank``/``world``; ``groups``: this
+    rank's mesh-dim groups (``sweep.analysis.collectives.dim_groups``, ``{}`` where the mesh
+    is not the job's ranks); ``max_norm``: ``train.clip_grad_norm`` (for the candidate that
+    clips before the reduction); ``clears``: the step clears this copy's gradients."""
+
+    def __init__(self, distributed: bool, until: int = 0, rank: int = 0, world: int = 1,
+                 groups: Optional[Dict[str, List[int]]] = None, max_norm: Optional[float] = None,
+                 clears: bool = True) -> None:
+        self.distributed, self.until = distributed, max(int(until), 0)
+        self.rank, self.world, self.groups = int(rank), int(world), dict(groups or {})
+        self.max_norm = None if max_norm is None else float(max_norm)
+        self.clears = clears
+        self.norms: Dict[str, Any] = {"params": [], "pre": [], "reduced": [], "read": []}
+        self.found: Dict[int, Dict[str, Dict[str, Any]]] = {}
+        self.sizes: Dict[str, int] = {}
+        self.held: Optional[Dict[str, Any]] = None  # the first step whose buffers held the last step's gradients
+        self._capture: Any = None
+        self._pre: Dict[str, float] = {}
+        self._reduced: Dict[str, float] = {}
+        self._read: Optional[Dict[str, float]] = None
+        self._holders: Dict[str, float] = {}
+
+    def gathers(self, step: Step) -> bool:
+        return self.distributed and self.world > 1 and step.index <= self.until
+
+    def span(self, step: Step, name: str) -> Optional[ContextManager[Any]]:
+        if name != "grads" or not self.distributed:
+            return None
+        self._capture = step.copy.engine.grad_capture(step.copy.model)
+        return self._capture
+
+    def _row(self, values: Dict[str, float]) -> List[float]:
+        # a parameter without a gradient at that point contributes none: norm 0
+        return [float(values.get(n, 0.0)) for n in self.norms["params"]]
+
+    def _combine(self, squares: List[Dict[str, float]]) -> List[Dict[str, float]]:
+        """The full gradients' squared norms from this rank's shards' (``squares``, one dict a
+        point): summed over the ranks and divided by how many ranks hold each element, where
+        some parameter is sharded (a collective every rank makes); else as they are."""
+        names = self.norms["params"]
+        if not (self.distributed and self.world > 1 and any(h < self.world for h in self._holders.values())):
+            return squares
+        flat = np.array([[part.get(n, 0.0) / self._holders.get(n, 1.0) for n in names] for part in squares],
+                        np.float64)
+        total = self.all_reduce(flat)
+        return [{n: float(total[i, j]) for j, n in enumerate(names)} for i in range(len(squares))]
+
+    def after_step(self, step: Step) -> None:
+        read = self._read if self._read is not None else self._reduced
+        reduced, read = self._combine([self._reduced, read])
+        for key, values in (("pre", self._pre), ("reduced", reduced), ("read", read)):
+            self.norms[key].append([math.sqrt(max(v, 0.0)) for v in self._row(values)])
+        self._read = None
+
+    def note_held(self, step: Step, held: Optional[Dict[str, float]]) -> None:
+        """At the start of step ``step.index`` (>= 1): ``held``, the norm of each gradient
+        buffer the copy keeps, by parameter; a non-zero one where the copy clears its
+        gradients is recorded once (:attr:`held`)."""
+        if held is None or self.held is not None or step.index == 0 or not self.clears:
+            return
+        stale = {n: v for n, v in held.items() if v > 0.0}
+        if stale:
+            self.held = {"step": step.index, "norms": stale}
+
+    def all_reduce(self, values: np.ndarray) -> np.ndarray:
+        """The element-wise sum over every rank of ``values`` (float64)."""
+        raise NotImplementedError
+
+    def all_gather(self, values: np.ndarray) -> np.ndarray:
+        """Every rank's ``values`` (1-D float64, the same length on every rank), stacked: ``(world, n)``."""
+        raise NotImplementedError
+
+    def check(self, step: Step, local: Dict[str, np.ndarray], reduced: Dict[str, np.ndarray],
+              index: Dict[str, int]) -> None:
+        """The op that ran for each parameter of a watched step (``sweep.analysis.reductions
+        .classify``) into :attr:`found`: ``local`` this rank's gradients before the reduction
+        (full tensors), ``reduced`` after it (full, or this rank's dim-0 shard at ``index``)."""
+        from sweep.analysis.reductions import candidates, classify, clip_coefficients, match_rel
+
+        names = sorted(local)  # the same on every rank (the collective below is made by all alike)
+        if not names:
+            return
+        flat = np.concatenate([np.asarray(local[n], np.float64).ravel() for n in names])
+        gathered = self.all_gather(flat)
+        stacked, start = {}, 0
+        for n in names:
+            size = int(np.asarray(local[n]).size)
+            stacked[n] = gathered[:, start:start + size].reshape((self.world,) + tuple(np.shape(local[n])))
+            start += size
+        clip = clip_coefficients(np.sqrt(np.sum(gathered ** 2, axis=1)), self.max_norm)
+        largest = max((float(np.max(np.abs(stacked[n].mean(axis=0)))) if stacked[n].size else 0.0) for n in names)
+        out = {}
+        for n in names:
+            mean = stacked[n].mean(axis=0)
+            self.sizes[n] = int(mean.size)
+            if n not in reduced:  # a local gradient, and none after the reduction
+                out[n] = {"op": "lost", "factor": None, "residual": None}
+                continue
+            own = float(np.max(np.abs(mean))) if mean.size else 0.0
+            scale = own if own >= 1e-3 * largest else largest
+            out[n] = classify(candidates(stacked[n], self.rank, self.groups, clip),
+                              np.asarray(reduced[n], np.float64), scale, match_rel(self.reduce_dtype), index.get(n, 0))
+        self.found[step.index] = out
+
+    reduce_dtype: Optional[str] = None  # the dtype the gradients were reduced in, where the ledger saw it
+
+
+class TorchGradients(_Gradients):
+    """A torch copy's gradients as they ran (module docstring)."""
+
+    def __init__(self, *args: Any, ledger: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ledger = ledger  # the copy's CollectiveLedger: the dtype its reductions ran in
+        self._hooked: Any = None
+
+    def _params(self, model: Any) -> List[Any]:
+        from sweep.analysis.trace import canonical_name
+
+        return [(canonical_name(n), p) for n, p in model.named_parameters() if p.requires_grad]
+
+    def begin_step(self, step: Step) -> None:
+        optimizer = step.copy.optimizer
+        if self._hooked is not optimizer and hasattr(optimizer, "register_step_pre_hook"):
+            model = step.copy.model
+            optimizer.register_step_pre_hook(lambda opt, args, kwargs: self._on_read(model))
+            self._hooked = optimizer
+        self._stale = False
+        if step.index > 0:
+            held = {n: _norm_sq(p.grad) ** 0.5 for n, p in self._params(step.copy.model) if p.grad is not None}
+            self._stale = any(v > 0 for v in held.values())
+            self.note_held(step, held)
+
+    def _on_read(self, model: Any) -> None:
+        if self._read is None:  # the first optimizer.step() of the training step
+            self._read = {n: _norm_sq(p.grad) for n, p in self._params(model) if p.grad is not None}
+
+    def after_backward(self, step: Step) -> None:
+        from sweep.train.torch_tensors import host_copy
+
+        params = self._params(step.copy.model)
+        if not self.norms["params"]:
+            self.norms["params"] = [n for n, _ in params]
+            self._holders = {n: _holders(p, self.world) for n, p in params}
+        self._reduced = {n: _norm_sq(p.grad) for n, p in params if p.grad is not None}
+        captured = getattr(self._capture, "grads", None) if self._capture is not None else None
+        if captured:
+            from sweep.analysis.trace import canonical_name
+
+            captured = {canonical_name(n): g for n, g in captured.items()}
+        if captured and step.scaler is not None:  # captured before unscale_: as the loss scale left them
+            scale = float(step.scaler.get_scale()) or 1.0
+            captured = {n: g / scale for n, g in captured.items()}
+        if captured:
+            self._pre = {n: float(np.sum(np.square(captured[n].numpy().astype(np.float64)))) if n in captured
+                         else self._reduced.get(n, float("nan")) for n, _ in params}
+        else:
+            self._pre = dict(self._reduced)
+        if not self.gathers(step) or not captured or getattr(self, "_stale", False):
+            return  # (gradients held over from the last step add to this one's: not one reduction's result)
+        if self.ledger is not None and self.ledger.current is not None:
+            dtypes = [e.get("dtype") for e in self.ledger.current.entries
+                      if str(e.get("op", "")).startswith(("reduce_scatter", "all_reduce")) and e.get("dtype")]
+            self.reduce_dtype = dtypes[0] if dtypes else None
+        from sweep.train.torch_tensors import named_state
+
+        full = {n: host_copy(t) for n, t in named_state(step.copy.model, "grad").items()}
+        # every parameter the engine's reduction received, and those it never did (their gradient is local)
+        local = {n: captured[n].numpy() if n in captured else full[n] for n, _ in params if n in captured or n in full}
+        self.check(step, local, full, {})
+
+    def all_gather(self, values: np.ndarray) -> np.ndarray:
+        import torch
+        import torch.distributed as dist
+
+        device = self._device()
+        mine = torch.from_numpy(np.ascontiguousarray(values, np.float64)).to(device)
+        out = torch.empty(self.world * mine.numel(), dtype=torch.float64, device=device)
+        dist.all_gather_into_tensor(out, mine)
+        return out.cpu().numpy().reshape(self.world, -1)
+
+    def all_reduce(self, values: np.ndarray) -> np.ndarray:
+        import torch
+        import torch.distributed as dist
+
+        tensor = torch.from_numpy(np.ascontiguousarray(values, np.float64)).to(self._device())
+        dist.all_reduce(tensor)
+        return tensor.cpu().numpy()
+
+    def _device(self) -> Any:
+        import torch
+        import torch.distributed as dist
+
+        backend = str(dist.get_backend()).lower()
+        if backend in ("gloo", "mpi"):
+            return torch.device("cpu")
+        accelerator = getattr(torch, "accelerator", None)
+        if accelerator is not None and accelerator.is_available():
+            return accelerator.current_accelerator()
+        return torch.device("cpu")
+
+
+def _norm_sq(tensor: Any) -> float:
+    """The squared norm of ``tensor``'s local part (a ``DTensor``'s shard), accumulated in
+    float64 (``torch.linalg.vector_norm`` reads the tensor, it writes nothing)."""
+    import torch
+
+    local = tensor.detach()
+    local = local.to_local() if hasattr(local, "to_local") else local
+    return float(torch.linalg.vector_norm(local, dtype=torch.float64)) ** 2 if local.numel() else 0.0
+
+
+def _holders(param: Any, world: int) -> float:
+    """How many ranks hold each element of ``param``: the world over the product of the
+    mesh sizes of its ``Shard`` placements (a plain tensor: every rank)."""
+    mesh = getattr(param, "device_mesh", None)
+    shards = 1
+    for dim, placement in enumerate(getattr(param, "placements", None) or ()):
+        if type(placement).__name__.startswith("Shard") and mesh is not None:
+            shards *= int(mesh.size(dim))
+    return float(max(world // max(shards, 1), 1))
+
+
+class MindSporeGradients(_Gradients):
+    """A MindSpore copy's gradients as they ran (module docstring): ``pre`` from the engine's
+    ``grad_capture`` (hyper-parallel's hooks) or the step's ``local_grads``, ``reduced`` from
+    its ``grads`` after ``reduce_grads`` (a sharding engine's local shards), ``read`` from a
+    forward pre-hook on the optimizer Cell. ``full_shapes``: each parameter's full shape (the
+    standalone net's), to place a shard."""
+
+    def __init__(self, *args: Any, full_shapes: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.full_shapes = dict(full_shapes or {})
+        self._hooked: Any = None
+        self._names: List[str] = []
+
+    def begin_step(self, step: Step) -> None:
+        optimizer = step.copy.optimizer
+        self._names = [p.name for p in optimizer.parameters]
+        if self._hooked is not optimizer and hasattr(optimizer, "register_forward_pre_hook"):
+            optimizer.register_forward_pre_hook(self._on_read)
+            self._hooked = optimizer
+        self._stale = False
+        if step.index > 0:
+            held = step.copy.engine.held_grads(step.copy.model)
+            self._stale = bool(held) and any(v > 0 for v in held.values())
+            self.note_held(step, held)
+
+    def _on_read(self, cell: Any, inputs: Any) -> None:
+        grads = inputs[0] if inputs and isinstance(inputs[0], (tuple, list)) else inputs
+        if self._read is None and grads is not None and len(grads) == len(self._names):
+            self._read = {n: _ms_sq(g) for n, g in zip(self._names, grads)}
+        return None
+
+    def after_backward(self, step: Step) -> None:
+        names = self._names
+        if not self.norms["params"]:
+            self.norms["params"] = list(names)
+            self._holders = {n: float(self.world) / self._shards(n, g) for n, g in zip(names, step.grads)}
+        reduced = {n: np.asarray(g.asnumpy(), np.float64) for n, g in zip(names, step.grads)}
+        self._reduced = {n: float(np.sum(v ** 2)) for n, v in reduced.items()}
+        captured = getattr(self._capture, "grads", None) if self._capture is not None else None
+        local = dict(captured) if captured else {n: np.asarray(g.asnumpy(), np.float64)
+                                                  for n, g in zip(names, step.local_grads)}
+        if not self.distributed:
+            local = reduced
+        self._pre = {n: float(np.sum(np.asarray(v, np.float64) ** 2)) for n, v in local.items()}
+        if self.gathers(step) and not self._stale:
+            self.reduce_dtype = str(step.grads[0].dtype).lower() if step.grads else None
+            index = {n: self.rank % self._shards(n, g) for n, g in zip(names, step.grads)}
+            self.check(step, local, reduced, index)
+
+    def _shards(self, name: str, grad: Any) -> int:
+        full = tuple(self.full_shapes.get(name) or grad.shape)
+        local = tuple(grad.shape)
+        if local == full or not local or not local[0]:
+            return 1
+        return max(int(full[0]) // int(local[0]), 1)
+
+    def after_step(self, step: Step) -> None:
+        super().after_step(step)
+
+    def all_reduce(self, values: np.ndarray) -> np.ndarray:
+        from mindspore import Tensor, ops
+
+        shape = values.shape
+        out = ops.AllReduce()(Tensor(np.ascontiguousarray(values, np.float32).reshape(-1)))
+        return np.asarray(out.asnumpy(), np.float64).reshape(shape)
+
+    def all_gather(self, values: np.ndarray) -> np.ndarray:
+        # an all-reduce of a zero buffer holding this rank's values in its row (MindSpore has no
+        # all-gather of sub-groups on CPU; every element is one rank's value plus zeros: exact)
+        buffer = np.zeros((self.world, values.size), np.float64)
+        buffer[self.rank] = values
+        return self.all_reduce(buffer)
+
+
+def _ms_sq(grad: Any) -> float:
+    return float(np.sum(np.asarray(grad.asnumpy(), np.float64) ** 2))
+
+
+def gradients_record(observer: Optional[_Gradients]) -> Optional[Dict[str, Any]]:
+    """``RankResult.reductions`` of one copy: its per-step ``norms``, and, for the distributed
+    copy, ``found`` (step -> parameter -> the op that ran), ``sizes`` (elements per parameter)
+    and ``held`` (the first step whose gradient buffers still held the last step's, or ``None``);
+    ``None`` without an observer."""
+    if observer is None:
+        return None
+    return {"norms": observer.norms, "found": {str(k): v for k, v in observer.found.items()},
+            "sizes": observer.sizes, "held": observer.held}
+
+
+def reduction_findings(observer: Optional[_Gradients], ledger: List[Dict[str, Any]], expected: Optional[Dict[str, Any]],
+                       rank: int, world: int, known: Dict[str, Optional[float]],
+                       carried: Optional[List[str]] = None, unseen: Optional[str] = None) -> List[str]:
+    """The distributed copy's notes on its gradient reductions as they ran, for
+    ``RankResult.collectives["notes"]``: what each gradient became against the mean over the
+    ranks (``sweep.analysis.reductions.reduction_notes``), the calls that carried each one
+    against the groups the mesh says it must cross (``coverage_notes``), and parameters an
+    engine's reducer leaves out of its list (``carried``: DDP's); ``unseen``: why the engine's
+    calls are out of the ledger's sight (``collectives_unchecked``)."""
+    from sweep.analysis.collectives import dim_groups
+    from sweep.analysis.reductions import Carriers, coverage_notes, reduction_notes
+
+    if observer is None or world <= 1:
+        return []
+    groups = dict(observer.groups)
+    if not groups and expected and int(np.prod(expected["mesh_shape"])) == world:
+        groups = dim_groups(expected["mesh_shape"], expected["mesh_dim_names"], rank)
+    from sweep.analysis.trace import canonical_name
+
+    ledger = [dict(e, params=[canonical_name(n) for n in e["params"]]) if e.get("params") else e for e in ledger]
+    calls = [e for e in ledger if e.get("params") is not None]
+    notes = reduction_notes(observer.found, known, Carriers(groups, world, calls, unseen), observer.sizes)
+    params = observer.norms["params"]
+    sizes = observer.sizes or {}
+    notes += coverage_notes(ledger, expected, params, sizes, rank, world)
+    if carried is not None:
+        carried = [canonical_name(n) for n in carried]
+        left = [n for n in params if n not in carried]
+        if left:
+            notes.append(f"{', '.join(left)} {'are' if len(left) > 1 else 'is'} not among the parameters the engine's "
+                         "reducer carries (DDP's parameters_to_ignore): "
+                         f"{'their gradients are' if len(left) > 1 else 'its gradient is'} never reduced")
+    return notes

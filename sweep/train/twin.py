@@ -1,0 +1,105 @@
+"""The standalone copy's twin: the same training from initial weights nudged by one unit in the
+last place, whose gap from the standalone copy is the job's rounding envelope
+(``sweep.analysis.envelope``).
+
+What every framework's rank shares: whether this process trains the twin (:func:`trains`),
+in which dtype its weights are nudged (:func:`perturbation_dtype`), the signs' seed
+(:func:`seed`), and its record (:func:`record`). A rank module builds the twin as it builds
+the standalone copy (same model, engine, optimizer, schedule, data and random stream), nudges
+its parameters with ``sweep.analysis.envelope.perturb`` in name order, and trains it before
+the other copies (its own random stream: the others draw as without it).
+
+Who trains it, once per distinct baseline (the sweep's baseline cache keeps it,
+``sweep.run.baseline``): the process that trains the standalone copy, on rank 0 (the
+ranks, or the standalone-only process of ``order=separate`` and ``baseline.framework``),
+unless the job found it cached (``ranks/twin.json`` written before launch, as
+``ranks/standalone.json`` for a cached baseline); in a tracing rerun every rank, traced like
+the other copies, so each rank's tensors have their envelope on the same elements.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from sweep.analysis.rounding import twin_dtype
+from sweep.layout import JobDir
+
+SEED_OFFSET = 0x7717  # the signs' generator: numpy.random.default_rng(seed + SEED_OFFSET)
+
+
+def enabled(cfg: Any) -> bool:
+    """``compare.envelope`` (default true)."""
+    return bool((cfg.get("compare") or {}).get("envelope", True))
+
+
+def tracing(cfg: Any) -> bool:
+    """Whether this launch is a tracing rerun (``compare.trace_until`` set by the job)."""
+    return (cfg.get("compare") or {}).get("trace_until") is not None
+
+
+def cached(job_dir: Path | str) -> bool:
+    """Whether the job found the twin's losses cached (``ranks/twin.json``)."""
+    return JobDir(job_dir).twin_result.exists()
+
+
+def built_here(cfg: Any, job_dir: Path | str, phase: str, apart: bool) -> bool:
+    """Whether this launch builds the twin at all (on every one of its ranks: with
+    ``baseline.precision=policy`` its engine's one-rank mesh is made collectively):
+    :func:`enabled`, and a tracing rerun, or a twin not cached whose standalone copy belongs
+    to this launch (``apart``: the standalone copy trains in a process of its own,
+    ``order=separate`` or ``baseline.framework``; then that process, ``phase="standalone"``)."""
+    if not enabled(cfg):
+        return False
+    if tracing(cfg):
+        return True
+    if cached(job_dir):
+        return False
+    return phase == "standalone" or not apart
+
+
+def trains(cfg: Any, job_dir: Path | str, phase: str, apart: bool, rank: int) -> bool:
+    """Whether this process trains the twin: where :func:`built_here`, every rank of a tracing
+    rerun, else rank 0 only (its losses are the envelope; one is enough)."""
+    return built_here(cfg, job_dir, phase, apart) and (tracing(cfg) or rank == 0)
+
+
+def plain(cfg: Any) -> Dict[str, Any]:
+    """The job's config as a plain dict (``sweep.analysis`` reads plain dicts)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else cfg
+
+
+def perturbation_dtype(cfg: Any) -> str:
+    """The dtype whose unit in the last place nudges the twin's weights: the lowest
+    precision either copy computes in (``sweep.analysis.rounding.twin_dtype``)."""
+    return twin_dtype(plain(cfg))
+
+
+def seed(cfg: Any) -> int:
+    """The seed of the twin's signs: ``seed + SEED_OFFSET``."""
+    return int(cfg.seed) + SEED_OFFSET
+
+
+def record(losses: List[float], dtype: str, sign_seed: int, nudged: Dict[str, int], seconds: float,
+           final: Optional[Dict[str, Any]] = None, engine: str = "the standalone copy's") -> Dict[str, Any]:
+    """``RankResult.twin``: ``{"losses", "dtype", "seed", "perturbation", "nudged":
+    {"parameters", "elements"}, "seconds", "buffers", "engine"}``; ``buffers``: the twin's
+    buffers after the last step (``final``: ``sweep.train.final_state.final_record`` of copy
+    ``twin``; the envelope of the copies' end buffers), ``None`` for a model without buffers;
+    ``engine``: what it computed under (the job's ``mp_policy`` on one rank, or the standalone
+    copy's precision)."""
+    return {"losses": losses, "dtype": dtype, "seed": sign_seed, "buffers": (final or {}).get("twin"),
+            "engine": engine,
+            "perturbation": f"every initial weight nudged by one unit in the last place of {dtype}, random signs "
+                            f"(numpy default_rng({sign_seed}), parameters in name order)",
+            "nudged": nudged, "seconds": seconds}
+
+
+def cached_losses(job_dir: Path | str) -> Optional[Dict[str, Any]]:
+    """The cached twin record the job wrote (``ranks/twin.json``), or ``None``."""
+    from sweep.io import read_json
+
+    path = JobDir(job_dir).twin_result
+    return read_json(path) if path.exists() else None

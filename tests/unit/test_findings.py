@@ -1,0 +1,246 @@
+"""The verdict's findings (sweep.findings): every kind has a code, a page and a template its
+example fills; each rule fires on a sweep made for it and on no other; the ranking and the
+headline; the same findings in every output (issue 50)."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from sweep.analysis.compare import RANDOM_DRAWS_NOTE
+from sweep.findings import JOB_KINDS, KINDS, all_kinds, find, kind, lead
+from sweep.records import JobRecord
+from sweep.report.findings import attribute, headline, lines, sentence
+from sweep.report.template import render
+
+
+# --- every kind has its page --------------------------------------------------------------------
+
+@pytest.mark.parametrize("k", all_kinds(), ids=lambda k: k.code)
+def test_every_kind_has_a_code_a_page_and_a_template_its_example_fills(k):
+    assert k.code[0] in "VJ" and k.code[1:].isdigit() and len(k.code) == 4
+    assert k.name and k.rests_on and k.not_claimed and k.tier
+    text = render(k.template, k.example)
+    assert text and "{" not in render(k.template, {key: "" for key in k.example})
+    if k.headline:
+        assert render(k.headline, k.example)
+
+
+def test_codes_are_unique_and_each_kind_lives_in_a_module_of_its_own():
+    kinds = all_kinds()
+    assert len({k.code for k in kinds}) == len(kinds)
+    modules = [k.check.__module__ for k in KINDS + JOB_KINDS if k.check.__module__ != "sweep.findings.job_place"
+               and k.check.__module__ != "sweep.findings.job_notes"]
+    assert len(modules) == len(set(modules))  # one rule, one home (job_* hold a job's pairs of kinds)
+
+
+def test_explain_prints_a_codes_page_and_refuses_an_unknown_one(capsys):
+    from sweep.report.explain import main, reference
+
+    assert main(["v101"]) == 0 and "rests on:" in capsys.readouterr().out
+    assert main(["X999"]) == 2 and "no finding has code 'X999'" in capsys.readouterr().err
+    assert all(f"### {k.code} " in reference() for k in all_kinds())
+
+
+def test_the_template_language():
+    assert render("a[ b {x}] c", {"x": None}) == "a c"
+    assert render("{n} job{n|s}, pass{n|?es:}", {"n": 1}) == "1 job, passes"
+    assert render("{n} job{n|s}, pass{n|?es:}", {"n": 2}) == "2 jobs, pass"
+    assert render("{xs|and}; {xs|/}; {xs|or}; {xs}", {"xs": ["a", "b"]}) == "a and b; a/b; a or b; a, b"
+    assert render("[{f|if}yes][{g|if}no]", {"f": True, "g": False}) == "yes"
+    assert render("{v:.2g} \\[x\\]", {"v": 0.1234}) == "0.12 [x]"
+    with pytest.raises(KeyError):
+        render("{missing}", {})
+    with pytest.raises(ValueError):
+        render("[unbalanced", {})
+
+
+# --- each rule on a sweep made for it -----------------------------------------------------------
+
+def _row(job, status, msd=0.0, first=None, notes=None, result=None, **overrides):
+    judged = status in ("ok", "fail")
+    return {"job": job, "overrides": overrides, "status": status, "reason": None, "first_fail_step": first,
+            "first_diff_step": first if first is not None else (0 if judged and msd else None),
+            "mean_signed_diff": msd if judged else None, "max_abs_diff": abs(msd) if judged else None,
+            "runs_low_pct": (100.0 if msd < 0 else 0.0) if judged and msd else None, "notes": notes,
+            "result": result}
+
+
+def _measured(row, within=True, dtype="float32", config=None, status=None):
+    loss = {"within": within, "first_beyond_step": None if within else 1, "ratio": 1.1 if within else 40.0,
+            "band": 0.03, "sign": None if within else "low"}
+    return dict(row, first_real_step=None if within else 1, tolerance_ratio=0.2,
+                result=JobRecord(status=status or row["status"], config=config, comparison={"rtol": 1e-4, "atol": 1e-4},
+                                 envelope={"measured": True, "dtype": dtype, "margin": 4.0, "loss": loss,
+                                           "other_failures": []}))
+
+
+def _codes(rows, answers=()):
+    return [f.code for f in find(rows, answers)]
+
+
+def _sgd_fails():
+    return [_row(0, "ok", a="0", opt="adam"), _row(1, "fail", -0.5, 1, a="0", opt="sgd"),
+            _row(2, "ok", a="1", opt="adam"), _row(3, "fail", -0.5, 1, a="1", opt="sgd")]
+
+
+def test_a_culprit_with_its_evidence_place_fix_and_the_others():
+    codes = _codes(_sgd_fails())
+    assert codes[:2] == ["V000", "V101"] and {"V120", "V121", "V130"} <= set(codes)
+    found = find(_sgd_fails())
+    culprit = next(f for f in found if f.code == "V101")
+    assert culprit.levels == ("opt=sgd",) and culprit.jobs == (1, 3) and culprit.values["to_fail"] == 2
+    assert lead(found) is culprit
+
+
+def test_exposed_by_and_an_exposer_never_a_culprit():
+    rows = [_row(0, "ok", opt="adam", m="dp4"), _row(1, "ok", opt="sgd", m="dp4"),
+            _row(2, "ok", -1e-5, 1, opt="adam", m="hsdp"), _row(3, "fail", -0.3, 1, opt="sgd", m="hsdp")]
+    rows[2]["first_fail_step"] = None
+    codes = _codes(rows)
+    assert "V101" in codes and "V123" in codes  # the mesh causes it, sgd exposes it
+    exposer = next(f for f in find(rows) if f.code == "V123")
+    assert exposer.levels == ("opt=sgd",)
+    culprits = [f.levels for f in find(rows) if f.code in ("V101", "V104")]
+    assert ("opt=sgd",) not in culprits  # never listed as a culprit where its own finding says it does not cause it
+    only_sgd = [_row(0, "ok", -1e-5, 1, opt="adam"), _row(1, "fail", -0.3, 1, opt="sgd")]
+    only_sgd[0]["first_fail_step"] = None
+    assert _codes(only_sgd)[1] == "V102"
+
+
+def test_only_together_is_one_finding_not_two_culprits():
+    rows = [_row(0, "ok", a="0", b="0"), _row(1, "ok", a="1", b="0"), _row(2, "ok", a="0", b="1"),
+            _row(3, "fail", -0.5, 1, a="1", b="1")]
+    codes = _codes(rows)
+    assert codes[1] == "V103" and "V101" not in codes and "V104" not in codes
+
+
+def test_levels_weighed_alike_and_random_draws():
+    both = [_row(0, "ok", opt="sgd", m="x"), _row(1, "fail", -0.5, 1, opt="adam", m="x"),
+            _row(2, "fail", -0.5, 1, opt="adamw", m="x"), _row(3, "ok", opt="sgd", m="y"),
+            _row(4, "fail", -0.5, 1, opt="adam", m="y"), _row(5, "fail", -0.5, 1, opt="adamw", m="y")]
+    assert _codes(both)[1] == "V104"
+    drawn = [_row(0, "ok", split="replicated"), _row(1, "fail", 0.1, 0, RANDOM_DRAWS_NOTE, split="sharded")]
+    assert _codes(drawn)[1] == "V105" and "V153" in _codes(drawn)
+
+
+def test_what_decides_without_a_culprit():
+    note = "replicas disagree from step 2 (ranks 0 and 2)"
+    replicas = [_row(0, "fail", -0.5, 2, note, a="0"), _row(1, "fail", -0.5, 2, note, a="1")]
+    assert _codes(replicas)[1] == "V106"
+    record = SimpleNamespace(config={"mp_policy": {"param_dtype": "bf16"}, "baseline": {"precision": "float32"}},
+                             notes=[], envelope={})
+    precision = [dict(_row(j, "fail", -1e-3, 0, a=v), first_real_step=0, result=record) for j, v in enumerate("01")]
+    assert _codes(precision)[1] == "V107"
+    everywhere = [_row(j, "fail", -0.5, 1, a=v) for j, v in enumerate("01")]
+    assert _codes(everywhere)[1] == "V108"
+    confounded = [_row(0, "ok", a="0", b="0"), _row(1, "fail", -0.5, 1, a="1", b="1")]
+    assert _codes(confounded)[1] == "V125"
+    alone = [_row(0, "fail", -0.5, 1, a="0")]
+    assert _codes(alone)[1] == "V126"
+    assert _codes([_row(0, "error", a="0")])[1] == "V100" and _codes([])[1] == "V100"
+
+
+def test_the_quiet_cases():
+    assert _codes([_row(0, "ok", a="0"), _row(1, "ok", a="1")])[1] == "V114"
+    printed = [dict(_row(0, "ok", a="0"), resolution=1e-4), _row(1, "ok", a="1")]
+    assert _codes(printed)[1] == "V115"
+    level = [_measured(_row(0, "ok", 1e-6, 0, m="bf16"), dtype="bfloat16"), _row(1, "ok", m="fp32")]
+    assert _codes(level)[1] == "V111"
+    rounding = [_measured(_row(j, "ok", 1e-6, 0, a=v)) for j, v in enumerate("01")]
+    assert _codes(rounding)[1] == "V110"
+    beyond = [_measured(_row(0, "ok", 1e-5, 0, e="bad", s="x"), within=False), _measured(_row(1, "ok", 1e-7, 0, e="ok",
+                                                                                              s="x"))]
+    assert _codes(beyond)[1] == "V112"
+    below = [_row(j, "ok", 1e-5, 0, a=v) for j, v in enumerate("01")]
+    assert _codes(below)[1] == "V113" and "V160" not in _codes(below)  # (no record: nothing unmeasured said)
+
+
+def test_a_tolerance_finer_than_the_precision_is_no_fault():
+    rows = [_measured(_row(j, "fail", 0.03, 0, o=v), dtype="bfloat16") for j, v in enumerate(["adam", "sgd"])]
+    found = find(rows)
+    assert [f.code for f in found][:3] == ["V000", "V109", "V110"]
+    text = headline(found)
+    assert text.startswith("2 jobs: 2 fail. No fault: the 2 failing jobs stay within their rounding envelope "
+                           "(bfloat16)") and "rtol = atol = 3e-02 would hold" in text
+    assert not any(f.code in ("V101", "V102", "V103", "V104") for f in found)
+
+
+def test_contrasts_only_between_jobs_beyond_their_envelope():
+    rows = []
+    for job, (mesh, order) in enumerate([("dp2", "a"), ("dp4", "a"), ("dp2", "b"), ("dp4", "b")]):
+        size = 1e-3 * (2.8 if mesh == "dp4" else 1.0)
+        rows.append(_row(job, "fail", size * (-1 if order == "a" else 1), 1, mesh=mesh, order=order))
+    codes = _codes(rows)
+    assert "V141" in codes and "V142" in codes
+    within = [_measured(r, within=True) for r in rows]
+    assert "V141" not in _codes(within) and "V142" not in _codes(within)
+
+
+def test_context_and_limits():
+    nondeterministic = [dict(_row(0, "fail", -0.5, 1, a="0"), nondeterministic=True,
+                             repeat_spread={"repeats": 3, "distributed_max_abs": 2e-3, "statuses": ["fail"] * 3}),
+                        dict(_row(1, "ok", a="1"), nondeterministic=False)]
+    assert "V151" in _codes(nondeterministic)
+    agree = [dict(_row(0, "ok", a="0"), nondeterministic=False), _row(1, "ok", a="1")]
+    assert "V152" in _codes(agree)
+    notes = [dict(_row(0, "ok", notes="policy not applied (configured bf16)", a="0"), policy_applied=False),
+             _row(1, "ok", a="1")]
+    assert "V154" in _codes(notes) and "V155" in _codes(notes)
+    unmeasured = [dict(_row(0, "ok", 1e-5, 0, a="0"),
+                       result=JobRecord(status="ok", envelope={"measured": False, "why": "runner=command"})),
+                  _row(1, "ok", a="1")]
+    assert "V160" in _codes(unmeasured)
+    assert "V161" in _codes([_row(0, "ok", a="0"), _row(1, "timeout", a="1")])
+    lowered = [_measured(_row(0, "ok", 1e-6, 0, m="bf16"), dtype="bfloat16",
+                         config={"mp_policy": {"param_dtype": "bf16"}, "baseline": {"precision": "float32"}}),
+               _row(1, "ok", m="fp32")]
+    assert "V156" in _codes(lowered)
+
+
+def test_another_tools_answer_leads_and_the_counts_come_first():
+    from sweep.findings import answers
+
+    isolation = answers.isolation({"status": "isolated", "minimal": ["opt=sgd"], "answer": "opt=sgd",
+                                   "proof": {"passing": [0], "failing": [1]}, "n_jobs": 2, "grid_jobs": 4})
+    found = find(_sgd_fails(), isolation)
+    assert [f.code for f in found][:3] == ["V001", "V000", "V101"]
+    assert lead(found).code == "V001" and headline(found).startswith("4 jobs: 2 ok, 2 fail. Isolation: the minimal")
+    assert answers.against({"counts": {"fixed": 1}}, "old")[0].values["changes"][0] == "fixed: 1"
+    assert answers.bisection({"first_bad": {"sha": "a" * 40, "subject": "x"}, "parent": {}})[0].code == "V003"
+
+
+def test_every_output_renders_the_same_findings():
+    att = attribute(_sgd_fails())
+    assert [f["code"] for f in att["findings"]] == _codes(_sgd_fails())
+    assert all(f["sentence"] in att["verdict"] for f in att["findings"])
+    terminal = lines(find(_sgd_fails()))
+    assert terminal[0].startswith("V101 culprit: Culprit: opt=sgd") and len(terminal) == len(att["findings"]) - 1
+
+
+def test_a_job_has_findings_of_its_own():
+    from sweep.findings import find_job
+
+    record = JobRecord(status="fail", comparison={"rtol": 1e-4, "atol": 1e-4}, notes=["a note"],
+                       envelope={"measured": True, "dtype": "float32", "source": "twin", "margin": 4.0,
+                                 "loss": {"within": False, "first_beyond_step": 0, "beyond_steps": 3, "ratio": 9.0,
+                                          "sign": "low"}})
+    row = dict(_row(0, "fail", -0.1, 0), first_real_step=0, first_tensor="w grad at step 0", result=record)
+    found = find_job(row)
+    assert [f.code for f in found] == ["J101", "J102", "J104", "J106"]
+    assert sentence(found[1]).endswith("the losses leave 4x it from step 0 (3 steps, up to 9x it, running low)")
+    assert kind("J101").tier == "decides"
+
+
+def test_levels_beyond_the_envelope_beside_jobs_equal_to_standalone_are_named():
+    """Where no job differs by rounding only but some equal standalone bit for bit, the levels
+    that hold every job beyond its measured envelope are still named (V112), not "below
+    tolerance"; without a measured envelope they are not (V113)."""
+    beyond = [_measured(_row(0, "ok", 1e-6, 1, e="nudge"), within=False),
+              _measured(_row(1, "ok", 1e-6, 50, e="late"), within=False), _measured(_row(2, "ok", e="correct"))]
+    codes = _codes(beyond)
+    assert codes[1] == "V112", codes
+    text = headline(find(beyond))
+    assert "Only e=nudge or late moves the losses beyond their rounding envelope: 2 jobs" in text, text
+    assert text.endswith("; 1 job equal to standalone bit for bit."), text
+    unmeasured = [_row(0, "ok", 1e-6, 1, e="nudge"), _row(1, "ok", 1e-6, 50, e="late"), _row(2, "ok", e="correct")]
+    assert _codes(unmeasured)[1] != "V112"
