@@ -96,13 +96,14 @@ def test_bad_inputs_never_start_a_process(tmp_path):
 @pytest.mark.exhaustive
 def test_an_interrupted_multirun_resumes_to_completion(tmp_path):
     sweep_dir = tmp_path / "multirun"
-    args = [sys.executable, "-m", "sweep", "-m", "ablation=none", "steps=400", "optimizer=adam,sgd,adamw",
+    args = [sys.executable, "-m", "sweep", "-m", "ablation=none", "steps=1500", "optimizer=adam,sgd,adamw",
             f"hydra.sweep.dir={sweep_dir}"]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 300
-    while not (sweep_dir / "0" / "result.json").exists() and time.monotonic() < deadline:
+    while not (sweep_dir / "0" / "result.json").exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)  # job 1 is under way in the shared launch
+    assert proc.poll() is None, "the sweep ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)  # job 1 is under way in the shared launch (1500 steps: long enough to catch)
     proc.communicate(timeout=120)
     first = _result(sweep_dir / "0")
     assert first["status"] == "ok"
@@ -128,12 +129,14 @@ def test_a_killed_sweep_process_leaves_no_shared_launch_behind(tmp_path):
     # SIGKILL (or an OOM kill) runs none of the sweep's clean-up: the pool's ranks see the
     # sweep's pid (owner.pid) gone once idle and leave, and with them the launch and the fork server.
     sweep_dir = tmp_path / "multirun"
-    args = [sys.executable, "-m", "sweep", "-m", "ablation=none", "steps=300", "optimizer=adam,sgd,adamw",
+    # 1500 steps: jobs 1 and 2 are still running when job 0's result appears
+    args = [sys.executable, "-m", "sweep", "-m", "ablation=none", "steps=1500", "optimizer=adam,sgd,adamw",
             f"hydra.sweep.dir={sweep_dir}"]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
-    while not (sweep_dir / "0" / "result.json").exists() and time.monotonic() < deadline:
+    while not (sweep_dir / "0" / "result.json").exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
+    assert proc.poll() is None, "the sweep ended before it could be killed"
     job_id = _result(sweep_dir / "0")["launch"]["kill_tag"]
     assert tagged_processes(job_id) != []  # the shared launch is up, running job 1
     proc.kill()

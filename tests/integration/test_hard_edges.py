@@ -74,13 +74,15 @@ def test_a_sweep_dir_holding_another_grid_is_refused_then_replaced_on_request(tm
 
 
 def test_a_second_sweep_on_a_dir_in_use_is_refused(tmp_path):
-    args = [sys.executable, "-m", "sweep", "-m", "ablation=none", "steps=200", "optimizer=adam,sgd",
+    # 3000 steps: the first sweep is still running when the second asks (see the interrupt test below)
+    args = [sys.executable, "-m", "sweep", "-m", "ablation=none", "steps=3000", "optimizer=adam,sgd",
             f"hydra.sweep.dir={tmp_path}/s"]
     first = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while not (tmp_path / "s" / "0").exists() and time.monotonic() < deadline:
+        while not (tmp_path / "s" / "0").exists() and time.monotonic() < deadline and first.poll() is None:
             time.sleep(0.2)
+        assert first.poll() is None, f"the first sweep ended (exit {first.returncode}) before the second asked"
         second = subprocess.run(args + ["resume=true"], cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert second.returncode == 2
         assert f"hydra.sweep.dir={tmp_path}/s is in use by another sweep (pid {first.pid}" in second.stderr
@@ -103,13 +105,16 @@ def test_printed_commands_can_be_pasted(tmp_path, launcher_dir):  # the re-rende
 
 
 def test_an_interrupt_prints_the_full_resume_command(tmp_path):
+    # 3000 steps: the two jobs take a minute or more, so the interrupt always finds the sweep running
+    # (at 300 steps a loaded CI machine once saw the sweep end, exit 0, before the signal was sent)
     sweep_dir = tmp_path / "a dir"
-    args = ["-m", "ablation=none", "steps=300", "optimizer=adam,sgd", f"hydra.sweep.dir={sweep_dir}"]
+    args = ["-m", "ablation=none", "steps=3000", "optimizer=adam,sgd", f"hydra.sweep.dir={sweep_dir}"]
     proc = subprocess.Popen([sys.executable, "-m", "sweep", *args], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not (sweep_dir / "0").exists() and time.monotonic() < deadline:
+    while not (sweep_dir / "0").exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
+    assert proc.poll() is None, f"the sweep ended (exit {proc.returncode}) before it could be interrupted"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130
