@@ -30,6 +30,7 @@ from sweep.layout import JobDir
 from sweep.records import RankResult
 from sweep.train import copy_order, crosses_frameworks, phase_order, rank_samples, train_phases, write_rank_result
 from sweep.train import twin, versions
+from sweep.train.traced import traced
 from sweep.train.final_state import final_record
 from sweep.train.mindspore_step import train
 from sweep.train.observers import Copy, Observer
@@ -222,42 +223,6 @@ def replica_record(cfg: Any, ctx: RankContext, net: Any, full_shapes: Dict[str, 
                        mesh_dims=[str(d) for d in cfg.mesh.mesh_dim_names])
     return replica
 
-
-def traced(cfg: Any, rank: int, seen: Dict[str, Dict[str, Observer]], result: RankResult,
-           twin_seen: Optional[Dict[str, Observer]] = None, book: Any = None) -> None:
-    """A tracing rerun's findings into ``result``, as torch's (``sweep.train.torch_rank.traced``):
-    the first differing module (``sweep.analysis.modules.compare_modules``; the hooks taken
-    off) and the first differing tensor (``sweep.analysis.trace.locate_in``, from the
-    ``book``'s pair statistics, the standalone tensors cut to this rank's shards:
-    ``sweep.analysis.trace.to_shard``); the twin's traces (``twin_seen``; its tensors in the
-    book as copy ``twin``) are each tensor's and module's rounding envelope, cut alike."""
-    from sweep.analysis.envelope import EnvelopeSetting
-
-    twin_seen = twin_seen or {}
-    setting = EnvelopeSetting(float(cfg.compare.get("envelope_margin", 4.0)), twin.perturbation_dtype(cfg))
-    modules = {name: obs["modules"] for name, obs in seen.items() if "modules" in obs}
-    for trace_of in [*modules.values(), *([twin_seen["modules"]] if "modules" in twin_seen else [])]:
-        trace_of.remove()
-    if len(modules) == 2:
-        from sweep.analysis.modules import compare_modules
-
-        result.modules = compare_modules(modules["standalone"].steps, modules["distributed"].steps, rank,
-                                         sharded=as_str(cfg.data.split) == "sharded",
-                                         twin=twin_seen["modules"].steps if "modules" in twin_seen else None,
-                                         envelope=setting)
-    if book is None:
-        return
-    pairs, envelope = book.pairs("distributed"), book.pairs("twin") or None
-    if pairs:
-        from sweep.analysis.trace import Search, locate_in
-
-        shape = [int(n) for n in cfg.mesh.mesh_shape]
-        known = {"world_size": float(result.world_size), "grad_accum_steps": float(cfg.train.grad_accum_steps),
-                 "the replicate degree": float(shape[0]) if len(shape) == 2 else None}
-        result.first_tensor = locate_in(pairs, seen["distributed"]["trace"].last,
-                                        Search(float(cfg.compare.noise_floor), rank, known), twin=envelope,
-                                        envelope=setting)
-    result.features = dict(result.features or {}, trace=book.close())
 
 
 def in_own_stream(seed: int, fn: Any) -> Any:
@@ -580,7 +545,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         if "distributed" in seen else None,
     )
     result.twin = twin_record
-    traced(cfg, rank, seen, result, twin_seen, book)
+    traced(cfg, seen, result, twin_seen, book)
     if crosses_frameworks(cfg):  # the other copy traces in the other framework's process: hand this one over
         from sweep.train import trace_files
 

@@ -46,6 +46,7 @@ from sweep.train import (
     write_rank_result,
 )
 from sweep.train import twin, versions
+from sweep.train.traced import traced
 from sweep.train.final_state import final_record
 from sweep.train.copies import compile_model, features_record, prepare
 from sweep.train.observers import Copy, Observer
@@ -536,7 +537,7 @@ def rank_result(cfg: Any, ctx: RankContext, distributed: Copy, seen: Dict[str, D
                                    {name: obs["optimizer"] for name, obs in seen.items()}),
         features=dict(features_record(cfg, applied), lr=lrs or None),
     )
-    traced(cfg, ctx, seen, result, twin_seen or {}, book)
+    traced(cfg, seen, result, twin_seen or {}, book)
     return result
 
 
@@ -554,44 +555,6 @@ def replica_record(cfg: Any, ctx: RankContext, model: Any, digests: List[str]) -
                        mesh_dims=[str(d) for d in cfg.mesh.mesh_dim_names])
     return replica
 
-
-def traced(cfg: Any, ctx: RankContext, seen: Dict[str, Dict[str, Observer]], result: RankResult,
-           twin_seen: Optional[Dict[str, Observer]] = None, book: Any = None) -> None:
-    """A tracing rerun's findings into ``result``: the module traces' first differing
-    module (``sweep.analysis.modules.compare_modules``; the hooks taken off), the per-step
-    tensor rows and the first differing tensor (``sweep.analysis.trace.locate_in``, from the
-    ``book``'s pair statistics: ``sweep.train.trace_book``), and what the book wrote
-    (``features["trace"]``); the twin's traces (``twin_seen``: :func:`twin_observers`; its
-    tensors in the book as copy ``twin``) are each tensor's and module's envelope."""
-    from sweep.analysis.envelope import EnvelopeSetting
-
-    twin_seen = twin_seen or {}
-    setting = EnvelopeSetting(float(cfg.compare.get("envelope_margin", 4.0)), twin.perturbation_dtype(cfg))
-    modules = {name: obs["modules"] for name, obs in seen.items() if "modules" in obs}
-    for trace_of in [*modules.values(), *([twin_seen["modules"]] if "modules" in twin_seen else [])]:
-        trace_of.remove()
-    if len(modules) == 2:
-        from sweep.analysis.modules import compare_modules
-
-        result.modules = compare_modules(modules["standalone"].steps, modules["distributed"].steps, ctx.rank,
-                                         sharded=as_str(cfg.data.split) == "sharded",
-                                         twin=twin_seen["modules"].steps if "modules" in twin_seen else None,
-                                         envelope=setting)
-    if book is None:
-        return
-    pairs, envelope = book.pairs("distributed"), book.pairs("twin") or None
-    if pairs:
-        from sweep.analysis.trace import Search, envelope_bounds_in, locate_in, tensor_rows_in
-
-        bounds = envelope_bounds_in(envelope, setting.margin, setting.dtype) if envelope else None
-        result.tensors = tensor_rows_in(pairs, bounds)
-        shape = [int(n) for n in cfg.mesh.mesh_shape]
-        known = {"world_size": float(ctx.world), "grad_accum_steps": float(cfg.train.grad_accum_steps),
-                 "the replicate degree": float(shape[0]) if len(shape) == 2 else None}
-        result.first_tensor = locate_in(pairs, seen["distributed"]["trace"].last,
-                                        Search(float(cfg.compare.noise_floor), ctx.rank, known), twin=envelope,
-                                        envelope=setting)
-    result.features = dict(result.features or {}, trace=book.close())
 
 
 def _mesh_groups(cfg: Any, rank: int, world: int) -> Dict[str, List[int]]:

@@ -22,9 +22,13 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def jobs(tmp_path_factory):
-    found, _ = case_jobs(tmp_path_factory.mktemp("ms_inside"), CASES, "ablation=none", "framework=mindspore",
-                         "engine=data_parallel", "steps=6")
+def found(tmp_path_factory):
+    return case_jobs(tmp_path_factory.mktemp("ms_inside"), CASES, "ablation=none", "framework=mindspore",
+                     "engine=data_parallel", "steps=6")[0]
+
+
+@pytest.fixture(scope="module")
+def jobs(found):
     return {name: record for name, (record, _) in found.items()}
 
 
@@ -35,6 +39,18 @@ def test_a_later_layers_forward_fault_is_named_at_that_layers_output(jobs):
     assert found["module"] == "layer1" and found["phase"] == "forward" and found["step"] == 0, found
     assert found["description"].startswith("layer1 forward output at step 0, inputs agree")
     assert record["first_tensor"]["name"].startswith("layer1."), record["first_tensor"]
+
+
+def test_the_trace_holds_every_traced_tensor_per_step_as_torchs_does(found):
+    # one tracing function for both frameworks (sweep.train.traced): MindSpore's ranks write the
+    # per-step tensor rows too, each against its rounding envelope
+    import sweep
+
+    frame = sweep.load_trace(found["later"][1])
+    tensors = frame[frame.what == "tensor"]
+    assert set(tensors.phase) >= {"grad", "weight"} and set(tensors["rank"]) == {0, 1}, tensors.head()
+    first = tensors[(tensors.step == 0) & (tensors.phase == "grad")]
+    assert first[first.name.str.startswith("layer1.")].rel.max() > 0, first
 
 
 def test_a_frozen_batchnorm_statistic_is_named_as_a_buffer(jobs):
