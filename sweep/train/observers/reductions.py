@@ -10,7 +10,8 @@ Per step, each copy records every parameter's gradient norm at three points (``n
   its ``pre`` is its gradient;
 * ``reduced``: after the reduction (``after_backward``), the full gradient's norm: a sharded
   engine's local shards are combined over the ranks (one all-reduce of the squares, each
-  divided by the number of ranks holding the element), where any parameter is sharded;
+  divided by the number of ranks holding the element), where any parameter is sharded: one
+  collective for every step at once, after the last step (``end``);
 * ``read``: as the optimizer's step read them (torch: ``Optimizer.register_step_pre_hook``;
   MindSpore: a forward pre-hook on the optimizer Cell, whose input is the gradients), so
   clipping, unscaling, or code in the engine's ``optimizer_step`` that touches the gradients
@@ -63,6 +64,7 @@ class _Gradients(Observer):
         self._reduced: Dict[str, float] = {}
         self._read: Optional[Dict[str, float]] = None
         self._holders: Dict[str, float] = {}
+        self._squares: List[Any] = []  # per step: (reduced, read) squared norms of this rank's part
 
     def gathers(self, step: Step) -> bool:
         return self.distributed and self.world > 1 and step.index <= self.until
@@ -91,10 +93,22 @@ class _Gradients(Observer):
 
     def after_step(self, step: Step) -> None:
         read = self._read if self._read is not None else self._reduced
-        reduced, read = self._combine([self._reduced, read])
-        for key, values in (("pre", self._pre), ("reduced", reduced), ("read", read)):
-            self.norms[key].append([math.sqrt(max(v, 0.0)) for v in self._row(values)])
+        self.norms["pre"].append([math.sqrt(max(v, 0.0)) for v in self._row(self._pre)])
+        self._squares.append((self._reduced, read))  # combined over the ranks once, at the end
         self._read = None
+
+    def end(self, steps: int) -> None:
+        """The reduced and read norms of every step, from this rank's squares: where some
+        parameter is sharded, one collective over every step at once (:meth:`_combine`), not one a
+        step (it would cost each step a round trip; every rank trains the same steps, so every
+        rank makes it alike)."""
+        if not self._squares:
+            return
+        combined = self._combine([part for pair in self._squares for part in pair])
+        for i in range(len(self._squares)):
+            for key, values in (("reduced", combined[2 * i]), ("read", combined[2 * i + 1])):
+                self.norms[key].append([math.sqrt(max(v, 0.0)) for v in self._row(values)])
+        self._squares = []
 
     def note_held(self, step: Step, held: Optional[Dict[str, float]]) -> None:
         """At the start of step ``step.index`` (>= 1): ``held``, the norm of each gradient
@@ -156,11 +170,16 @@ class TorchGradients(_Gradients):
         super().__init__(*args, **kwargs)
         self.ledger = ledger  # the copy's CollectiveLedger: the dtype its reductions ran in
         self._hooked: Any = None
+        self._named: Any = None
 
     def _params(self, model: Any) -> List[Any]:
+        """``[(canonical name, parameter)]`` of ``model``'s trainable parameters, named once per
+        model (the engines keep their parameter objects across steps)."""
         from sweep.analysis.trace import canonical_name
 
-        return [(canonical_name(n), p) for n, p in model.named_parameters() if p.requires_grad]
+        if self._named is None or self._named[0] is not model:
+            self._named = (model, [(canonical_name(n), p) for n, p in model.named_parameters() if p.requires_grad])
+        return self._named[1]
 
     def begin_step(self, step: Step) -> None:
         optimizer = step.copy.optimizer
