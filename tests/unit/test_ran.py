@@ -179,6 +179,23 @@ def test_master_weights_that_hold_only_lower_precision_values_are_told_apart_fro
     assert lower_precision(np.zeros(64, np.float32)) is None and lower_precision(values[:4].round()) is None
 
 
+def test_the_per_step_master_check_reads_as_the_numpy_rule_on_every_kind_of_value():
+    # the observer's in-place summary (_Lower) tells the common case by one test of the 13 low bits;
+    # it must say what lower_precision says: float16 subnormals and large values, bfloat16, float32
+    import torch
+
+    from sweep.train.observers.dtypes import _Lower
+
+    tiny = (RNG.normal(size=64) * 2.0 ** -20).astype(np.float16).astype(np.float32)  # float16 subnormals (few bits: bf16 too)
+    big = RNG.uniform(-6e4, 6e4, size=64).astype(np.float16).astype(np.float32)  # float16 normals, large
+    cases = [RNG.normal(size=64).astype(np.float32), tiny, big, big * 1e6,
+             torch.from_numpy(RNG.normal(size=64).astype(np.float32)).bfloat16().float().numpy(),
+             np.full(64, 0.1, np.float32), np.zeros(64, np.float32)]
+    assert [lower_precision(c) for c in cases] == [None, "bfloat16", "float16", None, "bfloat16", None, None]
+    for values in cases:
+        assert _Lower(torch.from_numpy(values.copy())).holds == lower_precision(values), values[:4]
+
+
 def test_the_optimizer_per_parameter_and_its_loss_scale_are_held_copy_against_copy():
     decay = {"standalone": {"w": 0.01, "b": 0.01}, "distributed": {"w": 0.01, "b": 0.0}}
     assert decay_notes(decay) == [

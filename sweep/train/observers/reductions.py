@@ -267,9 +267,10 @@ def _norm_sq(tensor: Any) -> float:
     float64 (``torch.linalg.vector_norm`` reads the tensor, it writes nothing)."""
     import torch
 
-    local = tensor.detach()
-    local = local.to_local() if hasattr(local, "to_local") else local
-    return float(torch.linalg.vector_norm(local, dtype=torch.float64)) ** 2 if local.numel() else 0.0
+    # a gradient needs no detach (it takes none); a DTensor's detach would cost a dispatch a call
+    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+    with torch.no_grad():
+        return float(torch.linalg.vector_norm(local, dtype=torch.float64)) ** 2 if local.numel() else 0.0
 
 
 def _holders(param: Any, world: int) -> float:
