@@ -6,7 +6,7 @@ from typing import List
 
 from sweep.analysis.grid import judged
 from sweep.findings.base import Context, Finding, Kind
-from sweep.findings.quiet import case, sizes
+from sweep.findings.quiet import OPENING, case, sizes, opening
 from sweep.findings.shared import differ
 
 
@@ -14,16 +14,16 @@ def check(ctx: Context) -> List[Finding]:
     if case(ctx) != "below":
         return []
     jobs = differ(ctx)
-    return [KIND.make(jobs=[r["job"] for r in jobs], evidence=("first_diff_step", "first_real_step"), n=len(jobs),
+    return [KIND.make(**opening(ctx), jobs=[r["job"] for r in jobs], evidence=("first_diff_step", "first_real_step"), n=len(jobs),
                        judged=len(judged(ctx.rows)), **sizes(jobs))]
 
 
 KIND = Kind(
     code="V113", name="below tolerance", tier="decides",
-    template="No job fails. {n} of {judged} differ below tolerance, up to {size:.1e}[, {ratio:.1g}x the tolerance]"
+    template=OPENING + ". {n} of {judged} differ below tolerance, up to {size:.1e}[, {ratio:.1g}x the tolerance]"
              "[, from step {since}].",
     rests_on="jobs differ beyond their rounding envelope (or without one measured), under tolerance, and no level "
              "holds them",
     not_claimed="which factor: the place of the earliest follows",
-    check=check, example={"n": 4, "judged": 4, "size": 4e-5, "ratio": 0.4, "since": 0},
+    check=check, example={"nofail": True, "tolerance": None, "unjudged": None, "n": 4, "judged": 4, "size": 4e-5, "ratio": 0.4, "since": 0},
 )

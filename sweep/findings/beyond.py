@@ -6,7 +6,7 @@ from typing import List
 
 from sweep.analysis.grid import carrier, judged, label
 from sweep.findings.base import Context, Finding, Kind
-from sweep.findings.quiet import case, sizes
+from sweep.findings.quiet import OPENING, case, sizes, opening
 from sweep.findings.shared import differ, real
 
 
@@ -16,7 +16,7 @@ def check(ctx: Context) -> List[Finding]:
     found, held = carrier(ctx.rows, real(ctx))
     names = [f"{factor}=" + " or ".join(label(v) for v in values) for factor, values in found]
     jobs = real(ctx)
-    return [KIND.make(jobs=[r["job"] for r in jobs], levels=names, evidence=("first_real_step", "envelope"),
+    return [KIND.make(**opening(ctx), jobs=[r["job"] for r in jobs], levels=names, evidence=("first_real_step", "envelope"),
                         names=names, n=len(jobs), held=held if held != len(jobs) else None,
                         rest=(len(differ(ctx)) - len(jobs)) or None,
                         equal=(len(judged(ctx.rows)) - len(differ(ctx))) or None, **sizes(jobs))]
@@ -24,7 +24,7 @@ def check(ctx: Context) -> List[Finding]:
 
 KIND = Kind(
     code="V112", name="levels beyond the envelope", tier="decides",
-    template="No job fails. Only {names|and} moves the losses beyond their rounding envelope: {n} [of its {held} ]"
+    template=OPENING + ". Only {names|and} moves the losses beyond their rounding envelope: {n} [of its {held} ]"
              "job{n|s}, up to {size:.1e}[, {ratio:.1g}x the tolerance][, from step {since}][; the other {rest} "
              "differ by rounding only][; {equal} job{equal|s} equal to standalone bit for bit].",
     rests_on="every job beyond its rounding envelope (its losses, a traced tensor or an update beyond the twin's) "
@@ -34,5 +34,5 @@ KIND = Kind(
     not_claimed="that every job at those levels carries the drift (the share says), that the drift would fail a "
                 "tighter tolerance, or its sign",
     check=check,
-    example={"names": ["engine=faulty"], "n": 2, "held": None, "size": 4e-5, "ratio": 0.4, "since": 1, "rest": 2, "equal": None},
+    example={"nofail": True, "tolerance": None, "unjudged": None, "names": ["engine=faulty"], "n": 2, "held": None, "size": 4e-5, "ratio": 0.4, "since": 1, "rest": 2, "equal": None},
 )

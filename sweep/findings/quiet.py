@@ -12,7 +12,12 @@ from sweep.analysis.evidence import parting_step
 from sweep.analysis.grid import carrier, judged, separating_level
 from sweep.findings.base import Context
 from sweep.analysis.rounding import envelope
-from sweep.findings.shared import differ, faults, real, rounding, worst
+from sweep.findings.shared import differ, faults, real, rounding, tolerance_jobs, worst
+
+# How every quiet case opens: "No job fails", unless some jobs fail the tolerance within their rounding
+# envelope (not a fault, V109 says so): then it says that, never "No job fails" beside failing jobs.
+OPENING = ("[{nofail|if}No job fails][No job fails for a cause: {tolerance} fail{tolerance|?s:} the tolerance only, "
+           "within {tolerance|?its:their} rounding envelope]")
 
 
 def case(ctx: Context) -> Optional[str]:
@@ -35,6 +40,14 @@ def _beside_equal(ctx: Context) -> bool:
     """Some judged jobs equal standalone bit for bit and every differing one was measured
     against its envelope (so "beyond" is a measurement, not an absence of one)."""
     return len(differ(ctx)) < len(judged(ctx.rows)) and all(envelope(r).get("measured") for r in real(ctx))
+
+
+def opening(ctx: Context) -> Dict[str, Any]:
+    """The values :data:`OPENING` reads: ``nofail`` (no job fails the tolerance) or ``tolerance`` (how
+    many fail it within their envelope); ``unjudged``, the jobs not judged (errors, time-outs), or ``None``."""
+    failing = len(tolerance_jobs(ctx))
+    unjudged = len(ctx.rows) - len(judged(ctx.rows))
+    return {"nofail": not failing, "tolerance": failing or None, "unjudged": unjudged or None}
 
 
 def sizes(jobs: List[Dict[str, Any]]) -> Dict[str, Any]:

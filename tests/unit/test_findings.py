@@ -165,6 +165,22 @@ def test_a_tolerance_finer_than_the_precision_is_no_fault():
     assert not any(f.code in ("V101", "V102", "V103", "V104") for f in found)
 
 
+def test_no_quiet_case_says_no_job_fails_beside_a_job_that_fails_its_tolerance():
+    # a new user read "2 jobs: 1 ok, 1 fail" next to "No job fails. 2 of 2 differ by float rounding only"
+    from sweep.report.template import render
+
+    rows = [_measured(_row(0, "fail", 0.03, 0, o="adam"), dtype="bfloat16"),
+            _measured(_row(1, "ok", 1e-6, 0, o="sgd"), dtype="bfloat16")]
+    quiet = next(f for f in find(rows) if f.code == "V110")
+    text = render(kind("V110").template, quiet.values)
+    assert text.startswith("No job fails for a cause: 1 fails the tolerance only, within its rounding envelope. "), text
+    assert "No job fails." not in text
+    errored = [_row(0, "ok", a="0"), _row(1, "error", a="1")]
+    equal = next(f for f in find(errored) if f.code == "V114")
+    assert render(kind("V114").template, equal.values) == ("No job fails: every judged job equals standalone bit for "
+                                                           "bit (1 not judged: an error or a time-out).")
+
+
 def test_contrasts_only_between_jobs_beyond_their_envelope():
     rows = []
     for job, (mesh, order) in enumerate([("dp2", "a"), ("dp4", "a"), ("dp2", "b"), ("dp4", "b")]):
