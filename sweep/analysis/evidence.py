@@ -42,8 +42,8 @@ def first_diff_over_ranks(comparisons: Iterable[Optional[Dict[str, Any]]]) -> Op
                default=None)
 
 
-def real_onset(first_diff: Optional[int], tensor: Dict[str, Any], envelope: Optional[Dict[str, Any]]
-               ) -> Dict[str, Any]:
+def real_onset(first_diff: Optional[int], tensor: Dict[str, Any], envelope: Optional[Dict[str, Any]],
+               module: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """``first_real_step`` (the first loss step a difference beyond float rounding reaches)
     and the onset from the update differences when traced (``onset_from``: ``"updates"`` or
     ``"losses"``; ``sweep.analysis.trace.UPDATE_ONSET_RULE``).
@@ -57,6 +57,9 @@ def real_onset(first_diff: Optional[int], tensor: Dict[str, Any], envelope: Opti
         envelope: the job's rounding envelope (``JobRecord.envelope``,
             ``sweep.analysis.envelope.measure``), ``None`` or ``{"measured": False}`` where
             not measured.
+        module: the job's first differing module (``JobRecord.first_module``): one that
+            differs beyond its own envelope (``sweep.analysis.modules``) at step ``s``, in a
+            forward (output or input) as loss step ``s``, in a backward as ``s + 1``.
 
     Returns:
         ``{"first_real_step": step or None, "onset_from": "losses" | "updates" | None}``,
@@ -90,6 +93,8 @@ def real_onset(first_diff: Optional[int], tensor: Dict[str, Any], envelope: Opti
     updates = tensor.get("updates")
     if updates and updates.get("real_step") is not None:
         reals.append(int(updates["real_step"]) + 1)
+    if module and module.get("step") is not None:  # a forward beyond rounding moves that step's loss
+        reals.append(int(module["step"]) + (1 if module.get("phase") == "backward" else 0))
     out["first_real_step"] = min(reals, default=None)
     if updates and updates.get("pattern") not in (None, "none") and out["first_real_step"] not in (0, None):
         out.update(onset=updates["pattern"], period=updates.get("period"), onset_from="updates",
@@ -159,7 +164,7 @@ def first_module_over_ranks(modules: Sequence[Tuple[Dict[str, Any], int]]) -> Op
     if not modules:
         return None
     return first_over_ranks([(m.get("first"), rank) for m, rank in modules]) or {
-        "description": modules[0][0]["description"]}
+        "description": modules[0][0]["description"], "traced_steps": modules[0][0].get("traced_steps")}
 
 
 def place(module: Optional[Dict[str, Any]], tensor: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
@@ -169,8 +174,21 @@ def place(module: Optional[Dict[str, Any]], tensor: Optional[Dict[str, Any]]) ->
     module's description (a copy of ``module``) adds that the weights already differ after
     step ``N``'s update: the tensor has the cause. A buffer (updated by a forward, not by
     the optimizer) says so by its name and the forward after which it differs, and initial
-    weights that differ say that. Otherwise ``module`` as it is (also ``None``, a module
-    without a step, or a tensor without one)."""
+    weights that differ say that. A tensor within its rounding envelope is no cause: its
+    ``beyond_rounding`` (the first real one) is held against the module instead, and none
+    places nothing. Otherwise ``module`` as it is (also ``None``, a module without a step, or
+    a tensor without one)."""
+    if module and module.get("step") is None and module.get("traced_steps") and tensor:
+        # every module agrees in the traced steps: a gradient or weight beyond rounding there parts the copies
+        # after the backward; where every traced tensor stays within rounding, the window places nothing
+        real = tensor.get("beyond_rounding") if "beyond_rounding" in tensor else tensor
+        if real and "step" in real and int(real["step"]) < int(module["traced_steps"]) \
+                and real.get("kind") in ("grad", "weight"):
+            return dict(module, description=module["description"] + (
+                ": the copies part after the backward (in the reduction, clipping or the optimizer step)"))
+        return module
+    if tensor and "beyond_rounding" in tensor:  # the first difference is rounding: the first real one decides
+        tensor = tensor["beyond_rounding"]
     if not module or not tensor or module.get("step") is None or "step" not in tensor \
             or module["step"] <= tensor["step"]:
         return module
@@ -225,7 +243,7 @@ def job_evidence(record: JobRecord) -> Dict[str, Any]:
         # every rank judged: the earliest divergence of any rank
         first = first_diff_over_ranks([{"first_diff_step": shape["first_diff_step"]}, *(record.rank_comparisons or [])])
         out.update(first_diff_step=first, onset=shape["pattern"], period=shape["period"])
-        real = real_onset(first, tensor, record.envelope)
+        real = real_onset(first, tensor, record.envelope, record.first_module)
     out["first_module"] = (record.first_module or {}).get("description")
     out["first_tensor"] = first_tensor_text(tensor, record.world_size)
     out["first_tensor_kind"] = tensor.get("kind")
@@ -262,9 +280,10 @@ DRIFT_CLASSES = {
                     "or their precision (reduce_dtype)",
     "periodic": "an event every n steps: accumulation boundaries, a schedule, a periodic sync",
     "from_step": "a change from a later step on: a schedule, optimizer state, a step counter",
-    "rounding": "float rounding only: the losses, every traced tensor and update stay within their rounding "
-                "envelope (the standalone copy's twin, nudged by one unit in the last place, measures it): "
-                "summation order (e.g. of sharded data) or a lower precision's rounding, no fault",
+    "rounding": "float rounding only: the losses stay within their rounding envelope at every step, and every "
+                "traced tensor and update within theirs in the traced steps (the standalone copy's twin, nudged by "
+                "one unit in the last place, measures it): summation order (e.g. of sharded data) or a lower "
+                "precision's rounding; a fault smaller than that, or only in untraced steps, the losses cannot tell",
 }
 BUFFER_GLOSS = ("not the update: a buffer that the forward updates differs first, after the forward of step {step} "
                 "(a running statistic, a step counter), and the next step's loss computes with it")

@@ -155,10 +155,11 @@ def compare_modules(standalone: Steps, distributed: Steps, rank: int = 0, sharde
                 first["description"] = describe(first, envelope.margin)
                 return {"first": first, "rows": rows, "description": first["description"]}
     agree = "within their rounding envelope" if twin is not None else "exactly"
-    return {"first": None, "rows": rows,
-            "description": (f"every module's forward output and output gradient agree {agree} in steps "
-                            f"0-{steps - 1}: the copies part after the backward (in the reduction, clipping or the "
-                            "optimizer step)") if steps else "no module trace recorded"}
+    # where the copies part is not this window's to say: a tensor beyond rounding in these steps
+    # places it after the backward (sweep.analysis.evidence.place), none leaves it open
+    return {"first": None, "rows": rows, "traced_steps": steps,
+            "description": (f"every module's forward output and output gradient agree {agree} in the traced "
+                            f"steps 0-{steps - 1}") if steps else "no module trace recorded"}
 
 
 PHASE_FIELD = {"forward": "output", "backward": "grad"}  # what each phase compares: the output, its gradient

@@ -26,12 +26,13 @@ KIND = Kind(
     code="V110", name="rounding only", tier="decides",
     template=OPENING + ". {n} of {judged} differ by float rounding only, each within {margin:g}x its rounding "
              "envelope ({dtypes|or}), up to {size:.1e}[, {ratio:.1g}x the tolerance]; the largest at {times:.2g}x its "
-             "envelope (job {job}); no factor causes it, and no sign or size of theirs is a contrast.",
+             "envelope (job {job}); no factor moves them beyond rounding, and no sign or size of theirs is a contrast.",
     headline=OPENING + ". {n} of {judged} differ by float rounding only, each within its rounding envelope "
              "({dtypes|or}), up to {size:.1e}[, {ratio:.1g}x the tolerance].",
     rests_on="every differing job's losses, traced tensors and updates stay within their rounding envelope (the "
              "standalone copy's twin, nudged by one unit in the last place, measures it)",
-    not_claimed="a cause: rounding has a size and a sign, but no cause",
+    not_claimed="a cause: rounding has a size and a sign, but no cause; nor that no fault exists: one smaller than "
+                "the rounding, or only in steps no tracing rerun covered, the losses cannot tell",
     check=check,
     example={"nofail": True, "tolerance": None, "unjudged": None, "n": 16, "judged": 32, "margin": 4.0, "dtypes": ["bfloat16"], "size": 6e-5, "ratio": 0.2,
              "times": 1.4, "job": 17},

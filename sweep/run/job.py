@@ -383,12 +383,24 @@ def _run_ranks(
 TRACE_DIR = "trace"  # in a job dir: the tracing rerun's own job dir
 
 
+def trace_anchor(first_diff: int, envelope: Optional[Dict[str, Any]]) -> int:
+    """The step the tracing rerun's window is counted from: the losses' first step beyond their
+    rounding envelope where they leave it later than they first differ (sharded data, a lower
+    precision: the first difference is rounding, and a fault that starts at step 50 first shows
+    in the losses at step 50 or later), so the traced steps hold the place where the copies part
+    beyond rounding; else the first differing step."""
+    beyond = ((envelope or {}).get("loss") or {}).get("first_beyond_step") if (envelope or {}).get("measured") \
+        else None
+    return int(beyond) if beyond is not None and int(beyond) > int(first_diff) else int(first_diff)
+
+
 def _trace(
     cfg: DictConfig, framework: Type[Framework], job_dir: Path, record: JobRecord, world: int, env: Dict[str, str],
     limit: float, pools: Optional[Path],
 ) -> None:
     """Name the first tensor that differs: rerun the job (``JOB_DIR/trace/``) up to
-    ``compare.trace_after`` steps past its first differing step with every gradient and
+    ``compare.trace_after`` steps past its first differing step (:func:`trace_anchor`: past the
+    losses' first step beyond their envelope, where that comes later) with every gradient and
     weight recorded (``sweep.analysis.trace``), and the weights on to ``compare.onset_steps`` past
     it (the onset from the update differences); its losses are the job's own up to there
     (the same seeds, the same code). Records what ``sweep.analysis.evidence`` makes of the
@@ -411,8 +423,9 @@ def _trace(
         record.first_tensor = {"note": f"not traced: {why}"}
         record.first_module = {"note": f"not traced: {why}"}
         return
-    until = min(int(cfg.steps) - 1, first_diff + int(cfg.compare.trace_after))
-    onset_until = min(int(cfg.steps) - 1, first_diff + int(cfg.compare.onset_steps))
+    anchor = trace_anchor(first_diff, record.envelope)
+    until = min(int(cfg.steps) - 1, anchor + int(cfg.compare.trace_after))
+    onset_until = min(int(cfg.steps) - 1, anchor + int(cfg.compare.onset_steps))
     config = dict(record.config, steps=max(until, onset_until) + 1,
                   compare=dict(record.config["compare"], trace_until=until, onset_until=onset_until))
     trace_dir = job_dir / TRACE_DIR

@@ -39,6 +39,26 @@ class RankWeight3FSDP2(RankWeightFSDP2):
     WEIGHT = 1.0 + 1e-3
 
 
+class LateRankWeightFSDP2(TorchFSDP2):
+    """FSDP2 whose rank 1 weighs its loss's gradient (1 + 1e-3) from its 50th forward on (a
+    per-rank count that goes wrong mid-run): on sharded data the copies first differ by step 0's
+    rounding, and the losses leave their envelope only well after step 50."""
+
+    WEIGHT, START = 1.0 + 1e-3, 50
+
+    def parallelize(self, model):
+        model = super().parallelize(model)
+        if dist.get_rank() == 1:
+            calls = [0]
+
+            def hook(module, args, out):
+                calls[0] += 1
+                return out + (self.WEIGHT - 1.0) * (out - out.detach()) if calls[0] > self.START else None
+
+            model.register_forward_hook(hook)
+        return model
+
+
 class LossNudgeFSDP2(TorchFSDP2):
     """FSDP2 whose distributed copy's output is ``x (1 + 3e-5)`` on every rank from step 0 (a
     rescaled activation, a cast that rounds one way): the step-0 loss parts by about 1e-4

@@ -163,3 +163,20 @@ def test_an_output_nudged_3e_5_and_an_lr_off_by_1e_3_from_step_50_are_drifts_not
     assert "Only engine.impl.torch=tests.helpers.envelope_faults.LossNudgeFSDP2 or tests.helpers.envelope_faults." \
            "LateLrFSDP2 moves the losses beyond their rounding envelope: 2 jobs" in flat(summary["headline"])
     assert flat(summary["headline"]).endswith("1 job equal to standalone bit for bit.")
+
+
+def test_a_fault_from_step_50_on_sharded_data_is_traced_where_it_starts_not_at_step_0s_rounding(tmp_path):
+    # a new user's case: the first difference is step 0's rounding (sharded data), the losses leave their
+    # envelope only at step ~120; the tracing window once covered steps 0-3 and said "the copies part after
+    # the backward" from them. Now it runs past where the losses leave, and names step 50 on rank 1.
+    jobs, _ = multirun_jobs(tmp_path, "engine.impl.torch=tests.helpers.envelope_faults.LateRankWeightFSDP2",
+                            "data.split=sharded", "optimizer=adam", "steps=200", exit_codes=(0, 1))
+    record = jobs[0]
+    assert record["envelope"]["loss"]["first_beyond_step"] > 60, record["envelope"]["loss"]
+    beyond = record["first_tensor"]["beyond_rounding"]
+    assert beyond["step"] == 50 and beyond["kind"] == "grad", record["first_tensor"]
+    module = record["first_module"]
+    assert module["step"] == 50 and module["ranks"] == [1], module
+    assert "already differ" not in module["description"]  # step 0's difference is rounding, not a cause
+    summary = _summary(tmp_path)
+    assert summary["jobs"][0]["first_real_step"] == 51 and summary["jobs"][0]["drift"] == "from_step"

@@ -101,9 +101,9 @@ def test_a_rerun_that_does_not_repeat_the_difference_says_so():
 
 def test_the_first_module_is_the_earliest_over_the_ranks_or_says_why_none():
     assert first_module_over_ranks([]) is None
-    quiet = {"first": None, "description": "every module's forward output agrees"}
+    quiet = {"first": None, "description": "every module's forward output agrees", "traced_steps": 4}
     assert first_module_over_ranks([(quiet, 0), ({"first": None, "description": "other"}, 1)]) == {
-        "description": "every module's forward output agrees"}
+        "description": "every module's forward output agrees", "traced_steps": 4}
     first = {"step": 1, "phase": "forward", "module": "layer1", "description": "layer1 forward output at step 1"}
     found = first_module_over_ranks([({"first": first, "description": "x"}, 0),
                                      ({"first": first, "description": "x"}, 1)])
@@ -119,6 +119,43 @@ def test_a_module_that_computes_on_weights_that_already_differ_says_so():
     assert found["module"] == "layer1" and found["step"] == 3
     assert place(module, {"step": 3, "kind": "grad"}) is module  # the same step: the module is the place
     assert place(module, {"note": "not traced"}) is module
+
+
+def test_a_window_where_every_module_agrees_places_the_parting_only_from_a_tensor_beyond_rounding_in_it():
+    # a new user's late fault (step 50) was told "the copies part after the backward" from steps 0-3
+    agree = {"description": "every module's forward output and output gradient agree within their rounding "
+                            "envelope in the traced steps 0-3", "traced_steps": 4}
+    after = place(agree, {"step": 2, "kind": "grad"})
+    assert after["description"].endswith(": the copies part after the backward (in the reduction, clipping or the "
+                                         "optimizer step)")
+    assert place(agree, {"step": 0, "kind": "grad", "beyond_rounding": None}) is agree  # all within rounding
+    assert place(agree, {"step": 0, "kind": "grad", "beyond_rounding": {"step": 50, "kind": "grad"}}) is agree
+    assert place(agree, {"step": 0, "kind": "initial"}) is agree
+
+
+def test_a_module_is_held_against_the_first_real_tensor_not_one_within_rounding():
+    module = {"step": 50, "phase": "backward", "module": "(model)", "description": "(model) backward at step 50"}
+    assert place(module, {"step": 0, "kind": "grad", "beyond_rounding": {"step": 50, "kind": "grad"}}) is module
+    assert place(module, {"step": 0, "kind": "grad", "beyond_rounding": None}) is module
+
+
+def test_a_forward_beyond_rounding_at_step_0_makes_the_parting_step_0():
+    # sharded data: the losses leave their envelope only later, but layer0's step-0 forward already has
+    envelope = {"measured": True, "loss": {"first_beyond_step": 7}}
+    tensor = {"step": 0, "kind": "grad", "beyond_rounding": {"step": 0, "kind": "grad"}}
+    assert real_onset(0, tensor, envelope)["first_real_step"] == 1
+    module = {"step": 0, "phase": "forward", "module": "layer0"}
+    assert real_onset(0, tensor, envelope, module)["first_real_step"] == 0
+    assert real_onset(0, tensor, envelope, dict(module, phase="backward"))["first_real_step"] == 1
+
+
+def test_the_tracing_window_runs_past_where_the_losses_leave_their_envelope():
+    from sweep.run.job import trace_anchor
+
+    assert trace_anchor(0, {"measured": True, "loss": {"first_beyond_step": 122}}) == 122
+    assert trace_anchor(5, {"measured": True, "loss": {"first_beyond_step": 3}}) == 5
+    assert trace_anchor(0, {"measured": True, "loss": {"first_beyond_step": None}}) == 0
+    assert trace_anchor(0, {"measured": False, "why": "no twin"}) == 0 and trace_anchor(2, None) == 2
 
 
 def test_a_module_after_a_buffer_that_differs_names_the_buffer_not_the_update():
