@@ -29,6 +29,7 @@ from omegaconf import OmegaConf
 
 from sweep.analysis import isolate
 from sweep.analysis.isolate import ERROR, FAIL, PASS, Change, Subset
+from sweep.analysis.grid import failed, passed
 from sweep.report.isolate_report import ISOLATE_JSON, verdict, write_isolation
 
 log = logging.getLogger(__name__)
@@ -87,10 +88,28 @@ def record_of(ret: JobReturn) -> Dict[str, Any]:
     return value
 
 
+def rounding_fail(record: Dict[str, Any]) -> bool:
+    """Whether a failing job fails its tolerance only, within its rounding envelope
+    (``sweep.analysis.evidence.tolerance_only``: the tolerance is finer than this precision
+    holds, no fault), so the isolation holds it as passing: it has nothing to isolate."""
+    from sweep.analysis.evidence import job_evidence, tolerance_only
+    from sweep.records import JobRecord
+
+    if record.get("status") != "fail":
+        return False
+    try:
+        result = JobRecord.from_dict(record)
+    except Exception:  # a record of another shape: judged by its status
+        return False
+    return tolerance_only({"status": "fail", "result": result, **job_evidence(result)})
+
+
 def job_row(num: int, overrides: List[str], record: Dict[str, Any], **extra: Any) -> Dict[str, Any]:
-    """One launched job for the report: number, overrides, status, reason, metrics."""
+    """One launched job for the report: number, overrides, status, reason, metrics, and
+    ``rounding_fail`` (:func:`rounding_fail`: it fails its tolerance within its rounding envelope)."""
     comparison = record.get("comparison") or {}
-    row = {"job": num, "overrides": overrides, "status": record["status"], "reason": record.get("reason")}
+    row = {"job": num, "overrides": overrides, "status": record["status"], "reason": record.get("reason"),
+           "rounding_fail": rounding_fail(record)}
     for key in ("first_fail_step", "n_fail", "n_steps", "max_abs_diff", "mean_signed_diff"):
         value = comparison.get(key)
         row[key] = float(value) if key in ("max_abs_diff", "mean_signed_diff") and value is not None else value
@@ -150,7 +169,8 @@ class Isolation:
         return [self.seen[key] for key in keys]
 
     def verdict(self, rows: List[Dict[str, Any]]) -> str:
-        return isolate.combine([VERDICT_OF_STATUS[row["status"]] for row in rows])
+        # a tolerance failure within the job's rounding envelope is no fault (issue 49): it passes here
+        return isolate.combine([PASS if row.get("rounding_fail") else VERDICT_OF_STATUS[row["status"]] for row in rows])
 
     def save(self, **update: Any) -> None:
         self.state.update(update, jobs=self.jobs, probes=self.probes, n_jobs=self.next_idx,
@@ -194,12 +214,13 @@ class Isolation:
         rows = collect(self.sweeper.from_sweep)
         for row in rows:
             row["ran"] = _as_ran(row)
-        fails = [r for r in rows if r["status"] == "fail"]
-        passes = [r for r in rows if r["status"] == "ok"]
+        fails = [r for r in rows if failed(r)]  # a tolerance failure within the envelope is no fault to isolate
+        passes = [r for r in rows if passed(r)]
         if self.sweeper.failing_job is not None:
             fails = [r for r in fails if r["job"] == self.sweeper.failing_job]
             if not fails:
-                raise ValueError(f"job {self.sweeper.failing_job} of {self.sweeper.from_sweep} did not fail")
+                raise ValueError(f"job {self.sweeper.failing_job} of {self.sweeper.from_sweep} did not fail for a "
+                                 "cause (it passed, or failed its tolerance only, within its rounding envelope)")
         if not fails or not passes:
             raise ValueError(f"{self.sweeper.from_sweep} needs a failing and a passing job "
                              f"({len(fails)} fail, {len(passes)} ok)")
@@ -319,7 +340,13 @@ class Isolation:
         removals = {changes[c].key: result.verdicts.get(tuple(x for x in result.minimal if x != c))
                     for c in result.minimal}
         answer = " + ".join(str(changes[i]) for i in minimal)
-        self.save(status=result.status, reason=result.reason, minimal=[_change(changes[i]) for i in minimal],
+        reason = result.reason
+        ends = [r for s in ((), tuple(range(len(changes)))) for j in jobs_of.get(s, []) for r in self.jobs
+                if r["job"] == j and r.get("rounding_fail")]
+        if result.status == "endpoints" and ends:  # why a config that fails its tolerance passes here
+            reason += ("; job " + ", ".join(str(r["job"]) for r in ends) + " fails its tolerance only, within its "
+                       "rounding envelope: the tolerance is finer than this precision holds, no fault to isolate")
+        self.save(status=result.status, reason=reason, minimal=[_change(changes[i]) for i in minimal],
                   answer=answer, one_minimal=result.one_minimal, unproven=[changes[i].key for i in result.unproven],
                   removals=removals, proof=proof, deciding=[changes[i].key for i in minimal],
                   interaction=result.interaction)

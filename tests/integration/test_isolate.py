@@ -41,3 +41,21 @@ def test_isolation_names_the_interaction_then_resumes(tmp_path):
     resumed = json.loads((sweep_dir / "isolate.json").read_text())
     assert resumed["answer"] == state["answer"] and resumed["n_jobs"] == 6
     assert all(job["resumed"] for job in resumed["jobs"])
+
+
+def test_a_failing_config_that_fails_only_its_tolerance_by_rounding_has_nothing_to_isolate(tmp_path):
+    # a new user's case: a bfloat16 model fails rtol = atol = 1e-4 within its own rounding envelope; the
+    # isolation named "the minimal failure-inducing change is model.init_dtype=bfloat16" and a sign
+    proc = run_cli(["-m", "hydra/sweeper=isolate", "ablation=none", "steps=200", "optimizer.lr=1e-3",
+                    "data.split=sharded", "train.batch_size=8",
+                    'hydra.sweeper.failing=["model.init_dtype=bfloat16","reshard_after_forward=false"]',
+                    'hydra.sweeper.passing=["model.init_dtype=float32","reshard_after_forward=true"]'],
+                   tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    state = json.loads((tmp_path / "multirun" / "isolate.json").read_text())
+    failing = [j for j in state["jobs"] if j["status"] == "fail"]
+    assert failing and all(j["rounding_fail"] for j in failing), state["jobs"]
+    assert state["status"] == "endpoints" and not state["minimal"], state
+    assert "fails its tolerance only, within its rounding envelope" in state["reason"]
+    text = flat(proc.stdout)
+    assert "failure-inducing change is" not in text and "runs high" not in text and "runs low" not in text
