@@ -339,7 +339,7 @@ def gradient_notes(cfg: DictConfig, record: JobRecord, ranks: List[RankResult],
     """The gradients as they ran, into the record (``record.reductions``) and its notes: each
     copy's gradient norms per step (the standalone copy's from a rank, or ``standalone_norms``
     where it trained elsewhere; the distributed copy's of every rank) held against each other
-    where the job fails (``sweep.analysis.reductions.norm_notes``: the step where they part and
+    where the job fails beyond its rounding envelope (``sweep.analysis.reductions.norm_notes``: the step where they part and
     where in the step, before the losses show it), the distributed copy's first step whose
     gradient buffers still held the last step's where ``zero_grad`` is on (it had no effect), and
     ``record.zero_grad_effective`` as observed (``None`` where the engine keeps no buffer to see)."""
@@ -381,7 +381,11 @@ def gradient_notes(cfg: DictConfig, record: JobRecord, ranks: List[RankResult],
                             "so each step's gradients are added to the last's"
                             + ("" if len(held) == len(ranks) else f" (rank{'s' if len(held) > 1 else ''} "
                                f"{', '.join(str(r) for r, _ in held)})"))
-    if record.status != "fail" or not norms or not own:
+    from sweep.analysis.envelope import within
+
+    # a job whose losses stay within their rounding envelope fails its tolerance by rounding: its norms part by
+    # rounding too, and no place in the step is said of them (issue 49: every rounding decision reads the envelope)
+    if record.status != "fail" or not norms or not own or within(record.envelope):
         if own and not norms:
             record.not_observed["reductions.standalone"] = "the standalone copy's gradient norms were not recorded " \
                                                            "(a baseline from a file or a command)"
