@@ -9,7 +9,8 @@ unknown keys, the top-level scalars, each section's field-local checks, the mesh
 2. the engine (``engine.impl[framework]``: its ``engine.options``, its own rules);
 3. the model (``model._target_`` imports, runs on the framework, takes ``model.args``);
 4. the data (``data._target_`` imports);
-5. the training step (what the framework's step cannot run: ``Framework.check_train``).
+5. the training step (a dotted ``train.loss`` imports; what the framework's step cannot run:
+   ``Framework.check_train``).
 6. with ``baseline.framework`` naming the other framework, the standalone copy there
    (:func:`check_baseline_framework`: its preset, installed, the model's port, its step).
 
@@ -47,9 +48,24 @@ def check(cfg: Any) -> Type[Framework]:
     engines.engine_class(cfg, framework.name).check(cfg)
     models.check(cfg, framework.name)
     data.factory_of(cfg)
+    loss_of(cfg)
     framework.check_train(cfg)
     check_baseline_framework(cfg)
     return framework
+
+
+def loss_of(cfg: Any) -> None:
+    """A ``train.loss`` given as a dotted path imports (the built-in names need nothing), so a
+    misspelt one is one line before launch, not a rank's traceback.
+
+    Raises:
+        ConfigError: ``train.loss=<path> does not import: <why>``."""
+    from sweep.config import factories
+    from sweep.config.sections.train import LOSSES
+
+    loss = str(cfg.train.loss)
+    if loss not in LOSSES:
+        factories.load("train.loss", loss)
 
 
 def check_baseline_framework(cfg: Any) -> Optional[Type[Framework]]:

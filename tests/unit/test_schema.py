@@ -101,6 +101,7 @@ def test_old_weights_copy_key_still_works_with_a_warning(compose_cfg):
         (["engine.impl.torch=sweep.engines.data_parallel.MindSporeGradReducer"],
          r"is an engine for framework=mindspore"),
         (["framework.impl=sweep.frameworks.nope.Nope"], r"framework.impl=sweep.frameworks.nope.Nope does not import"),
+        (["train.loss=my_faults.nope"], r"train.loss=my_faults.nope does not import"),  # before launch, not in a rank
         (["engine=hyper_parallel", "+engine.options.flavour=x"], r"Key 'flavour' not in"),
     ],
 )
