@@ -35,8 +35,9 @@ class CompareConfig:
             "a cause from the first step it leaves it (>= 1; the twin is one draw of rounding).")
     trace_after: int = affects(
         default=3,
-        doc="A job whose copies differ is rerun up to this many steps past its first differing step with "
-            "every gradient and weight recorded, to name the first tensor that differs "
+        doc="A job whose copies differ is rerun up to this many steps past its first differing step (past "
+            "the losses' first step beyond their rounding envelope, where that comes later) with every "
+            "gradient and weight recorded, to name the first tensor that differs "
             "(``sweep.analysis.trace``); 0: no tracing rerun.")
     onset_steps: int = affects(
         default=24,
