@@ -41,7 +41,7 @@ from sweep.config.enums import as_str
 from sweep.launch import runtime, supervise
 from sweep.layout import STOP, JobDir, PoolDir, SweepDir
 
-POLL_S = 0.05
+POLL_S = 0.01
 
 
 def runs_jobs_in_process(hydra_launcher: Any) -> bool:
