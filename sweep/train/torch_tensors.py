@@ -9,6 +9,17 @@ from typing import Any, Dict, Iterator, Tuple
 import numpy as np
 
 
+def local_part(tensor: Any) -> Any:
+    """``tensor``'s local part: a torch ``DTensor``'s shard read off its ``_local_tensor``
+    (``to_local()`` gives the same tensor through an autograd function: a few microseconds a
+    call, paid per parameter per step by the observers), another library's ``to_local()``, or
+    ``tensor`` itself."""
+    local = getattr(tensor, "_local_tensor", None)
+    if local is not None:
+        return local
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
 def host_copy(tensor: Any) -> np.ndarray:
     """A float32 numpy array copied out of ``tensor`` (any dtype, any device; a ``DTensor``
     gives its local shard): ``detach().to("cpu", float32, copy=True)``. The copy is the
@@ -18,9 +29,7 @@ def host_copy(tensor: Any) -> np.ndarray:
     snapshot of a live tensor (trace, ``moved``, digests, step-0 check) goes through here."""
     import torch
 
-    data = tensor.detach()
-    data = data.to_local() if hasattr(data, "to_local") else data
-    return data.to("cpu", torch.float32, copy=True).numpy()
+    return local_part(tensor).detach().to("cpu", torch.float32, copy=True).numpy()
 
 
 def named_state(model: Any, kind: str, gather: bool = True) -> Dict[str, Any]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from typing import Any, Callable, ContextManager, Dict, Optional, Tuple
+from typing import Any, Callable, ContextManager, Dict, List, Optional, Tuple
 
 from sweep.train.observers.base import Observer, Step
 from sweep.train.observers.ledger import CollectiveLedger
@@ -237,7 +237,10 @@ class TorchDtypes(_MasterWatch, Observer):
         self.observed.setdefault("reduce", reduced[0]["dtype"] if reduced else None)
 
     def after_step(self, step: Step) -> None:
-        self.watch_master(step.index, _torch_master(step.copy.model))
+        model = step.copy.model
+        if getattr(self, "_named", (None,))[0] is not model or not _same_params(model, self._named[1]):
+            self._named = (model, _trainable(model))
+        self.watch_master(step.index, _torch_master(step.copy.model, self._named[1]))
         if step.index != 0:
             return
         self.observed.setdefault("master_lower", None)
@@ -270,20 +273,35 @@ class _Lower:
             self.sum = int(bits.to(torch.int64).sum())
 
 
-def _torch_master(model: Any) -> Dict[str, Any]:
+def _torch_master(model: Any, named: Optional[List[Tuple[str, Any]]] = None) -> Dict[str, Any]:
     """Each trainable parameter's local part as stored (the master weights), float32 ones only,
-    as :class:`_Lower` summaries."""
+    as :class:`_Lower` summaries; ``named``: :func:`_trainable` of ``model``, where the caller
+    keeps it across steps."""
     import torch
 
-    from sweep.analysis.trace import canonical_name
+    from sweep.train.torch_tensors import local_part
 
     out = {}
-    for name, param in model.named_parameters():
-        local = param.detach()
-        local = local.to_local() if hasattr(local, "to_local") else local
-        if local.dtype == torch.float32 and param.requires_grad:
-            out[canonical_name(name)] = _Lower(local)
+    for name, param in (named if named is not None else _trainable(model)):
+        local = local_part(param).detach()
+        if local.dtype == torch.float32:
+            out[name] = _Lower(local)
     return out
+
+
+def _same_params(model: Any, named: List[Tuple[str, Any]]) -> bool:
+    """Whether ``named`` (:func:`_trainable`) still holds ``model``'s trainable parameters (an
+    engine may swap the ones it registers)."""
+    now = [p for p in model.parameters() if p.requires_grad]
+    return len(now) == len(named) and all(a is b for a, (_, b) in zip(now, named))
+
+
+def _trainable(model: Any) -> List[Tuple[str, Any]]:
+    """``[(canonical name, parameter)]`` of ``model``'s trainable parameters (engines keep their
+    parameter objects across steps, so an observer names them once)."""
+    from sweep.analysis.trace import canonical_name
+
+    return [(canonical_name(n), p) for n, p in model.named_parameters() if p.requires_grad]
 
 
 def _ms_dtype(tensor: Any) -> Optional[str]:

@@ -214,8 +214,8 @@ class TorchGradients(_Gradients):
             scale = float(step.scaler.get_scale()) or 1.0
             captured = {n: g / scale for n, g in captured.items()}
         if captured:
-            self._pre = {n: float(np.sum(np.square(captured[n].numpy().astype(np.float64)))) if n in captured
-                         else self._reduced.get(n, float("nan")) for n, _ in params}
+            self._pre = {n: _norm_sq(captured[n]) if n in captured else self._reduced.get(n, float("nan"))
+                         for n, _ in params}
         else:
             self._pre = dict(self._reduced)
         if not self.gathers(step) or not captured or getattr(self, "_stale", False):
@@ -267,8 +267,10 @@ def _norm_sq(tensor: Any) -> float:
     float64 (``torch.linalg.vector_norm`` reads the tensor, it writes nothing)."""
     import torch
 
+    from sweep.train.torch_tensors import local_part
+
     # a gradient needs no detach (it takes none); a DTensor's detach would cost a dispatch a call
-    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+    local = local_part(tensor)
     with torch.no_grad():
         return float(torch.linalg.vector_norm(local, dtype=torch.float64)) ** 2 if local.numel() else 0.0
 

@@ -10,7 +10,7 @@ rank) and the buffers (FSDP2 and hyper-parallel shard parameters, not buffers). 
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -51,27 +51,45 @@ def torch_tensor_keys(model: Any) -> Dict[str, str]:
     return out
 
 
-def torch_digests(model: Any) -> Dict[str, str]:
+def torch_digests(model: Any, named: Optional[List[Tuple[str, Any]]] = None) -> Dict[str, str]:
     """:func:`_digest` of each parameter's local part and each buffer (float32, copied out of
-    live storage: ``sweep.train.torch_tensors.host_copy``), named as :func:`torch_tensor_keys`."""
-    from sweep.analysis.trace import canonical_name
+    live storage: ``sweep.train.torch_tensors.host_copy``), named as :func:`torch_tensor_keys`;
+    ``named``: :func:`torch_digested` of ``model``, where the caller keeps it across steps."""
     from sweep.train.torch_tensors import host_copy
 
-    out = {canonical_name(n): _digest(host_copy(p)) for n, p in model.named_parameters()}
-    out.update({f"buffer:{canonical_name(n)}": _digest(host_copy(b)) for n, b in model.named_buffers()
-                if b.is_floating_point()})
-    return out
+    return {name: _digest(host_copy(tensor)) for name, tensor in (named or torch_digested(model))}
+
+
+def torch_digested(model: Any) -> List[Tuple[str, Any]]:
+    """``[(name, tensor)]`` that :func:`torch_digests` reads: every parameter, and every floating
+    buffer as ``buffer:<name>`` (canonical names)."""
+    from sweep.analysis.trace import canonical_name
+
+    return [(canonical_name(n), p) for n, p in model.named_parameters()] + [
+        (f"buffer:{canonical_name(n)}", b) for n, b in model.named_buffers() if b.is_floating_point()]
 
 
 class ReplicaDigests(Observer):
     """``after_step``: appends :func:`torch_digests` of the weights and buffers after the step
-    to :attr:`digests` (one dict a step)."""
+    to :attr:`digests` (one dict a step). The tensors are named once per model; a model whose
+    buffers are replaced (``module.buf = new``) is named again each step, whatever it holds."""
 
     def __init__(self) -> None:
         self.digests: List[Dict[str, str]] = []
+        self._named: Any = None
 
     def after_step(self, step: Step) -> None:
-        self.digests.append(torch_digests(step.copy.model))
+        model = step.copy.model
+        if self._named is None or self._named[0] is not model or not self._current(model):
+            self._named = (model, torch_digested(model))
+        self.digests.append(torch_digests(model, self._named[1]))
+
+    def _current(self, model: Any) -> bool:
+        """Whether the tensors named last are still the model's (a module may assign a new
+        tensor to a buffer each step, an engine may swap the parameters it registers: a
+        BatchNorm updates its buffers in place, a user's module need not)."""
+        now = list(model.parameters()) + [b for b in model.buffers() if b.is_floating_point()]
+        return len(now) == len(self._named[1]) and all(a is b for a, (_, b) in zip(now, self._named[1]))
 
 
 def mindspore_digests(net: Any) -> Dict[str, str]:
