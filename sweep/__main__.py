@@ -166,6 +166,9 @@ def run_command() -> None:
     if error is not None:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
+    from sweep.config import compose_once
+
+    compose_once.install()  # a multirun's check and its launcher compose each job once between them
     try:
         main()
     except SystemExit as exc:

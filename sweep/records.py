@@ -11,7 +11,7 @@ or the strings ``"nan"``, ``"inf"``, ``"-inf"`` as ``sweep.io`` stores non-finit
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
@@ -50,7 +50,10 @@ class _Record:
     """What both records share: plain-dict form, atomic write, checked read."""
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]
+        """The fields by name, shallow: the values are the record's own lists and dicts (no
+        field holds a dataclass; ``dataclasses.asdict`` deep-copies every list, 30 ms for a
+        400 kB record, once per rank and job)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
 
     def write(self, path: Path | str) -> None:
         write_json(path, self.to_dict())
