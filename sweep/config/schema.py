@@ -103,7 +103,8 @@ class OffloadPolicy(str, enum.Enum):
 class Wrap(str, enum.Enum):
     """Which modules become ``fully_shard`` units. ``root``: the whole model, one unit
     (the report). ``per_layer``: each layer first (the model's ``layers`` if it has them,
-    torchtitan's convention, else each direct child with parameters), then the root:
+    torchtitan's convention, else each direct child with parameters, a ``ModuleList``'s or
+    ``ModuleDict``'s entries in its place), then the root:
     FSDP2's usual pattern."""
 
     root = "root"

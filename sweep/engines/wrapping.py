@@ -22,13 +22,37 @@ POLICY_KEYS = ("param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inpu
 
 
 def layer_names(model: Any) -> List[str]:
-    """The layers of ``wrap=per_layer``: ``layers.<i>`` for each entry of the model's
-    ``layers`` (torchtitan's convention) if it has that attribute, else each direct child
-    that holds parameters."""
+    """The layers of ``wrap=per_layer``: each entry of the model's ``layers`` (torchtitan's
+    convention: ``layers.0``, ...; a ``ModuleDict``'s keys) if it has that attribute, else each
+    direct child that holds parameters; a child that is a container (``ModuleList``,
+    ``ModuleDict``: no ``forward`` of its own, which ``fully_shard`` needs to hook) gives its
+    entries instead (``blocks.0``, ``blocks.1``, ...)."""
     layers = getattr(model, "layers", None)
+    if layers is not None and hasattr(layers, "named_children"):
+        return [f"layers.{name}" for name, _ in layers.named_children()]
     if layers is not None and hasattr(layers, "__iter__"):
         return [f"layers.{i}" for i, _ in enumerate(layers)]
-    return [name for name, child in model.named_children() if any(True for _ in child.parameters())]
+    names = []
+    for name, child in model.named_children():
+        if not _holds_parameters(child):
+            continue
+        if _container(child):
+            names += [f"{name}.{entry}" for entry, module in child.named_children() if _holds_parameters(module)]
+        else:
+            names.append(name)
+    return names
+
+
+def _holds_parameters(module: Any) -> bool:
+    return any(True for _ in module.parameters())
+
+
+def _container(module: Any) -> bool:
+    """A ``ModuleList`` or ``ModuleDict`` (torch's containers, whose ``forward`` is not
+    implemented)."""
+    import torch
+
+    return isinstance(module, (torch.nn.ModuleList, torch.nn.ModuleDict))
 
 
 def policy_for(mp_cfg: Any, override: Any) -> Any:

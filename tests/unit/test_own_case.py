@@ -141,3 +141,26 @@ def test_an_override_whose_module_ran_another_dtype_is_named_once_per_key_and_de
         "mp_policy.overrides.head was not applied to head: its output ran bfloat16, the override gives "
         "output_dtype=float32"]
     assert override_notes({}) == [] and override_notes(None) == []
+
+
+def test_per_layer_units_of_a_container_child_are_its_entries():
+    """A model whose layers sit in a ModuleList or ModuleDict not named ``layers``: each entry is a
+    unit (``fully_shard`` cannot hook a container, which has no forward of its own)."""
+    import torch
+
+    class Blocks(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Linear(4, 4)
+            self.blocks = torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4)])
+            self.heads = torch.nn.ModuleDict({"a": torch.nn.Linear(4, 1)})
+            self.act = torch.nn.ReLU()
+
+    assert wrapping.layer_names(Blocks()) == ["embed", "blocks.0", "blocks.2", "heads.a"]
+
+    class Named(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleDict({"first": torch.nn.Linear(2, 2), "second": torch.nn.Linear(2, 2)})
+
+    assert wrapping.layer_names(Named()) == ["layers.first", "layers.second"]
