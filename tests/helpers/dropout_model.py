@@ -15,45 +15,9 @@ P = 0.1
 
 
 def dropout_mlp(*, framework: str, in_size: int, hidden_size: int, out_size: int, init_std: float):
-    import torch
-    from torch import nn
-
-    if framework == "mindspore":
-        return _mindspore_mlp(in_size, hidden_size, out_size, init_std)
-
-    class DropoutMLP(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer0 = nn.Linear(in_size, hidden_size)
-            self.drop = nn.Dropout(P)
-            self.norm = nn.LayerNorm(hidden_size)
-            self.layer1 = nn.Linear(hidden_size, out_size)
-            for layer in (self.layer0, self.layer1):
-                nn.init.normal_(layer.weight, std=init_std)
-                nn.init.zeros_(layer.bias)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.layer1(torch.relu(self.norm(self.drop(self.layer0(x)))))
-
-    return DropoutMLP()
-
-
-def _mindspore_mlp(in_size: int, hidden_size: int, out_size: int, init_std: float):
-    from mindspore import mint, nn
-    from mindspore.common.initializer import Normal
-
-    class DropoutMLP(nn.Cell):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer0 = nn.Dense(in_size, hidden_size, weight_init=Normal(sigma=init_std), bias_init="zeros")
-            self.drop = nn.Dropout(p=P)
-            self.norm = nn.LayerNorm((hidden_size,), epsilon=1e-5)
-            self.layer1 = nn.Dense(hidden_size, out_size, weight_init=Normal(sigma=init_std), bias_init="zeros")
-
-        def construct(self, x):
-            return self.layer1(mint.nn.ReLU()(self.norm(self.drop(self.layer0(x)))))
-
-    return DropoutMLP()
+    """``layer0`` -> ``drop`` Dropout(0.1) -> ``norm`` LayerNorm -> ReLU -> ``layer1`` (module
+    docstring)."""
+    return _built(framework, "norm", "layer_norm", in_size, hidden_size, out_size, init_std)
 
 
 dropout_mlp.frameworks = ("torch", "mindspore")
@@ -63,40 +27,52 @@ def dropout_bn_mlp(*, framework: str, in_size: int, hidden_size: int, out_size: 
     """``layer0`` -> ``drop`` Dropout(0.1) -> ``bn`` BatchNorm1d -> ReLU -> ``layer1``: a model
     that both draws random numbers and keeps running statistics (issue 51: a correct model of
     this kind names nothing)."""
+    return _built(framework, "bn", "batch_norm", in_size, hidden_size, out_size, init_std)
+
+
+dropout_bn_mlp.frameworks = ("torch", "mindspore")
+
+
+def _built(framework: str, norm_name: str, norm: str, in_size: int, hidden_size: int, out_size: int,
+           init_std: float):
+    """The model on ``framework``: ``layer0``, ``drop``, the norm (``norm``: ``layer_norm`` or
+    ``batch_norm``) as ``norm_name``, ReLU, ``layer1``."""
     if framework == "mindspore":
-        from mindspore import mint, nn
-        from mindspore.common.initializer import Normal
-
-        class DropoutBatchNormMLP(nn.Cell):
-            def __init__(self) -> None:
-                super().__init__()
-                self.layer0 = nn.Dense(in_size, hidden_size, weight_init=Normal(sigma=init_std), bias_init="zeros")
-                self.drop = nn.Dropout(p=P)
-                self.bn = nn.BatchNorm1d(hidden_size)
-                self.layer1 = nn.Dense(hidden_size, out_size, weight_init=Normal(sigma=init_std), bias_init="zeros")
-
-            def construct(self, x):
-                return self.layer1(mint.nn.ReLU()(self.bn(self.drop(self.layer0(x)))))
-
-        return DropoutBatchNormMLP()
+        return _mindspore(norm_name, norm, in_size, hidden_size, out_size, init_std)
     import torch
     from torch import nn
 
-    class DropoutBatchNormMLP(nn.Module):
+    class DropoutMLP(nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.layer0 = nn.Linear(in_size, hidden_size)
             self.drop = nn.Dropout(P)
-            self.bn = nn.BatchNorm1d(hidden_size)
+            setattr(self, norm_name, nn.LayerNorm(hidden_size) if norm == "layer_norm" else nn.BatchNorm1d(hidden_size))
             self.layer1 = nn.Linear(hidden_size, out_size)
             for layer in (self.layer0, self.layer1):
                 nn.init.normal_(layer.weight, std=init_std)
                 nn.init.zeros_(layer.bias)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.layer1(torch.relu(self.bn(self.drop(self.layer0(x)))))
+            return self.layer1(torch.relu(getattr(self, norm_name)(self.drop(self.layer0(x)))))
 
-    return DropoutBatchNormMLP()
+    return DropoutMLP()
 
 
-dropout_bn_mlp.frameworks = ("torch", "mindspore")
+def _mindspore(norm_name: str, norm: str, in_size: int, hidden_size: int, out_size: int, init_std: float):
+    from mindspore import mint, nn
+    from mindspore.common.initializer import Normal
+
+    class DropoutMLP(nn.Cell):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer0 = nn.Dense(in_size, hidden_size, weight_init=Normal(sigma=init_std), bias_init="zeros")
+            self.drop = nn.Dropout(p=P)
+            setattr(self, norm_name, nn.LayerNorm((hidden_size,), epsilon=1e-5) if norm == "layer_norm"
+                    else nn.BatchNorm1d(hidden_size))
+            self.layer1 = nn.Dense(hidden_size, out_size, weight_init=Normal(sigma=init_std), bias_init="zeros")
+
+        def construct(self, x):
+            return self.layer1(mint.nn.ReLU()(getattr(self, norm_name)(self.drop(self.layer0(x)))))
+
+    return DropoutMLP()
