@@ -341,8 +341,9 @@ class Isolation:
                     for c in result.minimal}
         answer = " + ".join(str(changes[i]) for i in minimal)
         reason = result.reason
-        ends = [r for s in ((), tuple(range(len(changes)))) for j in jobs_of.get(s, []) for r in self.jobs
-                if r["job"] == j and r.get("rounding_fail")]
+        by_job = {r["job"]: r for r in self.jobs}
+        endpoint_jobs = jobs_of.get((), []) + jobs_of.get(tuple(range(len(changes))), [])
+        ends = [by_job[j] for j in endpoint_jobs if j in by_job and by_job[j].get("rounding_fail")]
         if result.status == "endpoints" and ends:  # why a config that fails its tolerance passes here
             reason += ("; job " + ", ".join(str(r["job"]) for r in ends) + " fails its tolerance only, within its "
                        "rounding envelope: the tolerance is finer than this precision holds, no fault to isolate")
