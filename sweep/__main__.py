@@ -70,7 +70,9 @@ def main(cfg: DictConfig) -> dict:
             print(f"page: not written ({type(exc).__name__}: {exc})", flush=True)
         if record.status != "ok":
             _RUN_FAILED.append(record.status)  # exit 1 in entry(), after Hydra's on_run_end callbacks (loggers)
-    return record.to_dict()
+    from sweep.report.notes import text_of
+
+    return record.to_dict(render=text_of)
 
 
 _RUN_FAILED: list = []  # a single run whose job did not pass: entry() exits 1 (fail) or 2 (error, timeout)

@@ -11,9 +11,10 @@ or the strings ``"nan"``, ``"inf"``, ``"-inf"`` as ``sweep.io`` stores non-finit
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from sweep.errors import RecordError
 from sweep.io import read_json, write_json
@@ -25,9 +26,115 @@ JUDGED = ("ok", "fail")
 Loss = Union[float, str]
 
 
+# A job's note as data (``sweep.analysis`` makes them, ``sweep.findings.notes_catalog`` holds their
+# kinds, ``sweep.report.notes`` renders them): its kind's stable code (``N101``: never reused), the
+# values its sentence reads, and the ranks that hold it where not every rank does. The text is
+# rendered only at the edge (the report, the terminal, the page, JUnit; ``summary.json`` and
+# ``result.json`` keep the codes and the text). A record's notes are a list of notes and plain
+# strings (an older ``result.json``'s, or one not typed): a string renders as itself.
+#
+# In a file: a record written with a renderer (``write(path, render)``: the job's ``result.json``)
+# keeps each list of notes as their sentences (``notes``: what people and tools read) and beside it
+# ``note_data``, one entry a note (its code, values and ranks; ``null`` for a plain string); one
+# written without (a rank's result, which the train wing writes and cannot render) keeps each note
+# as its dict in ``notes``. Both read back as notes (:func:`_notes_in`).
+
+
+@dataclass(frozen=True)
+class Note:
+    """One note of one job (the comment above). Equal notes (code, values, ranks) are one note."""
+
+    code: str
+    values: Dict[str, Any] = field(default_factory=dict)
+    ranks: Tuple[int, ...] = ()
+
+    def __hash__(self) -> int:
+        return hash((self.code, json.dumps(self.values, sort_keys=True, default=str), self.ranks))
+
+    def on_ranks(self, ranks: Sequence[int]) -> "Note":
+        """This note, held by ``ranks`` only (its sentence names them)."""
+        return Note(self.code, dict(self.values), tuple(int(r) for r in ranks))
+
+    def to_dict(self) -> Dict[str, Any]:
+        """JSON-ready: ``code``, ``values``, ``ranks`` (the sentence is the report's to render)."""
+        return {"code": self.code, "values": dict(self.values), "ranks": list(self.ranks)}
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "Note":
+        return cls(str(data["code"]), dict(data.get("values") or {}), tuple(int(r) for r in data.get("ranks") or ()))
+
+
+NoteLike = Union[Note, str]
+
+
+def ranks_text(ranks: Sequence[int]) -> str:
+    """`` (rank 1)``, `` (ranks 0, 2)``: the ranks that hold a note; ``""`` for none (every rank)."""
+    if not ranks:
+        return ""
+    return f" (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))})"
+
+
+def note(code: str, **values: Any) -> Note:
+    """A note of kind ``code`` with ``values``."""
+    return Note(code, values)
+
+
+def is_note_dict(data: Any) -> bool:
+    """Whether ``data`` is a note as ``to_dict`` writes it (``code`` and ``values``)."""
+    return isinstance(data, dict) and isinstance(data.get("code"), str) and isinstance(data.get("values"), dict)
+
+
+def load_notes(items: Optional[Iterable[Any]]) -> List[NoteLike]:
+    """A record's notes read back: a note's dict becomes a :class:`Note`, a string stays one."""
+    return [Note.from_dict(i) if is_note_dict(i) else i for i in items or []]
+
+
+def code_of(item: Any) -> Optional[str]:
+    """A note's code; ``None`` for a plain string."""
+    if isinstance(item, Note):
+        return item.code
+    return str(item["code"]) if is_note_dict(item) else None
+
+
 def _known(cls: type, data: Dict[str, Any]) -> Dict[str, Any]:
     names = {f.name for f in dataclasses.fields(cls)}
+    data = _notes_in(dict(data))
+    for key in NOTE_PARTS:
+        if isinstance(data.get(key), dict) and "notes" in data[key]:
+            data[key] = _notes_in(dict(data[key]))
     return {k: v for k, v in data.items() if k in names}
+
+
+NOTE_PARTS = ("collectives", "optimizer")  # record fields that hold a list of notes of their own
+
+
+def _notes_in(holder: Dict[str, Any]) -> Dict[str, Any]:
+    """``holder`` (a record's fields, or one of :data:`NOTE_PARTS`) with its ``notes`` read back as
+    notes (a note's dict, or its sentence with its ``note_data`` entry beside it) and strings."""
+    data = holder.pop("note_data", None)
+    notes = holder.get("notes")
+    if not isinstance(notes, list):
+        return holder
+    if isinstance(data, list) and len(data) == len(notes):
+        notes = [d if is_note_dict(d) else n for n, d in zip(notes, data)]
+    holder["notes"] = load_notes(notes)
+    return holder
+
+
+def _notes_out(holder: Dict[str, Any], render: Optional[Callable[[Note], str]]) -> Dict[str, Any]:
+    """``holder`` (a record's fields, or one of :data:`NOTE_PARTS`), or a shallow copy with its
+    ``notes`` JSON-ready where it holds a :class:`Note`: each as its dict, or with ``render`` as its
+    sentence with ``note_data`` beside (one entry a note; ``None`` for a plain string)."""
+    notes = holder.get("notes")
+    if not (isinstance(notes, list) and any(isinstance(n, Note) for n in notes)):
+        return holder
+    holder = dict(holder)  # (never the record's own dict)
+    if render is None:
+        holder["notes"] = [n.to_dict() if isinstance(n, Note) else n for n in notes]
+    else:
+        holder["note_data"] = [n.to_dict() if isinstance(n, Note) else None for n in notes]
+        holder["notes"] = [render(n) if isinstance(n, Note) else n for n in notes]
+    return holder
 
 
 def _check_losses(values: Any, what: str) -> None:
@@ -49,14 +156,21 @@ def _check_version(data: Dict[str, Any], what: str) -> None:
 class _Record:
     """What both records share: plain-dict form, atomic write, checked read."""
 
-    def to_dict(self) -> Dict[str, Any]:
-        """The fields by name, shallow: the values are the record's own lists and dicts (no
-        field holds a dataclass; ``dataclasses.asdict`` deep-copies every list, 30 ms for a
-        400 kB record, once per rank and job)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+    def to_dict(self, render: Optional[Callable[[Note], str]] = None) -> Dict[str, Any]:
+        """The fields by name, shallow: the values are the record's own lists and dicts
+        (``dataclasses.asdict`` deep-copies every list, 30 ms for a 400 kB record, once per rank
+        and job), but for the notes (:class:`Note`, the only dataclass a field holds): each as its
+        code, values and ranks, or with ``render`` (``sweep.report.notes.text_of``) as its sentence
+        with ``note_data`` beside (the comment above :class:`Note`), in new lists."""
+        data = _notes_out({f.name: getattr(self, f.name) for f in fields(self)}, render)  # type: ignore[arg-type]
+        for key in NOTE_PARTS:
+            if isinstance(data.get(key), dict):
+                data[key] = _notes_out(data[key], render)
+        return data
 
-    def write(self, path: Path | str) -> None:
-        write_json(path, self.to_dict())
+    def write(self, path: Path | str, render: Optional[Callable[[Note], str]] = None) -> None:
+        """``to_dict(render)`` as JSON at ``path``, atomically."""
+        write_json(path, self.to_dict(render))
 
     @classmethod
     def from_dict(cls, data: Any, what: str) -> Any:
@@ -196,7 +310,8 @@ class JobRecord(_Record):
     trained in the other framework, ``baseline.framework``, with its ``framework``, ``versions`` and
     ``initial_weights``: ``{framework, file, renamed}``); ``engine_notes``: the engine's notes
     (``RankResult.engine_notes``); ``engine``: rank 0's ``RankResult.engine``; ``notes``:
-    settings of the job that had no effect (``sweep.run.judge.effect_notes``), and
+    each a :class:`Note` (code and values) or a plain string: settings of the job that had no
+    effect (``sweep.run.judge.effect_notes``), and
     ``nondeterministic: ...`` when its repeats disagree; ``repeats``: with ``repeat=N > 1``,
     one summary per run (``{repeat, status, first_diff_step, first_fail_step,
     max_abs_diff, final_abs_diff, reason}``; repeat 0 is the run whose sequences the
@@ -248,7 +363,7 @@ class JobRecord(_Record):
     zero_grad_effective: Optional[bool] = None
     engine_notes: List[str] = field(default_factory=list)
     engine: Dict[str, Any] = field(default_factory=dict)
-    notes: List[str] = field(default_factory=list)
+    notes: List[NoteLike] = field(default_factory=list)  # typed notes (Note) and plain strings
     launch: Optional[Dict[str, Any]] = None
     timings_s: Dict[str, float] = field(default_factory=dict)
     versions: Dict[str, str] = field(default_factory=dict)

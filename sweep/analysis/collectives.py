@@ -7,17 +7,20 @@ gather dtypes of the ``MixedPrecisionPolicy``, the groups of the ``DeviceMesh``'
 mean over the data-parallel degree, one reduction per unit per optimizer step) by
 :func:`ledger_notes`; the optimizer's hyper-parameters as it ran
 (``sweep.train.observers.optimizer_log``) against the ``optimizer`` section by
-:func:`optimizer_notes`. Every mismatch is one note (no ``"; "`` inside: the report splits
-notes on it). :func:`scale_signature` names a factor that matches a known cause (a sum
-where a mean was expected: ``world_size``). Pure numpy.
+:func:`optimizer_notes`. Every mismatch is one note (``sweep.notes.Note``: its code and values;
+its sentence is the catalog's, ``sweep.findings.notes_catalog.collectives`` and ``.optimizer``).
+:func:`scale_causes` names a factor that matches a known cause (a sum where a mean was expected:
+``world_size``). Pure numpy.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from sweep.records import Note, note
 
 SCALE_TOL = 1e-3  # a ratio within this relative distance of a known factor is that factor
 
@@ -51,10 +54,21 @@ def group_name(ranks: Sequence[int], groups: Dict[str, List[int]], world_size: i
 
 
 def scale_signature(ratio: float, known: Dict[str, float]) -> Optional[str]:
+    """:func:`scale_causes` as text (``x4 = world_size: a sum where a mean was expected``), ``None``
+    if no known factor matches (the tensors' notes still read it: ``sweep.analysis.trace``)."""
+    found = scale_causes(ratio, known)
+    if found is None:
+        return None
+    return f"x{found['ratio']:.4g} = {' or '.join(found['factors'])}" + \
+        (f": {', or '.join(found['causes'])}" if found["causes"] else "")
+
+
+def scale_causes(ratio: float, known: Dict[str, float]) -> Optional[Dict[str, Any]]:
     """The known factors ``ratio`` equals (within :data:`SCALE_TOL`), as text: ``known``
     maps a name (``world_size``, ``grad_accum_steps``, ``the replicate degree``) to its
-    value (only values > 1 count). ``x4 = world_size: a sum where a mean was expected``;
-    ``x0.25 = 1/world_size: divided by world_size twice``. Where several factors are
+    value (only values > 1 count): ``{"ratio": the factor matched, "factors": its names,
+    "causes": what each means}`` (``x4 = world_size: a sum where a mean was expected``;
+    ``x0.25 = 1/world_size: divided by world_size twice``). Where several factors are
     equal (``world_size = grad_accum_steps = 2``) every one that matches is named, in
     ``known``'s order, joined by ``or``: the ratio alone cannot tell them apart, and the
     sweep's contrasts (the factor whose levels change the drift) decide. ``None`` if none
@@ -79,7 +93,7 @@ def scale_signature(ratio: float, known: Dict[str, float]) -> Optional[str]:
                     whys.append(why)
     if not names:
         return None
-    return f"x{shown:.4g} = {' or '.join(names)}" + (f": {', or '.join(whys)}" if whys else "")
+    return {"ratio": shown, "factors": names, "causes": whys}
 
 
 def _effective_divide(entry: Dict[str, Any]) -> float:
@@ -97,9 +111,9 @@ def _effective_divide(entry: Dict[str, Any]) -> float:
 
 
 def ledger_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[str, Any]], rank: int,
-                 world_size: int) -> List[str]:
+                 world_size: int) -> List[Note]:
     """Every way ``entries`` (one rank's ledger) departs from ``expected`` (the engine's
-    ``expected_collectives``; ``None``: no contract, no notes), one sentence each, each once,
+    ``expected_collectives``; ``None``: no contract, no notes), one note each, each once,
     in this order: the clipping norm's reduction (:func:`clip_notes`); per kind
     (reduce-scatter, all-reduce, all-gather), a call in a dtype the policy does not give or
     over a group that is not the mesh dim's, then a dim never reduced over
@@ -126,31 +140,31 @@ def ledger_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[str,
 
 
 def _call_notes(entries: Sequence[Dict[str, Any]], kind: str, want: Dict[str, Any], groups: Dict[str, List[int]],
-                world_size: int) -> List[str]:
+                world_size: int) -> List[Note]:
     """Each ``kind`` call of more than one element (``entries``: the ledger without the
     ``clip`` span) in a dtype not in ``want["dtypes"]`` (``want``: the contract's entry for
     ``kind``), or over a group other than ``want["groups"]`` (names) where given, else other
     than the ``want["dim"]`` group (an all-reduce, or a group of one of ``want["sizes"]``'s
     sizes, FSDP2's ``reshard_after_forward=k`` gathers, excepted)."""
-    notes: List[str] = []
+    notes: List[Note] = []
     members = groups.get(want["dim"], [])
     for e in (e for e in entries if e["op"].startswith(kind) and int(e.get("numel") or 0) > 1):
         where = group_name(e["group"], groups, world_size, with_ranks=False)
         if e.get("dtype") not in want["dtypes"]:
-            notes.append(f"{kind} ran in {e['dtype']} over {where}, expected {' or '.join(want['dtypes'])} "
-                         f"({want['why']})")
+            notes.append(note("N101", op=kind, dtype=e["dtype"], group=where, expected=list(want["dtypes"]),
+                              why=want["why"]))
         # reshard_after_forward=k also gathers over groups of k ranks (FSDP2), listed in "sizes"
         other = len(e["group"]) in (want.get("sizes") or []) and len(e["group"]) != len(members)
         if want.get("groups") is not None:  # the engine names every group a call may use
             if where not in want["groups"]:
-                notes.append(f"{kind} over {where}, expected the {' or the '.join(want['groups'])} group")
+                notes.append(note("N102", op=kind, group=where, expected=list(want["groups"])))
         elif sorted(e["group"]) != sorted(members) and kind != "all_reduce" and not other:
-            notes.append(f"{kind} over {where}, expected the {want['dim']} group")
+            notes.append(note("N102", op=kind, group=where, expected=[want["dim"]]))
     return notes
 
 
 def _missing_notes(entries: Sequence[Dict[str, Any]], kind: str, want: Dict[str, Any], members: List[int],
-                   steps: Sequence[int]) -> List[str]:
+                   steps: Sequence[int]) -> List[Note]:
     """The first step (of ``steps``) with no reduce-scatter or all-reduce of more than one
     element over a group that holds ``members`` (the ``want["dim"]`` group's ranks) where
     the step needs one (``kind`` is ``reduce_scatter``, or the step reduced its gradients:
@@ -168,41 +182,37 @@ def _missing_notes(entries: Sequence[Dict[str, Any]], kind: str, want: Dict[str,
         reduced = any(e["step"] == step for e in entries
                       if e["op"].startswith("reduce_scatter") or e["op"] == "divide_factors")
         if not mine and (kind == "reduce_scatter" or reduced):
-            return [f"no {kind} over {want['dim']} in step {step}: "
-                    + ("the replicas' gradients are never reduced across the replicate dim"
-                       if kind == "all_reduce" else "the gradients are never reduced across the shard dim")]
+            return [note("N103" if kind == "all_reduce" else "N104", op=kind, dim=want["dim"], step=int(step))]
     return []
 
 
-def _divide_notes(entries: Sequence[Dict[str, Any]], expected: Dict[str, Any], world_size: int) -> List[str]:
+def _divide_notes(entries: Sequence[Dict[str, Any]], expected: Dict[str, Any], world_size: int) -> List[Note]:
     """Each ``divide_factors`` entry whose total divisor (:func:`_effective_divide`) is not
     the number of ranks it sums over (a mean), with the factor the gradients run at
-    (:func:`scale_signature` against ``world_size``, ``grad_accum_steps`` and a 2-D mesh's
+    (:func:`scale_causes` against ``world_size``, ``grad_accum_steps`` and a 2-D mesh's
     replicate degree)."""
     known = {"world_size": float(world_size), "grad_accum_steps": float(expected.get("grad_accum_steps") or 1),
              "the replicate degree": float(expected["mesh_shape"][0]) if len(expected["mesh_shape"]) == 2 else None}
-    notes: List[str] = []
+    notes: List[Note] = []
     for e in (e for e in entries if e["op"] == "divide_factors"):
         # a mean divides by the ranks it sums over; summing over too few ranks is the
         # missing-collective note (:func:`_missing_notes`), not a scale
         got = _effective_divide(e)
         summed = max(len(e.get("reduce_scatter_group") or []), 1) * max(len(e.get("all_reduce_group") or []), 1)
         if got > 0 and abs(got - summed) > 1e-9 * summed:
-            ratio = summed / got
-            sig = f"x{ratio:.4g}, the ranks summed: a sum where a mean was expected" if abs(got - 1) < 1e-9 else \
-                scale_signature(ratio, known) or f"x{ratio:.4g}"
-            notes.append(f"the gradient reduction sums over {summed} ranks and divides by {got:g}, expected a mean "
-                         f"(divide by {summed}): the gradients run {sig}")
+            ratio, sum_only = summed / got, abs(got - 1) < 1e-9
+            found = (None if sum_only else scale_causes(ratio, known)) or {"ratio": ratio, "factors": [], "causes": []}
+            notes.append(note("N105", summed=int(summed), divided=float(got), sum_only=sum_only, **found))
     return notes
 
 
 def _replica_notes(entries: Sequence[Dict[str, Any]], replicate: Optional[Dict[str, Any]],
-                   groups: Dict[str, List[int]], steps: Sequence[int]) -> List[str]:
+                   groups: Dict[str, List[int]], steps: Sequence[int]) -> List[Note]:
     """Each step with more all-reduces of more than one element over the replicate dim's
     group (``replicate``: the contract's ``all_reduce`` entry) than gradient reductions
     (divide-factors entries): an all-reduce FSDP2 does not make. Stops at the first step
     without a gradient reduction."""
-    notes: List[str] = []
+    notes: List[Note] = []
     for step in steps:  # an all-reduce over the replicate dim for each gradient reduction, no more
         reductions = sum(1 for e in entries if e["step"] == step and e["op"] == "divide_factors")
         if not replicate or not reductions:
@@ -212,30 +222,28 @@ def _replica_notes(entries: Sequence[Dict[str, Any]], replicate: Optional[Dict[s
                  and sorted(e["group"]) == sorted(members)]
         if len(extra) > reductions:
             ops = sorted({str(e.get("reduce_op")) for e in extra})
-            notes.append(f"{len(extra)} all_reduce calls over {replicate['dim']} in step {step} for {reductions} "
-                         f"gradient reduction(s) (reduce_op {', '.join(ops)}): an all-reduce FSDP2 does not make, the "
-                         "gradients are reduced across the replicas more than once")
+            notes.append(note("N106", calls=len(extra), dim=replicate["dim"], step=int(step), reductions=reductions,
+                              ops=ops))
     return notes
 
 
-def _unit_notes(entries: Sequence[Dict[str, Any]], expected: Dict[str, Any], steps: Sequence[int]) -> List[str]:
+def _unit_notes(entries: Sequence[Dict[str, Any]], expected: Dict[str, Any], steps: Sequence[int]) -> List[Note]:
     """Each step with more gradient reductions (divide-factors entries) than the contract's
     ``units`` (``fully_shard`` units): gradient sync not off between micro-batches with
     ``grad_accum_steps`` > 1, else a unit that reduces more than once."""
     units = int(expected.get("units") or 0)
-    notes: List[str] = []
+    notes: List[Note] = []
     for step in steps:
         count = sum(1 for e in entries if e["step"] == step and e["op"] == "divide_factors")
         if units and count > units:
             accum = int(expected.get("grad_accum_steps") or 1)
-            notes.append(f"{count} gradient reductions in step {step} for {units} fully_shard unit(s)"
-                         + (f" and grad_accum_steps={accum}: gradient sync is not off between micro-batches"
-                            if accum > 1 else ": some unit reduces more than once per step"))
+            notes.append(note("N107", count=count, step=int(step), units=units, accum=accum) if accum > 1 else
+                         note("N108", count=count, step=int(step), units=units))
     return notes
 
 
 def clip_notes(entries: Sequence[Dict[str, Any]], want: Optional[Dict[str, Any]], groups: Dict[str, List[int]],
-               world_size: int) -> List[str]:
+               world_size: int) -> List[Note]:
     """Where the gradient clipping's norm was reduced otherwise than ``want`` (the
     contract's ``clip``: ``{"groups": names a norm's all-reduce may use, "size": ranks a
     full gradient is sharded over, "why"}``; ``None``: no clipping, or none to check),
@@ -246,15 +254,13 @@ def clip_notes(entries: Sequence[Dict[str, Any]], want: Optional[Dict[str, Any]]
     its own shard). One note each, the first step it holds."""
     if not want:
         return []
-    notes: List[str] = []
+    notes: List[Note] = []
     allowed = list(want["groups"])
     steps = sorted({int(e["step"]) for e in entries if e["op"] != "divide_factors"})
     for step in steps:
         calls = [e for e in entries if e["step"] == step and e.get("span") == "clip" and e["op"] == "all_reduce"]
         if not calls and int(want.get("size") or 1) > 1:
-            notes.append(f"the clipping norm of step {step} was never all-reduced: each rank clips by the norm of its "
-                         f"own gradient shard, expected an all_reduce over the {' or the '.join(allowed)} group "
-                         f"({want['why']})")
+            notes.append(note("N109", step=int(step), expected=allowed, why=want["why"]))
             break
         wrong = [e for e in calls if group_name(e["group"], groups, world_size, with_ranks=False) not in allowed]
         if wrong:
@@ -262,12 +268,10 @@ def clip_notes(entries: Sequence[Dict[str, Any]], want: Optional[Dict[str, Any]]
             where = group_name(e["group"], groups, world_size, with_ranks=False)
             members = [m for name in allowed for m in groups.get(name, [])] or list(range(world_size))
             times = len(e["group"]) / max(len(set(members)), 1)
-            extra = (f": it holds the {allowed[0]} group {times:g} times over, so each shard is counted {times:g} "
-                     f"times and a norm of summed squares runs x{math.sqrt(times):.4g}"
-                     if set(members) < set(e["group"]) and times == int(times) else "")
-            notes.append(f"the clipping norm of step {step} was all-reduced over {where} (reduce_op "
-                         f"{e.get('reduce_op')}, {e.get('numel')} element(s)), expected the "
-                         f"{' or the '.join(allowed)} group ({want['why']}){extra}")
+            over = set(members) < set(e["group"]) and times == int(times)
+            notes.append(note("N110", step=int(step), group=where, reduce_op=str(e.get("reduce_op")),
+                              numel=str(e.get("numel")), expected=allowed, why=want["why"], shard=allowed[0],
+                              times=float(times) if over else None, norm_factor=math.sqrt(times) if over else None))
             break
     return notes
 
@@ -296,11 +300,11 @@ OPTIMIZER_FIELDS = {"adam": ("lr", "betas", "eps", "weight_decay"), "adamw": ("l
                     "sgd": ("lr", "momentum", "weight_decay")}
 
 
-def optimizer_notes(ran: Dict[str, Sequence[Dict[str, Any]]], configured: Dict[str, Any]) -> List[str]:
+def optimizer_notes(ran: Dict[str, Sequence[Dict[str, Any]]], configured: Dict[str, Any]) -> List[Note]:
     """Each hyper-parameter a copy's optimizer held at step 0 (``ran``: ``{copy: [param
     group entries]}``) that differs from ``configured`` (the ``optimizer`` section;
-    relative tolerance 1e-6, a float32 round trip), one note each: ``optimizer eps ran
-    1e-05 in the distributed copy (param group 0), configured 1e-08``."""
+    relative tolerance 1e-6, a float32 round trip), one note each (``N120``: ``optimizer eps ran
+    1e-05 in the distributed copy (param group 0), configured 1e-08``)."""
     fields = OPTIMIZER_FIELDS.get(str(configured.get("name")), ())
     notes = []
     for copy, groups in ran.items():
@@ -311,13 +315,13 @@ def optimizer_notes(ran: Dict[str, Sequence[Dict[str, Any]]], configured: Dict[s
                 got, want = np.atleast_1d(np.asarray(group[key], np.float64)), \
                     np.atleast_1d(np.asarray(configured[key], np.float64))
                 if got.shape != want.shape or not np.allclose(got, want, rtol=1e-6, atol=0.0):
-                    show = (lambda v: ", ".join(f"{x:.6g}" for x in v)) if got.size > 1 else (lambda v: f"{v[0]:.6g}")
-                    notes.append(f"optimizer {key} ran {show(got)} in the {copy} copy (param group "
-                                 f"{group.get('group', 0)}), configured {show(want)}")
+                    show = (lambda v: [float(x) for x in v]) if got.size > 1 else (lambda v: float(v[0]))
+                    notes.append(note("N120", key=key, ran=show(got), copy=copy, group=group.get("group", 0),
+                                      configured=show(want)))
     return notes
 
 
-def decay_notes(decay: Dict[str, Dict[str, float]]) -> List[str]:
+def decay_notes(decay: Dict[str, Dict[str, float]]) -> List[Note]:
     """Where the two copies step a parameter with another weight decay (``decay``: ``{copy:
     {parameter: weight decay}}``, ``sweep.train.observers.optimizer_log``: torch's param
     groups, MindSpore's ``decay_flags``), one note naming the parameters and both values;
@@ -329,13 +333,11 @@ def decay_notes(decay: Dict[str, Dict[str, float]]) -> List[str]:
                     if abs(float(ours[n]) - float(theirs[n])) > 1e-6 * max(abs(float(ours[n])), abs(float(theirs[n]))))
     if not differ:
         return []
-    shown = ", ".join(f"{n} ({float(theirs[n]):g} against {float(ours[n]):g})" for n in differ[:4])
-    more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
-    return [f"weight decay differs between the copies for {shown}{more} (distributed against standalone): the "
-            "optimizer decays these parameters otherwise in one copy (its param groups or decay_flags)"]
+    shown = [{"name": n, "distributed": float(theirs[n]), "standalone": float(ours[n])} for n in differ[:4]]
+    return [note("N121", parameters=shown, more=max(len(differ) - 4, 0))]
 
 
-def loss_scale_notes(scales: Dict[str, Any], want: Optional[float]) -> List[str]:
+def loss_scale_notes(scales: Dict[str, Any], want: Optional[float]) -> List[Note]:
     """Where a copy's loss scale as its step applied it (``scales``: ``{copy: value}``; torch:
     the gradient scaler's scale at step 0, ``None`` without one; MindSpore: the optimizer's
     ``1 / reciprocal_scale``) departs from ``want`` (``train.grad_scaler.init_scale`` when it is
@@ -349,10 +351,8 @@ def loss_scale_notes(scales: Dict[str, Any], want: Optional[float]) -> List[str]
         same = (got is None and want is None) or (got is not None and want is not None
                                                   and abs(float(got) - float(want)) <= 1e-6 * abs(float(want)))
         if not same:
-            shown = "none" if got is None else f"{float(got):g}"
-            notes.append(f"loss scale ran {shown} in the {copy} copy, configured "
-                         f"{'none' if want is None else f'{float(want):g}'}: the gradients the optimizer steps with "
-                         "are divided by it")
+            notes.append(note("N122", ran=None if got is None else float(got), copy=copy,
+                              configured=None if want is None else float(want)))
     return notes
 
 
@@ -363,56 +363,49 @@ def _same(a: float, b: float) -> bool:
     return abs(float(a) - float(b)) <= LR_REL * max(abs(float(a)), abs(float(b)), 1e-30)
 
 
-def lr_cause(standalone: Sequence[float], distributed: Sequence[float], step: int) -> str:
-    """Why the distributed lrs depart from the standalone ones from ``step``, from what differs:
-    a schedule that runs ``k`` steps ahead of or behind the other's (a scheduler stepped more
-    or less often), an lr that stops moving where the other's moves (a scheduler that does not
-    step), a constant ratio (a scaled lr: a warmup or base lr otherwise), or, where none fits,
-    another schedule. The sequences hold the lr each update read."""
+def lr_cause(standalone: Sequence[float], distributed: Sequence[float], step: int) -> Tuple[str, Dict[str, Any]]:
+    """Why the distributed lrs depart from the standalone ones from ``step``, from what differs, as
+    the code of the lr note that says it and its values: a schedule that runs ``k`` steps ahead of
+    (``N124``) or behind (``N125``) the other's (a scheduler stepped more or less often), an lr that
+    stops moving where the other's moves (``N126``, ``N127``: a scheduler that does not step), a
+    constant ratio (``N128``: a scaled lr), a span of steps after which they agree again (``N123``),
+    or, where none fits, another schedule (``N129``). The sequences hold the lr each update read."""
     a, b = [float(x) for x in standalone], [float(x) for x in distributed]
     n = min(len(a), len(b))
     differ = [t for t in range(step, n) if not _same(a[t], b[t])]
     if differ and differ[-1] < n - 1 and differ == list(range(differ[0], differ[-1] + 1)):
         ratios = sorted({round(b[t] / a[t], 6) for t in differ if a[t]})
-        scale = f" (x{ratios[0]:g})" if len(ratios) == 1 else ""
-        span = f"step {differ[0]}" if len(differ) == 1 else f"steps {differ[0]}-{differ[-1]}"
-        return (f"at {span} only{scale}, equal again from step {differ[-1] + 1}: the lr was changed for "
-                f"{'that step' if len(differ) == 1 else 'those steps'} in one copy, the schedule itself agrees")
+        return "N123", {"first": differ[0], "last": differ[-1], "after": differ[-1] + 1,
+                        "ratio": ratios[0] if len(ratios) == 1 else None}
     for k in (1, 2, 3, -1, -2, -3):
         pairs = [(b[t], a[t + k]) for t in range(step, n) if 0 <= t + k < len(a)]
         if len(pairs) >= 2 and all(_same(x, y) for x, y in pairs):
-            ahead = k > 0
-            return (f"the distributed copy's schedule runs {abs(k)} step{'s' if abs(k) > 1 else ''} "
-                    f"{'ahead of' if ahead else 'behind'} the standalone one: its scheduler stepped "
-                    f"{'more' if ahead else 'less'} often ({'an extra' if ahead else 'a skipped'} scheduler.step())")
+            return ("N124" if k > 0 else "N125"), {"steps": abs(k)}
     tail_b, tail_a = b[step:n], a[step:n]
     if len(tail_b) >= 2 and all(_same(x, tail_b[0]) for x in tail_b) and not all(_same(x, tail_a[0]) for x in tail_a):
-        return "the distributed copy's lr stops moving while the standalone one's follows its schedule: its " \
-               "scheduler does not step"
+        return "N126", {}
     if len(tail_a) >= 2 and all(_same(x, tail_a[0]) for x in tail_a) and not all(_same(x, tail_b[0]) for x in tail_b):
-        return "the standalone copy's lr stays put while the distributed one's moves: a scheduler steps only in the " \
-               "distributed copy"
+        return "N127", {}
     ratios = [y / x for x, y in zip(tail_a, tail_b) if x]
     if len(ratios) >= 2 and all(abs(r - ratios[0]) <= 1e-6 * abs(ratios[0]) for r in ratios):
-        return f"the distributed lr is x{ratios[0]:.4g} the standalone one at every step from there: a scaled lr " \
-               "(base lr, or a factor applied in one copy)"
-    return "the copies' schedules differ in shape: another schedule in one copy"
+        return "N128", {"ratio": ratios[0]}
+    return "N129", {}
 
 
-def lr_notes(standalone: Optional[Sequence[float]], distributed: Optional[Sequence[float]]) -> List[str]:
+def lr_notes(standalone: Optional[Sequence[float]], distributed: Optional[Sequence[float]]) -> List[Note]:
     """The first step at which the two copies' lrs as they ran differ (``features.lr``: a
     float a step, param group 0, read after each update), as one note with both values and
-    the cause read from how they differ (:func:`lr_cause`): ``lr differs from step 3:
+    the cause read from how they differ (:func:`lr_cause`: ``lr differs from step 3:
     distributed 0.0005, standalone 0.001 (the distributed copy's schedule runs 1 step ahead of
-    the standalone one: ...)``; ``[]`` when they agree or one copy's lrs are unknown. A schedule
-    fault whose step 0 is right is named at its step."""
+    the standalone one: ...)``); ``[]`` when they agree or one copy's lrs are unknown. A schedule
+    fault whose step 0 is right is named at its step. Lrs recorded for other numbers of steps:
+    ``N130``."""
     if not standalone or not distributed:
         return []
     for step, (a, b) in enumerate(zip(standalone, distributed)):
         if not _same(a, b):
-            return [f"lr differs from step {step}: distributed {float(b):.6g}, standalone {float(a):.6g} "
-                    f"({lr_cause(standalone, distributed, step)})"]
+            code, cause = lr_cause(standalone, distributed, step)
+            return [note(code, step=step, distributed=float(b), standalone=float(a), **cause)]
     if len(standalone) != len(distributed):
-        return [f"lr recorded for {len(distributed)} steps in the distributed copy, {len(standalone)} in the "
-                "standalone one"]
+        return [note("N130", distributed=len(distributed), standalone=len(standalone))]
     return []

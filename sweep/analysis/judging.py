@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from sweep.analysis.compare import Comparison, compare_losses
 from sweep.io import read_floats
-from sweep.records import RankResult
+from sweep.records import Note, NoteLike, RankResult, ranks_text
 
 
 def worst_rank(comparisons: Dict[int, Any]) -> int:
@@ -54,16 +54,17 @@ def ranks_apart(distributed: Sequence[Tuple[int, Sequence[Any]]], rtol: float, a
             if not (c := compare_losses(first, read_floats(losses), **tol)).passed]
 
 
-def ranked_notes(per_rank: Dict[int, List[str]], world: int) -> List[str]:
+def ranked_notes(per_rank: Dict[int, List[NoteLike]], world: int) -> List[NoteLike]:
     """Notes of several ranks (``per_rank``: rank -> its notes), each once in first-seen
-    order (ranks ascending), naming its ranks (``(rank 1)``, ``(ranks 0, 2)``) unless every
-    one of ``world`` ranks has it or ``world`` is 1."""
-    held: Dict[str, List[int]] = {}
+    order (ranks ascending), held by its ranks (``Note.on_ranks``: its sentence ends ``(rank 1)``,
+    ``(ranks 0, 2)``) unless every one of ``world`` ranks has it or ``world`` is 1. A plain
+    string (an older rank's) gets the same words."""
+    held: Dict[NoteLike, List[int]] = {}
     for rank, notes in sorted(per_rank.items()):
         for note in notes:
             held.setdefault(note, []).append(rank)
     return [note if len(ranks) == world or world == 1 else
-            f"{note} (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))})"
+            note.on_ranks(ranks) if isinstance(note, Note) else note + ranks_text(ranks)
             for note, ranks in held.items()]
 
 

@@ -21,9 +21,15 @@ def _replicas(ctx: Context) -> List[Finding]:
 
 
 def _notes(ctx: Context) -> List[Finding]:
-    record = ctx.rows[0].get("result")
-    return [NOTE.make(jobs=[ctx.rows[0]["job"]], evidence=("notes",), text=note)
-            for note in (getattr(record, "notes", None) or [])]
+    """One finding a note of the record (``record_notes``, ``sweep.report.summary.collect``): its
+    sentence (``text``, the report's rendering), its code (``None``: a plain string, an older
+    record's) and values (``sweep.records.Note``); a row without them: the record's notes as text."""
+    row = ctx.rows[0]
+    notes = row.get("record_notes")
+    if notes is None:
+        notes = [{"code": None, "values": {}, "text": str(n)} for n in getattr(row.get("result"), "notes", None) or []]
+    return [NOTE.make(jobs=[row["job"]], evidence=("notes",), text=n["text"], note=n["code"],
+                      note_values=dict(n["values"])) for n in notes]
 
 
 REPLICAS = Kind(

@@ -1,7 +1,8 @@
 """Each finding's page: its code, what it says, what it rests on, what it does not claim.
 
 ``python -m sweep explain CODE`` prints one code's page (``python -m sweep explain`` lists every
-code); the docs' verdict page is generated from the same pages at every build
+code); a job's notes have pages too (``N1xx``: ``sweep.findings.notes_catalog``). The docs'
+verdict page is generated from the same pages at every build
 (``docs/hooks.py``: the marker line :data:`MARKER` in ``docs/verdict.md``), so a kind without a
 page cannot exist: the build renders every kind of ``sweep.findings`` and fails on a template
 its example cannot fill.
@@ -14,6 +15,9 @@ from typing import List, Optional, Sequence
 
 from sweep.findings import all_kinds, kind
 from sweep.findings.base import TIERS, Kind
+from sweep.findings.notes_catalog import NOTE_KINDS, note_kind
+from sweep.findings.notes_catalog.base import NoteKind
+from sweep.report.notes import kind_text
 from sweep.report.template import render
 
 MARKER = "<!-- findings: generated from sweep.findings by docs/hooks.py -->"
@@ -37,6 +41,33 @@ def page(k: Kind, markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
+def note_page(k: NoteKind, markdown: bool = False) -> str:
+    """One note kind's page: code and name, the analysis that makes it, the sentence (template and
+    an example), what it rests on and what it does not claim."""
+    example = kind_text(k, k.example)
+    if markdown:
+        return (f"### {k.code} {k.name}\n\n*A job's note ({k.family}).* Example: \"{example}\"\n\n"
+                f"- **rests on**: {k.rests_on}\n- **does not claim**: {k.not_claimed}\n")
+    return "\n".join([f"{k.code} {k.name} (a job's note: {k.family})", "", f"says:  {k.template}",
+                      f"e.g.:  {example}", f"rests on: {k.rests_on}", f"does not claim: {k.not_claimed}"])
+
+
+def _page_of(code: str) -> str:
+    """The page of a finding's or a note's ``code``.
+
+    Raises:
+        KeyError: neither has it (the message names the finding codes, then the note codes)."""
+    try:
+        return page(kind(code))
+    except KeyError as exc:
+        if not code.startswith("N"):
+            raise
+        try:
+            return note_page(note_kind(code))
+        except KeyError as also:
+            raise KeyError(f"{exc.args[0]}; {also.args[0]}") from None
+
+
 def reference() -> str:
     """Every kind's page (markdown), by tier, for ``docs/verdict.md``."""
     kinds = all_kinds()
@@ -46,6 +77,8 @@ def reference() -> str:
         if these:
             parts.append(f"## {TIER_TITLES[tier]}\n")
             parts += [page(k, markdown=True) for k in these]
+    parts.append("## A job's notes (N codes: one job's record, counted by V154)\n")
+    parts += [note_page(k, markdown=True) for k in NOTE_KINDS]
     return "\n".join(parts)
 
 
@@ -56,10 +89,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not codes:
         for k in all_kinds():
             print(f"{k.code}  {k.name:<36} {render(k.template, k.example)[:70]}...")
+        for n in NOTE_KINDS:
+            print(f"{n.code}  {n.name:<36} {kind_text(n, n.example)[:70]}...")
         return 0
     for code in codes:
         try:
-            print(page(kind(code.upper())) + "\n")
+            print(_page_of(code.upper()) + "\n")
         except KeyError as exc:
             print(f"error: {exc.args[0]}", file=sys.stderr)
             return 2

@@ -39,8 +39,9 @@ from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, drift_class, job_
 from sweep.errors import RecordError
 from sweep.io import read_floats, unwritable, write_json
 from sweep.layout import JobDir, SweepDir
-from sweep.records import JobRecord
+from sweep.records import JobRecord, code_of
 from sweep.report.junit import to_junit
+from sweep.report.notes import as_data, text_of
 from sweep.report.plots import write_plots
 
 CULPRIT_CODES = ("V101", "V102", "V103", "V104")  # the findings that name a culprit (gate=true fails on them)
@@ -161,8 +162,9 @@ def repeat_metrics(result: JobRecord) -> Dict[str, Any]:
     return {"repeats": column, "nondeterministic": bool(result.nondeterministic), "repeat_spread": spread or None}
 
 
-def _notes(row: Dict[str, Any]) -> List[str]:
-    """A row's notes, whole (a note may hold ``"; "`` itself): the engine's, the record's, a
+def _notes(row: Dict[str, Any]) -> List[Any]:
+    """A row's notes, whole (a note may hold ``"; "`` itself; ``sweep.notes.Note`` or a string, not
+    yet rendered): the engine's, the record's, a
     non-finite loss's why, ranks and replicas that disagree, a policy not applied, the dtypes'."""
     result = row.get("result")
     notes = list(row.get("engine_notes") or []) + (list(result.notes) if result is not None else [])
@@ -283,7 +285,11 @@ def collect(sweep_dir: Path | str) -> List[Dict[str, Any]]:
     for row in rows:
         row["drift"] = drift_class(row)
         row["first_tensor"] = tensor_text_in_class(row)  # the class and the tensor's words in one sense
-        row["note_list"] = _notes(row)  # whole, for the rules that count them (sweep.findings.notes)
+        items = _notes(row)  # typed notes (sweep.notes.Note) and plain strings, rendered here, at the edge
+        row["note_list"] = [text_of(n) for n in items]  # whole, for the rules that count them (sweep.findings.notes)
+        row["note_codes"] = [code_of(n) for n in items]  # each note's code (None: a plain string), beside its text
+        # the record's own notes as data and text (J106: sweep.findings.job_notes)
+        row["record_notes"] = [as_data(n) for n in getattr(row.get("result"), "notes", None) or []]
         row["notes"] = "; ".join(row["note_list"]) or None
     return rows
 

@@ -47,6 +47,7 @@ from sweep.layout import JobDir
 from sweep.records import JobRecord, RankResult
 from sweep.run import baseline, checks, pool
 from sweep.run.failures import failure_cause, hung_ranks, log_tails, timeout_s
+from sweep.report.notes import text_of
 from sweep.run.judge import across_verdict, judge, never_silent
 from sweep.run.repeats import Again, run_repeats, run_sequences
 
@@ -143,7 +144,7 @@ def completed_result(job_dir: Path, cfg: DictConfig) -> Optional[JobRecord]:
 def _finish(job_dir: Path, record: JobRecord, t0: float) -> None:
     record.timings_s["wall"] = time.perf_counter() - t0
     record.finished = datetime.now(timezone.utc).isoformat()
-    record.write(JobDir(job_dir).result)
+    record.write(JobDir(job_dir).result, render=text_of)  # notes as their sentences, their codes beside
 
 
 def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[Path], pools: Optional[Path]) -> None:

@@ -11,6 +11,15 @@ import pytest
 from sweep.analysis.collectives import dim_groups, ledger_notes, optimizer_notes, scale_signature
 from sweep.analysis.modules import compare_modules, first_over_ranks
 from sweep.analysis.trace import Search, first_difference, pure_scale, tensor_rows
+from sweep.records import Note
+from sweep.report.notes import text_of
+
+
+def _rendered(notes_of, *args, **kwargs):
+    """What a note function found, as the report renders it (each a typed note: sweep.records.Note)."""
+    notes = notes_of(*args, **kwargs)
+    assert all(isinstance(n, Note) for n in notes), notes
+    return [text_of(n) for n in notes]
 
 
 def _summary(values):
@@ -128,18 +137,21 @@ def test_a_ledger_that_matches_the_config_gives_no_note():
     assert dim_groups([2, 2], ["dp_replicate", "dp_shard"], 1) == {"dp_replicate": [1, 3], "dp_shard": [0, 1]}
     entries = [_call("all_gather_single", "bfloat16", [0, 1]), _call("reduce_scatter_single", "float32", [0, 1]),
                _call("all_reduce", "float32", [0, 2]), _divide([0, 1], [0, 2])]
-    assert ledger_notes(entries, FSDP_HSDP, rank=0, world_size=4) == []
+    assert _rendered(ledger_notes, entries, FSDP_HSDP, rank=0, world_size=4) == []
 
 
 def test_a_ledger_names_a_wrong_dtype_a_missing_replicate_reduction_and_a_sum_for_a_mean():
     entries = [_call("all_gather_single", "bfloat16", [0, 1]), _call("reduce_scatter_single", "bfloat16", [0, 1]),
                _divide([0, 1], [], rs_op="SUM", ar_op="SUM")]
-    notes = ledger_notes(entries, FSDP_HSDP, rank=0, world_size=4)
+    notes = _rendered(ledger_notes, entries, FSDP_HSDP, rank=0, world_size=4)
     assert any(n.startswith("reduce_scatter ran in bfloat16 over dp_shard, expected float32") for n in notes), notes
     assert any(n.startswith("no all_reduce over dp_replicate in step 0") for n in notes), notes
     assert "the gradient reduction sums over 2 ranks and divides by 1, expected a mean (divide by 2): the " \
            "gradients run x2, the ranks summed: a sum where a mean was expected" in notes, notes
     assert all("; " not in n for n in notes)  # one note each: the report splits on "; "
+    found = {n.code: n.values for n in ledger_notes(entries, FSDP_HSDP, rank=0, world_size=4)}
+    assert found["N101"]["dtype"] == "bfloat16" and found["N103"]["dim"] == "dp_replicate", found
+    assert found["N105"]["summed"] == 2 and found["N105"]["sum_only"] is True, found
 
 
 def test_reductions_on_every_micro_batch_are_named():
@@ -148,16 +160,16 @@ def test_reductions_on_every_micro_batch_are_named():
                     reduce_scatter={"dim": "dp", "size": 2, "dtypes": ["float32"], "why": ""})
     entries = [_call("reduce_scatter_single", "float32", [0, 1]), _divide([0, 1], []),
                _call("reduce_scatter_single", "float32", [0, 1]), _divide([0, 1], [])]
-    notes = ledger_notes(entries, expected, rank=0, world_size=2)
+    notes = _rendered(ledger_notes, entries, expected, rank=0, world_size=2)
     assert any("gradient sync is not off between micro-batches" in n for n in notes), notes
 
 
 def test_an_optimizer_hyper_parameter_that_ran_otherwise_is_named_with_both_values():
     configured = {"name": "adam", "lr": 1e-4, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0}
     ran = {"standalone": [dict(configured, group=0)], "distributed": [dict(configured, group=0, eps=1e-5)]}
-    assert optimizer_notes(ran, configured) == [
+    assert _rendered(optimizer_notes, ran, configured) == [
         "optimizer eps ran 1e-05 in the distributed copy (param group 0), configured 1e-08"]
-    assert optimizer_notes({"distributed": [dict(configured, group=0)]}, configured) == []
+    assert _rendered(optimizer_notes, {"distributed": [dict(configured, group=0)]}, configured) == []
 
 
 def test_the_module_trace_only_looks_and_records_in_execution_and_autograd_order():
@@ -199,7 +211,7 @@ def test_a_factor_on_one_gradient_alone_is_not_named_a_reductions():
 
 def test_a_reduction_over_every_rank_covers_both_dims_of_an_hsdp_mesh():
     entries = [_call("reduce_scatter_single", "float32", [0, 1, 2, 3]), _divide([0, 1, 2, 3], [])]
-    notes = ledger_notes(entries, FSDP_HSDP, rank=0, world_size=4)
+    notes = _rendered(ledger_notes, entries, FSDP_HSDP, rank=0, world_size=4)
     assert not any("never reduced" in n for n in notes), notes
     assert any(n.startswith("reduce_scatter over world, expected the dp_shard group") for n in notes), notes
 
@@ -207,7 +219,7 @@ def test_a_reduction_over_every_rank_covers_both_dims_of_an_hsdp_mesh():
 def test_an_all_reduce_fsdp2_does_not_make_is_named():
     entries = [_call("reduce_scatter_single", "float32", [0, 1]), _call("all_reduce", "float32", [0, 2]),
                _divide([0, 1], [0, 2]), dict(_call("all_reduce", "float32", [0, 2]), reduce_op="SUM")]
-    notes = ledger_notes(entries, FSDP_HSDP, rank=0, world_size=4)
+    notes = _rendered(ledger_notes, entries, FSDP_HSDP, rank=0, world_size=4)
     assert any(n.startswith("2 all_reduce calls over dp_replicate in step 0 for 1 gradient reduction(s) "
                             "(reduce_op AVG, SUM)") for n in notes), notes
 
@@ -229,9 +241,9 @@ def test_an_engine_that_names_its_groups_has_every_call_held_to_them():
                     divide=None, units=0)
     fine = [_call("reduce_scatter_tensor", "float32", [0, 1]), _call("all_reduce", "float32", [0, 2]),
             _call("all_reduce", "float32", [0, 1, 2, 3])]
-    assert ledger_notes(fine, contract, rank=0, world_size=4) == []
+    assert _rendered(ledger_notes, fine, contract, rank=0, world_size=4) == []
     wrong = fine + [_call("all_reduce", "float32", [0, 1])]
-    assert ledger_notes(wrong, contract, rank=0, world_size=4) == [
+    assert _rendered(ledger_notes, wrong, contract, rank=0, world_size=4) == [
         "all_reduce over dp_shard, expected the dp_replicate or the world group"]
 
 
@@ -251,23 +263,23 @@ def test_lrs_as_they_ran_are_compared_copy_against_copy():
     step is named at its step with both lrs (issue 38)."""
     from sweep.analysis.collectives import lr_notes
 
-    assert lr_notes([1e-3, 1e-3, 9e-4], [1e-3, 1e-3, 9e-4]) == []
-    assert lr_notes([1e-3, 1e-3, 9e-4], [1e-3, 1e-3, 4.5e-4]) == [
+    assert _rendered(lr_notes, [1e-3, 1e-3, 9e-4], [1e-3, 1e-3, 9e-4]) == []
+    assert _rendered(lr_notes, [1e-3, 1e-3, 9e-4], [1e-3, 1e-3, 4.5e-4]) == [
         "lr differs from step 2: distributed 0.00045, standalone 0.0009 (the copies' schedules differ in shape: "
         "another schedule in one copy)"]
     # the cause is read from what differs (issue 51), not assumed
     cosine = [1e-3 * (1 + math.cos(math.pi * t / 8)) / 2 for t in range(8)]
-    ahead = lr_notes(cosine, cosine[1:] + [0.0])[0]
+    ahead = _rendered(lr_notes, cosine, cosine[1:] + [0.0])[0]
     assert ahead.startswith("lr differs from step 0") and "runs 1 step ahead of the standalone one" in ahead \
         and "an extra scheduler.step()" in ahead
-    assert "runs 1 step behind" in lr_notes(cosine, cosine[:1] + cosine[:-1])[0]
-    assert "its scheduler does not step" in lr_notes(cosine, cosine[:3] + [cosine[3]] * 5)[0]
-    assert "x0.5 the standalone one at every step from there" in lr_notes(
+    assert "runs 1 step behind" in _rendered(lr_notes, cosine, cosine[:1] + cosine[:-1])[0]
+    assert "its scheduler does not step" in _rendered(lr_notes, cosine, cosine[:3] + [cosine[3]] * 5)[0]
+    assert "x0.5 the standalone one at every step from there" in _rendered(lr_notes,
         cosine, cosine[:2] + [x * 0.5 for x in cosine[2:]])[0]
-    assert "at step 3 only (x2), equal again from step 4" in lr_notes(
+    assert "at step 3 only (x2), equal again from step 4" in _rendered(lr_notes,
         cosine, [x * 2 if t == 3 else x for t, x in enumerate(cosine)])[0]
-    assert lr_notes(None, [1e-3]) == [] and lr_notes([1e-3], []) == []  # one copy's lrs unknown: no claim
-    assert lr_notes([1e-3, 1e-3], [1e-3 * (1 + 1e-8), 1e-3]) == []  # a float32 round trip is no difference
+    assert _rendered(lr_notes, None, [1e-3]) == [] and _rendered(lr_notes, [1e-3], []) == []  # one copy's lrs unknown: no claim
+    assert _rendered(lr_notes, [1e-3, 1e-3], [1e-3 * (1 + 1e-8), 1e-3]) == []  # a float32 round trip is no difference
 
 
 def test_a_clipping_norm_reduced_over_the_wrong_group_or_not_at_all_is_named_scalars_included():
@@ -279,17 +291,17 @@ def test_a_clipping_norm_reduced_over_the_wrong_group_or_not_at_all_is_named_sca
     def norm(group, step=0):  # one element: the squared norm, summed
         return dict(_call("all_reduce", "float32", group, step=step, numel=1), reduce_op="SUM", span="clip")
 
-    assert ledger_notes(grads + [norm([0, 1])], contract, rank=0, world_size=4) == []
+    assert _rendered(ledger_notes, grads + [norm([0, 1])], contract, rank=0, world_size=4) == []
     # over every rank of an HSDP mesh: each replica's shard is counted again
-    notes = ledger_notes(grads + [norm([0, 1, 2, 3])], contract, rank=0, world_size=4)
+    notes = _rendered(ledger_notes, grads + [norm([0, 1, 2, 3])], contract, rank=0, world_size=4)
     assert notes == ["the clipping norm of step 0 was all-reduced over world (reduce_op SUM, 1 element(s)), expected "
                      "the dp_shard group (the norm is Partial over the shard dim): it holds the dp_shard group 2 times "
                      "over, so each shard is counted 2 times and a norm of summed squares runs x1.414"]
     # never reduced: each rank clips by its own shard's norm
-    notes = ledger_notes(grads, contract, rank=0, world_size=4)
+    notes = _rendered(ledger_notes, grads, contract, rank=0, world_size=4)
     assert len(notes) == 1 and notes[0].startswith("the clipping norm of step 0 was never all-reduced"), notes
     # the clip span's all-reduce is not taken for a gradient reduction, nor a scalar elsewhere for a norm
-    assert ledger_notes(grads + [norm([0, 2])], dict(FSDP_HSDP, clip=dict(clip, groups=["dp_replicate"])),
+    assert _rendered(ledger_notes, grads + [norm([0, 2])], dict(FSDP_HSDP, clip=dict(clip, groups=["dp_replicate"])),
                         rank=0, world_size=4) == []
     # without clipping there is nothing to check
-    assert ledger_notes(grads, dict(FSDP_HSDP, clip=None), rank=0, world_size=4) == []
+    assert _rendered(ledger_notes, grads, dict(FSDP_HSDP, clip=None), rank=0, world_size=4) == []
