@@ -20,7 +20,8 @@ Two kinds of evidence, both recorded by the distributed copy's observer
 And per step, both copies' gradient norms before and after the reduction and as the
 optimizer read them (:func:`norm_notes`): a fault that moves the gradient norm (clipping,
 scaling, logging that touches the gradients) is named at its step, before the losses show
-it. Every note is one sentence without ``"; "`` (the report splits notes on it). Pure numpy.
+it. Every note is data (``sweep.records.Note``: N140-N144, their sentences in
+``sweep.findings.notes_catalog.reductions``). Pure numpy.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from sweep.analysis.collectives import group_name, scale_signature
+from sweep.analysis.collectives import group_name, scale_causes
+from sweep.records import Note, note
 
 # relative residual within which a reduced gradient is a candidate: float32 reductions round at
 # ~1e-7 (a sum over ranks in another order); bfloat16/float16 reductions at ~1e-2
@@ -164,22 +166,6 @@ def _multiple(cut: Dict[str, np.ndarray], reduced: np.ndarray, tol: float,
     return None
 
 
-OP_WORDS = {
-    "sum": "a sum over the ranks, not their mean",
-    "max": "the max over the ranks, not their mean",
-    "min": "the min over the ranks, not their mean",
-    "none": "no reduction: each rank keeps its own gradient",
-    "lost": "nothing: no gradient reached these parameters after it (the optimizer steps without one)",
-    "clipped before the reduction": "a mean of gradients each rank had clipped by its own norm first: clipping "
-                                    "ran before the reduction",
-}
-
-
-def _names(names: Sequence[str], limit: int = 6) -> str:
-    shown = ", ".join(names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
 @dataclass(frozen=True)
 class Carriers:
     """The gradient reductions the ledger saw carry parameters, and what names their groups
@@ -202,70 +188,28 @@ class Carriers:
     calls: Sequence[Dict[str, Any]] = ()
     unseen: Optional[str] = None
 
-    def text(self, step: int, names: Sequence[str]) -> str:
-        """`` (carried by reduce_scatter_tensor over dp (reduce_op AVG))`` for the calls of
-        ``step`` that carried some of ``names``; without one, why none was seen (``unseen``),
-        or ``""``."""
+    def values(self, step: int, names: Sequence[str]) -> Dict[str, Any]:
+        """The calls of ``step`` that carried some of ``names`` (``{"op", "group": its name,
+        "reduce_op"}`` each) and, without one, why none was seen (``unseen``: its first clause)."""
         mine = [e for e in self.calls if int(e.get("step", -1)) == step and set(e.get("params") or ()) & set(names)]
-        seen = _calls_text(mine, self.groups, self.world)
-        if not seen and self.unseen:
-            return f" (its calls not seen: {self.unseen.split(':')[0]}; judged from the gradients it returned)"
-        return seen
-
-
-def _calls_text(calls: Sequence[Dict[str, Any]], groups: Dict[str, List[int]], world: int) -> str:
-    """``its reduce_scatter_tensor over dp was called with reduce_op AVG`` for the gradient
-    reductions that carried the parameters (``""`` without calls)."""
-    if not calls:
-        return ""
-    parts = []
-    for e in calls:
-        where = group_name(e.get("group") or [], groups, world, with_ranks=False) if e.get("group") else \
-            str(e.get("group_name") or "an unnamed group")
-        text = f"{e['op']} over {where} (reduce_op {e.get('reduce_op')})"
-        if text not in parts:
-            parts.append(text)
-    return f" (carried by {', '.join(parts)})"
-
-
-def op_words(op: str) -> str:
-    """What an op :func:`classify` names means, as words: :data:`OP_WORDS`, a mean or sum over
-    one dim only, ``other``, a multiple of the mean, of a mean over one dim or of this rank's
-    own gradient; else ``op`` itself."""
-    return OP_WORDS.get(op) or (f"the mean over {op[len('mean over '):]} only: the reduction never crossed "
-                                "the other mesh dims" if op.startswith("mean over ") else
-                                f"the sum over {op[len('sum over '):]} only, not a mean over every rank"
-                                if op.startswith("sum over ") else
-                                "not the mean over the ranks nor any op of it" if op == "other" else
-                                f"{op} over the ranks" if op.endswith(" the mean") else
-                                f"{op}: a scale on a reduction over part of the ranks" if " over " in op else
-                                f"{op}: no reduction, a scale alone" if op.endswith("own gradient") else op)
-
-
-def _scale_text(op: str, names: Sequence[str], factor: Optional[float], known: Dict[str, Optional[float]]) -> str:
-    """For a pure multiple of the mean (a sum, ``x<f> the mean``) with ``factor`` (the
-    parameters' median least-squares ``reduced / mean``): ``: they are x4 the mean`` where it is
-    not 1 (within 1e-3), and the known factor it equals (:func:`scale_signature`); else ``""``."""
-    pure = op == "sum" or op.endswith(" the mean")  # a multiple of the mean: its factor says how far
-    if not pure:
-        return ""
-    sig = scale_signature(factor, known) if factor else None
-    scaled = f": {'they are' if len(names) > 1 else 'it is'} x{factor:.4g} the mean" if factor \
-        and abs(factor - 1.0) > 1e-3 else ""
-    return scaled + (f" ({sig})" if sig else "")
+        calls = [{"op": e["op"], "reduce_op": e.get("reduce_op"),
+                  "group": group_name(e.get("group") or [], self.groups, self.world, with_ranks=False)
+                  if e.get("group") else str(e.get("group_name") or "an unnamed group")} for e in mine]
+        return {"calls": calls, "unseen": self.unseen.split(":")[0] if self.unseen and not calls else None}
 
 
 def reduction_notes(found: Dict[int, Dict[str, Dict[str, Any]]], known: Dict[str, Optional[float]],
-                    carriers: Optional[Carriers] = None, sizes: Optional[Dict[str, int]] = None) -> List[str]:
-    """One note per way the gradients of a step departed from the mean over the ranks
+                    carriers: Optional[Carriers] = None, sizes: Optional[Dict[str, int]] = None) -> List[Note]:
+    """One note (``N140``) per way the gradients of a step departed from the mean over the ranks
     (``found``: step -> parameter -> :func:`classify`'s dict), the first step that shows it,
-    naming the parameters, the op that ran (:func:`op_words`) and the factor (``known``:
-    ``world_size``, ..., ``sweep.analysis.collectives.scale_signature``), the calls that
+    naming the parameters, the op that ran and, for a pure multiple of the mean (a sum, ``x<f>
+    the mean``), its factor where not 1 and the known factor it equals (``known``:
+    ``world_size``, ..., ``sweep.analysis.collectives.scale_causes``), the calls that
     carried them or why none was seen (``carriers``: :class:`Carriers`; ``None``: none seen,
     no reason) and, for parameters left unreduced, their element count against the step's
     (``sizes``: parameter -> elements)."""
     carriers = carriers or Carriers({}, 1)
-    notes: List[str] = []
+    notes: List[Note] = []
     seen = set()
     for step in sorted(found):
         by_op: Dict[str, List[str]] = {}
@@ -278,12 +222,14 @@ def reduction_notes(found: Dict[int, Dict[str, Dict[str, Any]]], known: Dict[str
             seen.add(op)
             factors = [found[step][n].get("factor") for n in names if found[step][n].get("factor") is not None]
             factor = float(np.median(factors)) if factors else None
-            size = ""
-            if op == "none" and sizes:
-                left = sum(int(sizes.get(n, 0)) for n in names)
-                size = f" ({left:,} of {sum(int(v) for v in sizes.values()):,} gradient elements left unreduced)"
-            notes.append(f"the gradient reduction of step {step} ran {op_words(op)} for {_names(names)}{size}"
-                         f"{_scale_text(op, names, factor, known)}{carriers.text(step, names)}")
+            pure = op == "sum" or op.endswith(" the mean")  # a multiple of the mean: its factor says how far
+            left = op == "none" and bool(sizes)
+            notes.append(note("N140", step=int(step), op=op, parameters=list(names),
+                              unreduced=sum(int(sizes.get(n, 0)) for n in names) if left else None,
+                              total=sum(int(v) for v in sizes.values()) if left else None,
+                              scale=factor if pure and factor and abs(factor - 1.0) > 1e-3 else None,
+                              causes=scale_causes(factor, known) if pure and factor else None,
+                              **carriers.values(step, names)))
     return notes
 
 
@@ -309,13 +255,13 @@ def coverage(calls: Sequence[Dict[str, Any]], params: Sequence[str], groups: Dic
 
 
 def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[str, Any]], params: Sequence[str],
-                   sizes: Dict[str, int], rank: int, world: int) -> List[str]:
+                   sizes: Dict[str, int], rank: int, world: int) -> List[Note]:
     """Where a gradient was not reduced exactly once over each group it must cross
     (:func:`crossing_needed`; a call over every rank crosses them all), from the ledger's
     entries that name the parameters they carried (``params`` on an entry; engines that do
     not say are not judged here) in the ``grads`` span: never reduced (with the elements the
     step's reductions carried against the parameters' total: ``sizes``), not across a dim,
-    or twice over one group. One note per way, the first step."""
+    or twice over one group (``N141``, ``N142``, ``N143``). One note per way, the first step."""
     from sweep.analysis.collectives import dim_groups
 
     if not expected or world <= 1:
@@ -326,7 +272,7 @@ def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[st
         return []
     groups = dim_groups(expected["mesh_shape"], expected["mesh_dim_names"], rank)
     need = crossing_needed(expected)
-    notes: List[str] = []
+    notes: List[Note] = []
     done = set()
     for step in sorted({int(e["step"]) for e in reductions}):
         mine = [e for e in reductions if int(e["step"]) == step]
@@ -335,26 +281,19 @@ def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[st
         if never and "never" not in done:
             done.add("never")
             carried = sum(int(sizes.get(n, 0)) for n, c in found.items() if c["groups"])
-            notes.append(f"{_names(never)} {'were' if len(never) > 1 else 'was'} carried by no gradient reduction "
-                         f"in step {step} (the reductions carried {carried:,} of the {sum(sizes.values()):,} "
-                         "gradient elements): each rank keeps its own gradient for "
-                         f"{'them' if len(never) > 1 else 'it'}")
+            notes.append(note("N141", parameters=never, step=step, carried=carried, total=sum(sizes.values())))
         for dim in need:
             missed = [n for n, c in found.items() if c["groups"] and dim not in c["groups"]
                       and "world" not in c["groups"] and not (len(need) == 1 and "unknown" in c["groups"])]
             if missed and ("dim", dim) not in done:
                 done.add(("dim", dim))
                 crossed = sorted({g for n in missed for g in found[n]["groups"]})
-                notes.append(f"{_names(missed)} {'were' if len(missed) > 1 else 'was'} reduced over "
-                             f"{', '.join(crossed)} but never across {dim} in step {step}: the ranks along {dim} keep "
-                             "gradients that differ")
+                notes.append(note("N142", parameters=missed, crossed=crossed, dim=dim, step=step))
         twice = {n: g for n, c in found.items() for g in c["groups"] if c["groups"].count(g) > 1}
         if twice and "twice" not in done:
             done.add("twice")
             names = sorted(twice)
-            notes.append(f"{_names(names)} {'were' if len(names) > 1 else 'was'} reduced more than once over "
-                         f"{', '.join(sorted(set(twice.values())))} in step {step}: a gradient is reduced once per "
-                         "group it crosses")
+            notes.append(note("N143", parameters=names, groups=sorted(set(twice.values())), step=step))
     return notes
 
 
@@ -391,13 +330,6 @@ class LossStep:
     word: str = "differ"
 
 
-# where in the step a gradient norm departing at each stage arises (the stage's key in the norms)
-NORM_PLACE = {"pre": "in the forward or backward (before any reduction)",
-              "reduced": "in the reduction",
-              "read": "between the reduction and the optimizer step (clipping, scaling or code that touches the "
-                      "gradients, such as logging)"}
-
-
 @dataclass(frozen=True)
 class _Norms:
     """Both copies' per-step gradient norms (``{"params": [names], "pre"|"reduced"|"read": [[per
@@ -418,50 +350,50 @@ class _Norms:
         return [[float(row[i]) for i in index] for row in rows]
 
 
-def _first_stage(norms: _Norms, rel: float, sharded: bool) -> Optional[Tuple[int, int, str, str]]:
+def _first_stage(norms: _Norms, rel: float, sharded: bool) -> Optional[Tuple[int, int, str]]:
     """The earliest step at which the distributed copy's total norm departs from the standalone
     copy's by more than ``rel``, over the stages (before the reduction, unless ``sharded``: a
     rank's own gradient is its shard's; after it; as the optimizer read them; the standalone
     copy reduces nothing, so its ``reduced`` norms stand for ``pre``): ``(step, stage order,
-    kind, words)``, the earlier stage on a tie; ``None`` where none departs."""
-    stages = [("reduced", "after the reduction", "reduced"), ("read", "as the optimizer read them", "read")]
+    kind)``, the earlier stage on a tie; ``None`` where none departs."""
+    stages = [("reduced", "reduced"), ("read", "read")]
     if not sharded:
-        stages.insert(0, ("pre", "before the reduction", "reduced"))  # the standalone copy reduces nothing
-    first: Optional[Tuple[int, int, str, str]] = None
-    for order, (kind, words, theirs) in enumerate(stages):
+        stages.insert(0, ("pre", "reduced"))  # the standalone copy reduces nothing
+    first: Optional[Tuple[int, int, str]] = None
+    for order, (kind, theirs) in enumerate(stages):
         ours, got = norms.rows("standalone", theirs), norms.rows("distributed", kind)
         if ours is None or got is None:
             continue
         step = first_departure([_total(r) for r in ours], [_total(r) for r in got], rel)
         if step is not None and (first is None or step < first[0]):
-            first = (step, order, kind, words)
+            first = (step, order, kind)
     return first
 
 
-def _equal_before(norms: _Norms, kind: str, step: int, rel: float, sharded: bool) -> str:
-    """`` (equal after the reduction)`` for a departure as the optimizer read them, `` (equal
-    before it)`` for one in the reduction (replicated data only), where the stage before it
-    agreed at ``step`` within ``rel``; else ``""``."""
+def _equal_before(norms: _Norms, kind: str, step: int, rel: float, sharded: bool) -> Optional[str]:
+    """``after the reduction`` for a departure as the optimizer read them, ``before it`` for one
+    in the reduction (replicated data only), where the stage before it agreed at ``step``
+    within ``rel`` (the note says they were equal there); else ``None``."""
     if kind == "pre":
-        return ""
+        return None
     earlier = norms.rows("distributed", "reduced" if kind == "read" else "pre")
     if earlier is None or not (kind == "read" or not sharded):
-        return ""
+        return None
     prior = norms.rows("standalone", "reduced")
     if prior is not None and not _departs(_total(prior[step]), _total(earlier[step]), rel):
-        return f" (equal {'after the reduction' if kind == 'read' else 'before it'})"
-    return ""
+        return "after the reduction" if kind == "read" else "before it"
+    return None
 
 
 def norm_notes(standalone: Optional[Dict[str, Any]], distributed: Optional[Dict[str, Any]], rel: float,
-               losses: LossStep, sharded: bool, max_norm: Optional[float] = None) -> List[str]:
+               losses: LossStep, sharded: bool, max_norm: Optional[float] = None) -> List[Note]:
     """Where the distributed copy's gradient norm first departs from the standalone copy's
     (both ``{"params": [names], "pre": [[per parameter] per step], "reduced": [...], "read":
     [...]}``, ``sweep.train.observers.reductions``: before the reduction (this rank's own:
     compared with replicated data only, ``sharded=False``), after it, and as the optimizer
-    read them), by more than ``rel`` (relative, :data:`NORM_REL`): one note naming the step,
-    where in the step (before the reduction, in it, or between it and the optimizer: clipping,
-    scaling, logging: :data:`NORM_PLACE`), both norms, the parameter that departs most, and
+    read them), by more than ``rel`` (relative, :data:`NORM_REL`): one note (``N144``) naming the
+    step, where in the step (before the reduction, in it, or between it and the optimizer:
+    clipping, scaling, logging), both norms, the parameter that departs most, and
     that it comes before ``losses.step`` (:class:`LossStep`: the job's first differing loss,
     ``word="differ"``, or, where the copies differ by rounding from the start, its first
     failing one, ``"fail"``). With ``max_norm`` (``train.clip_grad_norm``), a norm the optimizer
@@ -478,18 +410,13 @@ def norm_notes(standalone: Optional[Dict[str, Any]], distributed: Optional[Dict[
     first = _first_stage(norms, rel, sharded)
     if first is None or (losses.step is not None and first[0] >= losses.step):
         return []  # (from the step the losses differ on, the weights or the forward already do: a consequence)
-    step, _, kind, words = first
+    step, _, kind = first
     ours = norms.rows("standalone", "reduced" if kind == "pre" else kind)[step]
     got = norms.rows("distributed", kind)[step]
     worst = max(range(len(names)), key=lambda i: abs(got[i] - ours[i]) / max(abs(ours[i]), 1e-30))
     a, b = _total(ours), _total(got)
-    before = _equal_before(norms, kind, step, rel, sharded)
-    when = (f", before the losses show it (they first {losses.word} at step {losses.step})"
-            if losses.step is not None else ", though the losses do not show it")
-    clip = ""
-    if kind == "read" and max_norm is not None and b > float(max_norm) * (1 + 1e-3) \
-            and a <= float(max_norm) * (1 + 1e-3):
-        clip = f": above train.clip_grad_norm={max_norm:g}, unclipped in the distributed copy"
-    return [f"the gradient norm departs at step {step} {words}{before}: distributed {b:.6g}, standalone {a:.6g} "
-            f"(x{b / a if a else float('inf'):.6g}; most in {names[worst]}){clip}, so the difference arises "
-            f"{NORM_PLACE[kind]}{when}"]
+    unclipped = kind == "read" and max_norm is not None and b > float(max_norm) * (1 + 1e-3) \
+        and a <= float(max_norm) * (1 + 1e-3)
+    return [note("N144", step=int(step), stage=kind, equal=_equal_before(norms, kind, step, rel, sharded),
+                 distributed=b, standalone=a, ratio=b / a if a else float("inf"), parameter=names[worst],
+                 max_norm=float(max_norm) if unclipped else None, loss_step=losses.step, loss_word=losses.word)]

@@ -400,11 +400,11 @@ def gradient_notes(cfg: DictConfig, record: JobRecord, ranks: List[RankResult],
         for note in norm_notes(norms, d["norms"], NORM_REL.get(dtype, NORM_REL["float32"]),
                                LossStep(loss_step, "differ" if exact else "fail"), as_str(cfg.data.split) == "sharded",
                                cfg.train.clip_grad_norm):
-            found.append((int(note.split(" at step ")[1].split(" ")[0]), rank, note))
+            found.append((int(note.values["step"]), rank, note))
     if found:
-        step, rank, note = min(found)
+        step, rank, note = min(found, key=lambda f: f[:2])
         every = {r for s, r, _ in found if s == step}
-        record.notes.append(note + ("" if len(every) == len(own) or len(own) == 1 else f" (rank {rank})"))
+        record.notes.append(note if len(every) == len(own) or len(own) == 1 else note.on_ranks([rank]))
 
 
 TRACE_PENDING = ("not traced: the copies agree at every step, so no tracing rerun ran",

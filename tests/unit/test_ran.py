@@ -10,8 +10,8 @@ import pytest
 from sweep.analysis.collectives import decay_notes, dim_groups, loss_scale_notes
 from sweep.analysis.dtypes import precision_notes
 from sweep.analysis.judging import replica_check, replica_reason
-from sweep.analysis.reductions import (Carriers, LossStep, candidates, classify, clip_coefficients, coverage_notes,
-                                       norm_notes, reduction_notes, shard_of)
+from sweep.analysis import reductions
+from sweep.analysis.reductions import Carriers, LossStep, candidates, classify, clip_coefficients, shard_of
 from sweep.records import RankResult
 from sweep.train.observers.dtypes import lower_precision
 
@@ -19,6 +19,27 @@ RNG = np.random.default_rng(0)
 LOCAL = RNG.normal(size=(4, 6, 3))  # four ranks' local gradients of one (6, 3) parameter
 GROUPS = dim_groups([2, 2], ["dp_replicate", "dp_shard"], 0)
 KNOWN = {"world_size": 4.0, "grad_accum_steps": 1.0, "the replicate degree": 2.0}
+
+
+def _rendered(notes):
+    """Typed notes (sweep.records.Note) as the report renders them (sweep.report.notes)."""
+    from sweep.records import Note
+    from sweep.report.notes import text_of
+
+    assert all(isinstance(n, Note) for n in notes), notes
+    return [text_of(n) for n in notes]
+
+
+def reduction_notes(*args, **kwargs):
+    return _rendered(reductions.reduction_notes(*args, **kwargs))
+
+
+def coverage_notes(*args, **kwargs):
+    return _rendered(reductions.coverage_notes(*args, **kwargs))
+
+
+def norm_notes(*args, **kwargs):
+    return _rendered(reductions.norm_notes(*args, **kwargs))
 
 
 def _op(reduced, rank=0, index=0, clip=None):
@@ -64,6 +85,9 @@ def test_the_note_names_the_parameters_the_op_the_factor_and_the_calls_that_carr
     left = reduction_notes({0: {"b": _op(LOCAL[0])}}, KNOWN, sizes={"w": 1600, "b": 25})
     assert "no reduction: each rank keeps its own gradient for b (25 of 1,625 gradient elements left unreduced)" in left[0]
     assert reduction_notes({0: {"w": _op(LOCAL.mean(axis=0))}}, KNOWN, Carriers(GROUPS, 4)) == []
+    typed = reductions.reduction_notes(found, KNOWN, Carriers(GROUPS, 4, calls))[0]
+    assert typed.code == "N140" and typed.values["op"] == "sum" and typed.values["parameters"] == ["b", "w"]
+    assert typed.values["causes"]["factors"] == ["world_size"] and typed.values["calls"][0]["group"] == "dp_shard"
 
 
 HSDP = {"mesh_shape": [2, 2], "mesh_dim_names": ["dp_replicate", "dp_shard"]}
@@ -114,6 +138,8 @@ def test_a_gradient_norm_that_departs_before_the_losses_is_named_at_its_step_and
                            1e-4, LossStep(None), sharded=True, max_norm=1.0)[0]
     assert "above train.clip_grad_norm=1, unclipped in the distributed copy" in unclipped
     assert "though the losses do not show it" in unclipped
+    typed = reductions.norm_notes(ours, theirs, 1e-4, LossStep(3), sharded=False)[0]
+    assert (typed.code, typed.values["step"], typed.values["stage"], typed.values["parameter"]) == ("N144", 2, "read", "w")
 
 
 def _rank(rank, tensors, digests, coords):

@@ -377,7 +377,7 @@ def gradients_record(observer: Optional[_Gradients]) -> Optional[Dict[str, Any]]
 
 def reduction_findings(observer: Optional[_Gradients], ledger: List[Dict[str, Any]], expected: Optional[Dict[str, Any]],
                        rank: int, world: int, known: Dict[str, Optional[float]],
-                       carried: Optional[List[str]] = None, unseen: Optional[str] = None) -> List[str]:
+                       carried: Optional[List[str]] = None, unseen: Optional[str] = None) -> List[Any]:
     """The distributed copy's notes on its gradient reductions as they ran, for
     ``RankResult.collectives["notes"]``: what each gradient became against the mean over the
     ranks (``sweep.analysis.reductions.reduction_notes``), the calls that carried each one
@@ -404,7 +404,7 @@ def reduction_findings(observer: Optional[_Gradients], ledger: List[Dict[str, An
         carried = [canonical_name(n) for n in carried]
         left = [n for n in params if n not in carried]
         if left:
-            notes.append(f"{', '.join(left)} {'are' if len(left) > 1 else 'is'} not among the parameters the engine's "
-                         "reducer carries (DDP's parameters_to_ignore): "
-                         f"{'their gradients are' if len(left) > 1 else 'its gradient is'} never reduced")
+            from sweep.records import note
+
+            notes.append(note("N145", parameters=left))
     return notes
