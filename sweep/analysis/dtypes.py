@@ -2,12 +2,15 @@
 
 Pure rules over ``JobRecord.dtypes`` (``{"configured": {...}, "observed": {...}}``): whether
 the policy was applied (:func:`dtype_evidence`'s ``policy_applied``) and every observed dtype
-that departs from the one the policy sets or implies (:func:`implied_dtypes`).
+that departs from the one the policy sets or implies (:func:`implied_dtypes`). Each departure is a
+note (``sweep.records.Note``: N160-N164, their sentences in ``sweep.findings.notes_catalog.dtypes``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
+
+from sweep.records import Note, note
 
 _CONFIG_KEY = {"param_forward": "param_dtype", "reduce": "reduce_dtype", "output": "output_dtype"}
 
@@ -49,8 +52,8 @@ def dtype_evidence(record: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     for key, expected in implied_dtypes(configured, dtype_name(configured.get("init_dtype"), "") or "float32").items():
         seen = observed.get(key)
         if seen is not None and expected is not None and dtype_name(seen, "") != expected:
-            notes.append(f"{key.replace('_', ' ')} dtype ran {dtype_name(seen, '')}, "
-                         f"{'configured' if configured.get(_CONFIG_KEY.get(key, '')) else 'implied'} {expected}")
+            notes.append(note("N160", key=key, ran=dtype_name(seen, ""), expected=expected,
+                              configured=bool(configured.get(_CONFIG_KEY.get(key, "")))))
     return {
         "dtypes_configured": "/".join(
             dtype_name(configured.get(k), "-") for k in ("param_dtype", "reduce_dtype", "output_dtype")
@@ -62,34 +65,29 @@ def dtype_evidence(record: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     }
 
 
-def override_notes(observed: Optional[Dict[str, Any]], master: str = "float32") -> List[str]:
+def override_notes(observed: Optional[Dict[str, Any]], master: str = "float32") -> List[Note]:
     """Where a per-module policy (``mp_policy.overrides``) was not applied, from the dtypes
     each named module's first forward ran (``observed["overrides"]``, the dtypes observer):
     its parameters in another dtype than the override's ``param_dtype`` (else ``master``:
     the stored dtype), its output in another than an ``output_dtype`` it sets, or, with
     ``cast_forward_inputs`` and a ``param_dtype``, its input in another (FSDP2 casts a
-    unit's inputs to its ``param_dtype``). One note per override key and way it departs,
-    naming the modules (four, then how many more); ``[]`` where nothing was observed."""
+    unit's inputs to its ``param_dtype``). One note (``N161``) per override key and way it
+    departs, naming the modules; ``[]`` where nothing was observed."""
     grouped: Dict[tuple, List[str]] = {}
     for name, entry in sorted(((observed or {}).get("overrides") or {}).items()):
         want = entry.get("want") or {}
         param = dtype_name(want.get("param_dtype"), "") or master
-        checks = [(entry.get("param"), param, "its forward's parameters ran {seen}, the override gives "
-                                              "param_dtype={want}")]
+        checks = [(entry.get("param"), param, "param")]
         if want.get("output_dtype"):
-            checks.append((entry.get("output"), dtype_name(want["output_dtype"], ""),
-                           "its output ran {seen}, the override gives output_dtype={want}"))
+            checks.append((entry.get("output"), dtype_name(want["output_dtype"], ""), "output"))
         if want.get("cast_forward_inputs") and want.get("param_dtype"):
-            checks.append((entry.get("input"), param, "its input ran {seen}, which cast_forward_inputs casts to {want}"))
-        wrong = tuple(text.format(seen=dtype_name(seen, ""), want=expected) for seen, expected, text in checks
+            checks.append((entry.get("input"), param, "input"))
+        wrong = tuple((field, dtype_name(seen, ""), expected) for seen, expected, field in checks
                       if seen is not None and dtype_name(seen, "") != expected)
         if wrong:
             grouped.setdefault((str(entry.get("key", name)), wrong), []).append(name)
-    notes = []
-    for (key, wrong), names in grouped.items():
-        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        notes.append(f"mp_policy.overrides.{key} was not applied to {shown}: " + ", ".join(wrong))
-    return notes
+    return [note("N161", key=key, modules=names, wrong=[{"field": f, "seen": s, "want": w} for f, s, w in wrong])
+            for (key, wrong), names in grouped.items()]
 
 
 def compute_dtypes(policies: List[Dict[str, Any]], master: str = "float32") -> List[str]:
@@ -106,12 +104,8 @@ def compute_dtypes(policies: List[Dict[str, Any]], master: str = "float32") -> L
     return sorted(found)
 
 
-def _listed(names: List[str], limit: int = 4) -> str:
-    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
 def precision_notes(observed: Optional[Dict[str, Any]], policies: List[Dict[str, Any]], master: str = "float32",
-                    standalone: Optional[Dict[str, Any]] = None) -> List[str]:
+                    standalone: Optional[Dict[str, Any]] = None) -> List[Note]:
     """Where the precision the distributed copy ran departs from its policy, from the dtypes
     observer's per-module and per-parameter records (``observed``: ``RankResult.dtypes_observed``
     with ``modules``, ``grads``, ``master_lower``; ``sweep.train.observers.dtypes``):
@@ -125,36 +119,30 @@ def precision_notes(observed: Optional[Dict[str, Any]], policies: List[Dict[str,
       lower-precision copy written back into them), unless the standalone copy's do too
       (``standalone``: its ``dtypes_observed``).
 
-    One note each; ``[]`` where nothing departs or nothing was observed."""
+    One note each (``N162``, ``N163``, ``N164``); ``[]`` where nothing departs or nothing was
+    observed."""
     if not observed:
         return []
     allowed = compute_dtypes(policies, master)
     notes = []
-    words = {"params": "its forward saw its parameters in", "output": "its output ran",
-             "grad_output": "its output's gradient ran"}
     off = []
     for m in observed.get("modules") or []:
-        wrong = [(field, dtype_name(m.get(field), "")) for field in words
+        wrong = [(field, dtype_name(m.get(field), "")) for field in ("params", "output", "grad_output")
                  if m.get(field) and dtype_name(m.get(field), "") not in allowed]
         if wrong:
             off.append((m["module"], wrong))
     if off:
         name, wrong = off[0]
-        others = [n for n, _ in off[1:]]
-        said = ", ".join(f"{words[field]} {dtype}" for field, dtype in wrong)
-        notes.append(f"precision departs from the policy in {name}: {said}, which no mp_policy field gives (the "
-                     f"policy computes in {' or '.join(allowed)})"
-                     + (f", and so do {_listed(others)} after it" if others else ""))
+        notes.append(note("N162", module=name, wrong=[{"field": f, "dtype": d} for f, d in wrong], allowed=allowed,
+                          others=[n for n, _ in off[1:]]))
     grads = observed.get("grads") or {}
     off = sorted(n for n, d in grads.items() if d and dtype_name(d, "") != master)
     if off:
         kinds = sorted({dtype_name(grads[n], "") for n in off})
-        notes.append(f"the optimizer read the gradients of {_listed(off)} in {' and '.join(kinds)}, expected {master} "
-                     "(the master weights' dtype: the reduced gradient is cast back to it)")
+        notes.append(note("N163", params=off, dtypes=kinds, master=master))
     lower = observed.get("master_lower")
     theirs = (standalone or {}).get("master_lower")
     if lower and not (theirs and int(theirs.get("step", -1)) <= int(lower["step"])):
-        notes.append(f"the {master} master weights {_listed(list(lower['params']))} hold only {lower['holds']} values "
-                     f"after step {lower['step']}: a {lower['holds']} copy was written back into the master weights "
-                     "(each update below that precision is lost)")
+        notes.append(note("N164", master=master, params=list(lower["params"]), holds=lower["holds"],
+                          step=int(lower["step"])))
     return notes

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Sequence
 
+from sweep.records import code_of
+
 Row = Dict[str, Any]
 
 # unit roundoff u = 2^-p, p the significand's bits (IEEE 754 binary32: 24; bfloat16: 8; binary16: 11)
@@ -107,7 +109,8 @@ def losses_within(row: Row) -> bool:
     return bool(found.get("measured") and (found.get("loss") or {}).get("within"))
 
 
-POLICY_NOT_APPLIED = "was not applied"  # sweep.analysis.dtypes.override_notes' words
+POLICY_NOT_APPLIED = "was not applied"  # an older record's words for sweep.analysis.dtypes.override_notes' note
+OVERRIDE_NOT_APPLIED = "N161"  # that note's code (sweep.findings.notes_catalog.dtypes)
 
 
 def policy_departed(row: Row) -> bool:
@@ -115,7 +118,8 @@ def policy_departed(row: Row) -> bool:
     ``False``, or a per-module policy ``was not applied``: ``sweep.analysis.dtypes``): then
     its difference, however small, has that cause and is never rounding."""
     notes = getattr(row.get("result"), "notes", None) or []
-    return row.get("policy_applied") is False or any(POLICY_NOT_APPLIED in str(n) for n in notes)
+    return row.get("policy_applied") is False or any(code_of(n) == OVERRIDE_NOT_APPLIED or POLICY_NOT_APPLIED in str(n)
+                                                     for n in notes)
 
 
 def hold(rows: Sequence[Row]) -> Optional[float]:

@@ -122,6 +122,7 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
     metrics.update(repeat_metrics(result))
     metrics["wall_s"] = result.timings_s.get("wall")
     metrics.update(dtype_evidence(result.dtypes))
+    metrics["dtype_notes"] = [as_data(n) for n in metrics["dtype_notes"]]  # JSON-ready (summary.json), code and text
     engine = result.engine or {}
     metrics["engine_notes"] = ([engine["summary"]] if engine.get("summary") else []) + [
         str(note).split(" -- ")[0] for note in result.engine_notes
@@ -178,8 +179,8 @@ def _notes(row: Dict[str, Any]) -> List[Any]:
         notes.append(f"replicas disagree from step {replicas['first_step']}" + (f" ({pairs})" if pairs else ""))
     if row["policy_applied"] is False:
         notes.append(f"policy not applied (configured/ran {row['dtypes_configured']} vs {row['dtypes_ran']})")
-    notes.extend(n for n in row.get("dtype_notes") or [] if not (row["policy_applied"] is False
-                                                                   and n.startswith("param forward")))
+    notes.extend(n for n in row.get("dtype_notes") or [] if not (row["policy_applied"] is False  # said above
+                                                                   and (n.get("values") or {}).get("key") == "param_forward"))
     return notes
 
 

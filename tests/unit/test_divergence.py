@@ -158,7 +158,13 @@ def test_every_rank_is_judged(compose_cfg):
 
 
 def test_every_observed_dtype_is_checked_against_the_policy():
-    from sweep.analysis.dtypes import dtype_evidence
+    from sweep.analysis.dtypes import dtype_evidence as typed
+    from sweep.report.notes import text_of
+
+    def dtype_evidence(record):  # the notes as the report renders them
+        found = typed(record)
+        assert all(n.code == "N160" for n in found["dtype_notes"])
+        return dict(found, dtype_notes=[text_of(n) for n in found["dtype_notes"]])
 
     fp32 = {"param_dtype": None, "reduce_dtype": None, "output_dtype": None}
     ran_low = {"param_forward": "bfloat16", "reduce": "bfloat16", "grad": "float32", "master": "float32",

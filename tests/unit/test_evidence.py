@@ -278,7 +278,10 @@ def test_a_policy_whose_forward_ran_otherwise_is_not_applied():
                             "observed": {"param_forward": "torch.float32", "reduce": "bfloat16"}})
     assert found["policy_applied"] is False
     assert found["dtypes_configured"] == "bfloat16/-/-" and found["dtypes_ran"] == "float32/bfloat16/?/?/?/?"
-    assert found["dtype_notes"] == ["param forward dtype ran float32, configured bfloat16"]
+    from sweep.records import note
+
+    assert found["dtype_notes"] == [note("N160", key="param_forward", ran="float32", expected="bfloat16",
+                                         configured=True)]
     assert dtype_evidence(None) == {"dtypes_configured": None, "dtypes_ran": None, "policy_applied": None,
                                     "dtype_notes": []}
     assert dtype_evidence({"configured": {}, "observed": {}})["policy_applied"] is None

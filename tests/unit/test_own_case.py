@@ -123,7 +123,11 @@ def test_override_targets_find_the_modules_through_wrappers_and_fsdps_class_swap
 
 
 def test_an_override_whose_module_ran_another_dtype_is_named_once_per_key_and_departure():
-    from sweep.analysis.dtypes import override_notes
+    from sweep.analysis import dtypes
+    from sweep.report.notes import text_of
+
+    def override_notes(observed):  # the notes as the report renders them
+        return [text_of(n) for n in dtypes.override_notes(observed)]
 
     want = {"param_dtype": "float32", "reduce_dtype": None, "output_dtype": "bfloat16", "cast_forward_inputs": True}
     applied = {"key": "RMSNorm", "want": want, "param": "float32", "input": "float32", "output": "bfloat16"}
@@ -141,6 +145,8 @@ def test_an_override_whose_module_ran_another_dtype_is_named_once_per_key_and_de
         "mp_policy.overrides.head was not applied to head: its output ran bfloat16, the override gives "
         "output_dtype=float32"]
     assert override_notes({}) == [] and override_notes(None) == []
+    typed = dtypes.override_notes(observed)[0]
+    assert typed.code == "N161" and typed.values["key"] == "RMSNorm" and len(typed.values["modules"]) == 5
 
 
 def test_per_layer_units_of_a_container_child_are_its_entries():

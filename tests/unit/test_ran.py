@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sweep.analysis.collectives import decay_notes, dim_groups, loss_scale_notes
-from sweep.analysis.dtypes import precision_notes
+from sweep.analysis import dtypes
 from sweep.analysis.judging import replica_check, replica_reason
 from sweep.analysis import reductions
 from sweep.analysis.reductions import Carriers, LossStep, candidates, classify, clip_coefficients, shard_of
@@ -40,6 +40,10 @@ def coverage_notes(*args, **kwargs):
 
 def norm_notes(*args, **kwargs):
     return _rendered(reductions.norm_notes(*args, **kwargs))
+
+
+def precision_notes(*args, **kwargs):
+    return _rendered(dtypes.precision_notes(*args, **kwargs))
 
 
 def _op(reduced, rank=0, index=0, clip=None):
