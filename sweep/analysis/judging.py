@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from sweep.analysis.compare import Comparison, compare_losses
 from sweep.io import read_floats
-from sweep.records import Note, NoteLike, RankResult, ranks_text
+from sweep.records import Note, NoteLike, RankResult, note, ranks_text
 
 
 def worst_rank(comparisons: Dict[int, Any]) -> int:
@@ -140,42 +140,25 @@ def part_text(key: str) -> str:
     return ", ".join(parts) or "whole"
 
 
-INIT_REPLICAS = ("the copies already start apart on some of these ranks (initial weights that differ by "
-                 "rank: an initialisation, not the reduction)")
-REDUCTION_REPLICAS = "the reduction across replicas is missing or wrong"
-BUFFER_REPLICAS = "a statistic the forward updates on each rank alike with replicated data"
-
-
-def replica_reason(replicas: Dict[str, Any], start_unequal: Sequence[int] = ()) -> str:
-    """The failure reason of replicas that disagree (:func:`replica_check`): the first
-    step, and each pair of ranks holding the same part of a tensor that differ then, with
-    their coordinates on the job's mesh and the tensor (each rank's own finding), and the
-    likely cause: :data:`INIT_REPLICAS` when they disagree from step 0 and a rank among them
-    starts with initial weights unlike the standalone copy's (``start_unequal``: those ranks),
-    else :data:`REDUCTION_REPLICAS` (for buffers alone, :data:`BUFFER_REPLICAS` too)."""
-    coords, dims = replicas.get("coords") or {}, replicas.get("mesh_dims") or []
-
-    def at(rank: int) -> str:
-        where = coords.get(str(rank))
-        return f"rank {rank}" + (f" ({' x '.join(dims) or 'mesh'} {where})" if where is not None else "")
-
+def replica_reason(replicas: Dict[str, Any], start_unequal: Sequence[int] = ()) -> Note:
+    """The failure reason of replicas that disagree (:func:`replica_check`), as a note: the
+    first step, and each pair of ranks holding the same part of a tensor that differ then
+    (``N185``: the first four tensors, each rank's own finding; an older record's pairs of
+    whole ranks: ``N184``), with their coordinates on the job's mesh, and the likely cause
+    (``cause``): ``init`` when they disagree from step 0 and a rank among them starts with
+    initial weights unlike the standalone copy's (``start_unequal``: those ranks), else
+    ``reduction`` (``buffer`` for buffers alone)."""
     init = replicas["first_step"] == 0 and set(start_unequal) & set(replicas.get("ranks") or [])
-    cause = INIT_REPLICAS if init else REDUCTION_REPLICAS
+    cause = "init" if init else "reduction"
+    where = {"step": replicas["first_step"], "coords": dict(replicas.get("coords") or {}),
+             "dims": list(replicas.get("mesh_dims") or [])}
     tensors = replicas.get("tensors") or []
     if not tensors:
-        pairs = ", ".join(f"{at(a)} and {at(b)}" for a, b in replicas["pairs"])
-        return (f"replicas disagree from step {replicas['first_step']}: {pairs} hold the same shards of the weights "
-                f"but different values ({cause})")
-    found = []
-    for t in tensors[:4]:
-        a, b = t["ranks"]
-        what = f"buffer {t['name'][len('buffer:'):]}" if t["name"].startswith("buffer:") else t["name"]
-        part = "" if t["part"] == "whole" else f" ({t['part']})"
-        found.append(f"{at(a)} and {at(b)} hold the same {what}{part} but different values")
-    more = f" and {len(tensors) - 4} more" if len(tensors) > 4 else ""
+        return note("N184", pairs=[list(p) for p in replicas["pairs"]], cause=cause, **where)
     if all(t["name"].startswith("buffer:") for t in tensors):
-        cause = f"{BUFFER_REPLICAS}: a rank updates it otherwise"
-    return f"replicas disagree from step {replicas['first_step']}: {', '.join(found)}{more} ({cause})"
+        cause = "buffer"
+    shown = [{"name": t["name"], "part": t["part"], "ranks": list(t["ranks"])} for t in tensors[:4]]
+    return note("N185", tensors=shown, more=len(tensors) - 4 if len(tensors) > 4 else None, cause=cause, **where)
 
 
 def start_tensor(unequal: Sequence[Tuple[int, Dict[str, Any]]]) -> Optional[Dict[str, Any]]:
@@ -230,8 +213,9 @@ class Disagreements:
 
 
 def verdict(losses: JudgedLosses, rtol: float, atol: float,
-            others: Disagreements = Disagreements()) -> Tuple[str, Optional[str]]:
-    """A run's status and reason: ``("fail", "reason; reason")`` if any rank fails against
+            others: Disagreements = Disagreements()) -> Tuple[str, List[Note]]:
+    """A run's status and reasons, as notes (N180-N186; ``JobRecord.reason`` is their sentences
+    joined by ``"; "``, ``sweep.run.judge``): ``("fail", [reason, ...])`` if any rank fails against
     the standalone sequence (the judged rank's steps outside tolerance, and the failing
     ranks; a non-finite loss named with both values: :func:`tolerance_reason`), if both
     copies' losses turn non-finite alike (NaN or inf at the same steps: ``numpy.isclose``
@@ -240,7 +224,7 @@ def verdict(losses: JudgedLosses, rtol: float, atol: float,
     standalone), if the copies do not start equal, if replicas disagree
     (:func:`replica_check`), or if the copies end apart in a buffer the training losses
     never read (a BatchNorm statistic frozen in one copy, with replicated data:
-    :func:`disagreement_reasons`); else ``("ok", None)``.
+    :func:`disagreement_reasons`); else ``("ok", [])``.
 
     Args:
         losses: the comparisons and the losses the run is judged by (:class:`JudgedLosses`).
@@ -253,11 +237,11 @@ def verdict(losses: JudgedLosses, rtol: float, atol: float,
     first = tolerance_reason(losses, rtol, atol) or nonfinite_reason(losses)
     reasons = ([first] if first else []) + disagreement_reasons(others)
     # (when only the ranks disagree, each is within tolerance of standalone: the comparison passed)
-    return ("fail", "; ".join(reasons)) if reasons else ("ok", None)
+    return ("fail", reasons) if reasons else ("ok", [])
 
 
-def tolerance_reason(losses: JudgedLosses, rtol: float, atol: float) -> Optional[str]:
-    """Where some rank fails against standalone: the judged rank's steps outside ``rtol`` and
+def tolerance_reason(losses: JudgedLosses, rtol: float, atol: float) -> Optional[Note]:
+    """Where some rank fails against standalone (``N180``): the judged rank's steps outside ``rtol`` and
     ``atol`` and its first failing step, the failing ranks where there are several ranks, and
     the judged rank's first non-finite loss with both copies' values (a NaN or inf where the
     other copy has a number, or another one); ``None`` when every rank passes.
@@ -271,19 +255,17 @@ def tolerance_reason(losses: JudgedLosses, rtol: float, atol: float) -> Optional
     if not failing:
         return None
     several = len(comparisons) > 1
-    where = f"rank {judged}: " if several else ""
-    others = f" (failing ranks: {', '.join(map(str, failing))} of {len(comparisons)})" if several else ""
     bad = comparison.first_nonfinite_step
-    nonfinite = ""
+    values = (None, None)
     if bad is not None:  # a NaN or inf where the other copy has a number (or another one)
         values = (read_floats(losses.standalone)[bad], read_floats(losses.distributed)[bad])
-        nonfinite = f"; a non-finite loss from step {bad} (standalone {values[0]}, distributed {values[1]})"
-    return (f"{where}{comparison.n_fail}/{comparison.n_steps} steps outside rtol={rtol}, "
-            f"atol={atol}; first at step {comparison.first_fail_step}{others}{nonfinite}")
+    return note("N180", rank=judged if several else None, n_fail=comparison.n_fail, n_steps=comparison.n_steps,
+                rtol=rtol, atol=atol, first=comparison.first_fail_step, failing=failing if several else None,
+                ranks=len(comparisons), bad=bad, standalone=values[0], distributed=values[1])
 
 
-def nonfinite_reason(losses: JudgedLosses) -> Optional[str]:
-    """Where some rank's losses turn non-finite alike in both copies (equal NaN or inf: equal,
+def nonfinite_reason(losses: JudgedLosses) -> Optional[Note]:
+    """Where some rank's losses turn non-finite alike in both copies (``N181``; equal NaN or inf: equal,
     yet no training): the first such step, with both copies' values when it is the judged
     rank's, else naming the rank; ``None`` where no rank's do. Read after
     :func:`tolerance_reason` finds no failing rank."""
@@ -294,30 +276,29 @@ def nonfinite_reason(losses: JudgedLosses) -> Optional[str]:
     rank = judged if judged in nonfinite_ranks else nonfinite_ranks[0]
     bad = comparisons[rank].first_nonfinite_step
     values = (read_floats(losses.standalone)[bad], read_floats(losses.distributed)[bad]) if rank == judged else None
-    shown = f" (standalone {values[0]}, distributed {values[1]})" if values else f" (rank {rank})"
-    return f"non-finite loss from step {bad} in both copies{shown}: equal, but nothing to compare"
+    return note("N181", step=bad, standalone=values[0] if values else None,
+                distributed=values[1] if values else None, rank=None if values else rank)
 
 
-def disagreement_reasons(found: Disagreements) -> List[str]:
-    """One reason for each kind of disagreement in ``found``, in this order: ranks that
+def disagreement_reasons(found: Disagreements) -> List[Note]:
+    """One reason (a note) for each kind of disagreement in ``found``, in this order: ranks that
     disagree (the first, against rank 0, its first failing step and largest difference),
     copies that do not start equal (the first rank's finding, every such rank named),
     replicas that disagree (:func:`replica_reason`), copies that end apart."""
     reasons = []
     if found.apart:
         rank, c = found.apart[0]
-        reasons.append(f"ranks disagree: rank {rank} against rank 0 from step {c.first_fail_step} "
-                       f"(max |diff| {c.max_abs_diff:.3g})")
+        reasons.append(note("N182", rank=rank, step=c.first_fail_step, max_abs_diff=c.max_abs_diff))
     if found.unequal:
         rank, first = found.unequal[0]
-        others = f" (ranks {', '.join(str(r) for r, _ in found.unequal)})" if len(found.unequal) > 1 else ""
-        reasons.append(f"the copies do not start equal: rank {rank}: {first['description']}{others}")
+        reasons.append(note("N183", rank=rank, description=first["description"],
+                            ranks=[r for r, _ in found.unequal] if len(found.unequal) > 1 else None))
     if found.replicas and found.replicas.get("first_step") is not None:
         reasons.append(replica_reason(found.replicas, [r for r, _ in found.unequal]))
     if found.ended:
         rank, first = found.ended[0]
-        others = f" (ranks {', '.join(str(r) for r, _ in found.ended)})" if len(found.ended) > 1 else ""
-        reasons.append(f"the copies end apart: rank {rank}: {first['description']}{others}")
+        reasons.append(note("N186", rank=rank, description=first["description"],
+                            ranks=[r for r, _ in found.ended] if len(found.ended) > 1 else None))
     return reasons
 
 

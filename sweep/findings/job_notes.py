@@ -17,7 +17,7 @@ def _replicas(ctx: Context) -> List[Finding]:
     tensor = getattr(record, "first_tensor", None) or {}
     start = (tensor.get("ranks") or []) if tensor.get("kind") == "initial" else []
     return [REPLICAS.make(jobs=[row["job"]], steps={"first": replicas["first_step"]}, evidence=("replicas",),
-                          text=replica_reason(replicas, start))]
+                          note=replica_reason(replicas, start).to_dict(), text=None)]
 
 
 def _notes(ctx: Context) -> List[Finding]:
@@ -34,11 +34,11 @@ def _notes(ctx: Context) -> List[Finding]:
 
 REPLICAS = Kind(
     code="J105", name="replicas", tier="context",
-    template="{text}",
+    template="{text}",  # the note's sentence (N184, N185): the report renders a finding's ``note`` into ``text``
     rests_on="per-step digests of the ranks' local shards: ranks holding the same shards must agree",
     not_claimed="which collective is wrong",
     check=_replicas,
-    example={"text": "replicas disagree from step 1: rank 0 (dp_replicate x dp_shard [0, 0]) and rank 2 "
+    example={"note": None, "text": "replicas disagree from step 1: rank 0 (dp_replicate x dp_shard [0, 0]) and rank 2 "
                      "(dp_replicate x dp_shard [1, 0]) hold the same shards of the weights but different values (the "
                      "reduction across replicas is missing or wrong)"},
 )

@@ -14,6 +14,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from sweep.findings import find, kind, lead, tables
 from sweep.findings.base import Finding
+from sweep.records import is_note_dict
+from sweep.report.notes import text_of
 from sweep.report.template import render
 
 SHOWN = 12  # findings on the terminal before "... N more: summary.md"
@@ -23,7 +25,10 @@ def sentence(found: Finding, short: bool = False) -> str:
     """The finding's sentence (its kind's template, or with ``short`` its headline template
     where it has one)."""
     k = kind(found.code)
-    return render(k.headline if short and k.headline else k.template, found.values)
+    values = found.values
+    if is_note_dict(values.get("note")):  # a finding that carries a job's note (J105): its sentence is the note's
+        values = dict(values, text=text_of(values["note"]))
+    return render(k.headline if short and k.headline else k.template, values)
 
 
 def headline(found: Sequence[Finding]) -> str:

@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 from sweep.analysis.collectives import lr_notes
 from sweep.analysis.dtypes import dtype_name, override_notes, precision_notes
 from sweep.analysis.compare import MISSING_PREFIX, RANDOM_DRAWS_NOTE, compare_losses, printed_note, printed_resolution
+from sweep.report.notes import text_of
 from sweep.analysis.judging import (Disagreements, JudgedLosses, ranked_notes, ranks_apart, replica_check,
                                     start_tensor, verdict, worst_rank)
 from sweep.analysis.rounding import twin_dtype
@@ -137,8 +138,9 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
     if ended and not record.first_tensor:  # they end apart in a statistic no loss reads: that is the one
         record.first_tensor = start_tensor(ended)
     losses = JudgedLosses({rank: c for rank, (_, c) in judged.items()}, record.judged_rank, standalone, distributed)
-    record.status, record.reason = verdict(losses, cfg.compare.rtol, cfg.compare.atol,
-                                           Disagreements(apart, unequal, record.replicas, ended))
+    record.status, reasons = verdict(losses, cfg.compare.rtol, cfg.compare.atol,
+                                     Disagreements(apart, unequal, record.replicas, ended))
+    record.reason = "; ".join(text_of(n) for n in reasons) or None  # the reasons' sentences (N180-N186)
     # what fails besides the losses' tolerance: no envelope of the losses explains those
     both_nonfinite = any(c.first_nonfinite_step is not None for _, (_, c) in judged.items())
     record.envelope["other_failures"] = [what for what, found in (

@@ -8,7 +8,15 @@ from sweep.report.findings import attribute
 from sweep.analysis.compare import RANDOM_DRAWS_NOTE
 from sweep.analysis.trace import canonical_name, first_difference, locate, missing_names
 from sweep.records import RankResult
-from sweep.analysis.judging import replica_check, replica_reason
+from sweep.analysis import judging
+from sweep.analysis.judging import replica_check
+
+
+def replica_reason(*args):
+    """The replicas' reason (a note: N184, N185) as the report renders it."""
+    from sweep.report.notes import text_of
+
+    return text_of(judging.replica_reason(*args))
 
 
 def _trace(weights, buffers=None, steps=2, grad=1.0):

@@ -5,8 +5,15 @@ and notes several ranks share."""
 import pytest
 
 from sweep.analysis.compare import compare_losses
-from sweep.analysis.judging import (Disagreements, JudgedLosses, ranked_notes, ranks_apart, start_tensor, verdict,
-                                    worst_rank)
+from sweep.analysis import judging
+from sweep.analysis.judging import Disagreements, JudgedLosses, ranked_notes, ranks_apart, start_tensor, worst_rank
+from sweep.report.notes import text_of
+
+
+def verdict(*args):
+    """The status and the reason as the record holds it: the reasons (notes) rendered, joined by "; "."""
+    status, reasons = judging.verdict(*args)
+    return status, "; ".join(text_of(n) for n in reasons) or None
 
 REF = [1.0, 0.9, 0.8, 0.7]
 
@@ -48,6 +55,9 @@ def test_ranks_that_disagree_copies_that_start_apart_and_replicas_fail_a_job_wit
         "weights but different values (the reduction across replicas is missing or wrong)",
     ]
     assert verdict(judged, 1e-4, 1e-4, Disagreements(replicas=dict(replicas, first_step=None))) == ("ok", None)
+    codes = [n.code for n in judging.verdict(judged, 1e-4, 1e-4, Disagreements(apart=apart, unequal=unequal,
+                                                                                replicas=replicas))[1]]
+    assert codes == ["N182", "N183", "N184"]
     # from step 0, with a rank among them that starts apart: the initialisation, not the reduction
     from_init = dict(replicas, first_step=0, ranks=[0, 2])
     _, reason = verdict(judged, 1e-4, 1e-4, Disagreements(unequal=unequal, replicas=from_init))

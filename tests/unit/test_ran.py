@@ -9,7 +9,8 @@ import pytest
 
 from sweep.analysis.collectives import decay_notes, dim_groups, loss_scale_notes
 from sweep.analysis import dtypes
-from sweep.analysis.judging import replica_check, replica_reason
+from sweep.analysis import judging
+from sweep.analysis.judging import replica_check
 from sweep.analysis import reductions
 from sweep.analysis.reductions import Carriers, LossStep, candidates, classify, clip_coefficients, shard_of
 from sweep.records import RankResult
@@ -19,6 +20,13 @@ RNG = np.random.default_rng(0)
 LOCAL = RNG.normal(size=(4, 6, 3))  # four ranks' local gradients of one (6, 3) parameter
 GROUPS = dim_groups([2, 2], ["dp_replicate", "dp_shard"], 0)
 KNOWN = {"world_size": 4.0, "grad_accum_steps": 1.0, "the replicate degree": 2.0}
+
+
+def replica_reason(*args):
+    """The replicas' reason (a note: N184, N185) as the report renders it."""
+    from sweep.report.notes import text_of
+
+    return text_of(judging.replica_reason(*args))
 
 
 def _rendered(notes):
