@@ -15,6 +15,8 @@ from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
+from sweep.records import Note, note
+
 # Notes on copies that are not equal in what they draw or hold (``JobRecord.notes``): one
 # note each (no "; " inside: the report splits a job's notes on it). The text before the
 # first ":" is the note's kind (``sweep.findings.context``, kind V154), the whole
@@ -175,19 +177,14 @@ def _half_exact(value: float) -> bool:
 PRINTED_PREFIX = "printed precision"  # the kind of the note (the text before its first ":")
 
 
-def printed_note(resolution: Dict[str, float], rtol: float, atol: float, scale: float) -> str:
-    """The note of a job whose losses were read from rounded text (``resolution``: copy ->
-    :func:`printed_resolution`): what "equal" means then, what cannot be seen, and whether
+def printed_note(resolution: Dict[str, float], rtol: float, atol: float, scale: float) -> Note:
+    """The note (``N190``) of a job whose losses were read from rounded text (``resolution``: copy
+    -> :func:`printed_resolution`): what "equal" means then, what cannot be seen, and whether
     the tolerance (``atol + rtol * scale``, ``scale`` the largest standalone loss) is finer
-    than the text can show. One note: no "; " inside."""
+    than the text can show (``coarse``)."""
     q = max(resolution.values())
-    which = ", ".join(f"{copy} {value:.0e}" for copy, value in sorted(resolution.items()))
-    text = (f"{PRINTED_PREFIX}: the losses were read from text rounded to {q:.0e} ({which}), so equal means equal "
-            f"to the printed precision and a difference under {q / 2:.0e} cannot be seen")
-    if q / 2 > atol + rtol * scale:
-        text += f", which is more than the tolerance (atol={atol:g}, rtol={rtol:g}): print more digits or log with " \
-                "sweep.log_loss"
-    return text
+    return note("N190", resolution={k: float(v) for k, v in resolution.items()}, quantum=float(q), half=float(q / 2),
+                coarse=bool(q / 2 > atol + rtol * scale), atol=float(atol), rtol=float(rtol))
 
 
 def drift_metrics(standalone: Sequence[float], distributed: Sequence[float]) -> dict:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from sweep.findings.notes_catalog import collectives, dtypes, judging, optimizer, reductions
+from sweep.findings.notes_catalog import collectives, compare, dtypes, judging, optimizer, reductions
 from sweep.findings.notes_catalog.base import NoteKind
 
 NOTE_KINDS: List[NoteKind] = [*collectives.KINDS, *optimizer.KINDS, *reductions.KINDS, *dtypes.KINDS,
-                              *judging.KINDS]
+                              *judging.KINDS, *compare.KINDS]
 BY_CODE: Dict[str, NoteKind] = {k.code: k for k in NOTE_KINDS}
 if len(BY_CODE) != len(NOTE_KINDS):  # pragma: no cover - a code used twice is a bug of this catalog
     raise RuntimeError("two note kinds share a code")
