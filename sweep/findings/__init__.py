@@ -8,6 +8,10 @@ tool answered, what decides, its proof, the contrasts, the context, the limits),
 order, then by strength. The report renders the same findings in every output
 (``sweep.report.findings``): terminal, ``summary.md``, the page, ``summary.json`` and JUnit.
 
+A job's notes have kinds too (``sweep.findings.notes_catalog``: code, template, what a note rests
+on and does not claim, an example; the notes themselves are ``sweep.records.Note``, made in
+``sweep.analysis``, rendered by ``sweep.report.notes``).
+
 May import: ``sweep.config`` and ``sweep.analysis`` (the numerics and per-job evidence these
 rules read), the contracts; never the report (which renders these), runs or launches.
 """

@@ -547,7 +547,9 @@ def write_report(
     relative to ``sweep_dir``), ``nondeterministic`` (``[{job, spread, ...}]``: jobs whose
     repeats disagree, ``sweep.findings.tables``) and ``jobs``
     (``[{job, overrides, status, reason, policy_applied, nondeterministic, repeat_spread,
-    metrics of METRICS...}]``; the loss sequences stay in each job's ``result.json``).
+    metrics of METRICS..., note_list: the notes' sentences, note_codes: each one's code or
+    null, record_notes: the record's own notes as code, values, ranks and text, dtype_notes
+    likewise}]``; the loss sequences stay in each job's ``result.json``).
 
     Raises:
         FileNotFoundError: ``sweep_dir`` does not exist.
