@@ -281,7 +281,8 @@ def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[st
         if never and "never" not in done:
             done.add("never")
             carried = sum(int(sizes.get(n, 0)) for n, c in found.items() if c["groups"])
-            notes.append(note("N141", parameters=never, step=step, carried=carried, total=sum(sizes.values())))
+            notes.append(note("N141", parameters=never, step=step, carried=int(carried),
+                              total=int(sum(sizes.values()))))
         for dim in need:
             missed = [n for n, c in found.items() if c["groups"] and dim not in c["groups"]
                       and "world" not in c["groups"] and not (len(need) == 1 and "unknown" in c["groups"])]

@@ -13,8 +13,13 @@ from sweep.records import Note, is_note_dict, ranks_text
 from sweep.report.template import render
 
 
+NONFINITE = ("nan", "inf", "-inf")  # a non-finite float as a JSON file holds it (sweep.io.write_json)
+
+
 def kind_text(k: NoteKind, values: Dict[str, Any]) -> str:
-    """``k``'s sentence with ``values`` (raises ``KeyError`` on a field they lack)."""
+    """``k``'s sentence with ``values`` (raises ``KeyError`` on a field they lack); a value a file
+    holds as ``"inf"`` (a non-finite float, ``sweep.io``) is read back as the float."""
+    values = {key: float(v) if isinstance(v, str) and v in NONFINITE else v for key, v in values.items()}
     return render(k.template, k.fields(values))
 
 

@@ -104,3 +104,12 @@ def test_v154_counts_notes_by_code_and_a_string_by_its_text():
 
     assert sentence(found["a collective in another dtype"]) == "Note: a collective in another dtype (N101) (2 jobs)."
     assert sentence(found["old"]) == "Note: old (2 jobs)."
+
+
+def test_a_non_finite_value_read_back_from_a_file_still_renders(tmp_path):
+    """A gradient norm ratio of inf (a standalone norm of 0) is written as "inf" (sweep.io)."""
+    typed = note("N144", step=0, stage="reduced", equal=None, distributed=1.0, standalone=0.0, ratio=float("inf"),
+                 parameter="w", max_norm=None, loss_step=None, loss_word="differ")
+    JobRecord(status="error", notes=[typed]).write(tmp_path / "result.json", render=text_of)
+    back = JobRecord.read(tmp_path / "result.json").notes[0]
+    assert back.values["ratio"] == "inf" and "(xinf; most in w)" in text_of(back) == text_of(typed)
