@@ -61,11 +61,11 @@ def ranked_notes(per_rank: Dict[int, List[NoteLike]], world: int) -> List[NoteLi
     string (an older rank's) gets the same words."""
     held: Dict[NoteLike, List[int]] = {}
     for rank, notes in sorted(per_rank.items()):
-        for note in notes:
-            held.setdefault(note, []).append(rank)
-    return [note if len(ranks) == world or world == 1 else
-            note.on_ranks(ranks) if isinstance(note, Note) else note + ranks_text(ranks)
-            for note, ranks in held.items()]
+        for said in notes:
+            held.setdefault(said, []).append(rank)
+    return [said if len(ranks) == world or world == 1 else
+            said.on_ranks(ranks) if isinstance(said, Note) else said + ranks_text(ranks)
+            for said, ranks in held.items()]
 
 
 def replica_check(ranks: List[RankResult], buffers: bool = True) -> Optional[Dict[str, Any]]:

@@ -10,7 +10,7 @@ import pytest
 
 from sweep.analysis.judging import ranked_notes
 from sweep.findings.notes_catalog import BY_CODE, NOTE_KINDS, note_kind
-from sweep.records import JobRecord, Note, RankResult, code_of, note
+from sweep.records import JobRecord, RankResult, code_of, note
 from sweep.report.notes import as_data, kind_text, text_of
 
 
