@@ -18,6 +18,8 @@ def _jsonable(obj: Any) -> Any:
         return {k: _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_jsonable(v) for v in obj]
+    if hasattr(obj, "to_dict"):  # a record's Note (:func:`_plain`)
+        return _jsonable(obj.to_dict())
     return obj
 
 
@@ -34,8 +36,19 @@ def _encoded(data: Any) -> str:
 
 def _lines(data: Any) -> str:
     if not isinstance(data, dict) or not data:
-        return json.dumps(data, allow_nan=False) + "\n"
-    return "{\n" + ",\n".join(" " + json.dumps({k: v}, allow_nan=False)[1:-1] for k, v in data.items()) + "\n}\n"
+        return json.dumps(data, allow_nan=False, default=_plain) + "\n"
+    return "{\n" + ",\n".join(" " + json.dumps({k: v}, allow_nan=False, default=_plain)[1:-1]
+                              for k, v in data.items()) + "\n}\n"
+
+
+def _plain(obj: Any) -> Any:
+    """What JSON cannot hold as it is: an object with ``to_dict`` (a record's ``Note``) as that dict.
+
+    Raises:
+        TypeError: anything else (``json``'s own error)."""
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
 
 
 def _umask() -> int:
