@@ -213,45 +213,16 @@ def write_plots(plot_dir: Path, rows: Sequence[Dict[str, Any]], levels: Sequence
     """``plot_dir/job_<num>.png`` for each job that drifted (:func:`drifted`), and
     ``plot_dir/factor_effects.png`` when a factor varies (``levels`` from
     :func:`sweep.analysis.grid.level_stats`). Creates ``plot_dir``; returns the paths written.
-    The jobs' plots are drawn by :func:`_drawn_all` (several at once where the CPUs allow)."""
+    Drawn in this process, one after another: forked workers drew them faster, but a fork of a
+    process that holds other threads (a MindSpore sweep's) can deadlock, and one did in CI."""
     plot_dir.mkdir(parents=True, exist_ok=True)
-    paths = _drawn_all([(row, plot_dir / f"job_{row['job']}.png") for row in rows if drifted(row)])
+    paths = []
+    for row in rows:
+        if drifted(row):
+            paths += _drawn(plot_job, row, plot_dir / f"job_{row['job']}.png")
     if levels:
         paths += _drawn(plot_factor_effects, rows, levels, plot_dir / "factor_effects.png")
     return paths
-
-
-PARALLEL_FROM = 4  # jobs' plots: fewer are drawn in this process (a fork costs more than it saves)
-_TODO: List[Any] = []  # the forked workers' plots (inherited, never pickled: a row holds its JobRecord)
-
-
-def _draw_one(index: int) -> List[str]:
-    row, path = _TODO[index]
-    return [str(p) for p in _drawn(plot_job, row, path)]
-
-
-def _drawn_all(todo: List[Any]) -> List[Path]:
-    """:func:`plot_job` of each ``(row, path)`` in ``todo``, in order; where there are
-    :data:`PARALLEL_FROM` or more and this process may use more than one CPU, in forked
-    workers, one per CPU (each plot is a second of Agg drawing on a sweep's end, when its ranks
-    are done and the CPUs free: the default grid's 16 drifting jobs took 3.2 s in one process).
-    Where forking is not available or a worker fails, the rest are drawn here."""
-    import multiprocessing
-    import os
-
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    workers = min(cpus, len(todo))
-    if len(todo) < PARALLEL_FROM or workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        return [p for row, path in todo for p in _drawn(plot_job, row, path)]
-    _TODO[:] = todo
-    try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            drawn = pool.map(_draw_one, range(len(todo)), chunksize=1)
-        return [Path(p) for paths in drawn for p in paths]
-    except Exception:  # noqa: BLE001  (a worker that could not start or died: draw them here)
-        return [p for row, path in todo for p in _drawn(plot_job, row, path)]
-    finally:
-        _TODO.clear()
 
 
 def _drawn(draw: Any, *args: Any) -> List[Path]:
