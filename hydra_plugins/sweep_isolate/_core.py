@@ -30,7 +30,7 @@ from omegaconf import OmegaConf
 from sweep.analysis import isolate
 from sweep.analysis.isolate import ERROR, FAIL, PASS, Change, Subset
 from sweep.analysis.grid import failed, passed
-from sweep.report.isolate_report import ISOLATE_JSON, verdict, write_isolation
+from sweep.report.isolate_report import ISOLATE_JSON, reason_text, verdict, write_isolation
 
 log = logging.getLogger(__name__)
 
@@ -340,14 +340,14 @@ class Isolation:
         removals = {changes[c].key: result.verdicts.get(tuple(x for x in result.minimal if x != c))
                     for c in result.minimal}
         answer = " + ".join(str(changes[i]) for i in minimal)
-        reason = result.reason
+        reason = reason_text(result.status, result.why)
         by_job = {r["job"]: r for r in self.jobs}
         endpoint_jobs = jobs_of.get((), []) + jobs_of.get(tuple(range(len(changes))), [])
         ends = [by_job[j] for j in endpoint_jobs if j in by_job and by_job[j].get("rounding_fail")]
         if result.status == "endpoints" and ends:  # why a config that fails its tolerance passes here
             reason += ("; job " + ", ".join(str(r["job"]) for r in ends) + " fails its tolerance only, within its "
                        "rounding envelope: the tolerance is finer than this precision holds, no fault to isolate")
-        self.save(status=result.status, reason=reason, minimal=[_change(changes[i]) for i in minimal],
+        self.save(status=result.status, reason=reason, why=result.why, minimal=[_change(changes[i]) for i in minimal],
                   answer=answer, one_minimal=result.one_minimal, unproven=[changes[i].key for i in result.unproven],
                   removals=removals, proof=proof, deciding=[changes[i].key for i in minimal],
                   interaction=result.interaction)

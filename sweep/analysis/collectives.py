@@ -53,16 +53,6 @@ def group_name(ranks: Sequence[int], groups: Dict[str, List[int]], world_size: i
     return f"ranks {listed}"
 
 
-def scale_signature(ratio: float, known: Dict[str, float]) -> Optional[str]:
-    """:func:`scale_causes` as text (``x4 = world_size: a sum where a mean was expected``), ``None``
-    if no known factor matches (the tensors' notes still read it: ``sweep.analysis.trace``)."""
-    found = scale_causes(ratio, known)
-    if found is None:
-        return None
-    return f"x{found['ratio']:.4g} = {' or '.join(found['factors'])}" + \
-        (f": {', or '.join(found['causes'])}" if found["causes"] else "")
-
-
 def scale_causes(ratio: float, known: Dict[str, float]) -> Optional[Dict[str, Any]]:
     """The known factors ``ratio`` equals (within :data:`SCALE_TOL`), as text: ``known``
     maps a name (``world_size``, ``grad_accum_steps``, ``the replicate degree``) to its

@@ -136,8 +136,9 @@ def first_tensor_over_ranks(found: Sequence[Tuple[Dict[str, Any], int]],
         Where some rank locates a difference (its finding has a ``step``): the first by
         :func:`first_tensor_order`, with its ``rank`` and ``ranks`` (every rank naming the
         same difference: real or not, step, kind). Where none does: the first rank's finding
-        with its ``rank``, its description saying that the rerun did not repeat the
-        difference the job's losses show from ``first_diff``. ``None`` when ``found`` is empty.
+        with its ``rank`` and ``not_repeated_from`` (``first_diff``: the rerun did not repeat
+        the difference the job's losses show from there; not for a ``note``). ``None`` when
+        ``found`` is empty.
     """
     hits = [dict(t, rank=rank) for t, rank in found if "step" in t]
     if hits:
@@ -148,10 +149,8 @@ def first_tensor_over_ranks(found: Sequence[Tuple[Dict[str, Any], int]],
     if not found:
         return None
     first = dict(found[0][0], rank=found[0][1])
-    if "description" in first:  # the losses differed, the rerun's tensors do not
-        first["description"] += (
-            f" in the tracing rerun, though this run's losses differ from step {first_diff}: that launch did "
-            "not repeat the difference (nondeterministic? repeat=3 tells)")
+    if "note" not in first:  # the losses differed, the rerun's tensors do not
+        first["not_repeated_from"] = first_diff
     return first
 
 
@@ -159,22 +158,24 @@ def first_module_over_ranks(modules: Sequence[Tuple[Dict[str, Any], int]]) -> Op
     """The job's first differing module from its tracing rerun's ranks (``modules``:
     ``[(RankResult.modules, rank)]`` of the ranks that recorded a module trace, in rank
     order): :func:`sweep.analysis.modules.first_over_ranks` of their ``first``, or, where no
-    rank names one, ``{"description"}`` of the first rank's (why none: every module agrees,
-    or no module trace); ``None`` when no rank recorded a module trace."""
+    rank names one, the first rank's ``traced_steps`` and ``envelope_measured`` (every module
+    agrees in the traced steps; none traced: ``0``); ``None`` when no rank recorded a module
+    trace."""
     if not modules:
         return None
+    none = modules[0][0]
     return first_over_ranks([(m.get("first"), rank) for m, rank in modules]) or {
-        "description": modules[0][0]["description"], "traced_steps": modules[0][0].get("traced_steps")}
+        "traced_steps": none.get("traced_steps") or 0, "envelope_measured": none.get("envelope_measured", True)}
 
 
 def place(module: Optional[Dict[str, Any]], tensor: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """The first differing module merged with the first differing tensor: where the
     module's step comes after the tensor's (a gradient or weight that differs after step
-    ``N``'s update, a module of a later step whose inputs agree computes on it), the
-    module's description (a copy of ``module``) adds that the weights already differ after
-    step ``N``'s update: the tensor has the cause. A buffer (updated by a forward, not by
-    the optimizer) says so by its name and the forward after which it differs, and initial
-    weights that differ say that. A tensor within its rounding envelope is no cause: its
+    ``N``'s update, a module of a later step whose inputs agree computes on it), a copy of
+    ``module`` with ``computes_on`` (the tensor's ``kind``, ``step`` and ``name``: weights
+    after step ``N``'s update, a buffer after a forward, the initial weights): the tensor has
+    the cause. Where every module agrees in the traced steps and a gradient or weight leaves
+    its envelope there, ``after_backward``. A tensor within its rounding envelope is no cause: its
     ``beyond_rounding`` (the first real one) is held against the module instead, and none
     places nothing. Otherwise ``module`` as it is (also ``None``, a module without a step, or
     a tensor without one)."""
@@ -184,38 +185,14 @@ def place(module: Optional[Dict[str, Any]], tensor: Optional[Dict[str, Any]]) ->
         real = tensor.get("beyond_rounding") if "beyond_rounding" in tensor else tensor
         if real and "step" in real and int(real["step"]) < int(module["traced_steps"]) \
                 and real.get("kind") in ("grad", "weight"):
-            return dict(module, description=module["description"] + (
-                ": the copies part after the backward (in the reduction, clipping or the optimizer step)"))
+            return dict(module, after_backward=True)
         return module
     if tensor and "beyond_rounding" in tensor:  # the first difference is rounding: the first real one decides
         tensor = tensor["beyond_rounding"]
     if not module or not tensor or module.get("step") is None or "step" not in tensor \
             or module["step"] <= tensor["step"]:
         return module
-    if tensor.get("kind") in ("buffer", "initial_buffer"):  # a buffer the forward updates, not the weights
-        when = "before any step" if tensor["kind"] == "initial_buffer" else f"after the forward of step {tensor['step']}"
-        return dict(module, description=module["description"] + (
-            f"; buffer {tensor.get('name')} already differs {when} (first differing tensor): the module computes "
-            "with it"))
-    if tensor.get("kind") == "initial":
-        return dict(module, description=module["description"] + (
-            "; the initial weights already differ (first differing tensor): the module computes on them"))
-    return dict(module, description=module["description"] + (
-        f"; the weights already differ after step {tensor['step']}'s update (first differing tensor): the "
-        "module computes on them"))
-
-
-def first_tensor_text(tensor: Dict[str, Any], world_size: Optional[int]) -> Optional[str]:
-    """The first differing tensor as one sentence: its ``description`` (or the ``note``
-    saying why nothing was traced), and, on several ranks, which rank found it (``(rank
-    r)``, or ``(every rank)``; not where the description names the shards and their ranks).
-    ``None`` for no finding."""
-    text = tensor.get("description") or tensor.get("note")
-    located = tensor.get("description") and "step" in tensor and tensor.get("rank") is not None
-    if located and (world_size or 1) > 1 and not tensor.get("shards"):  # (else the description names them)
-        every = len(tensor.get("ranks") or []) == world_size
-        text += " (every rank)" if every else f" (rank {tensor['rank']})"
-    return text
+    return dict(module, computes_on={"kind": tensor.get("kind"), "step": tensor["step"], "name": tensor.get("name")})
 
 
 def job_evidence(record: JobRecord) -> Dict[str, Any]:
@@ -224,14 +201,16 @@ def job_evidence(record: JobRecord) -> Dict[str, Any]:
     Returns, for a record with a comparison and losses: ``first_diff_step`` (the
     earliest step any rank's losses differ, exact unless ``compare.noise_floor``),
     ``onset`` (``sweep.analysis.compare.ONSETS``) and ``period`` from the losses; for every
-    record: ``first_module`` (its description), ``first_tensor`` (:func:`first_tensor_text`)
-    and ``first_tensor_rel`` (the relative size of the first real difference: of its
+    record: ``first_tensor_kind`` and ``first_tensor_rel`` (the relative size of the first
+    real difference: of its
     ``beyond_rounding`` where the first one is within its envelope); and with losses again
     :func:`real_onset`'s ``first_real_step`` and ``onset_from`` (with ``onset``, ``period``
     and ``onset_until`` from the update differences where they give it; ``onset="noise"``
     with ``onset_from="repeats"`` where the job's repeats disagree by as much as its copies:
     :func:`_repeats_explain`). Keys in that order. Every rounding decision reads the job's
-    envelope (``JobRecord.envelope``) and the tensors' (``sweep.analysis.rounding``).
+    envelope (``JobRecord.envelope``) and the tensors' (``sweep.analysis.rounding``). The
+    place in words (``first_module``, ``first_tensor``) is the report's
+    (``sweep.findings.places``), from the record's data.
     """
     out: Dict[str, Any] = {}
     tensor = record.first_tensor or {}
@@ -244,8 +223,6 @@ def job_evidence(record: JobRecord) -> Dict[str, Any]:
         first = first_diff_over_ranks([{"first_diff_step": shape["first_diff_step"]}, *(record.rank_comparisons or [])])
         out.update(first_diff_step=first, onset=shape["pattern"], period=shape["period"])
         real = real_onset(first, tensor, record.envelope, record.first_module)
-    out["first_module"] = (record.first_module or {}).get("description")
-    out["first_tensor"] = first_tensor_text(tensor, record.world_size)
     out["first_tensor_kind"] = tensor.get("kind")
     beyond = tensor.get("beyond_rounding")  # the size of the first real difference
     out["first_tensor_rel"] = beyond["rel_diff"] if beyond else tensor.get("rel_diff")

@@ -35,7 +35,7 @@ in the same order (which is what lets an interrupted isolation resume job by job
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 PASS = "pass"
 FAIL = "fail"
@@ -87,7 +87,10 @@ class Isolation:
     - ``status``: ``"isolated"``, ``"budget"`` (stopped by the budget: best answer so
       far), or ``"endpoints"`` (the passing config does not pass or the failing one does
       not fail: nothing to isolate);
-    - ``reason``: one sentence on the status;
+    - ``why``: what the status rests on, as data (the report words it:
+      ``sweep.report.isolate_report.reason_text``): ``{"passing": verdict, "failing": verdict}``
+      for ``endpoints``, ``{"budget": probes, "endpoints_judged": bool}`` for ``budget``, ``{}``
+      for ``isolated``;
     - ``probes``: every probe in the order tested; ``verdicts``: subset -> verdict.
     """
 
@@ -95,7 +98,7 @@ class Isolation:
     one_minimal: bool
     unproven: Subset
     status: str
-    reason: str
+    why: Dict[str, Any] = field(default_factory=dict)
     probes: List[Probe] = field(default_factory=list)
     verdicts: Dict[Subset, str] = field(default_factory=dict)
 
@@ -208,20 +211,18 @@ def ddmin(
     base, full = tester.test([(), everything], "endpoints", 0)
     if base is None or full is None:
         return _outcome(tester, everything if full == FAIL else (), "budget",
-                        "the budget ran out before both endpoints were judged")
+                        {"budget": budget, "endpoints_judged": False})
     if base != PASS or full != FAIL:
-        return _outcome(tester, (), "endpoints",
-                        f"nothing to isolate: the passing config is {base} and the failing config is {full} "
-                        "(needs pass and fail)")
+        return _outcome(tester, (), "endpoints", {"passing": base, "failing": full})
     return _narrow(tester, everything, budget)
 
 
-def _outcome(tester: "_Tester", minimal: Subset, status: str, reason: str) -> Isolation:
+def _outcome(tester: "_Tester", minimal: Subset, status: str, why: Dict[str, Any]) -> Isolation:
     """The isolation's result: ``minimal`` proven 1-minimal where removing any one change
     passed (``unproven``: the changes whose removal was not judged to pass)."""
     removals = [tuple(x for x in minimal if x != c) for c in minimal]
     unproven = tuple(c for c, r in zip(minimal, removals) if tester.verdicts.get(r) != PASS)
-    return Isolation(minimal, bool(minimal) and not unproven, unproven, status, reason, tester.probes,
+    return Isolation(minimal, bool(minimal) and not unproven, unproven, status, why, tester.probes,
                      tester.verdicts)
 
 
@@ -245,12 +246,11 @@ def _narrow(tester: "_Tester", c: Subset, budget: Optional[int]) -> Isolation:
             c, n = failing[0], max(n - 1, 2)
             continue
         if None in verdicts or None in cverdicts:
-            return _outcome(tester, c, "budget", f"the budget of {budget} probes ran out; the smallest failing set "
-                                                 "so far")
+            return _outcome(tester, c, "budget", {"budget": budget, "endpoints_judged": True})
         if n >= len(c):
             break
         n = min(len(c), 2 * n)
-    return _outcome(tester, c, "isolated", "ddmin finished: no smaller failing set reachable by removing changes")
+    return _outcome(tester, c, "isolated", {})
 
 
 def hamming(a: Dict[str, Optional[str]], b: Dict[str, Optional[str]]) -> int:

@@ -291,13 +291,13 @@ def disagreement_reasons(found: Disagreements) -> List[Note]:
         reasons.append(note("N182", rank=rank, step=c.first_fail_step, max_abs_diff=c.max_abs_diff))
     if found.unequal:
         rank, first = found.unequal[0]
-        reasons.append(note("N183", rank=rank, description=first["description"],
+        reasons.append(note("N183", rank=rank, place=first,
                             ranks=[r for r, _ in found.unequal] if len(found.unequal) > 1 else None))
     if found.replicas and found.replicas.get("first_step") is not None:
         reasons.append(replica_reason(found.replicas, [r for r, _ in found.unequal]))
     if found.ended:
         rank, first = found.ended[0]
-        reasons.append(note("N186", rank=rank, description=first["description"],
+        reasons.append(note("N186", rank=rank, place=first,
                             ranks=[r for r, _ in found.ended] if len(found.ended) > 1 else None))
     return reasons
 
@@ -309,9 +309,9 @@ def each_ranks_shards(first: Optional[Dict[str, Any]],
     over its own shard group, so on an HSDP mesh rank 0 finds ``shard 1 of 2 ... held by rank
     1`` and rank 2 the same shard held by rank 3, or nothing. ``found``: ``[(rank's first tensor,
     rank)]``. Adds ``shards_by_rank`` (``{rank: holders or []}`` of the ranks naming the same
-    tensor and step) and, where they do not all name the same holders, a clause to the
-    description: ``each rank's own finding: rank 0: held by rank 1, rank 2: held by rank 3``.
-    ``first`` unchanged without shards."""
+    tensor and step) where they do not all name the same holders (its sentence then says
+    ``each rank's own finding: rank 0: held by rank 1, rank 2: held by rank 3``:
+    ``sweep.findings.places``). ``first`` unchanged without shards or where they agree."""
     if not first or not first.get("shards") or "step" not in first:
         return first
     mine: Dict[int, List[int]] = {}
@@ -322,8 +322,4 @@ def each_ranks_shards(first: Optional[Dict[str, Any]],
             mine[rank] = list((real.get("shards") or {}).get("ranks") or [])
     if len({tuple(v) for v in mine.values()}) <= 1:
         return first
-    said = ", ".join(f"rank {rank}: " + (f"held by rank{'s' if len(held) > 1 else ''} {', '.join(map(str, held))}"
-                                         if held else "every shard differs")
-                     for rank, held in sorted(mine.items()))
-    return dict(first, shards_by_rank={str(r): h for r, h in sorted(mine.items())},
-                description=first["description"] + f"; each rank's own finding: {said}")
+    return dict(first, shards_by_rank={str(r): h for r, h in sorted(mine.items())})

@@ -134,9 +134,11 @@ def compare_modules(standalone: Steps, distributed: Steps, rank: int = 0, sharde
     nudge), as in ``sweep.analysis.envelope``.
 
     Returns ``{"first": None or {"step", "phase": "forward" | "backward", "module", "call",
-    "rel_in", "rel_out", "abs_out", "bound", "description"}, "rows": [{"step", "phase",
+    "rel_in", "rel_out", "abs_out", "bound", "margin"}, "rows": [{"step", "phase",
     "order", "module", "call", "abs_in", "rel_in", "abs", "rel", "bound", "shape",
-    "dtype_standalone", "dtype_distributed"}], "description": str}``; in a backward
+    "dtype_standalone", "dtype_distributed"}]}``, where none differs ``"first": None`` with
+    ``traced_steps`` and ``envelope_measured`` (a twin bounded it); data only
+    (``sweep.findings.places.module_text`` words it); in a backward
     ``first``, ``module`` is the module whose backward produced the differing gradient
     (``"(loss)"`` for the first gradient) and ``"gradient_of"`` the module whose output's
     gradient differs; ``bound`` is the relative size its envelope allows (``None``: no twin).
@@ -152,14 +154,10 @@ def compare_modules(standalone: Steps, distributed: Steps, rank: int = 0, sharde
             rows.extend(compared)
             first = _first_in_phase(compared, bounds)
             if first is not None:
-                first["description"] = describe(first, envelope.margin)
-                return {"first": first, "rows": rows, "description": first["description"]}
-    agree = "within their rounding envelope" if twin is not None else "exactly"
+                return {"first": dict(first, margin=envelope.margin), "rows": rows}
     # where the copies part is not this window's to say: a tensor beyond rounding in these steps
     # places it after the backward (sweep.analysis.evidence.place), none leaves it open
-    return {"first": None, "rows": rows, "traced_steps": steps,
-            "description": (f"every module's forward output and output gradient agree {agree} in the traced "
-                            f"steps 0-{steps - 1}") if steps else "no module trace recorded"}
+    return {"first": None, "rows": rows, "traced_steps": steps, "envelope_measured": twin is not None}
 
 
 PHASE_FIELD = {"forward": "output", "backward": "grad"}  # what each phase compares: the output, its gradient
@@ -202,7 +200,7 @@ def _beyond(rel: Optional[float], bound: Optional[float]) -> bool:
 def _first_in_phase(rows: Sequence[Dict[str, Any]], bounds: _Envelope) -> Optional[Dict[str, Any]]:
     """The first module of one phase's rows (:func:`_phase_rows`, with ``"step"``) that
     differs by the module docstring's rule, as :func:`compare_modules`'s ``first`` without its
-    description, or ``None``: a forward output beyond its envelope whose input is within
+    ``margin``, or ``None``: a forward output beyond its envelope whose input is within
     its own, or an input beyond while no output before it is; a backward gradient beyond,
     named for the module whose backward ran before it. An input's bound is read from
     ``bounds`` here (the rows hold the output's)."""
@@ -240,36 +238,11 @@ def _encloses(parent: str, child: str) -> bool:
     return parent == "(model)" or child.startswith(parent + ".")
 
 
-def describe(first: Dict[str, Any], margin: float = 4.0) -> str:
-    """``layer1 forward output at step 0, inputs agree, rel 1e-03 (40x its rounding
-    envelope)``, or for backward ``layer1 backward at step 0: the gradient of its output
-    agrees, the gradient it produced (layer0's output) differs, rel 2e-03``; the multiple of
-    the envelope where one was measured (``first["bound"]`` is ``margin`` x it)."""
-    call = f" (call {first['call'] + 1})" if first.get("call") else ""
-    rel = first["rel_in"] if first.get("where") == "input" else first["rel_out"]
-    times = f" ({rel / first['bound'] * margin:.3g}x its rounding envelope)" \
-        if first.get("bound") and rel is not None else ""
-    if first.get("where") == "input":
-        return (f"{first['module']}{call} input at step {first['step']} differs, rel {first['rel_in']:.2g}{times}, "
-                f"while every module before it agrees: it arises before {first['module']}'s forward (a pre-forward "
-                "hook, e.g. FSDP2 casting inputs to param_dtype, or its parent's code)")
-    if first["phase"] == "forward":
-        inputs = "inputs agree" if first.get("rel_in") is not None else "inputs not recorded"
-        return (f"{first['module']}{call} forward output at step {first['step']}, {inputs}, "
-                f"rel {first['rel_out']:.2g}{times}")
-    if first["module"] == "(loss)":
-        return (f"the loss's gradient at step {first['step']} ({first['gradient_of']}'s output) differs, "
-                f"rel {first['rel_out']:.2g}{times}, though every forward output agrees")
-    return (f"{first['module']} backward at step {first['step']}: the gradient of its output agrees, the next "
-            f"gradient autograd produced ({first['gradient_of']}'s output{call}) differs, "
-            f"rel {first['rel_out']:.2g}{times}")
-
-
 def first_over_ranks(found: Sequence[Tuple[Dict[str, Any], int]]) -> Optional[Dict[str, Any]]:
     """The job's first module over its ranks' (``[(first, rank)]``, ``first`` from
     :func:`compare_modules`): the earliest ``(step, phase)``, with ``rank`` (the lowest
-    such) and ``ranks`` (every rank naming the same module then); ``None`` if no rank
-    names one."""
+    such), ``ranks`` (every rank naming the same module then) and ``every`` (every rank of
+    several does); ``None`` if no rank names one."""
     hits = [(f, r) for f, r in found if f]
     if not hits:
         return None
@@ -277,8 +250,4 @@ def first_over_ranks(found: Sequence[Tuple[Dict[str, Any], int]]) -> Optional[Di
     best, rank = min(hits, key=key)
     same = sorted(r for f, r in hits if (f["step"], f["phase"], f["module"]) ==
                   (best["step"], best["phase"], best["module"]))
-    out = dict(best, rank=rank, ranks=same)
-    every = len(same) == len(found) and len(found) > 1
-    out["description"] = best["description"] + (" (every rank)" if every else
-                                                f" (rank{'s' if len(same) > 1 else ''} {', '.join(map(str, same))})")
-    return out
+    return dict(best, rank=rank, ranks=same, every=len(same) == len(found) and len(found) > 1)

@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from sweep.analysis.collectives import scale_signature
+from sweep.analysis.collectives import scale_causes
 from sweep.analysis.envelope import EnvelopeSetting
 from sweep.analysis.pairs import (KINDS, PURE_SCALE_RESIDUAL, PairTrace, pair_trace, pure_scale,  # noqa: F401
                                   same_scale)
@@ -79,16 +79,6 @@ def missing_names_in(pairs: PairTrace) -> List[Dict[str, Any]]:
     return sorted(seen.values(), key=lambda m: (m["name"], m["only_in"]))
 
 
-def missing_text(missing: Sequence[Dict[str, Any]]) -> str:
-    """One sentence naming every tensor of :func:`missing_names` (no ``"; "`` inside, so it
-    stays one note): ``only the distributed copy has the parameter extra.weight, ...``."""
-    parts = []
-    for side in ("distributed", "standalone"):
-        names = [m for m in missing if m["only_in"] == side]
-        if names:
-            listed = ", ".join(f"{'buffer' if 'buffer' in m['kind'] else 'parameter'} {m['name']}" for m in names)
-            parts.append(f"only the {side} copy has the {listed}")
-    return " and ".join(parts) + " (not compared: the copies differ in what they hold)" if parts else ""
 # A tensor whose largest value is below this share of the largest value of its kind in that
 # step (every gradient, every weight) is zero up to rounding: a gradient that cancels
 # exactly in theory (a bias feeding a normalisation) carries rounding noise of the size
@@ -110,7 +100,7 @@ class Search:
         known: the factors a reduction may scale gradients by, by name (``{"world_size": 4.0,
             "grad_accum_steps": 2.0, ...}``, ``None`` values for factors that do not apply):
             what a pure scale is matched against (``sweep.analysis.collectives
-            .scale_signature``); ``None``: none.
+            .scale_causes``); ``None``: none.
         layout: parameter name -> its number of dim-0 shards, gathered into the full tensors
             compared (``None``: not sharded). Read where the pair statistics are made from two
             traces (:func:`first_difference`, :func:`locate`); the pair statistics carry it in
@@ -145,7 +135,8 @@ def first_difference(standalone: Trace, distributed: Trace, search: Search = Sea
     must share exactly) counts from any difference.
 
     Returns ``{"step", "kind", "name", "abs_diff", "rel_diff", "weights_identical_before",
-    "grads_recorded", "description"}`` (and ``"bound"``, searched with ``bounds``):
+    "grads_recorded", "searched_beyond"}`` (and ``"bound"``, searched with ``bounds``), data
+    only (``sweep.findings.places.tensor_text`` words it):
     ``rel_diff`` is ``abs_diff / scale``, ``scale`` the
     standalone tensor's ``max|.|``, or, for a tensor that is zero up to rounding in both
     copies (``max|.|`` below :data:`NEAR_ZERO` x the largest ``max|.|`` of any standalone
@@ -161,7 +152,7 @@ def first_difference(standalone: Trace, distributed: Trace, search: Search = Sea
     that is a pure multiple of the standalone one (:func:`pure_scale`) adds ``"scale"``;
     where every gradient of that step is scaled alike (a reduction's factor) and the factor
     matches one of ``search.known`` (``{"world_size": 4, ...}``,
-    ``sweep.analysis.collectives.scale_signature``), ``"scale_signature"``; where the other
+    ``sweep.analysis.collectives.scale_causes``), ``"scale_causes"``; where the other
     gradients are not, ``"scale_alone": True`` (or, where some others are scaled alike,
     ``"scale_shared"``: their names).
     """
@@ -212,14 +203,13 @@ def first_difference_in(pairs: PairTrace, search: Search = Search(),
                     sharing = [n for n in shared if n != name and same_scale(rows[n], ratio)]
                     # several gradients scaled alike while others are not: two reduction paths (a sharded
                     # and an unsharded one) that scale otherwise, still a reduction's factor
-                    signature = scale_signature(ratio, search.known or {}) if alike or sharing else None
-                    if signature:
-                        found["scale_signature"] = signature
+                    causes = scale_causes(ratio, search.known or {}) if alike or sharing else None
+                    if causes:
+                        found["scale_causes"] = causes
                     if not alike and sharing:
                         found["scale_shared"] = sorted(sharing)
                     elif not alike:
                         found["scale_alone"] = True
-                found["description"] = describe(found)
                 return found
     return None
 
@@ -247,19 +237,16 @@ def final_buffers(standalone: Dict[str, Any], distributed: Dict[str, Any], last_
     envelope), only one that differs by more than ``envelope.margin`` times the twin's
     difference (:func:`envelope_bounds`, at least one unit in the last place of
     ``envelope.dtype``); without it, any difference beyond ``noise_floor`` (absolute, the
-    buffers' units)."""
+    buffers' units). Adds ``"after_last_step": True`` and, with ``twin``, ``"envelope_ratio"``
+    (its relative difference in multiples of the envelope)."""
     margin = envelope.margin
     bounds = envelope_bounds([{"buffer": standalone}], [{"buffer": twin}], margin, envelope.dtype) if twin else None
     found = first_difference([{"buffer": standalone}], [{"buffer": distributed}], Search(noise_floor), bounds)
     if found is None:
         return None
-    found = dict(found, step=last_step)
-    found["description"] = (f"buffer {found['name']} after the last step ({last_step}), abs {found['abs_diff']:.3g}, "
-                            f"rel {found['rel_diff']:.3g}"
-                            + (f" ({found['rel_diff'] / found['bound'] * margin:.3g}x its rounding envelope)"
-                               if found.get("bound") else "")
-                            + ": a statistic the forward updates, which the training losses do not read") \
-        + _shards_text(found.get("shards"))
+    found = dict(found, step=last_step, after_last_step=True)
+    if found.get("bound"):
+        found["envelope_ratio"] = found["rel_diff"] / found["bound"] * margin
     return found
 
 
@@ -395,16 +382,17 @@ def locate(standalone: Trace, distributed: Trace, last_step: int, search: Search
     :func:`to_shards`), whether it stays within its rounding envelope (``envelope.margin`` x
     the twin's difference, :func:`envelope_bounds`): if it does, also
     the first tensor beyond its envelope (``beyond_rounding``: a dict like the first, or
-    ``None``), added to the description. Without ``twin`` nothing is called rounding (the
-    envelope was not measured: ``"envelope": "not measured"``). ``{"description": "no tensor
-    differs in steps 0-<last_step>"}`` if none differs. ``updates`` holds the onset from the
+    ``None``); where it does not, ``envelope_ratio`` (its relative difference in multiples of
+    the envelope). Without ``twin`` nothing is called rounding (the
+    envelope was not measured: ``"envelope": "not measured"``). No ``"step"`` if none
+    differs. Always ``last_step``. ``updates`` holds the onset from the
     update differences (:func:`update_onset`, with ``rel`` and ``along`` per step, and the
     twin's ``envelope`` per step) when the traces have initial weights. ``search.layout`` and
     ``search.rank``: as for :func:`first_difference` (which shards, so which ranks, differ);
-    ``last_step``: the last traced step (0-based), named in the descriptions. Tensors
-    only one copy holds (:func:`missing_names`) are listed under ``missing`` and named in the
-    description (which then says "no tensor both copies hold differs" when nothing else does).
-    From the pair statistics (:func:`locate_in`), as the staged trace reads them."""
+    ``last_step``: the last traced step (0-based). Tensors only one copy holds
+    (:func:`missing_names`) are listed under ``missing``. Data only: the sentence is
+    ``sweep.findings.places.tensor_text``'s. From the pair statistics (:func:`locate_in`), as
+    the staged trace reads them."""
     return locate_in(pair_trace(standalone, distributed, search.layout), last_step, search,
                      twin=pair_trace(standalone, twin) if twin else None, envelope=envelope)
 
@@ -420,26 +408,22 @@ def locate_in(pairs: PairTrace, last_step: int, search: Search = Search(), twin:
     grown = update_series_in(twin)["rel"] if twin else None
     updates = dict(update_onset(series, grown, margin, dtype), **series) if series["rel"] else None
     bounds = envelope_bounds_in(twin, margin, dtype) if twin else None
-    found = _locate(pairs, last_step, search, bounds, margin)
+    found = dict(_locate(pairs, search, bounds, margin), last_step=last_step)
     if updates is not None:
         found["updates"] = updates
     missing = missing_names_in(pairs)
     if missing:  # never silently: "initial weights equal" holds only for what both copies hold
         found["missing"] = missing
-        if "step" not in found:
-            found["description"] = f"no tensor both copies hold differs in steps 0-{last_step}"
-        found["description"] += "; " + missing_text(missing)
     return found
 
 
-def _locate(pairs: PairTrace, last_step: int, search: Search, bounds: Optional[Bounds],
-            margin: float) -> Dict[str, Any]:
+def _locate(pairs: PairTrace, search: Search, bounds: Optional[Bounds], margin: float) -> Dict[str, Any]:
     """:func:`locate_in`'s first difference and its envelope: the first as ``search`` finds
     it, then, where ``bounds`` (:func:`envelope_bounds_in`; ``None``: not measured) holds it
-    within ``margin`` x the twin's difference, the first beyond its bound."""
+    within ``margin`` x the twin's difference, the first beyond its bound; ``{}`` for none."""
     found = first_difference_in(pairs, search)
     if found is None:
-        return {"description": f"no tensor differs in steps 0-{last_step}"}
+        return {}
     if bounds is None:
         found["envelope"] = "not measured"
         return found
@@ -448,83 +432,11 @@ def _locate(pairs: PairTrace, last_step: int, search: Search, bounds: Optional[B
         if bound is not None:
             found["bound"] = bound
             found["envelope_ratio"] = found["rel_diff"] / bound * margin
-            found["description"] = describe(found)
         return found
     found["bound"] = bound
     beyond = first_difference_in(pairs, search, bounds)
     found["beyond_rounding"] = beyond
-    if beyond:
-        found["description"] += "; first beyond its rounding envelope: " + beyond["description"]
-    else:
-        found["description"] += f"; every traced tensor within its rounding envelope in steps 0-{last_step}"
     return found
-
-
-def describe(found: Dict[str, Any]) -> str:
-    """``layer1.bias grad at step 3, abs 1e-05, rel 2e-3; weights identical before`` (with
-    ``envelope_ratio``: ``rel 2e-3 (540x its rounding envelope)``); for
-    every kind, initial weights and buffers too, the dim-0 shards that differ and the
-    ranks holding them where only some do (``found["shards"]``: a per-rank init seed
-    shows as ``only dim-0 shard 1 of 2 differs, held by rank 1``)."""
-    sizes = f"abs {found['abs_diff']:.3g}, rel {found['rel_diff']:.3g}"
-    if found.get("envelope_ratio") is not None:  # set by locate where the envelope bounds it
-        sizes += f" ({found['envelope_ratio']:.3g}x its rounding envelope)"
-    if found["kind"] == "initial":
-        text = f"{found['name']} initial weights (before any step), {sizes}"
-    elif found["kind"] == "initial_buffer":
-        text = f"buffer {found['name']} initial value (before any step), {sizes}"
-    elif found["kind"] == "buffer":
-        text = f"buffer {found['name']} after the forward of step {found['step']}, {sizes}" + (
-            f"; weights {_agree(found)} before" if found["step"] > 0 else "")
-    else:
-        text = f"{found['name']} {found['kind']} at step {found['step']}, {sizes}" + _update_text(found)
-    return text + _shards_text(found.get("shards"))
-
-
-def _agree(found: Dict[str, Any]) -> str:
-    """How the tensors before ``found`` agree: ``identical``, or ``within their rounding
-    envelope`` where ``found`` was searched beyond the envelope (``searched_beyond``): those
-    may differ within it."""
-    return "within their rounding envelope" if found.get("searched_beyond") else "identical"
-
-
-def _update_text(found: Dict[str, Any]) -> str:
-    """What a gradient's or a weight's description adds: near zero, a pure scale and its
-    signature, and where it arises (before or after the reduction)."""
-    text = ""
-    if found.get("near_zero"):
-        text += f" (zero up to rounding: rel to the largest {found['kind']})"
-    if found.get("scale") is not None:
-        shared = found.get("scale_shared")
-        text += f"; the distributed {found['kind']} is x{found['scale']:.4g} the standalone one" + (
-            f" ({found['scale_signature']})" if found.get("scale_signature") else
-            " (this tensor only, the other gradients are not scaled alike: not a reduction's factor)"
-            if found.get("scale_alone") else "") + (
-            f", and so are {', '.join(shared[:4])}{' and more' if len(shared) > 4 else ''}, not every gradient: "
-            "the reduction scales some parameters otherwise (two paths: sharded and unsharded ones)" if shared else "")
-    if found["kind"] == "grad":
-        text += f"; weights {_agree(found)} before" if found["step"] > 0 else "; the first gradient (initial weights equal)"
-    elif found.get("grad_only_in"):
-        text += (f"; only the {found['grad_only_in']} copy has a gradient for it: requires_grad (or the "
-                 "parameter's use) differs between the copies")
-    elif found.get("grads_recorded", True):
-        # searched beyond the envelope: the gradients may differ within it, never "identical"
-        text += f"; gradients of that step {_agree(found)} (as reduced): it arises after the reduction, in clipping, " \
-                "scaling or the optimizer step"
-    else:
-        text += " (past the steps whose gradients are recorded: compare.trace_after)"
-    return text
-
-
-def _shards_text(shards: Optional[Dict[str, Any]]) -> str:
-    """``; only dim-0 shard 1 of 2 differs, held by rank 1`` (``""`` without shards)."""
-    if not shards:
-        return ""
-    many = len(shards["differ"]) > 1
-    held = f", held by rank{'s' if len(shards['ranks']) > 1 else ''} {', '.join(map(str, shards['ranks']))}" \
-        if shards.get("ranks") else ""
-    return (f"; only dim-0 shard{'s' if many else ''} {', '.join(map(str, shards['differ']))} of {shards['of']} "
-            f"differ{'' if many else 's'}{held}")
 
 
 UPDATE_EVENT = 2.0  # an event: an update difference over this many times the step before's

@@ -773,7 +773,7 @@ class MindSporeHyperParallel(_HyperParallel, MindSporeEngine):
         shard (dim 0 not divisible by the shard size: the seed MLP's 1-element bias) is
         all-reduced over every rank of the mesh. Its gradients are summed and scaled by
         ``grad_scale`` inside the hook, out of the ledger's sight: no ``divide`` entries
-        (a wrong scale shows in the traced gradients, ``sweep.analysis.collectives.scale_signature``)."""
+        (a wrong scale shows in the traced gradients, ``sweep.analysis.collectives.scale_causes``)."""
         shape = [int(n) for n in self.cfg.mesh.mesh_shape]
         dims = [str(d) for d in self.cfg.mesh.mesh_dim_names]
         master = dtype_name(self.cfg.model.get("init_dtype")) or "float32"

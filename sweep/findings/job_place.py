@@ -1,26 +1,36 @@
 """J103 first module and J104 first tensor: where one job's copies first differ inside the
-model, from its tracing rerun (a drift beyond rounding only)."""
+model, from its tracing rerun (a drift beyond rounding only). Each finding carries the place's
+sentence (``text``: ``sweep.findings.places``, as the report's columns give it) and its data
+(``place``: the record's, without the per-step series), for tools reading ``summary.json``."""
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any, Dict, List, Optional
 
 from sweep.analysis.evidence import drift_class
 from sweep.findings.base import Context, Finding, Kind
+
+
+def _data(row: Dict[str, Any], name: str) -> Optional[Dict[str, Any]]:
+    """The record's place ``name`` as data: without its sentence and the update series."""
+    found = getattr(row.get("result"), name, None)
+    return {k: v for k, v in found.items() if k not in ("description", "updates")} if found else None
 
 
 def _module(ctx: Context) -> List[Finding]:
     row = ctx.rows[0]
     if not row.get("first_module") or drift_class(row) in (None, "rounding"):
         return []
-    return [MODULE.make(jobs=[row["job"]], evidence=("first_module",), text=row["first_module"])]
+    return [MODULE.make(jobs=[row["job"]], evidence=("first_module",), text=row["first_module"],
+                        place=_data(row, "first_module"))]
 
 
 def _tensor(ctx: Context) -> List[Finding]:
     row = ctx.rows[0]
     if not row.get("first_tensor") or drift_class(row) in (None, "rounding"):
         return []
-    return [TENSOR.make(jobs=[row["job"]], evidence=("first_tensor",), text=row["first_tensor"])]
+    return [TENSOR.make(jobs=[row["job"]], evidence=("first_tensor",), text=row["first_tensor"],
+                        place=_data(row, "first_tensor"))]
 
 
 MODULE = Kind(

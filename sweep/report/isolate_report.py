@@ -63,6 +63,19 @@ def _drift(row: Dict[str, Any]) -> str:
             f"{_fmt(row.get('max_abs_diff'))}) from step {row.get('first_fail_step')}")
 
 
+def reason_text(status: str, why: Dict[str, Any]) -> str:
+    """One sentence on an isolation's ``status`` from what it rests on (``why``:
+    ``sweep.analysis.isolate.Isolation.why``)."""
+    if status == "endpoints":
+        return (f"nothing to isolate: the passing config is {why.get('passing')} and the failing config is "
+                f"{why.get('failing')} (needs pass and fail)")
+    if status == "budget" and not why.get("endpoints_judged"):
+        return "the budget ran out before both endpoints were judged"
+    if status == "budget":
+        return f"the budget of {why.get('budget')} probes ran out; the smallest failing set so far"
+    return "ddmin finished: no smaller failing set reachable by removing changes"
+
+
 def verdict(state: Dict[str, Any]) -> str:
     """The first paragraph: cost, answer, interaction, proof, caveats."""
     n, grid = state.get("n_jobs", 0), state.get("grid_jobs")

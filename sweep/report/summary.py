@@ -37,6 +37,7 @@ from sweep.analysis.dtypes import dtype_evidence
 from sweep.report.terminal import fit
 from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, drift_class, job_evidence, tensor_text_in_class
 from sweep.errors import RecordError
+from sweep.findings.places import located_text, module_text
 from sweep.io import read_floats, unwritable, write_json
 from sweep.layout import JobDir, SweepDir
 from sweep.records import JobRecord, code_of
@@ -116,6 +117,8 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
         metrics["tolerance_ratio"] = tolerance_ratio(ref, got, result.comparison.get("rtol"),
                                                      result.comparison.get("atol"))
     metrics.update(job_evidence(result))
+    metrics["first_module"] = module_text(result.first_module)  # the place in words (sweep.findings.places)
+    metrics["first_tensor"] = located_text(result.first_tensor, result.world_size)
     metrics["envelope"] = envelope_metrics(result)
     metrics["ranks_agree"] = result.ranks_agree
     metrics["resolution"] = max(result.resolution.values()) if result.resolution else None  # printed losses

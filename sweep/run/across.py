@@ -105,8 +105,5 @@ def buffer_owner(modules: Dict[str, Any], found: Dict[str, Any]) -> Dict[str, An
     if not real or real.get("kind") != "buffer" or (first is not None and first.get("step", 0) <= real["step"]):
         return modules
     owner, _, leaf = real["name"].rpartition(".")
-    owner = owner or "(model)"
-    text = (f"{owner} forward at step {real['step']}: its output agrees, its buffer {leaf} updates otherwise "
-            f"(rel {float(real['rel_diff']):.3g})")
-    return dict(modules, first={"module": owner, "phase": "forward", "step": real["step"], "where": "buffer",
-                                "description": text}, description=text)
+    return dict(modules, first={"module": owner or "(model)", "phase": "forward", "step": real["step"],
+                                "where": "buffer", "buffer": leaf, "rel_out": float(real["rel_diff"])})

@@ -39,6 +39,7 @@ from sweep.config.schema import (
     world_size,
 )
 from sweep.errors import ConfigError, RecordError, SchedulerTimeLimit
+from sweep.findings.places import described, module_text, tensor_text
 from sweep.frameworks import Framework
 from sweep.io import read_json, write_json
 from sweep.launch import runtime, slurm, supervise
@@ -144,6 +145,8 @@ def completed_result(job_dir: Path, cfg: DictConfig) -> Optional[JobRecord]:
 def _finish(job_dir: Path, record: JobRecord, t0: float) -> None:
     record.timings_s["wall"] = time.perf_counter() - t0
     record.finished = datetime.now(timezone.utc).isoformat()
+    record.first_tensor = described(record.first_tensor, tensor_text(record.first_tensor))  # the places' sentences
+    record.first_module = described(record.first_module, module_text(record.first_module))  # beside their data
     record.write(JobDir(job_dir).result, render=text_of)  # notes as their sentences, their codes beside
 
 

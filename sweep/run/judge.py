@@ -22,7 +22,7 @@ from sweep.report.notes import text_of
 from sweep.analysis.judging import (Disagreements, JudgedLosses, ranked_notes, ranks_apart, replica_check,
                                     start_tensor, verdict, worst_rank)
 from sweep.analysis.rounding import twin_dtype
-from sweep.analysis.trace import missing_text
+from sweep.findings.places import missing_text
 from sweep import frameworks
 from sweep.config.enums import as_str
 from sweep.io import read_floats

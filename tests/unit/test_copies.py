@@ -10,6 +10,7 @@ from sweep.analysis.trace import canonical_name, first_difference, locate, missi
 from sweep.records import RankResult
 from sweep.analysis import judging
 from sweep.analysis.judging import replica_check
+from sweep.findings.places import tensor_text
 
 
 def replica_reason(*args):
@@ -48,14 +49,14 @@ def test_a_parameter_one_copy_lacks_is_named_and_initial_weights_are_not_claimed
     assert missing_names(ours, theirs) == [{"name": "extra", "kind": "initial", "step": 0, "only_in": "distributed"}]
     found = locate(ours, theirs, 1)
     assert found["missing"][0]["name"] == "extra"
-    assert found["description"].startswith("no tensor both copies hold differs in steps 0-1")
-    assert "only the distributed copy has the parameter extra" in found["description"]
+    assert tensor_text(found).startswith("no tensor both copies hold differs in steps 0-1")
+    assert "only the distributed copy has the parameter extra" in tensor_text(found)
     # a difference elsewhere keeps the missing tensor in its description too
     bad = _trace({"a": np.ones(3), "b": np.zeros(2), "extra": np.zeros(4)}, grad=2.0)
     found = locate(ours, bad, 1)
     assert (found["kind"], found["name"]) == ("grad", "a")
-    assert "the first gradient (initial weights equal)" in found["description"]
-    assert found["description"].endswith("only the distributed copy has the parameter extra (not compared: the "
+    assert "the first gradient (initial weights equal)" in tensor_text(found)
+    assert tensor_text(found).endswith("only the distributed copy has the parameter extra (not compared: the "
                                          "copies differ in what they hold)")
 
 
@@ -72,12 +73,12 @@ def test_a_buffer_that_differs_is_the_first_differing_tensor():
     w = {"layer0.weight": np.ones(3)}
     found = locate(_trace(w, {"norm.running_mean": np.zeros(2)}), _trace(w, {"norm.running_mean": np.ones(2)}), 1)
     assert (found["step"], found["kind"], found["name"]) == (0, "initial_buffer", "norm.running_mean")
-    assert found["description"].startswith("buffer norm.running_mean initial value (before any step)")
+    assert tensor_text(found).startswith("buffer norm.running_mean initial value (before any step)")
     later = _trace(w, {"norm.running_mean": np.zeros(2)})
     later[1]["buffer"] = {"norm.running_mean": np.full(2, 0.5)}
     found = locate(_trace(w, {"norm.running_mean": np.zeros(2)}), later, 1)
     assert (found["step"], found["kind"]) == (1, "buffer")
-    assert "buffer norm.running_mean after the forward of step 1" in found["description"]
+    assert "buffer norm.running_mean after the forward of step 1" in tensor_text(found)
     missing = missing_names(_trace(w, {}), _trace(w, {"norm.num_batches_tracked": np.zeros(())}))
     assert [(m["name"], m["kind"]) for m in missing] == [("norm.num_batches_tracked", "initial_buffer")]
 

@@ -7,6 +7,7 @@ import pytest
 from sweep.report.findings import attribute
 from sweep.analysis.compare import compare_losses, onset
 from sweep.analysis.evidence import drift_class
+from sweep.findings.places import tensor_text
 
 N = 120
 REF = 1.0 + 0.3 * np.sin(np.arange(N) / 7.0)
@@ -184,8 +185,8 @@ def test_a_shard_is_compared_with_the_matching_slice_of_the_full_tensor():
     full = np.arange(8, dtype=np.float32).reshape(4, 2)
     standalone = [{"grad": {"w": full, "b": np.ones(3, np.float32)}}]
     rank1 = [{"grad": {"w": full[2:4].copy(), "b": np.ones(3, np.float32)}}]  # rank 1 of 2 holds rows 2-3
-    assert locate(to_shards(standalone, rank1, rank=1), rank1, 0) == \
-        {"description": "no tensor differs in steps 0-0"}
+    assert locate(to_shards(standalone, rank1, rank=1), rank1, 0) == {"last_step": 0}
+    assert tensor_text(locate(to_shards(standalone, rank1, rank=1), rank1, 0)) == "no tensor differs in steps 0-0"
     rank1[0]["grad"]["w"][1, 1] += 1.0
     found = locate(to_shards(standalone, rank1, rank=1), rank1, 0)
     assert (found["name"], found["kind"], found["abs_diff"]) == ("w", "grad", 1.0)
@@ -284,7 +285,7 @@ def test_an_error_of_one_sign_is_real_where_it_leaves_the_twins_envelope_and_rou
     found = update_onset(series, update_series(standalone, twin)["rel"])
     assert (found["pattern"], found["real_step"]) == ("abrupt", 0)
     assert update_onset(series, update_series(standalone, loud)["rel"])["pattern"] == "none"
-    assert "x its rounding envelope" in locate(standalone, distributed, 29, twin=twin)["description"]
+    assert "x its rounding envelope" in tensor_text(locate(standalone, distributed, 29, twin=twin))
 
 
 def test_sparse_noise_whose_aftermath_errs_one_way_is_noise_by_size():
@@ -332,7 +333,7 @@ def test_initial_weights_that_differ_are_the_first_difference():
     distributed = [{"initial": {"w": w + 1e-3}, "grad": {"w": w + 1e-3}, "weight": {"w": w + 1e-3}}]
     found = locate(standalone, distributed, 0)
     assert (found["kind"], found["step"]) == ("initial", 0) and not found["weights_identical_before"]
-    assert found["description"].startswith("w initial weights (before any step)")
+    assert tensor_text(found).startswith("w initial weights (before any step)")
 
 
 def test_the_first_tensor_names_the_shard_and_ranks_that_differ():
@@ -348,7 +349,7 @@ def test_the_first_tensor_names_the_shard_and_ranks_that_differ():
     found = first_difference(trace(w), trace(bad), Search(rank=5, layout={"w": 4}))
     # mesh (replicate 2, shard 4): rank 5 gathers from ranks 4-7, shard 3 is rank 7's
     assert found["shards"] == {"of": 4, "differ": [3], "ranks": [7]}
-    assert found["description"].endswith("; only dim-0 shard 3 of 4 differs, held by rank 7")
+    assert tensor_text(found).endswith("; only dim-0 shard 3 of 4 differs, held by rank 7")
     bad[0, 0] += 1.0
     assert first_difference(trace(w), trace(bad), Search(layout={"w": 4}))["shards"]["ranks"] == [0, 3]
     assert "shards" not in first_difference(trace(w), trace(w + 1.0), Search(rank=2, layout={"w": 4}))
@@ -365,10 +366,10 @@ def test_initial_weights_and_buffers_name_the_shard_and_rank_that_differ():
     bad[4:] += 0.5  # rows 4..7: dim-0 shard 1 of 2
     found = first_difference([{"initial": {"w": w}}], [{"initial": {"w": bad}}], Search(rank=0, layout={"w": 2}))
     assert found["kind"] == "initial" and found["shards"]["ranks"] == [1]
-    assert found["description"].startswith("w initial weights (before any step)")
-    assert found["description"].endswith("; only dim-0 shard 1 of 2 differs, held by rank 1")
+    assert tensor_text(found).startswith("w initial weights (before any step)")
+    assert tensor_text(found).endswith("; only dim-0 shard 1 of 2 differs, held by rank 1")
     found = first_difference([{"initial_buffer": {"m": w}}], [{"initial_buffer": {"m": bad}}], Search(layout={"m": 2}))
-    assert found["description"].endswith("; only dim-0 shard 1 of 2 differs, held by rank 1"), found
+    assert tensor_text(found).endswith("; only dim-0 shard 1 of 2 differs, held by rank 1"), found
 
 
 def test_noise_without_repeats_says_how_to_tell_nondeterminism():
@@ -404,10 +405,10 @@ def test_a_weight_past_the_recorded_gradients_makes_no_claim_about_them():
     theirs = [{"initial": {"w": w}, "grad": {"w": w}, "weight": {"w": w}}, {"weight": {"w": 2 * w}}]
     found = first_difference(ours, theirs)
     assert found["step"] == 1 and not found["grads_recorded"]
-    assert "identical" not in found["description"] and "past the steps whose gradients are recorded" in \
-        found["description"]
+    assert "identical" not in tensor_text(found) and "past the steps whose gradients are recorded" in \
+        tensor_text(found)
     theirs[0]["weight"] = {"w": 2 * w}
-    assert "gradients of that step identical (as reduced)" in first_difference(ours, theirs)["description"]
+    assert "gradients of that step identical (as reduced)" in tensor_text(first_difference(ours, theirs))
 
 
 def test_a_gradient_that_is_zero_up_to_rounding_is_rounding_whatever_its_own_relative_difference():
@@ -427,7 +428,7 @@ def test_a_gradient_that_is_zero_up_to_rounding_is_rounding_whatever_its_own_rel
     found = locate([step], [other], 0, twin=[twin])
     assert found["name"] == "layer1.bias" and found.get("near_zero") is True
     assert found["rel_diff"] < 1e-6 and found["beyond_rounding"] is None
-    assert "zero up to rounding" in found["description"] and "within its rounding envelope" in found["description"]
+    assert "zero up to rounding" in tensor_text(found) and "within its rounding envelope" in tensor_text(found)
     # a real fault in a small tensor (above NEAR_ZERO of its kind) is still beyond its envelope
     small = np.full(4, 10 * NEAR_ZERO * 1e-2)
     faulty = locate([dict(step, grad={"layer0.weight": big, "layer1.bias": small})],
@@ -463,8 +464,8 @@ def test_a_gradient_only_one_copy_has_is_said_so_not_called_unrecorded():
     distributed = [{"initial": {"a": w, "b": w}, "grad": {"a": w, "b": w}, "weight": {"a": w - 0.1, "b": w - 0.1}}]
     found = locate(standalone, distributed, 0)  # "a" is frozen in the standalone copy only
     assert (found["name"], found["kind"], found["grad_only_in"]) == ("a", "weight", "distributed")
-    assert "only the distributed copy has a gradient for it: requires_grad" in found["description"]
-    assert "past the steps" not in found["description"]
+    assert "only the distributed copy has a gradient for it: requires_grad" in tensor_text(found)
+    assert "past the steps" not in tensor_text(found)
 
 
 def test_a_job_without_a_measured_envelope_is_real_from_its_first_difference_and_never_rounding():
@@ -534,9 +535,9 @@ def test_searched_beyond_the_envelope_the_step_before_is_within_it_never_identic
     bounds = {(0, "grad", "w"): 1e-6, (0, "weight", "w"): 1e-6}
     beyond = first_difference(standalone, distributed, bounds=bounds)
     assert beyond["kind"] == "weight" and "gradients of that step within their rounding envelope" in \
-        beyond["description"] and "identical" not in beyond["description"]
+        tensor_text(beyond) and "identical" not in tensor_text(beyond)
     exact = first_difference(standalone, [{"grad": {"w": [1.0, 2.0]}, "weight": {"w": [0.5, 0.65]}}])
-    assert "gradients of that step identical (as reduced)" in exact["description"]
+    assert "gradients of that step identical (as reduced)" in tensor_text(exact)
 
 
 def test_a_fault_that_fades_keeping_its_sign_is_not_over():
@@ -563,5 +564,5 @@ def test_buffers_after_the_last_step_differ_beyond_their_envelope_only():
     assert final_buffers(ours, rounded, 9) is not None  # no twin: any difference counts
     found = final_buffers(ours, {"bn.running_mean": [0.0, 0.0], "bn.running_var": [1.0, 1.0]}, 9, twin=twin)
     assert found["kind"] == "buffer" and found["name"] == "bn.running_mean" and found["step"] == 9
-    assert found["description"].startswith("buffer bn.running_mean after the last step (9), abs 0.2, rel 1 (")
+    assert tensor_text(found).startswith("buffer bn.running_mean after the last step (9), abs 0.2, rel 1 (")
 

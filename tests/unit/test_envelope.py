@@ -12,6 +12,7 @@ import pytest
 from sweep.analysis import envelope, rounding
 from sweep.analysis.evidence import drift_class, real_onset, rounding_only, tolerance_only
 from sweep.records import JobRecord
+from sweep.findings.places import module_text, tensor_text
 
 
 # --- numerics -----------------------------------------------------------------------------------
@@ -199,12 +200,12 @@ def test_each_traced_tensor_is_judged_against_its_twins_difference():
     rounded = [{"initial": {"w": w}, "grad": {"w": g * (1 + 2e-6)}, "weight": {"w": w - 0.1 * g}}]
     found = locate(standalone, rounded, 0, twin=twin)
     assert found["name"] == "w" and found["beyond_rounding"] is None
-    assert "every traced tensor within its rounding envelope" in found["description"]
+    assert "every traced tensor within its rounding envelope" in tensor_text(found)
     faulty = [{"initial": {"w": w}, "grad": {"w": g * (1 + 1e-4)}, "weight": {"w": w - 0.1 * g}}]
     beyond = locate(standalone, faulty, 0, twin=twin)
-    assert "beyond_rounding" not in beyond and "(100x its rounding envelope)" in beyond["description"]
+    assert "beyond_rounding" not in beyond and "(100x its rounding envelope)" in tensor_text(beyond)
     unmeasured = locate(standalone, rounded, 0)
-    assert unmeasured["envelope"] == "not measured" and "rounding" not in unmeasured["description"]
+    assert unmeasured["envelope"] == "not measured" and "rounding" not in tensor_text(unmeasured)
 
 
 def test_update_errors_are_real_only_beyond_the_twins():
@@ -229,8 +230,8 @@ def test_modules_are_judged_against_the_twins_difference_not_their_own_size():
     standalone = [step(1.0)]
     twin = [step(1.0 + 1e-6)]
     within = compare_modules(standalone, [step(1.0 + 3e-6)], twin=twin)
-    assert within["first"] is None and "within their rounding envelope" in within["description"]
+    assert within["first"] is None and "within their rounding envelope" in module_text(within)
     beyond = compare_modules(standalone, [step(1.0 + 3e-4)], twin=twin)
-    assert beyond["first"]["module"] == "layer0" and "x its rounding envelope" in beyond["first"]["description"]
+    assert beyond["first"]["module"] == "layer0" and "x its rounding envelope" in module_text(beyond["first"])
     exact = compare_modules(standalone, [step(1.0 + 3e-6)])  # no twin: any difference counts
     assert exact["first"]["module"] == "layer0"

@@ -13,13 +13,13 @@ from sweep.analysis.evidence import (
     first_module_over_ranks,
     first_tensor_order,
     first_tensor_over_ranks,
-    first_tensor_text,
     job_evidence,
     parting_step,
     place,
     real_onset,
     rounding_only,
 )
+from sweep.findings.places import located_text, module_text, tensor_text
 from sweep.records import JobRecord
 
 # --- the first step -------------------------------------------------------------------------------
@@ -63,8 +63,7 @@ def test_without_a_measured_envelope_every_difference_is_real():
 
 
 def _tensor(step, kind, rel, beyond="absent", **extra):
-    found = {"step": step, "kind": kind, "name": "w", "rel_diff": rel, "description": f"w {kind} at step {step}",
-             **extra}
+    found = {"step": step, "kind": kind, "name": "w", "abs_diff": rel, "rel_diff": rel, **extra}
     if beyond != "absent":
         found["beyond_rounding"] = beyond
     return found
@@ -90,10 +89,11 @@ def test_ranks_naming_the_same_difference_are_all_named():
 
 
 def test_a_rerun_that_does_not_repeat_the_difference_says_so():
-    equal = {"description": "every traced tensor agrees"}
-    found = first_tensor_over_ranks([(equal, 0), ({"description": "agrees too"}, 1)], first_diff=4)
-    assert found["rank"] == 0 and found["description"] == (
-        "every traced tensor agrees in the tracing rerun, though this run's losses differ from step 4: that launch "
+    equal = {"last_step": 3}
+    found = first_tensor_over_ranks([(equal, 0), ({"last_step": 3}, 1)], first_diff=4)
+    assert found["rank"] == 0 and found["not_repeated_from"] == 4 and "not_repeated_from" not in equal
+    assert tensor_text(found) == (
+        "no tensor differs in steps 0-3 in the tracing rerun, though this run's losses differ from step 4: that launch "
         "did not repeat the difference (nondeterministic? repeat=3 tells)")
     assert first_tensor_over_ranks([({"note": "not observed"}, 1)], first_diff=4) == {"note": "not observed", "rank": 1}
     assert first_tensor_over_ranks([], first_diff=4) is None
@@ -101,21 +101,24 @@ def test_a_rerun_that_does_not_repeat_the_difference_says_so():
 
 def test_the_first_module_is_the_earliest_over_the_ranks_or_says_why_none():
     assert first_module_over_ranks([]) is None
-    quiet = {"first": None, "description": "every module's forward output agrees", "traced_steps": 4}
-    assert first_module_over_ranks([(quiet, 0), ({"first": None, "description": "other"}, 1)]) == {
-        "description": "every module's forward output agrees", "traced_steps": 4}
-    first = {"step": 1, "phase": "forward", "module": "layer1", "description": "layer1 forward output at step 1"}
-    found = first_module_over_ranks([({"first": first, "description": "x"}, 0),
-                                     ({"first": first, "description": "x"}, 1)])
-    assert found["ranks"] == [0, 1] and found["description"] == "layer1 forward output at step 1 (every rank)"
+    quiet = {"first": None, "traced_steps": 4, "envelope_measured": True}
+    none = first_module_over_ranks([(quiet, 0), ({"first": None, "traced_steps": 2}, 1)])
+    assert none == {"traced_steps": 4, "envelope_measured": True}
+    assert module_text(none) == ("every module's forward output and output gradient agree within their rounding "
+                                 "envelope in the traced steps 0-3")
+    assert module_text(first_module_over_ranks([({"first": None, "traced_steps": 0}, 0)])) == "no module trace recorded"
+    first = {"step": 1, "phase": "forward", "module": "layer1", "rel_in": 0.0, "rel_out": 0.25}
+    found = first_module_over_ranks([({"first": first}, 0), ({"first": first}, 1)])
+    assert found["ranks"] == [0, 1] and module_text(found) == (
+        "layer1 forward output at step 1, inputs agree, rel 0.25 (every rank)")
 
 
 def test_a_module_that_computes_on_weights_that_already_differ_says_so():
-    module = {"step": 3, "phase": "forward", "module": "layer1", "description": "layer1 forward output at step 3"}
+    module = {"step": 3, "phase": "forward", "module": "layer1", "rel_in": 0.0, "rel_out": 0.5}
     found = place(module, {"step": 2, "kind": "weight"})
-    assert found["description"] == ("layer1 forward output at step 3; the weights already differ after step 2's "
-                                     "update (first differing tensor): the module computes on them")
-    assert module["description"] == "layer1 forward output at step 3"  # a copy: the rank's finding is unchanged
+    assert module_text(found) == ("layer1 forward output at step 3, inputs agree, rel 0.5; the weights already differ "
+                                  "after step 2's update (first differing tensor): the module computes on them")
+    assert "computes_on" not in module  # a copy: the rank's finding is unchanged
     assert found["module"] == "layer1" and found["step"] == 3
     assert place(module, {"step": 3, "kind": "grad"}) is module  # the same step: the module is the place
     assert place(module, {"note": "not traced"}) is module
@@ -123,18 +126,18 @@ def test_a_module_that_computes_on_weights_that_already_differ_says_so():
 
 def test_a_window_where_every_module_agrees_places_the_parting_only_from_a_tensor_beyond_rounding_in_it():
     # a new user's late fault (step 50) was told "the copies part after the backward" from steps 0-3
-    agree = {"description": "every module's forward output and output gradient agree within their rounding "
-                            "envelope in the traced steps 0-3", "traced_steps": 4}
+    agree = {"traced_steps": 4, "envelope_measured": True}
     after = place(agree, {"step": 2, "kind": "grad"})
-    assert after["description"].endswith(": the copies part after the backward (in the reduction, clipping or the "
-                                         "optimizer step)")
+    assert module_text(after) == ("every module's forward output and output gradient agree within their rounding "
+                                  "envelope in the traced steps 0-3: the copies part after the backward (in the "
+                                  "reduction, clipping or the optimizer step)")
     assert place(agree, {"step": 0, "kind": "grad", "beyond_rounding": None}) is agree  # all within rounding
     assert place(agree, {"step": 0, "kind": "grad", "beyond_rounding": {"step": 50, "kind": "grad"}}) is agree
     assert place(agree, {"step": 0, "kind": "initial"}) is agree
 
 
 def test_a_module_is_held_against_the_first_real_tensor_not_one_within_rounding():
-    module = {"step": 50, "phase": "backward", "module": "(model)", "description": "(model) backward at step 50"}
+    module = {"step": 50, "phase": "backward", "module": "(model)", "gradient_of": "layer1", "rel_out": 0.5}
     assert place(module, {"step": 0, "kind": "grad", "beyond_rounding": {"step": 50, "kind": "grad"}}) is module
     assert place(module, {"step": 0, "kind": "grad", "beyond_rounding": None}) is module
 
@@ -161,27 +164,29 @@ def test_the_tracing_window_runs_past_where_the_losses_leave_their_envelope():
 def test_a_module_after_a_buffer_that_differs_names_the_buffer_not_the_update():
     """A buffer is updated by a forward, not by the optimizer: the merged place names it and
     that forward, never "the weights already differ after step N's update" (issue 38)."""
-    module = {"step": 1, "phase": "forward", "module": "norm1", "description": "norm1 forward output at step 1"}
+    module = {"step": 1, "phase": "forward", "module": "norm1", "rel_in": 0.0, "rel_out": 0.5}
     found = place(module, {"step": 0, "kind": "buffer", "name": "norm1.running_mean"})
-    assert found["description"] == ("norm1 forward output at step 1; buffer norm1.running_mean already differs after "
-                                     "the forward of step 0 (first differing tensor): the module computes with it")
-    assert "update" not in found["description"]
+    assert module_text(found) == ("norm1 forward output at step 1, inputs agree, rel 0.5; buffer norm1.running_mean "
+                                  "already differs after the forward of step 0 (first differing tensor): the module "
+                                  "computes with it")
+    assert "update" not in module_text(found)
     initial = place(module, {"step": 0, "kind": "initial", "name": "w"})
-    assert initial["description"].endswith("; the initial weights already differ (first differing tensor): the "
-                                           "module computes on them")
-    assert place({"description": "every module agrees"}, {"step": 0, "kind": "grad"}) == {
-        "description": "every module agrees"}
+    assert module_text(initial).endswith("; the initial weights already differ (first differing tensor): the "
+                                         "module computes on them")
+    assert place({"note": "not traced"}, {"step": 0, "kind": "grad"}) == {"note": "not traced"}
     assert place(None, {"step": 0, "kind": "grad"}) is None
 
 
 def test_the_first_tensors_sentence_names_its_rank_on_several_ranks():
     found = dict(_tensor(2, "grad", 0.1), rank=1, ranks=[1])
-    assert first_tensor_text(found, 2) == "w grad at step 2 (rank 1)"
-    assert first_tensor_text(dict(found, ranks=[0, 1]), 2) == "w grad at step 2 (every rank)"
-    assert first_tensor_text(found, 1) == "w grad at step 2"
-    assert first_tensor_text(dict(found, shards={"of": 2, "differ": [1], "ranks": [1]}), 2) == "w grad at step 2"
-    assert first_tensor_text({"note": "not traced: order=separate"}, 2) == "not traced: order=separate"
-    assert first_tensor_text({}, 2) is None
+    text = "w grad at step 2, abs 0.1, rel 0.1; weights identical before"
+    assert located_text(found, 2) == text + " (rank 1)"
+    assert located_text(dict(found, ranks=[0, 1]), 2) == text + " (every rank)"
+    assert located_text(found, 1) == text
+    shards = dict(found, shards={"of": 2, "differ": [1], "ranks": [1]})
+    assert located_text(shards, 2) == text + "; only dim-0 shard 1 of 2 differs, held by rank 1"
+    assert located_text({"note": "not traced: order=separate"}, 2) == "not traced: order=separate"
+    assert located_text({}, 2) is None
 
 
 # --- one record's evidence ---------------------------------------------------------------------------
@@ -199,35 +204,46 @@ def test_a_records_evidence_is_the_earliest_rank_its_real_step_and_its_first_ten
     got = [1.0, 0.9, 0.8, 0.7 + 1e-3, 0.6 + 2e-3, 0.5 + 3e-3]
     record = _record("fail", got, rank_steps=[3, 2], world_size=2,
                      first_tensor=dict(_tensor(1, "weight", 0.1), rank=1, ranks=[1]),
-                     first_module={"step": 2, "description": "layer0 forward output at step 2 (rank 1)"})
+                     first_module={"step": 2, "phase": "forward", "module": "layer0", "rel_in": 0.0, "rel_out": 0.5,
+                                   "rank": 1, "ranks": [1], "every": False})
     found = job_evidence(record)
-    assert list(found) == ["first_diff_step", "onset", "period", "first_module", "first_tensor", "first_tensor_kind",
-                           "first_tensor_rel", "first_real_step", "onset_from"]
+    assert list(found) == ["first_diff_step", "onset", "period", "first_tensor_kind", "first_tensor_rel",
+                           "first_real_step", "onset_from"]
     assert found["first_diff_step"] == 2  # rank 1's, before the judged losses' step 3
     assert found["first_real_step"] == 2 and found["onset_from"] == "losses"
-    assert found["first_tensor"] == "w weight at step 1 (rank 1)" and found["first_tensor_rel"] == 0.1
-    assert found["first_module"] == "layer0 forward output at step 2 (rank 1)"
+    assert found["first_tensor_rel"] == 0.1
+    assert located_text(record.first_tensor, 2) == (
+        "w weight at step 1, abs 0.1, rel 0.1; gradients of that step identical (as reduced): it arises after the "
+        "reduction, in clipping, scaling or the optimizer step (rank 1)")
+    assert module_text(record.first_module) == "layer0 forward output at step 2, inputs agree, rel 0.5 (rank 1)"
     assert drift_class(dict(found, status="fail")) == "from_step"
 
 
 def test_a_job_whose_every_difference_stays_within_its_envelope_is_rounding_passing_or_not():
     got = [1.0] * 3 + [0.7 + 2e-7, 0.6 + 2e-7, 0.5 - 2e-7]
-    within = {"step": 0, "kind": "weight", "name": "b", "rel_diff": 1e-12, "description": "b weight at step 0",
+    within = {"step": 0, "kind": "weight", "name": "b", "abs_diff": 1e-12, "rel_diff": 1e-12,
               "bound": 1e-9, "beyond_rounding": None, "rank": 0, "ranks": [0]}
     envelope = {"measured": True, "loss": {"within": True, "first_beyond_step": None}, "other_failures": []}
     for status in ("ok", "fail"):
         record = _record(status, [1.0, 0.9, 0.8] + got[3:], world_size=1, first_tensor=within, envelope=envelope)
         found = job_evidence(record)
-        assert found["first_real_step"] is None and found["first_tensor"] == "b weight at step 0"
+        assert found["first_real_step"] is None and found["first_tensor_rel"] == 1e-12
         row = dict(found, status=status, result=record)
         assert rounding_only(row) and drift_class(row) == "rounding"
 
 
 def test_a_record_without_losses_has_only_its_places():
     record = JobRecord(status="error", first_tensor={"note": "not traced: the tracing rerun gave no result (exit 1)"})
-    assert job_evidence(record) == {"first_module": None,
-                                    "first_tensor": "not traced: the tracing rerun gave no result (exit 1)",
-                                    "first_tensor_kind": None, "first_tensor_rel": None}
+    assert job_evidence(record) == {"first_tensor_kind": None, "first_tensor_rel": None}
+    assert located_text(record.first_tensor, 1) == "not traced: the tracing rerun gave no result (exit 1)"
+    assert module_text(record.first_module) is None
+
+
+def test_an_older_records_place_without_its_data_renders_its_sentence():
+    old = {"step": 0, "kind": "grad", "rel_diff": 0.004, "description": "layer0.bias grad at step 0, abs 4.31e-05"}
+    assert tensor_text(old) == "layer0.bias grad at step 0, abs 4.31e-05"
+    assert module_text({"step": 2, "description": "layer0 forward output at step 2"}) == (
+        "layer0 forward output at step 2")
 
 
 def test_a_job_whose_envelope_was_not_measured_parts_at_its_first_difference():

@@ -8,11 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from sweep.analysis.collectives import dim_groups, ledger_notes, optimizer_notes, scale_signature
+from sweep.analysis.collectives import dim_groups, ledger_notes, optimizer_notes, scale_causes
 from sweep.analysis.modules import compare_modules, first_over_ranks
 from sweep.analysis.trace import Search, first_difference, pure_scale, tensor_rows
 from sweep.records import Note
 from sweep.report.notes import text_of
+from sweep.findings.places import module_text, signature, tensor_text
 
 
 def _rendered(notes_of, *args, **kwargs):
@@ -48,14 +49,14 @@ def test_a_forward_fault_in_a_later_layer_names_that_layer_not_the_first():
     found = compare_modules(ours, theirs)["first"]
     assert (found["module"], found["phase"], found["step"]) == ("layer1", "forward", 0)
     assert found["rel_in"] == 0.0 and found["rel_out"] == pytest.approx(0.01, rel=1e-3)
-    assert found["description"].startswith("layer1 forward output at step 0, inputs agree, rel 0.01")
+    assert module_text(found).startswith("layer1 forward output at step 0, inputs agree, rel 0.01")
 
 
 def test_an_input_that_differs_before_any_module_is_named_for_its_input():
     ours = [_step({"layer0": X}, inputs={"layer0": X})]
     theirs = [_step({"layer0": X * 1.01}, inputs={"layer0": X * 1.01})]
     found = compare_modules(ours, theirs)["first"]
-    assert found["where"] == "input" and "pre-forward hook" in found["description"]
+    assert found["where"] == "input" and "pre-forward hook" in module_text(found)
 
 
 def test_a_backward_fault_names_the_module_whose_backward_produced_it():
@@ -78,9 +79,9 @@ def test_sharded_rows_are_compared_with_the_standalone_rows_of_the_rank_and_grad
 
 def test_equal_traces_name_nothing_and_say_so():
     result = compare_modules([_step({"layer0": X})], [_step({"layer0": X})])
-    assert result["first"] is None and "agree exactly" in result["description"]
+    assert result["first"] is None and "agree exactly" in module_text(result)
     twin = compare_modules([_step({"layer0": X})], [_step({"layer0": X})], twin=[_step({"layer0": X})])
-    assert "agree within their rounding envelope" in twin["description"]
+    assert "agree within their rounding envelope" in module_text(twin)
 
 
 def test_a_parent_that_returns_its_last_childs_output_is_not_blamed_for_the_next_gradient():
@@ -90,10 +91,13 @@ def test_a_parent_that_returns_its_last_childs_output_is_not_blamed_for_the_next
 
 
 def test_the_job_takes_the_earliest_module_over_its_ranks():
-    a = {"step": 1, "phase": "forward", "module": "layer1", "description": "layer1 forward output at step 1"}
-    b = {"step": 0, "phase": "backward", "module": "layer0", "description": "layer0 backward at step 0"}
+    a = {"step": 1, "phase": "forward", "module": "layer1", "rel_in": 0.0, "rel_out": 0.5}
+    b = {"step": 0, "phase": "backward", "module": "layer0", "gradient_of": "layer1", "rel_out": 0.5}
     found = first_over_ranks([(a, 0), (b, 1), (None, 2)])
-    assert found["module"] == "layer0" and found["ranks"] == [1] and found["description"].endswith("(rank 1)")
+    assert found["module"] == "layer0" and found["ranks"] == [1] and not found["every"]
+    assert module_text(found) == ("layer0 backward at step 0: the gradient of its output agrees, the next gradient "
+                                  "autograd produced (layer1's output) differs, rel 0.5 (rank 1)")
+    assert module_text(first_over_ranks([(a, 0), (a, 1)])).endswith(" (every rank)")
 
 
 def test_gradients_are_taken_in_autograd_order_when_the_trace_gives_one():
@@ -110,10 +114,10 @@ def test_a_gradient_that_is_world_size_times_the_standalone_one_is_named_a_sum_f
     g = np.array([0.5, -1.0, 2.0])
     found = first_difference([{"grad": {"w": g}}], [{"grad": {"w": g * 4}}], Search(known={"world_size": 4}))
     assert found["scale"] == pytest.approx(4.0)
-    assert "x4 = world_size: a sum where a mean was expected" in found["description"]
+    assert "x4 = world_size: a sum where a mean was expected" in tensor_text(found)
     assert pure_scale(g, g + np.array([0.1, 0.0, 0.0])) is None  # not a pure scale
-    assert scale_signature(0.5, {"grad_accum_steps": 2.0}).startswith("x0.5 = 1/grad_accum_steps")
-    assert scale_signature(3.0, {"world_size": 4.0}) is None
+    assert signature(scale_causes(0.5, {"grad_accum_steps": 2.0})).startswith("x0.5 = 1/grad_accum_steps")
+    assert scale_causes(3.0, {"world_size": 4.0}) is None and signature(None) is None
 
 
 FSDP_HSDP = {"mesh_shape": [2, 2], "mesh_dim_names": ["dp_replicate", "dp_shard"],
@@ -203,10 +207,11 @@ def test_a_factor_on_one_gradient_alone_is_not_named_a_reductions():
     g = np.array([0.5, -1.0, 2.0])
     ours = [{"grad": {"a": g, "b": g}}]
     found = first_difference(ours, [{"grad": {"a": g * 2, "b": g}}], Search(known={"world_size": 2}))
-    assert found["scale"] == pytest.approx(2.0) and "scale_signature" not in found
-    assert "this tensor only" in found["description"] and "world_size" not in found["description"]
+    assert found["scale"] == pytest.approx(2.0) and "scale_causes" not in found
+    assert "this tensor only" in tensor_text(found) and "world_size" not in tensor_text(found)
     both = first_difference(ours, [{"grad": {"a": g * 2, "b": g * 2}}], Search(known={"world_size": 2}))
-    assert both["scale_signature"].startswith("x2 = world_size")
+    assert both["scale_causes"]["factors"] == ["world_size"]
+    assert signature(both["scale_causes"]).startswith("x2 = world_size")
 
 
 def test_a_reduction_over_every_rank_covers_both_dims_of_an_hsdp_mesh():
@@ -250,12 +255,11 @@ def test_an_engine_that_names_its_groups_has_every_call_held_to_them():
 def test_a_scale_that_two_equal_factors_explain_names_both():
     """world_size = grad_accum_steps = 2: a loss divided twice by the accumulation is x0.5,
     and so is a double division by world_size; the ratio names both (issue 38)."""
-    from sweep.analysis.collectives import scale_signature
-
-    both = scale_signature(0.5, {"world_size": 2.0, "grad_accum_steps": 2.0})
+    both = signature(scale_causes(0.5, {"world_size": 2.0, "grad_accum_steps": 2.0}))
     assert both == ("x0.5 = 1/world_size or 1/grad_accum_steps: divided by world_size twice, or the loss divided "
                     "by the micro-batch count twice")
-    assert scale_signature(0.5, {"world_size": 4.0, "grad_accum_steps": 2.0}).startswith("x0.5 = 1/grad_accum_steps:")
+    assert signature(scale_causes(0.5, {"world_size": 4.0, "grad_accum_steps": 2.0})).startswith(
+        "x0.5 = 1/grad_accum_steps:")
 
 
 def test_lrs_as_they_ran_are_compared_copy_against_copy():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sweep.analysis.isolate import ERROR, FAIL, PASS, UNRESOLVED, combine, ddmin, split
+from sweep.report.isolate_report import reason_text
 
 
 class Oracle:
@@ -104,7 +105,8 @@ def test_errored_probes_are_routed_around():
 def test_budget_cut_gives_best_so_far():
     oracle = Oracle([{3, 5}])
     result = ddmin(16, oracle, budget=5)
-    assert result.status == "budget" and "budget" in result.reason
+    assert result.status == "budget" and result.why == {"budget": 5, "endpoints_judged": True}
+    assert reason_text(result.status, result.why) == "the budget of 5 probes ran out; the smallest failing set so far"
     assert oracle.probes == 5
     assert result.minimal == tuple(range(8)) and not result.one_minimal  # halved once, then cut
     assert result.verdicts[result.minimal] == FAIL
@@ -118,7 +120,8 @@ def test_budget_before_endpoints():
 def test_endpoints_must_pass_and_fail():
     result = ddmin(3, Oracle([set()]))  # everything fails, the passing config too
     assert result.status == "endpoints" and result.minimal == ()
-    assert "passing config is fail" in result.reason
+    assert result.why == {"passing": "fail", "failing": "fail"}
+    assert "passing config is fail" in reason_text(result.status, result.why)
 
 
 def test_known_endpoints_are_not_probed():

@@ -15,6 +15,7 @@ from sweep.analysis import reductions
 from sweep.analysis.reductions import Carriers, LossStep, candidates, classify, clip_coefficients, shard_of
 from sweep.records import RankResult
 from sweep.train.observers.dtypes import lower_precision
+from sweep.findings.places import tensor_text
 
 RNG = np.random.default_rng(0)
 LOCAL = RNG.normal(size=(4, 6, 3))  # four ranks' local gradients of one (6, 3) parameter
@@ -273,14 +274,15 @@ def test_no_result_field_is_left_empty_without_a_reason(compose_cfg):
 def test_each_ranks_own_shard_finding_is_named_where_the_ranks_gather_other_shards():
     from sweep.analysis.judging import each_ranks_shards
 
-    mine = {"step": 1, "kind": "grad", "name": "w", "description": "w grad at step 1; only dim-0 shard 1 of 2 differs, "
-                                                                 "held by rank 1",
+    mine = {"step": 1, "kind": "grad", "name": "w", "abs_diff": 0.5, "rel_diff": 0.25,
             "shards": {"of": 2, "differ": [1], "ranks": [1]}, "rank": 0, "ranks": [0, 1, 2, 3]}
+    assert tensor_text(mine) == ("w grad at step 1, abs 0.5, rel 0.25; weights identical before; only dim-0 shard 1 of "
+                                 "2 differs, held by rank 1")
     theirs = dict(mine, shards={"of": 2, "differ": [1], "ranks": [3]})
     found = [(mine, 0), (mine, 1), (theirs, 2), (theirs, 3)]
     merged = each_ranks_shards(mine, found)
-    assert merged["description"].endswith("; each rank's own finding: rank 0: held by rank 1, rank 1: held by "
-                                          "rank 1, rank 2: held by rank 3, rank 3: held by rank 3")
+    assert tensor_text(merged).endswith("; each rank's own finding: rank 0: held by rank 1, rank 1: held by "
+                                        "rank 1, rank 2: held by rank 3, rank 3: held by rank 3")
     assert merged["shards_by_rank"]["2"] == [3]
     assert each_ranks_shards(mine, [(mine, 0), (mine, 1)]) == mine  # one finding: said once, as it was
 
@@ -296,10 +298,10 @@ def test_a_factor_shared_by_some_gradients_is_a_reductions_not_one_tensors():
     order = {"grad": ["layer1.bias", "layer1.weight", "layer0.weight"]}
     found = first_difference([{"grad": grads, "order": order}], [{"grad": doubled}], Search(known={"world_size": 2.0}))
     assert found["name"] == "layer1.bias" and found["scale_shared"] == ["layer1.weight"]
-    assert "x2 = world_size: a sum where a mean was expected" in found["description"]
+    assert "x2 = world_size: a sum where a mean was expected" in tensor_text(found)
     assert "and so are layer1.weight, not every gradient: the reduction scales some parameters otherwise" in \
-        found["description"]
-    assert "this tensor only" not in found["description"]
+        tensor_text(found)
+    assert "this tensor only" not in tensor_text(found)
 
 
 def test_a_missing_replicate_all_reduce_is_named_where_the_shard_dim_reduce_scatters_nothing():

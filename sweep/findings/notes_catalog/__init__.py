@@ -7,7 +7,8 @@ its kind's template with its values, then the ranks that hold it), at the edge (
 page, JUnit, ``summary.json`` beside its code). Codes are stable and
 never reused: a retired kind keeps its code out of use.
 
-May import: this package's modules (data only: the rules of the findings wing).
+May import: this package's modules (data only: the rules of the findings wing), and
+``sweep.findings.places`` (the notes that quote a place word it as the place's own sentence).
 """
 
 from __future__ import annotations

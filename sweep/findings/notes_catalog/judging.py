@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from sweep.findings.notes_catalog.base import NoteKind
+from sweep.findings.places import tensor_text
 
 FAMILY = "judging"
 CAUSES = {"init": "the copies already start apart on some of these ranks (initial weights that differ by rank: an "
@@ -35,6 +36,12 @@ def _tensors(values: Dict[str, Any]) -> Dict[str, Any]:
         part = "" if t["part"] == "whole" else f" ({t['part']})"
         found.append(f"{_at(values, a)} and {_at(values, b)} hold the same {what}{part} but different values")
     return {"found_text": ", ".join(found), "cause_text": CAUSES[values["cause"]]}
+
+
+def _place(values: Dict[str, Any]) -> Dict[str, Any]:
+    """The quoted tensor's sentence (``place``: its data, ``sweep.findings.places``); an older
+    record's note holds the sentence itself (``description``)."""
+    return {"description": tensor_text(values["place"]) if values.get("place") else values.get("description")}
 
 
 TOLERANCE = NoteKind(
@@ -68,7 +75,9 @@ START = NoteKind(
     template="the copies do not start equal: rank {rank}: {description}[ (ranks {ranks})]",
     rests_on="the copies' initial weights and buffers, tensor by tensor, on every rank",
     not_claimed="that the training itself differs",
-    example={"rank": 0, "description": "w initial weights differ", "ranks": [0, 1]},
+    example={"rank": 0, "place": {"step": 0, "kind": "initial", "name": "w", "abs_diff": 0.5, "rel_diff": 0.25},
+             "ranks": [0, 1]},
+    fill=_place,
 )
 REPLICAS = NoteKind(
     code="N184", name="replicas disagree", family=FAMILY,
@@ -97,7 +106,9 @@ END = NoteKind(
     template="the copies end apart: rank {rank}: {description}[ (ranks {ranks})]",
     rests_on="the copies' buffers after the last step, where the training losses never read them",
     not_claimed="that the losses differ",
-    example={"rank": 0, "description": "bn.running_mean buffer differs", "ranks": [0, 1]},
+    example={"rank": 0, "place": {"step": 3, "kind": "buffer", "name": "bn.running_mean", "abs_diff": 0.01,
+                                  "rel_diff": 0.002, "after_last_step": True}, "ranks": [0, 1]},
+    fill=_place,
 )
 
 KINDS = [TOLERANCE, NONFINITE, RANKS, START, REPLICAS, REPLICA_TENSORS, END]

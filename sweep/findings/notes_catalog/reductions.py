@@ -4,9 +4,10 @@ became against the mean over the ranks (``reduction_notes``), which calls carrie
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 from sweep.findings.notes_catalog.base import NoteKind
+from sweep.findings.places import signature
 
 FAMILY = "reductions"
 
@@ -45,15 +46,6 @@ def names_text(names: Sequence[str], limit: int = 6) -> str:
     """``a, b, c`` (at most ``limit``, then ``and N more``)."""
     shown = ", ".join(names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-def signature(causes: Optional[Dict[str, Any]]) -> Optional[str]:
-    """``x4 = world_size: a sum where a mean was expected`` for ``sweep.analysis.collectives.scale_causes``'
-    answer; ``None`` for none."""
-    if not causes:
-        return None
-    return f"x{causes['ratio']:.4g} = {' or '.join(causes['factors'])}" + \
-        (f": {', or '.join(causes['causes'])}" if causes["causes"] else "")
 
 
 def _calls(calls: Sequence[Dict[str, Any]]) -> List[str]:
