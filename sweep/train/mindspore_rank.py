@@ -30,6 +30,7 @@ from sweep.layout import JobDir
 from sweep.records import RankResult
 from sweep.train import copy_order, crosses_frameworks, phase_order, rank_samples, train_phases, write_rank_result
 from sweep.train import twin, versions
+from sweep.train.twin import release
 from sweep.train.traced import traced
 from sweep.train.final_state import final_record
 from sweep.train.mindspore_step import train
@@ -490,25 +491,25 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     twin_seen: Dict[str, Observer] = {}
     twin_record = None
     twin_trains = twin_built is not None and twin.trains(cfg, job_dir, phase, apart, rank)
-    here = "distributed" in names
+    here, frozen = "distributed" in names, list(applied.get("frozen") or [])
     book = rerun_book(cfg, job_dir, rank, names, shard_rank=rank, twin_traced=twin_trains,
                       shard_shapes=lambda: {p.name: tuple(p.shape) for p in distributed.model.get_parameters()}
                       if here else {})
     if twin_trains:
         # first, in its own random stream: the other copies draw as without it
         twin_copy, made = twin_built
-        twin_seen = twin_observers(cfg, twin_copy, list(applied.get("frozen") or []), book)
+        twin_seen = twin_observers(cfg, twin_copy, frozen, book)
         began = time.perf_counter()
         twin_losses = in_own_stream(int(cfg.seed), lambda: train(twin_copy, global_np, cfg.train, twin_seen.values()))
-        frozen_names = list(applied.get("frozen") or [])
         twin_record = twin.record(twin_losses, made["dtype"], made["seed"], made["nudged"],
                                   time.perf_counter() - began,
                                   final_record(["twin"], {"twin": lambda: mindspore_state(twin_copy.model, "buffer",
-                                                                                          frozen_names)}))
+                                                                                          frozen)}))
+        twin_copy = made = None  # its net and optimizer go before the other copies train
+        release(twin_seen)
     twin_built = None
     copies, samples = {"standalone": standalone, "distributed": distributed}, {"standalone": global_np,
                                                                                "distributed": local_np}
-    frozen = list(applied.get("frozen") or [])
     initial = initial_check(standalone.model, distributed.model, rank, float(cfg.compare.noise_floor), frozen) \
         if "distributed" in names else None
     full_shapes = {p.name: tuple(p.shape) for p in standalone.model.get_parameters()}

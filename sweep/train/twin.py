@@ -103,3 +103,16 @@ def cached_losses(job_dir: Path | str) -> Optional[Dict[str, Any]]:
 
     path = JobDir(job_dir).twin_result
     return read_json(path) if path.exists() else None
+
+
+def release(observers: Dict[str, Any]) -> None:
+    """Free the twin's model and optimizer once it has trained (the caller drops its own
+    references first), before the other copies build up theirs: otherwise the twin stays beside
+    the standalone copy and the distributed shard, a third copy's weights, gradients and
+    optimizer state at the peak (rank 0 of a passing job; every rank of a tracing rerun). Its
+    observers (``observers``) keep what they recorded, not the model (module hooks hold the
+    observer, not the other way round); a collection breaks the reference cycles hooks make, so
+    the memory goes now."""
+    import gc
+
+    gc.collect()

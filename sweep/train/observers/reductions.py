@@ -135,30 +135,56 @@ class _Gradients(Observer):
         (full tensors), ``reduced`` after it (full, or this rank's dim-0 shard at ``index``)."""
         from sweep.analysis.reductions import candidates, classify, clip_coefficients, match_rel
 
-        names = sorted(local)  # the same on every rank (the collective below is made by all alike)
+        names = sorted(local)  # the same on every rank (the collectives below are made by all alike)
         if not names:
             return
-        flat = np.concatenate([np.asarray(local[n], np.float64).ravel() for n in names])
-        gathered = self.all_gather(flat)
-        stacked, start = {}, 0
-        for n in names:
-            size = int(np.asarray(local[n]).size)
-            stacked[n] = gathered[:, start:start + size].reshape((self.world,) + tuple(np.shape(local[n])))
-            start += size
-        clip = clip_coefficients(np.sqrt(np.sum(gathered ** 2, axis=1)), self.max_norm)
-        largest = max((float(np.max(np.abs(stacked[n].mean(axis=0)))) if stacked[n].size else 0.0) for n in names)
+        # two passes over the parameters in chunks (the same on every rank: full shapes), so a
+        # rank holds every rank's copy of one chunk at a time, never of the whole model: the
+        # first gives each rank's norm (its clipping coefficient) and each mean's largest value
+        owns: Dict[str, float] = {}
+        squares = np.zeros(self.world)
+        for chunk in self._gathered(names, local):
+            for n, stacked in chunk.items():
+                owns[n] = float(np.max(np.abs(stacked.mean(axis=0)))) if stacked.size else 0.0
+                flat = stacked.reshape(self.world, -1)
+                squares += np.einsum("ij,ij->i", flat, flat)
+        clip = clip_coefficients(np.sqrt(squares), self.max_norm)
+        largest = max(owns.values())
         out = {}
-        for n in names:
-            mean = stacked[n].mean(axis=0)
-            self.sizes[n] = int(mean.size)
-            if n not in reduced:  # a local gradient, and none after the reduction
-                out[n] = {"op": "lost", "factor": None, "residual": None}
-                continue
-            own = float(np.max(np.abs(mean))) if mean.size else 0.0
-            scale = own if own >= 1e-3 * largest else largest
-            out[n] = classify(candidates(stacked[n], self.rank, self.groups, clip),
-                              np.asarray(reduced[n], np.float64), scale, match_rel(self.reduce_dtype), index.get(n, 0))
+        for chunk in self._gathered(names, local):
+            for n, stacked in chunk.items():
+                self.sizes[n] = int(stacked[0].size)
+                if n not in reduced:  # a local gradient, and none after the reduction
+                    out[n] = {"op": "lost", "factor": None, "residual": None}
+                    continue
+                scale = owns[n] if owns[n] >= 1e-3 * largest else largest
+                out[n] = classify(candidates(stacked, self.rank, self.groups, clip), np.asarray(reduced[n], np.float64),
+                                  scale, match_rel(self.reduce_dtype), index.get(n, 0))
         self.found[step.index] = out
+
+    GATHER_CHUNK = 1 << 22  # elements a rank gathers at once (float64: 32 MiB of its own, x world gathered)
+
+    def _gathered(self, names: List[str], local: Dict[str, np.ndarray]) -> Any:
+        """Every rank's ``local`` gradients of ``names``, a chunk of parameters at a time (one
+        all-gather each, at most :data:`GATHER_CHUNK` elements of this rank's, a larger
+        parameter alone): ``{name: (world, *shape) float64}`` per chunk."""
+        chunk: List[str] = []
+        size = 0
+        for n in [*names, None]:
+            elements = int(np.asarray(local[n]).size) if n is not None else 0
+            if chunk and (n is None or size + elements > self.GATHER_CHUNK):
+                flat = np.concatenate([np.asarray(local[m], np.float64).ravel() for m in chunk])
+                gathered = self.all_gather(flat)
+                stacked, start = {}, 0
+                for m in chunk:
+                    count = int(np.asarray(local[m]).size)
+                    stacked[m] = gathered[:, start:start + count].reshape((self.world,) + tuple(np.shape(local[m])))
+                    start += count
+                yield stacked
+                chunk, size = [], 0
+            if n is not None:
+                chunk.append(n)
+                size += elements
 
     reduce_dtype: Optional[str] = None  # the dtype the gradients were reduced in, where the ledger saw it
 
