@@ -15,6 +15,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from sweep.config import CONF_DIR
+from sweep.launch import interrupts
 from sweep.config.schema import register_configs
 
 register_configs()
@@ -78,18 +79,6 @@ def main(cfg: DictConfig) -> dict:
 _RUN_FAILED: list = []  # a single run whose job did not pass: entry() exits 1 (fail) or 2 (error, timeout)
 
 
-_INTERRUPTED: list = []  # the signal that interrupted this process, once one did
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    """Ctrl-C, SIGTERM (``kill``, ``timeout``, a scheduler's cancel) and SIGHUP (a closed
-    terminal or SSH session): remembered, then ``KeyboardInterrupt``. Whatever exception
-    the interrupt then turns into on its way out (e.g. inside Hydra's config composition),
-    the command ends as an interrupt."""
-    _INTERRUPTED.append(signal.Signals(signum).name)
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def _interrupted_exit(sweep_dir: Optional[Path]) -> None:
     from sweep.run.callbacks import resume_command
 
@@ -148,8 +137,7 @@ def run_command() -> None:
     job could be judged (every job errored or timed out) or the sweep dir was refused;
     130 when interrupted (with the command that resumes it).
     """
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _interrupt)
+    interrupts.install()  # Ctrl-C, SIGTERM (kill, timeout, a scheduler's cancel), SIGHUP (a closed terminal)
     if "" not in sys.path and os.getcwd() not in sys.path:
         # The `sweep` command: engines and models named in the config may live in the
         # working directory; last on the path, it cannot shadow an installed package.
@@ -175,7 +163,7 @@ def run_command() -> None:
         main()
     except SystemExit as exc:
         active = callbacks.ACTIVE
-        if _INTERRUPTED:
+        if interrupts.RECEIVED:
             _interrupted_exit(active.sweep_dir if active is not None else None)
         # Hydra exits non-zero when the multirun stopped early (e.g. submitit raising on a
         # cancelled job): the report of what did finish, if any job started.
@@ -184,9 +172,12 @@ def run_command() -> None:
             active.report(active.sweep_dir)
         raise
     except BaseException:
-        if not _INTERRUPTED:
+        if not interrupts.RECEIVED:
             raise
         # The running job already killed its processes and recorded itself as interrupted.
+        active = callbacks.ACTIVE
+        _interrupted_exit(active.sweep_dir if active is not None else None)
+    if interrupts.RECEIVED:  # an interrupt whose raise was dropped (sweep.launch.interrupts) still ends as one
         active = callbacks.ACTIVE
         _interrupted_exit(active.sweep_dir if active is not None else None)
     if _RUN_FAILED:

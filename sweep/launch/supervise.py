@@ -25,6 +25,8 @@ from typing import Dict, List, Optional, Protocol, Tuple
 
 import psutil
 
+from sweep.launch import interrupts
+
 TAG = "SWEEP_KILL_TAG"
 WATCH_S = 1.0  # how often a running launch's log is read for LaunchSpec.fail_patterns
 
@@ -274,6 +276,7 @@ def run(spec: LaunchSpec) -> LaunchOutcome:
                                                                                   - time.monotonic())))
                 break
             except subprocess.TimeoutExpired:
+                interrupts.check()  # an interrupt whose raise was dropped (sweep.launch.interrupts)
                 early = watch.match()
                 if early is not None or time.monotonic() - began >= spec.timeout_s:
                     timed_out, returncode = early is None, None

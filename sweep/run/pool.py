@@ -38,7 +38,7 @@ from omegaconf import OmegaConf
 from sweep.config.schema import LAUNCH, fields_with, select
 from sweep.frameworks import Framework
 from sweep.config.enums import as_str
-from sweep.launch import runtime, supervise
+from sweep.launch import interrupts, runtime, supervise
 from sweep.layout import STOP, JobDir, PoolDir, SweepDir
 
 POLL_S = 0.01
@@ -182,6 +182,7 @@ class RankPool:
                         returncode=None, timed_out=True, wall_s=time.monotonic() - began, killed=killed
                     )
                 time.sleep(POLL_S)
+                interrupts.check()  # an interrupt whose raise was dropped (sweep.launch.interrupts)
         except BaseException:
             self.handle.kill()
             raise

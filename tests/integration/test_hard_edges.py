@@ -117,7 +117,7 @@ def test_an_interrupt_prints_the_full_resume_command(tmp_path):
     assert proc.poll() is None, f"the sweep ended (exit {proc.returncode}) before it could be interrupted"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130
+    assert proc.returncode == 130, err[-4000:]
     command = err.strip().splitlines()[-1].strip()
     assert command.startswith("python -m sweep -m ") and command.endswith("resume=true")
     assert shlex.split(command) == ["python", "-m", "sweep", *args, "resume=true"]

@@ -163,3 +163,26 @@ def test_a_log_watch_reads_only_what_came_after_it(tmp_path):
     with open(log, "a") as f:
         f.write(" exception\n")
     assert watch.match() == "Worker process 2 exit with exception"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped raise, on purpose
+def test_an_interrupt_whose_raise_is_dropped_still_stops_a_running_launch(tmp_path, monkeypatch):
+    # Python drops an exception raised inside a finalizer (it prints "Exception ignored in ...");
+    # a signal handled there must still end the launch's wait, with its processes killed.
+    import signal
+
+    from sweep.launch import interrupts
+
+    monkeypatch.setattr(interrupts, "RECEIVED", [])
+
+    class Finalized:
+        def __del__(self):
+            interrupts.handle(signal.SIGINT, None)
+
+    Finalized()  # the KeyboardInterrupt raised in __del__ goes no further than it
+    assert interrupts.RECEIVED == ["SIGINT"]
+    spec = supervise.LaunchSpec(argv=[sys.executable, "-c", "import time; time.sleep(60)"], env={},
+                                log_path=tmp_path / "launcher.log", timeout_s=50)
+    with pytest.raises(KeyboardInterrupt, match="SIGINT"):
+        supervise.run(spec)
+    assert supervise.tagged_processes(spec.kill_tag) == []

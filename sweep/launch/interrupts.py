@@ -1,0 +1,45 @@
+"""The signal that interrupted this process (Ctrl-C's SIGINT, SIGTERM, SIGHUP), kept where
+every loop that waits on ranks can see it.
+
+The handler raises ``KeyboardInterrupt`` wherever the main thread is when the signal
+arrives. Python drops an exception raised inside a finalizer, a weakref callback or the
+garbage collector (it prints "Exception ignored in ..." and goes on), so that one raise
+can be lost: a CI run once saw an interrupted sweep run on to its end and exit 0. The
+signal itself is never lost: :func:`handle` records it first, the wait loops
+(``sweep.launch.supervise.run``, ``sweep.run.pool.Pool.wait``) call :func:`check` at every
+poll, and the command (``sweep.__main__``) ends as an interrupt whenever one was recorded.
+"""
+from __future__ import annotations
+
+import signal
+from typing import List
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+RECEIVED: List[str] = []  # the names of the signals received, in order
+
+
+def handle(signum: int, frame: object) -> None:
+    """The handler for :data:`SIGNALS`: records the signal, then raises.
+
+    Raises:
+        KeyboardInterrupt: always, with the signal's name (``SIGINT``, ...).
+    """
+    RECEIVED.append(signal.Signals(signum).name)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def install() -> None:
+    """Make :func:`handle` the handler of each of :data:`SIGNALS` (the main thread only)."""
+    for signum in SIGNALS:
+        signal.signal(signum, handle)
+
+
+def check() -> None:
+    """Raise again an interrupt that was recorded, in case its first raise was dropped.
+
+    Raises:
+        KeyboardInterrupt: where a signal was received, with its name.
+    """
+    if RECEIVED:
+        raise KeyboardInterrupt(RECEIVED[0])
