@@ -125,8 +125,7 @@ class _Gradients(Observer):
         raise NotImplementedError
 
     def all_gather(self, values: np.ndarray) -> np.ndarray:
-        """Every rank's ``values`` (1-D float32 or float64, the same length and dtype on every
-        rank), stacked: ``(world, n)``, in that dtype or wider."""
+        """Every rank's ``values`` (1-D float64, the same length on every rank), stacked: ``(world, n)``."""
         raise NotImplementedError
 
     def check(self, step: Step, local: Dict[str, np.ndarray], reduced: Dict[str, np.ndarray],
@@ -163,7 +162,7 @@ class _Gradients(Observer):
                                   scale, match_rel(self.reduce_dtype), index.get(n, 0))
         self.found[step.index] = out
 
-    GATHER_CHUNK = 1 << 22  # elements a rank gathers at once (float32: 16 MiB of its own, x world gathered)
+    GATHER_CHUNK = 1 << 22  # elements a rank gathers at once (float64: 32 MiB of its own, x world gathered)
 
     def _gathered(self, names: List[str], local: Dict[str, np.ndarray]) -> Any:
         """Every rank's ``local`` gradients of ``names``, a chunk of parameters at a time (one
@@ -174,16 +173,12 @@ class _Gradients(Observer):
         for n in [*names, None]:
             elements = int(np.asarray(local[n]).size) if n is not None else 0
             if chunk and (n is None or size + elements > self.GATHER_CHUNK):
-                # gathered in the gradients' own float32 where they are float32 (every rank's are
-                # alike): half the bytes of float64, and exact; widened a parameter at a time
-                wire = np.float32 if all(np.asarray(local[m]).dtype == np.float32 for m in chunk) else np.float64
-                flat = np.concatenate([np.asarray(local[m], wire).ravel() for m in chunk])
+                flat = np.concatenate([np.asarray(local[m], np.float64).ravel() for m in chunk])
                 gathered = self.all_gather(flat)
                 stacked, start = {}, 0
                 for m in chunk:
                     count = int(np.asarray(local[m]).size)
-                    stacked[m] = gathered[:, start:start + count].astype(np.float64).reshape(
-                        (self.world,) + tuple(np.shape(local[m])))
+                    stacked[m] = gathered[:, start:start + count].reshape((self.world,) + tuple(np.shape(local[m])))
                     start += count
                 yield stacked
                 chunk, size = [], 0
@@ -267,8 +262,8 @@ class TorchGradients(_Gradients):
         import torch.distributed as dist
 
         device = self._device()
-        mine = torch.from_numpy(np.ascontiguousarray(values)).to(device)
-        out = torch.empty(self.world * mine.numel(), dtype=mine.dtype, device=device)
+        mine = torch.from_numpy(np.ascontiguousarray(values, np.float64)).to(device)
+        out = torch.empty(self.world * mine.numel(), dtype=torch.float64, device=device)
         dist.all_gather_into_tensor(out, mine)
         return out.cpu().numpy().reshape(self.world, -1)
 
