@@ -112,8 +112,8 @@ def release(observers: Dict[str, Any]) -> None:
     optimizer state at the peak (rank 0 of a passing job; every rank of a tracing rerun). Its
     observers (``observers``) keep what they recorded, not the model (module hooks hold the
     observer, not the other way round); a collection breaks the reference cycles hooks make, so
-    the memory goes now (without it, a failing 42.6M-parameter job peaked at 7.82 GiB, 1.58x
-    the passing job's; with it 5.60 GiB). It was taken out once after a rank died of SIGSEGV
+    the memory goes now (a failing 42.6M-parameter job, ``benchmarks/scale.py``, peaked at
+    7.82 GiB without it, 6.49 GiB with it, the code otherwise the same). It was taken out once after a rank died of SIGSEGV
     in CI; a rank died the same way, in a gloo all-gather, with it out, so it was not the cause."""
     import gc
 
