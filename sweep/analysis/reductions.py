@@ -48,23 +48,32 @@ def match_rel(dtype: Optional[str]) -> float:
     return MATCH_REL.get(str(dtype or "float32").rsplit(".", 1)[-1].lower(), MATCH_REL["float32"])
 
 
-def shard_of(full: np.ndarray, local_shape: Sequence[int], index: int) -> Optional[np.ndarray]:
-    """The dim-0 slice of ``full`` a rank holding ``local_shape`` at shard ``index`` holds:
-    ``torch.chunk``'s split (FSDP2, hyper-parallel: chunks of ``ceil(rows / k)`` rows, the last
-    shorter or empty), or the whole tensor where ``local_shape`` is ``full``'s; ``None`` where
-    the shapes fit no dim-0 split."""
-    local = tuple(int(n) for n in local_shape)
-    if local == tuple(full.shape):
-        return full
-    if not full.ndim or local[1:] != tuple(full.shape[1:]):
+def shard_rows(rows: int, full_shape: Sequence[int], local_shape: Sequence[int], index: int) -> Optional[slice]:
+    """The dim-0 rows of a tensor of ``full_shape`` (``rows`` = its dim 0) that a rank holding
+    ``local_shape`` at shard ``index`` holds: ``torch.chunk``'s split (FSDP2, hyper-parallel:
+    chunks of ``ceil(rows / k)`` rows, the last shorter or empty), every row where
+    ``local_shape`` is ``full_shape``; ``None`` where the shapes fit no dim-0 split."""
+    local, full = tuple(int(n) for n in local_shape), tuple(int(n) for n in full_shape)
+    if local == full:
+        return slice(0, rows)
+    if not full or local[1:] != full[1:]:
         return None
-    rows = full.shape[0]
     for k in range(2, rows + 2):
         size = -(-rows // k)
         start = min(index * size, rows)
         if min(size, rows - start) == local[0] and index < k:
-            return full[start:start + local[0]]
+            return slice(start, start + local[0])
     return None
+
+
+def shard_of(full: np.ndarray, local_shape: Sequence[int], index: int) -> Optional[np.ndarray]:
+    """The dim-0 slice of ``full`` a rank holding ``local_shape`` at shard ``index`` holds
+    (:func:`shard_rows`), or the whole tensor where ``local_shape`` is ``full``'s; ``None``
+    where the shapes fit no dim-0 split."""
+    rows = shard_rows(full.shape[0] if full.ndim else 0, full.shape, local_shape, index)
+    if rows is None:
+        return None
+    return full if rows == slice(0, full.shape[0] if full.ndim else 0) else full[rows]
 
 
 def clip_coefficients(local_norms: Sequence[float], max_norm: Optional[float]) -> Optional[np.ndarray]:
@@ -100,12 +109,13 @@ def candidates(local: np.ndarray, rank: int, groups: Dict[str, List[int]],
 
 def classify(cands: Dict[str, np.ndarray], reduced: np.ndarray, scale: float, tol: float,
              index: int = 0) -> Dict[str, Any]:
-    """What one parameter's reduced gradient is, as it ran: which of ``cands`` it matches.
+    """What one parameter's reduced gradient is, as it ran: which of ``cands`` it matches
+    (:func:`measure`, then :func:`decide` at ``scale``).
 
     Args:
         cands: :func:`candidates` of every rank's local gradient before the reduction: name
-            -> the candidate, float64 of the parameter's full shape, in :func:`candidates`'
-            order (``mean`` first).
+            -> the candidate, float64 of the parameter's full shape (or already cut to
+            ``reduced``'s rows), in :func:`candidates`' order (``mean`` first).
         reduced: the gradient this rank holds after the reduction, float64: the full tensor,
             or its dim-0 shard (:func:`shard_of`, shard ``index``).
         scale: the size a difference is measured against (the parameter's ``max|mean|``, or
@@ -114,56 +124,72 @@ def classify(cands: Dict[str, np.ndarray], reduced: np.ndarray, scale: float, to
 
     Returns:
         ``{"op": the first candidate that matches, in :func:`candidates`' order (``mean`` when
-        the mean does), or ``"x<f> the mean"`` for a pure multiple (:func:`_multiple`), or
+        the mean does), or ``"x<f> the mean"`` for a pure multiple (:func:`decide`), or
         ``"other"``; "factor": least-squares ``reduced / mean``; "residual": the matched
         candidate's (or the mean's) relative residual}``; ``{"op": "unknown"}`` where the
         shapes do not fit.
     """
+    measured = measure(cands, reduced, tol, scale, index)
+    return decide(measured, scale, tol) if measured is not None else {"op": "unknown", "factor": None, "residual": None}
+
+
+def measure(cands: Dict[str, np.ndarray], reduced: np.ndarray, tol: float, least_scale: float,
+            index: int = 0) -> Optional[Dict[str, Any]]:
+    """What :func:`decide` reads, none of it relative to a scale, so a parameter can be measured
+    before the step's largest gradient is known (``sweep.train.observers.reductions``: one pass).
+
+    ``cands``, ``reduced``, ``tol`` and ``index`` as :func:`classify`'s; ``least_scale``: the
+    smallest scale the decision may be made at (the parameter's own ``max|mean|``: the scale is
+    that or the step's largest). Returns ``{"residuals": {candidate: max|reduced - candidate|},
+    "factor": least-squares reduced / mean, "multiples": [(base, f, max|reduced - f base|)]}``:
+    the multiples of the mean, the means over one dim and this rank's own gradient, in that
+    order, measured only where no candidate matches at ``least_scale`` (else ``None``: a match
+    at the least scale is one at any); ``None`` where the shapes do not fit. Float64 sums."""
     cut = {}
     for name, value in cands.items():
         part = shard_of(value, reduced.shape, index)
         if part is None:
-            return {"op": "unknown", "factor": None, "residual": None}
+            return None
         cut[name] = part
-    size = max(float(scale), 1e-30)
-    residuals = {name: float(np.max(np.abs(reduced - value))) / size if value.size else 0.0
-                 for name, value in cut.items()}
+    residuals = {name: float(np.max(np.abs(reduced - value))) if value.size else 0.0 for name, value in cut.items()}
     mean = cut["mean"]
     denom = float(np.dot(mean.ravel(), mean.ravel()))
     factor = float(np.dot(reduced.ravel(), mean.ravel())) / denom if denom > 0 else None
+    multiples = None
+    if min(residuals.values()) / max(float(least_scale), 1e-30) > tol:
+        multiples = []
+        for name in ["mean"] + [n for n in cut if n.startswith("mean over ")] + ["none"]:
+            base = cut[name].ravel()
+            norm = float(np.dot(base, base))
+            if norm > 0:
+                f = float(np.dot(reduced.ravel(), base)) / norm
+                multiples.append((name, f, float(np.max(np.abs(reduced - f * cut[name])))))
+    return {"residuals": residuals, "factor": factor, "multiples": multiples}
+
+
+def decide(measured: Dict[str, Any], scale: float, tol: float) -> Dict[str, Any]:
+    """:func:`classify`'s answer from :func:`measure`'s figures at ``scale``: the mean where its
+    residual relative to ``scale`` is within ``tol``; else the first other candidate within it
+    (``ambiguous``: the others that are too, equal gradients on every rank make several
+    candidates one); else a pure multiple ``f`` != 1 of a base (a grad_scale, a divisor: least
+    squares, within ``tol`` of ``scale`` x ``max(|f|, 1)``), as ``"x<f> the mean"``; else
+    ``"other"``."""
+    size = max(float(scale), 1e-30)
+    residuals = {name: value / size for name, value in measured["residuals"].items()}
+    factor = measured["factor"]
     if residuals["mean"] <= tol:
         return {"op": "mean", "factor": factor, "residual": residuals["mean"]}
-    # equal gradients on every rank (replicated data) make several candidates one: the first
-    # in this order that matches names it, and ``ambiguous`` lists the others it equals
-    matched = [name for name in cut if name != "mean" and residuals[name] <= tol]
+    matched = [name for name in residuals if name != "mean" and residuals[name] <= tol]
     if matched:
         out = {"op": matched[0], "factor": factor, "residual": residuals[matched[0]]}
         if len(matched) > 1:
             out["ambiguous"] = matched[1:]
         return out
-    multiple = _multiple(cut, reduced, tol, size)
-    if multiple is not None:
-        op, f = multiple
-        return {"op": op, "factor": factor, "residual": residuals["mean"], "scale": f}
-    return {"op": "other", "factor": factor, "residual": residuals["mean"]}
-
-
-def _multiple(cut: Dict[str, np.ndarray], reduced: np.ndarray, tol: float,
-              size: float) -> Optional[Tuple[str, float]]:
-    """A scale applied besides the op (a grad_scale, a divisor): the first of the mean, the
-    means over one dim, and this rank's own gradient (``cut``: the candidates as ``reduced``'s
-    rows) that ``reduced`` is a pure multiple ``f`` != 1 of (least squares, within ``tol``
-    of ``size`` x ``max(|f|, 1)``), as ``("x<f> the mean", f)``; ``None`` if none is."""
-    for name in ["mean"] + [n for n in cut if n.startswith("mean over ")] + ["none"]:
-        base = cut[name].ravel()
-        norm = float(np.dot(base, base))
-        if norm <= 0:
-            continue
-        f = float(np.dot(reduced.ravel(), base)) / norm
-        if abs(f - 1.0) > tol and float(np.max(np.abs(reduced - f * cut[name]))) <= tol * size * max(abs(f), 1.0):
+    for name, f, off in measured["multiples"] or ():
+        if abs(f - 1.0) > tol and off <= tol * size * max(abs(f), 1.0):
             words = "the mean" if name == "mean" else "this rank's own gradient" if name == "none" else f"the {name}"
-            return f"x{f:.4g} {words}", f
-    return None
+            return {"op": f"x{f:.4g} {words}", "factor": factor, "residual": residuals["mean"], "scale": f}
+    return {"op": "other", "factor": factor, "residual": residuals["mean"]}
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,24 @@ def test_the_op_that_ran_is_read_from_the_values_whatever_the_call_was_given():
     assert shard_of(np.arange(5.0), (1,), 2).tolist() == [4.0] and shard_of(np.arange(5.0), (4,), 0) is None
 
 
+def test_measured_before_the_scale_is_known_the_op_is_the_one_classify_names():
+    # the observer measures each parameter as its chunk passes and decides once the step's largest
+    # mean is known: at its own max|mean| or at the step's largest, the answer is classify's
+    own = float(np.max(np.abs(LOCAL.mean(axis=0))))
+    for reduced in [LOCAL.mean(axis=0), LOCAL.sum(axis=0), LOCAL[0], LOCAL.mean(axis=0) * 0.5,
+                    LOCAL[[0, 1]].mean(axis=0) * 0.5, LOCAL.mean(axis=0) + RNG.normal(size=(6, 3)) * 1e-2]:
+        for scale in (own, own * 2e3):
+            measured = reductions.measure(candidates(LOCAL, 0, GROUPS), reduced, 1e-4, own)
+            assert reductions.decide(measured, scale, 1e-4) == classify(candidates(LOCAL, 0, GROUPS), reduced, scale,
+                                                                        1e-4)
+    # candidates computed on a rank's rows only (the observer cuts them first) give the same answer
+    rows = reductions.shard_rows(6, (6, 3), (3, 3), 1)
+    assert rows == slice(3, 6)
+    cut = reductions.measure(candidates(LOCAL[:, rows], 1, GROUPS), LOCAL.sum(axis=0)[3:], 1e-4, own, 1)
+    assert reductions.decide(cut, own, 1e-4)["op"] == "sum" == _op(LOCAL.sum(axis=0)[3:], rank=1, index=1)["op"]
+    assert reductions.measure(candidates(LOCAL, 0, GROUPS), np.zeros((5, 3)), 1e-4, own) is None  # no dim-0 split
+
+
 def test_clipping_before_the_reduction_is_named_from_each_ranks_own_norm():
     norms = np.sqrt(np.sum(LOCAL.reshape(4, -1) ** 2, axis=1))
     coef = clip_coefficients(norms, 1.0)

@@ -132,34 +132,49 @@ class _Gradients(Observer):
               index: Dict[str, int]) -> None:
         """The op that ran for each parameter of a watched step (``sweep.analysis.reductions
         .classify``) into :attr:`found`: ``local`` this rank's gradients before the reduction
-        (full tensors), ``reduced`` after it (full, or this rank's dim-0 shard at ``index``)."""
-        from sweep.analysis.reductions import candidates, classify, clip_coefficients, match_rel
+        (full tensors), ``reduced`` after it (full, or this rank's dim-0 shard at ``index``).
+
+        One pass over the parameters in chunks (the same on every rank: full shapes), so a rank
+        holds every rank's copy of one chunk at a time, never of the whole model. Each
+        parameter is measured against the candidates as it passes, on the rows this rank holds
+        after the reduction (``measure``: nothing relative to a scale), and decided once the
+        step's largest mean is known (``decide``). With ``max_norm`` each rank's clipping
+        coefficient comes first, from the ranks' own norms (one all-gather of a number each)."""
+        from sweep.analysis.reductions import candidates, clip_coefficients, decide, match_rel, measure, shard_rows
 
         names = sorted(local)  # the same on every rank (the collectives below are made by all alike)
         if not names:
             return
-        # two passes over the parameters in chunks (the same on every rank: full shapes), so a
-        # rank holds every rank's copy of one chunk at a time, never of the whole model: the
-        # first gives each rank's norm (its clipping coefficient) and each mean's largest value
+        clip = None
+        if self.max_norm is not None:
+            mine = sum(float(np.dot(flat, flat)) for flat in (np.asarray(local[n], np.float64).ravel() for n in names))
+            clip = clip_coefficients(np.sqrt(self.all_gather(np.array([mine]))[:, 0]), self.max_norm)
+        tol = match_rel(self.reduce_dtype)
         owns: Dict[str, float] = {}
-        squares = np.zeros(self.world)
-        for chunk in self._gathered(names, local):
-            for n, stacked in chunk.items():
-                owns[n] = float(np.max(np.abs(stacked.mean(axis=0)))) if stacked.size else 0.0
-                flat = stacked.reshape(self.world, -1)
-                squares += np.einsum("ij,ij->i", flat, flat)
-        clip = clip_coefficients(np.sqrt(squares), self.max_norm)
-        largest = max(owns.values())
-        out = {}
+        measured: Dict[str, Any] = {}
         for chunk in self._gathered(names, local):
             for n, stacked in chunk.items():
                 self.sizes[n] = int(stacked[0].size)
+                mean = stacked.mean(axis=0)
+                owns[n] = float(np.max(np.abs(mean))) if mean.size else 0.0
                 if n not in reduced:  # a local gradient, and none after the reduction
-                    out[n] = {"op": "lost", "factor": None, "residual": None}
                     continue
-                scale = owns[n] if owns[n] >= 1e-3 * largest else largest
-                out[n] = classify(candidates(stacked, self.rank, self.groups, clip), np.asarray(reduced[n], np.float64),
-                                  scale, match_rel(self.reduce_dtype), index.get(n, 0))
+                after = np.asarray(reduced[n], np.float64)
+                rows = shard_rows(stacked.shape[1] if stacked.ndim > 1 else 0, stacked.shape[1:], after.shape,
+                                  index.get(n, 0))
+                if rows is not None and rows != slice(0, stacked.shape[1] if stacked.ndim > 1 else 0):
+                    stacked = stacked[:, rows]  # the candidates on this rank's rows only
+                measured[n] = measure(candidates(stacked, self.rank, self.groups, clip), after, tol, owns[n],
+                                      index.get(n, 0))
+        largest = max(owns.values())
+        out = {}
+        for n in names:
+            if n not in reduced:
+                out[n] = {"op": "lost", "factor": None, "residual": None}
+            elif measured[n] is None:
+                out[n] = {"op": "unknown", "factor": None, "residual": None}
+            else:
+                out[n] = decide(measured[n], owns[n] if owns[n] >= 1e-3 * largest else largest, tol)
         self.found[step.index] = out
 
     GATHER_CHUNK = 1 << 22  # elements a rank gathers at once (float64: 32 MiB of its own, x world gathered)
