@@ -265,12 +265,24 @@ class TorchGradients(_Gradients):
             dtypes = [e.get("dtype") for e in self.ledger.current.entries
                       if str(e.get("op", "")).startswith(("reduce_scatter", "all_reduce")) and e.get("dtype")]
             self.reduce_dtype = dtypes[0] if dtypes else None
-        from sweep.train.torch_tensors import named_state
-
-        full = {n: host_copy(t) for n, t in named_state(step.copy.model, "grad").items()}
+        # after the reduction: this rank's dim-0 shard where the gradient is one (held against the
+        # same rows of every candidate: no gather), else the full gradient (gathered where it is
+        # sharded otherwise); the gathers follow the parameters' order, alike on every rank
+        reduced: Dict[str, np.ndarray] = {}
+        index: Dict[str, int] = {}
+        for n, p in params:
+            grad = p.grad
+            if grad is None:
+                continue
+            shard = _dim0_shard(grad)
+            if n in captured and shard is not None:
+                reduced[n], index[n] = host_copy(grad), shard
+            else:
+                reduced[n] = host_copy(grad.full_tensor() if hasattr(grad, "full_tensor") else grad)
         # every parameter the engine's reduction received, and those it never did (their gradient is local)
-        local = {n: captured[n].numpy() if n in captured else full[n] for n, _ in params if n in captured or n in full}
-        self.check(step, local, full, {})
+        local = {n: captured[n].numpy() if n in captured else reduced[n] for n, _ in params
+                 if n in captured or n in reduced}
+        self.check(step, local, reduced, index)
 
     def all_gather(self, values: np.ndarray) -> np.ndarray:
         import torch
@@ -314,6 +326,23 @@ def _norm_sq(tensor: Any) -> float:
     local = local_part(tensor)
     with torch.no_grad():
         return float(torch.linalg.vector_norm(local, dtype=torch.float64)) ** 2 if local.numel() else 0.0
+
+
+def _dim0_shard(tensor: Any) -> Optional[int]:
+    """This rank's shard index of ``tensor`` where it is a ``DTensor`` cut on dim 0 over one mesh
+    dim (``Shard(0)``, every other placement ``Replicate``: FSDP2, HSDP): its coordinate on that
+    mesh dim (the rows are ``torch.chunk``'s, ``sweep.analysis.reductions.shard_rows``); ``None``
+    for anything else (a plain tensor, another placement, another library's type)."""
+    mesh = getattr(tensor, "device_mesh", None)
+    placements = getattr(tensor, "placements", None)
+    if not placements or not hasattr(mesh, "get_local_rank"):
+        return None
+    names = [type(p).__name__ for p in placements]
+    cut = [i for i, name in enumerate(names) if name.startswith("Shard")]
+    if len(cut) != 1 or any(name != "Replicate" for i, name in enumerate(names) if i != cut[0]) \
+            or int(getattr(placements[cut[0]], "dim", -1)) != 0:
+        return None
+    return int(mesh.get_local_rank(mesh_dim=cut[0]))
 
 
 def _holders(param: Any, world: int) -> float:
