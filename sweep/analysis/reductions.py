@@ -48,12 +48,13 @@ def match_rel(dtype: Optional[str]) -> float:
     return MATCH_REL.get(str(dtype or "float32").rsplit(".", 1)[-1].lower(), MATCH_REL["float32"])
 
 
-def shard_rows(rows: int, full_shape: Sequence[int], local_shape: Sequence[int], index: int) -> Optional[slice]:
-    """The dim-0 rows of a tensor of ``full_shape`` (``rows`` = its dim 0) that a rank holding
-    ``local_shape`` at shard ``index`` holds: ``torch.chunk``'s split (FSDP2, hyper-parallel:
-    chunks of ``ceil(rows / k)`` rows, the last shorter or empty), every row where
-    ``local_shape`` is ``full_shape``; ``None`` where the shapes fit no dim-0 split."""
+def shard_rows(full_shape: Sequence[int], local_shape: Sequence[int], index: int) -> Optional[slice]:
+    """The dim-0 rows of a tensor of ``full_shape`` that a rank holding ``local_shape`` at shard
+    ``index`` holds: ``torch.chunk``'s split (FSDP2, hyper-parallel: chunks of ``ceil(rows / k)``
+    rows, the last shorter or empty), every row where ``local_shape`` is ``full_shape``; ``None``
+    where the shapes fit no dim-0 split."""
     local, full = tuple(int(n) for n in local_shape), tuple(int(n) for n in full_shape)
+    rows = full[0] if full else 0
     if local == full:
         return slice(0, rows)
     if not full or local[1:] != full[1:]:
@@ -70,10 +71,10 @@ def shard_of(full: np.ndarray, local_shape: Sequence[int], index: int) -> Option
     """The dim-0 slice of ``full`` a rank holding ``local_shape`` at shard ``index`` holds
     (:func:`shard_rows`), or the whole tensor where ``local_shape`` is ``full``'s; ``None``
     where the shapes fit no dim-0 split."""
-    rows = shard_rows(full.shape[0] if full.ndim else 0, full.shape, local_shape, index)
-    if rows is None:
-        return None
-    return full if rows == slice(0, full.shape[0] if full.ndim else 0) else full[rows]
+    if tuple(int(n) for n in local_shape) == full.shape:
+        return full
+    rows = shard_rows(full.shape, local_shape, index)
+    return None if rows is None else full[rows]
 
 
 def clip_coefficients(local_norms: Sequence[float], max_norm: Optional[float]) -> Optional[np.ndarray]:

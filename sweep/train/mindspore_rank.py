@@ -30,7 +30,6 @@ from sweep.layout import JobDir
 from sweep.records import RankResult
 from sweep.train import copy_order, crosses_frameworks, phase_order, rank_samples, train_phases, write_rank_result
 from sweep.train import twin, versions
-from sweep.train.twin import release
 from sweep.train.traced import traced
 from sweep.train.final_state import final_record
 from sweep.train.mindspore_step import train
@@ -506,7 +505,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
                                   final_record(["twin"], {"twin": lambda: mindspore_state(twin_copy.model, "buffer",
                                                                                           frozen)}))
         twin_copy = made = None  # its net and optimizer go before the other copies train
-        release(twin_seen)
+        twin.release()
     twin_built = None
     copies, samples = {"standalone": standalone, "distributed": distributed}, {"standalone": global_np,
                                                                                "distributed": local_np}

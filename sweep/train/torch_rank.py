@@ -46,7 +46,6 @@ from sweep.train import (
     write_rank_result,
 )
 from sweep.train import twin, versions
-from sweep.train.twin import release
 from sweep.train.traced import traced
 from sweep.train.final_state import final_record
 from sweep.train.copies import compile_model, features_record, prepare
@@ -478,8 +477,8 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
                                   time.perf_counter() - began,
                                   final_record(["twin"], {"twin": lambda: record_tensors(twin_copy.model, "buffer")}),
                                   made["engine"])
-        twin_copy = made = None  # its model and optimizer go before the other copies train (its traces stay on
-        release(twin_seen)       # its observers)
+        twin_copy = made = None  # its model and optimizer go before the other copies train
+        twin.release()  # (its traces stay on its observers)
     twin_built = None
 
     initial = initial_check(standalone.model, distributed.model, float(cfg.compare.noise_floor)) \

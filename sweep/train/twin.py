@@ -105,16 +105,16 @@ def cached_losses(job_dir: Path | str) -> Optional[Dict[str, Any]]:
     return read_json(path) if path.exists() else None
 
 
-def release(observers: Dict[str, Any]) -> None:
+def release() -> None:
     """Free the twin's model and optimizer once it has trained (the caller drops its own
     references first), before the other copies build up theirs: otherwise the twin stays beside
     the standalone copy and the distributed shard, a third copy's weights, gradients and
     optimizer state at the peak (rank 0 of a passing job; every rank of a tracing rerun). Its
-    observers (``observers``) keep what they recorded, not the model (module hooks hold the
-    observer, not the other way round); a collection breaks the reference cycles hooks make, so
-    the memory goes now (a failing 42.6M-parameter job, ``benchmarks/scale.py``, peaked at
-    7.82 GiB without it, 6.49 GiB with it, the code otherwise the same). It was taken out once after a rank died of SIGSEGV
-    in CI; a rank died the same way, in a gloo all-gather, with it out, so it was not the cause."""
+    observers keep what they recorded, not the model (module hooks hold the observer, not the
+    other way round); a collection breaks the reference cycles hooks make, so the memory goes
+    now (a failing 42.6M-parameter job, ``benchmarks/scale.py``, peaked at 7.82 GiB without it,
+    6.49 GiB with it, the code otherwise the same). It was taken out once after a rank died of
+    SIGSEGV in CI; a rank died the same way, in a gloo all-gather, with it out: not the cause."""
     import gc
 
     gc.collect()

@@ -86,7 +86,7 @@ def test_measured_before_the_scale_is_known_the_op_is_the_one_classify_names():
             assert reductions.decide(measured, scale, 1e-4) == classify(candidates(LOCAL, 0, GROUPS), reduced, scale,
                                                                         1e-4)
     # candidates computed on a rank's rows only (the observer cuts them first) give the same answer
-    rows = reductions.shard_rows(6, (6, 3), (3, 3), 1)
+    rows = reductions.shard_rows((6, 3), (3, 3), 1)
     assert rows == slice(3, 6)
     cut = reductions.measure(candidates(LOCAL[:, rows], 1, GROUPS), LOCAL.sum(axis=0)[3:], 1e-4, own, 1)
     assert reductions.decide(cut, own, 1e-4)["op"] == "sum" == _op(LOCAL.sum(axis=0)[3:], rank=1, index=1)["op"]

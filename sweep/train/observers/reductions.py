@@ -160,9 +160,9 @@ class _Gradients(Observer):
                 if n not in reduced:  # a local gradient, and none after the reduction
                     continue
                 after = np.asarray(reduced[n], np.float64)
-                rows = shard_rows(stacked.shape[1] if stacked.ndim > 1 else 0, stacked.shape[1:], after.shape,
-                                  index.get(n, 0))
-                if rows is not None and rows != slice(0, stacked.shape[1] if stacked.ndim > 1 else 0):
+                rows = shard_rows(stacked.shape[1:], after.shape, index.get(n, 0)) \
+                    if after.shape != stacked.shape[1:] else None
+                if rows is not None:
                     stacked = stacked[:, rows]  # the candidates on this rank's rows only
                 measured[n] = measure(candidates(stacked, self.rank, self.groups, clip), after, tol, owns[n],
                                       index.get(n, 0))
