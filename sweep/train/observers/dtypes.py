@@ -83,6 +83,7 @@ MASTER_MIN_ELEMENTS = 8  # a tensor of fewer elements may hold bfloat16-exact va
 # keeps 10 of float32's 23 mantissa bits, bfloat16 7; float16's subnormals are float32 normals with
 # more zeros still): a tensor with any of them set holds neither, which one test tells, every step.
 LOW_BITS = 0x1FFF
+PREFIX = 4096  # elements :class:`_Lower` tests first: one of them with low bits set decides it
 
 
 def lower_precision(values: np.ndarray) -> Optional[str]:
@@ -259,10 +260,12 @@ class _Lower:
     def __init__(self, tensor: Any) -> None:
         import torch
 
-        bits = tensor.view(torch.int32)
+        bits = tensor.view(torch.int32).reshape(-1)
         self.sum, self.holds = None, None
-        if tensor.numel() < MASTER_MIN_ELEMENTS or bool((bits & LOW_BITS).any()):
-            return  # neither bfloat16 nor float16 values (:data:`LOW_BITS`): the common case, one test
+        if tensor.numel() < MASTER_MIN_ELEMENTS or bool((bits[:PREFIX] & LOW_BITS).any()) \
+                or bool((bits & LOW_BITS).any()):
+            return  # neither bfloat16 nor float16 values (:data:`LOW_BITS`): the common case, told by
+            # the first PREFIX elements mostly (the whole tensor's test reads every element, 30 ms per 4.7M)
         if not bool((bits & 0xFFFF).any()):
             self.holds = "bfloat16"
         elif bool(tensor.to(torch.float16).to(torch.float32).eq(tensor).all()):

@@ -316,16 +316,28 @@ class TorchGradients(_Gradients):
 
 
 def _norm_sq(tensor: Any) -> float:
-    """The squared norm of ``tensor``'s local part (a ``DTensor``'s shard), accumulated in
-    float64 (``torch.linalg.vector_norm`` reads the tensor, it writes nothing)."""
+    """The squared norm of ``tensor``'s local part (a ``DTensor``'s shard): accumulated in
+    float32 (a float64 tensor's in float64), then squared in Python's float64. float32 is about
+    10x faster than float64 here (3 ms against 35 ms per 4.7M elements on one CPU core, where a
+    float64 norm converts every element first) and its rounding, about 1e-7 relative, is far
+    below the 1e-4 at which two copies' norms are called apart (``NORM_REL``); a norm that
+    overflows float32 (elements beyond about 1e19) is taken again in float64. A bfloat16 or
+    float16 gradient is accumulated in float32, not its own dtype. ``torch.linalg.vector_norm``
+    reads the tensor, it writes nothing."""
     import torch
 
     from sweep.train.torch_tensors import local_part
 
     # a gradient needs no detach (it takes none); a DTensor's detach would cost a dispatch a call
     local = local_part(tensor)
+    if not local.numel():
+        return 0.0
+    wide = torch.float64 if local.dtype == torch.float64 else torch.float32
     with torch.no_grad():
-        return float(torch.linalg.vector_norm(local, dtype=torch.float64)) ** 2 if local.numel() else 0.0
+        norm = float(torch.linalg.vector_norm(local, dtype=wide))
+        if math.isinf(norm) and wide != torch.float64:
+            norm = float(torch.linalg.vector_norm(local, dtype=torch.float64))
+    return norm ** 2
 
 
 def _dim0_shard(tensor: Any) -> Optional[int]:
