@@ -295,7 +295,7 @@ class JobRecord(_Record):
     ranks with ``data.split=sharded``); ``first_tensor``: where the copies' tensors first
     differ (``sweep.analysis.trace.first_difference``, from the job's tracing rerun, with its
     ``rank``), or why it was not traced; ``ranks_agree``: every rank recorded the same losses
-    (over ``ranks_reported``, the ranks whose losses were read; ``None`` when only one of
+    (the distributed copy's, and the standalone copy's where more than rank 0 trained it; over ``ranks_reported``, the ranks whose losses were read; ``None`` when only one of
     several reported); ``resolution``: where losses were read from rounded text, each
     copy's printed resolution (``sweep.analysis.compare.printed_resolution``: ``{"distributed":
     1e-4}``), else ``None`` (exact floats);

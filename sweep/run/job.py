@@ -250,7 +250,7 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
 
 
 def _twin_trained(paths: JobDir, ranks: List[RankResult]) -> Optional[Dict[str, Any]]:
-    """The twin this launch trained (``RankResult.twin``, ``sweep.train.twin``): rank 0's, or
+    """The twin this launch trained (``RankResult.twin``, ``sweep.train.twin``): its last rank's, or
     the standalone-only process's (``ranks/standalone.json``: ``order=separate``,
     ``baseline.framework``); ``None`` where none trained one."""
     for r in ranks:

@@ -65,8 +65,10 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
     record.versions.update(first.versions)
     record.losses = {"standalone": standalone, "distributed": distributed}
     record.ranks_reported = sorted(r.rank for r in ranks)
+    # (only rank 0 trains the standalone copy, except in a tracing rerun: sweep.train.phase_order)
     record.ranks_agree = all(
-        r.standalone == first.standalone and (sharded or r.distributed == first.distributed) for r in ranks
+        (r.standalone is None or r.standalone == first.standalone) and (sharded or r.distributed == first.distributed)
+        for r in ranks
     ) if len(ranks) > 1 or int(first.world_size or 1) == 1 else None  # one rank of several: not known
     apart = [] if sharded else ranks_apart([(r.rank, r.distributed) for r in ranks], **tol)
     record.weights_moved = first.moved

@@ -6,7 +6,10 @@ contracts at the top; never ``sweep.frameworks``, ``sweep.launch`` or ``sweep.ru
 ``python -m sweep.train JOB_DIR`` (or the file ``sweep/train/__main__.py`` for msrun)
 reads ``JOB_DIR/job.yaml`` (the resolved config the job wrote), trains the copies of
 the model on this rank in the configured ``order``, and writes
-``JOB_DIR/ranks/rank_<rank>.json``: a ``sweep.records.RankResult``.
+``JOB_DIR/ranks/rank_<rank>.json``: a ``sweep.records.RankResult``. In a job's first pass
+rank 0 trains the standalone copy and the distributed one, the others the distributed one
+(the last rank the standalone copy's twin first); in a tracing rerun every rank all of them
+(:func:`phase_order`).
 
 With ``order=separate`` the ranks train only the distributed copy and
 ``python -m sweep.train JOB_DIR --phase standalone`` (one plain process, no launcher)
@@ -79,10 +82,28 @@ def redirect_output(job_dir: Path, rank: int) -> None:
     redirect_to(JobDir(job_dir).worker_log(rank))
 
 
-def phase_order(order: str, phase: str, job_dir: Path | str | None = None) -> List[str]:
+def phase_order(order: str, phase: str, job_dir: Path | str | None = None, rank: int = 0,
+                traced: bool = False) -> List[str]:
     """The copies this process trains, in order. The standalone copy is left out when
     its losses are already known: ``order=separate``, or a baseline the job took from
     the sweep's cache (``JOB_DIR/ranks/standalone.json`` exists before the ranks start).
+    Of the ranks of one launch (``phase="both"``) only rank 0 trains it, unless the launch is a
+    tracing rerun (``traced``: every rank traces its own rows of it): every rank would train
+    the same sequence from the same weights and data, and the others' cores are free for the
+    standalone copy's twin meanwhile (:func:`sweep.train.twin.trains`: the last rank's).
+    :func:`launch_order` gives the launch's (rank 0's) copies.
+
+    Raises:
+        ValueError: unknown ``order`` or ``phase``.
+    """
+    names = launch_order(order, phase, job_dir)
+    if rank > 0 and not traced and phase == "both":
+        return [name for name in names if name != "standalone"]
+    return names
+
+
+def launch_order(order: str, phase: str, job_dir: Path | str | None = None) -> List[str]:
+    """The copies a launch trains, in order (rank 0's, :func:`phase_order`).
 
     Raises:
         ValueError: unknown ``order`` or ``phase``.

@@ -399,7 +399,8 @@ def nudge(net: Any, dtype: str, sign_seed: int) -> Dict[str, int]:
     rng = np.random.default_rng(sign_seed)
     count = {"parameters": 0, "elements": 0}
     for param in sorted(net.get_parameters(), key=lambda p: p.name):
-        values = param.asnumpy().astype(np.float64)
+        values = param.asnumpy()
+        values = values if values.dtype == np.float32 else values.astype(np.float64)  # (as torch's)
         moved = perturb(values, dtype, twin_signs(values.shape, rng))
         param.set_data(Tensor(moved.astype(param.asnumpy().dtype)))
         count["parameters"] += 1
@@ -482,14 +483,14 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     np.random.seed(cfg.seed)
     rank, world = ctx.rank, ctx.world
     job_dir = Path(job_dir)
-    names = phase_order(copy_order(cfg), phase, job_dir)
+    names = phase_order(copy_order(cfg), phase, job_dir, rank, twin.tracing(cfg))
     apart = copy_order(cfg) == "separate"
     standalone, distributed, applied, twin_built = build_copies(
         cfg, job_dir, ctx, names, with_twin=twin.built_here(cfg, job_dir, phase, apart))
     global_np, local_np = rank_samples(cfg, rank)
     twin_seen: Dict[str, Observer] = {}
     twin_record = None
-    twin_trains = twin_built is not None and twin.trains(cfg, job_dir, phase, apart, rank)
+    twin_trains = twin_built is not None and twin.trains(cfg, job_dir, phase, apart, rank, world)
     here, frozen = "distributed" in names, list(applied.get("frozen") or [])
     book = rerun_book(cfg, job_dir, rank, names, shard_rank=rank, twin_traced=twin_trains,
                       shard_shapes=lambda: {p.name: tuple(p.shape) for p in distributed.model.get_parameters()}

@@ -39,6 +39,7 @@ from sweep.records import RankResult
 from sweep.train import (
     copy_order,
     crosses_frameworks,
+    launch_order,
     phase_order,
     rank_samples,
     redirect_output,
@@ -293,7 +294,9 @@ def nudge(model: Any, dtype: str, sign_seed: int) -> Dict[str, int]:
         for _, param in sorted(model.named_parameters(), key=lambda item: item[0]):
             if not param.is_floating_point():
                 continue
-            values = param.detach().to("cpu", torch.float64).numpy()
+            # float32 stays float32 (perturb computes those in float32: the same numbers, faster)
+            wide = torch.float32 if param.dtype == torch.float32 else torch.float64
+            values = param.detach().to("cpu", wide).numpy()
             moved = perturb(values, dtype, twin_signs(values.shape, rng))
             param.copy_(torch.from_numpy(moved).to(dtype=param.dtype, device=param.device))
             count["parameters"] += 1
@@ -450,10 +453,12 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     np.random.seed(cfg.seed)
     if cfg.deterministic or torch.are_deterministic_algorithms_enabled():
         torch.use_deterministic_algorithms(bool(cfg.deterministic))
-    names = phase_order(copy_order(cfg), phase, job_dir)
+    names = phase_order(copy_order(cfg), phase, job_dir, ctx.rank, twin.tracing(cfg))
     apart = copy_order(cfg) == "separate"
+    # built as every rank of the launch builds them (a policy standalone copy's mesh is collective)
     standalone, distributed, applied, twin_built = build_copies(
-        cfg, job_dir, ctx, names, with_twin=twin.built_here(cfg, job_dir, phase, apart))
+        cfg, job_dir, ctx, launch_order(copy_order(cfg), phase, job_dir),
+        with_twin=twin.built_here(cfg, job_dir, phase, apart))
     global_np, local_np = rank_samples(cfg, ctx.rank)
 
     def to_device(pairs: List[Any]) -> List[Any]:
@@ -461,7 +466,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
 
     twin_seen: Dict[str, Observer] = {}
     twin_record = None
-    twin_trains = twin_built is not None and twin.trains(cfg, job_dir, phase, apart, ctx.rank)
+    twin_trains = twin_built is not None and twin.trains(cfg, job_dir, phase, apart, ctx.rank, ctx.world)
     here = "distributed" in names
     book = rerun_book(cfg, job_dir, ctx.rank, names, lambda: shard_layout(distributed.model) if here else {},
                       slices=lambda: {"distributed": shard_slices(distributed.model) if here else {}},
@@ -490,7 +495,10 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     def runner(name: str) -> Any:
         def run() -> List[float]:
             with copy_random_stream(int(cfg.seed), ctx.device):
-                return train(copies[name], to_device(samples[name]), cfg.train, seen[name].values())
+                losses = train(copies[name], to_device(samples[name]), cfg.train, seen[name].values())
+            if name == "standalone" and names[-1] != name:
+                release_training_state(copies[name])
+            return losses
         return run
 
     losses, moved, seconds = train_phases(
@@ -509,6 +517,19 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     result.final = final_record(names, {"standalone": lambda: record_tensors(standalone.model, "buffer"),
                                         "distributed": lambda: record_tensors(distributed.model, "buffer")})
     write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
+
+
+def release_training_state(copy: Copy) -> None:
+    """Let go of a copy's gradients and optimizer state once it has trained and another copy
+    trains after it (the standalone copy, ``order=standalone_first``): three more float32 tensors
+    of each parameter's size under Adam, otherwise held beside the distributed copy at its peak.
+    Its weights and buffers stay (read after: the ``moved`` check, the end buffers); what its
+    observers recorded stays on them."""
+    state = getattr(copy.optimizer, "state", None)  # (torch.optim's: a dict of tensors per parameter)
+    if hasattr(state, "clear"):
+        state.clear()
+    for param in copy.model.parameters():
+        param.grad = None
 
 
 def rank_result(cfg: Any, ctx: RankContext, distributed: Copy, seen: Dict[str, Dict[str, Observer]],

@@ -10,8 +10,9 @@ its parameters with ``sweep.analysis.envelope.perturb`` in name order, and train
 the other copies (its own random stream: the others draw as without it).
 
 Who trains it, once per distinct baseline (the sweep's baseline cache keeps it,
-``sweep.run.baseline``): the process that trains the standalone copy, on rank 0 (the
-ranks, or the standalone-only process of ``order=separate`` and ``baseline.framework``),
+``sweep.run.baseline``): the launch that trains the standalone copy, on its last rank while
+rank 0 trains the standalone copy (the ranks; one rank trains both), or the standalone-only
+process of ``order=separate`` and ``baseline.framework``,
 unless the job found it cached (``ranks/twin.json`` written before launch, as
 ``ranks/standalone.json`` for a cached baseline); in a tracing rerun every rank, traced like
 the other copies, so each rank's tensors have their envelope on the same elements.
@@ -58,10 +59,12 @@ def built_here(cfg: Any, job_dir: Path | str, phase: str, apart: bool) -> bool:
     return phase == "standalone" or not apart
 
 
-def trains(cfg: Any, job_dir: Path | str, phase: str, apart: bool, rank: int) -> bool:
+def trains(cfg: Any, job_dir: Path | str, phase: str, apart: bool, rank: int, world: int = 1) -> bool:
     """Whether this process trains the twin: where :func:`built_here`, every rank of a tracing
-    rerun, else rank 0 only (its losses are the envelope; one is enough)."""
-    return built_here(cfg, job_dir, phase, apart) and (tracing(cfg) or rank == 0)
+    rerun, else the last rank (``world - 1``) only: its losses are the envelope, one is enough,
+    and there it trains while rank 0 trains the standalone copy, which no other rank does
+    (``sweep.train.phase_order``). A launch of one rank trains both, the twin first."""
+    return built_here(cfg, job_dir, phase, apart) and (tracing(cfg) or rank == world - 1)
 
 
 def plain(cfg: Any) -> Dict[str, Any]:
@@ -109,7 +112,7 @@ def release() -> None:
     """Free the twin's model and optimizer once it has trained (the caller drops its own
     references first), before the other copies build up theirs: otherwise the twin stays beside
     the standalone copy and the distributed shard, a third copy's weights, gradients and
-    optimizer state at the peak (rank 0 of a passing job; every rank of a tracing rerun). Its
+    optimizer state at the peak (the last rank of a passing job; every rank of a tracing rerun). Its
     observers keep what they recorded, not the model (module hooks hold the observer, not the
     other way round); a collection breaks the reference cycles hooks make, so the memory goes
     now (a failing 42.6M-parameter job, ``benchmarks/scale.py``, peaked at 7.82 GiB without it,

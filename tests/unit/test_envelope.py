@@ -235,3 +235,24 @@ def test_modules_are_judged_against_the_twins_difference_not_their_own_size():
     assert beyond["first"]["module"] == "layer0" and "x its rounding envelope" in module_text(beyond["first"])
     exact = compare_modules(standalone, [step(1.0 + 3e-6)])  # no twin: any difference counts
     assert exact["first"]["module"] == "layer0"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_float32_weights_are_nudged_in_float32_to_the_same_numbers_as_in_float64(dtype):
+    # the twin's nudge of float32 weights takes the float32 path (3.7x faster): it must give the
+    # float64 computation's numbers exactly, at zeros, subnormals, powers of two (where the
+    # downward neighbour is half a unit away in float32), the largest float32 and non-finite values
+    rng = np.random.default_rng(3)
+    edges = [0.0, -0.0, 2.0 ** -149, -2.0 ** -149, 2.0 ** -126, -2.0 ** -125, 1.0, -0.5, 2.0 ** 20, 6.1e-5,
+             3.4028235e38, -3.4028235e38, np.inf, -np.inf, np.nan]
+    x = np.concatenate([np.asarray(edges, np.float32), (rng.standard_normal(20000) * 0.02).astype(np.float32),
+                        np.float32(2.0) ** np.arange(-140, 120, dtype=np.float32)])
+    signs = envelope.twin_signs(x.shape, np.random.default_rng(4))
+    fast = envelope.perturb(x, dtype, signs)
+    with np.errstate(over="ignore", invalid="ignore"):
+        slow = envelope.perturb(x.astype(np.float64), dtype, signs).astype(np.float32)
+    assert fast.dtype == np.float32
+    assert np.array_equal(fast, slow, equal_nan=True)
+    moved = np.isfinite(x) & (x != 0)
+    if dtype == "float32":  # every finite, non-zero float32 weight moves to a neighbour
+        assert np.all(fast[moved] != x[moved])
