@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -54,9 +55,14 @@ def main() -> None:
     sharded.load_state_dict(standalone.state_dict())
     fully_shard(sharded, mesh=init_device_mesh(device_type, (world,)), reshard_after_forward=True)
     samples = tokens(steps, batch_size=4, seed_offset=42, vocab_size=64, seq_len=16)
-    losses = (train(standalone, samples, device), train(sharded, samples, device))
+    began = time.perf_counter()
+    alone = train(standalone, samples, device)
+    middle = time.perf_counter()
+    losses = (alone, train(sharded, samples, device))
+    seconds = (middle - began, time.perf_counter() - middle)
     if rank == 0:
-        print(f"floor: last losses standalone {losses[0]:.6f} sharded {losses[1]:.6f}", flush=True)
+        print(f"floor: last losses standalone {losses[0]:.6f} sharded {losses[1]:.6f}; training loops "
+              f"standalone {seconds[0]:.1f} s, sharded {seconds[1]:.1f} s", flush=True)
     dist.destroy_process_group()
 
 
