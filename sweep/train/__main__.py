@@ -61,6 +61,7 @@ def serve(pool_dir: Path, exit_process: bool = True, phase: str = "both") -> Non
     from sweep.layout import STOP, PoolDir
     from sweep.layout import JobDir
     from sweep.train import load_job, rank_functions, redirect_output, redirect_to
+    from sweep.train.heap import give_back
 
     user_path()
     stacks_on_signal()
@@ -106,6 +107,7 @@ def serve(pool_dir: Path, exit_process: bool = True, phase: str = "both") -> Non
             # (elastic_launch with fork does) names the rank that failed first.
             time.sleep(FAILED_RANK_GRACE_S)
             os._exit(1)
+        give_back()  # the job's copies are gone: their memory leaves this waiting process too
         seq += 1
     module.close_rank(ctx, exit_process=exit_process)
 

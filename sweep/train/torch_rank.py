@@ -530,6 +530,9 @@ def release_training_state(copy: Copy) -> None:
         state.clear()
     for param in copy.model.parameters():
         param.grad = None
+    from sweep.train.heap import give_back
+
+    give_back()
 
 
 def rank_result(cfg: Any, ctx: RankContext, distributed: Copy, seen: Dict[str, Dict[str, Observer]],
