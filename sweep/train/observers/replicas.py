@@ -20,7 +20,8 @@ DIGEST_CHARS = 16  # of a sha1's hex: a collision between two different shards i
 
 
 def _digest(values: np.ndarray) -> str:
-    return hashlib.sha1(np.ascontiguousarray(values, np.float32).tobytes()).hexdigest()[:DIGEST_CHARS]
+    # (the array's own buffer, not a tobytes() copy: the same bytes hashed)
+    return hashlib.sha1(np.ascontiguousarray(values, np.float32).reshape(-1).view(np.uint8)).hexdigest()[:DIGEST_CHARS]
 
 
 def torch_tensor_keys(model: Any) -> Dict[str, str]:
