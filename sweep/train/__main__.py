@@ -61,7 +61,7 @@ def serve(pool_dir: Path, exit_process: bool = True, phase: str = "both") -> Non
     from sweep.layout import STOP, PoolDir
     from sweep.layout import JobDir
     from sweep.train import load_job, rank_functions, redirect_output, redirect_to
-    from sweep.train.heap import give_back
+    from sweep.train.heap import settle
 
     user_path()
     stacks_on_signal()
@@ -71,6 +71,7 @@ def serve(pool_dir: Path, exit_process: bool = True, phase: str = "both") -> Non
     pool_cfg = OmegaConf.load(paths.config)
     module = rank_functions(pool_cfg)
     ctx = module.init_rank(pool_cfg, phase != "standalone")
+    settle()  # what lives as long as this process: later collections skip it
     seq = 0
     gone = None
     while True:
@@ -107,7 +108,7 @@ def serve(pool_dir: Path, exit_process: bool = True, phase: str = "both") -> Non
             # (elastic_launch with fork does) names the rank that failed first.
             time.sleep(FAILED_RANK_GRACE_S)
             os._exit(1)
-        give_back()  # the job's copies are gone: their memory leaves this waiting process too
+        settle()  # the job's copies are gone: their memory leaves this waiting process too
         seq += 1
     module.close_rank(ctx, exit_process=exit_process)
 
@@ -115,6 +116,7 @@ def serve(pool_dir: Path, exit_process: bool = True, phase: str = "both") -> Non
 def main(argv: list[str]) -> None:
     from sweep.layout import is_pool_dir
     from sweep.train import PHASES, load_job, rank_functions, standalone_config
+    from sweep.train.heap import settle
 
     parser = argparse.ArgumentParser(prog="python -m sweep.train")
     parser.add_argument("dir", type=Path, help="a job dir (job.yaml) or a pool dir (pool.yaml)")
@@ -128,7 +130,9 @@ def main(argv: list[str]) -> None:
     cfg = load_job(args.dir)
     if args.phase == "standalone":  # baseline.framework: maybe another framework's rank module
         cfg = standalone_config(cfg)
-    rank_functions(cfg).run_rank(cfg, str(args.dir), args.phase)
+    module = rank_functions(cfg)
+    settle()  # the imports: the collections during the job skip them (sweep.train.heap)
+    module.run_rank(cfg, str(args.dir), args.phase)
 
 
 if __name__ == "__main__":

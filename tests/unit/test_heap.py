@@ -34,3 +34,25 @@ def test_freed_heap_chunks_below_the_top_go_back_to_the_os():
 def test_it_only_collects_where_there_is_no_malloc_trim(monkeypatch):
     monkeypatch.setattr(heap, "_libc", lambda: None)
     assert heap.give_back() is False
+
+
+def test_settle_freezes_what_lives_and_later_cycles_are_still_collected():
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    try:
+        heap.settle()
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # a cycle made after the freeze: only a collection frees it
+        gone = weakref.ref(a)
+        del a, b
+        heap.give_back()
+        assert gone() is None
+        assert gc.get_freeze_count() == frozen  # give_back alone freezes nothing more
+    finally:
+        gc.unfreeze()
