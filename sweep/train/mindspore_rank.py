@@ -177,7 +177,7 @@ def copy_observers(cfg: Any, name: str, copy: Copy, frozen: List[str], rank: int
     distributed = name == "distributed"
     shape = [int(n) for n in cfg.mesh.mesh_shape]
     groups = dim_groups(shape, list(cfg.mesh.mesh_dim_names), rank) if int(np.prod(shape)) == world else {}
-    found["grads"] = MindSporeGradients(distributed, until=max(int(until if until is not None else 0), 0), rank=rank,
+    found["grads"] = MindSporeGradients(distributed, until=0 if until is None else -1, rank=rank,
                                         world=world if distributed else 1, groups=groups,
                                         max_norm=cfg.train.clip_grad_norm, clears=copy.clear_grads,
                                         full_shapes=full_shapes)

@@ -408,9 +408,10 @@ def copy_observers(cfg: Any, name: str, copy: Copy, device: Any, rank: int = 0, 
     found["ledger"] = CollectiveLedger(copy.engine, until=max(until_step, 0), keep=distributed)
     targets = (lambda model: override_targets(model, cfg)) if cfg.mp_policy.get("overrides") else None
     found["dtypes"] = TorchDtypes(found["ledger"], targets=targets)
-    found["grads"] = TorchGradients(distributed, until=max(until_step, 0), rank=rank, world=world if distributed else 1,
-                                    groups=_mesh_groups(cfg, rank, world), max_norm=cfg.train.clip_grad_norm,
-                                    clears=copy.clear_grads, ledger=found["ledger"])
+    found["grads"] = TorchGradients(distributed, until=0 if until is None else -1, rank=rank,
+                                    world=world if distributed else 1, groups=_mesh_groups(cfg, rank, world),
+                                    max_norm=cfg.train.clip_grad_norm, clears=copy.clear_grads,
+                                    ledger=found["ledger"])
     if until is not None:
         found["trace"] = TorchTensorTrace(until_step, weights_step, book.sink(name) if book is not None else None)
         if cfg.compare.get("module_trace", True):  # the tracing rerun: inside the model too

@@ -17,7 +17,8 @@ Per step, each copy records every parameter's gradient norm at three points (``n
   clipping, unscaling, or code in the engine's ``optimizer_step`` that touches the gradients
   (logging) is inside it.
 
-On the steps it watches (step 0, and every traced step of a tracing rerun) the distributed
+On the steps it watches (step 0 of a job's run; none in its tracing rerun, whose findings
+are the tensors and modules: the job reads the op that ran from its own run) the distributed
 copy also gathers every rank's local gradients (one all-gather, outside the step's spans:
 the ledger does not see it) and holds each reduced gradient against them
 (``sweep.analysis.reductions.classify``: the mean over the ranks, or the op that ran
@@ -43,7 +44,7 @@ from sweep.train.observers.base import Observer, Step
 class _Gradients(Observer):
     """What both frameworks' observers share (module docstring). ``distributed``: this is
     the distributed copy (it reduces, and gathers on the watched steps); ``until``: the last
-    step watched for the op that ran (at least step 0); ``rank``/``world``; ``groups``: this
+    step watched for the op that ran (-1: none); ``rank``/``world``; ``groups``: this
     rank's mesh-dim groups (``sweep.analysis.collectives.dim_groups``, ``{}`` where the mesh
     is not the job's ranks); ``max_norm``: ``train.clip_grad_norm`` (for the candidate that
     clips before the reduction); ``clears``: the step clears this copy's gradients."""
@@ -51,7 +52,7 @@ class _Gradients(Observer):
     def __init__(self, distributed: bool, until: int = 0, rank: int = 0, world: int = 1,
                  groups: Optional[Dict[str, List[int]]] = None, max_norm: Optional[float] = None,
                  clears: bool = True) -> None:
-        self.distributed, self.until = distributed, max(int(until), 0)
+        self.distributed, self.until = distributed, max(int(until), -1)
         self.rank, self.world, self.groups = int(rank), int(world), dict(groups or {})
         self.max_norm = None if max_norm is None else float(max_norm)
         self.clears = clears
