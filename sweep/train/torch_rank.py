@@ -426,6 +426,17 @@ def copy_observers(cfg: Any, name: str, copy: Copy, device: Any, rank: int = 0, 
     return found
 
 
+def _traced_slices(shards: Dict[str, Dict[str, Any]], twin_traced: bool) -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """The tracing rerun's slices by copy (``sweep.train.trace_book.TraceBook``): the
+    distributed copy's dim-0 shards (``shards``, ``sweep.train.torch_tensors.shard_slices``),
+    and the same rows of the twin where it is traced here. The twin trains whole on every rank
+    of the rerun; each rank compares only those rows of it with the standalone copy's, and the
+    shard group merges them (its envelope's figures are the whole tensors', bit for bit:
+    maxima over the shards, sums in shard order, as the full capture takes them). Before, every
+    rank compared and spooled the whole of both."""
+    return {"distributed": shards, **({"twin": shards} if twin_traced and shards else {})}
+
+
 def twin_observers(cfg: Any, copy: Copy, book: Any = None) -> Dict[str, Observer]:
     """The twin's observers: in a tracing rerun (``compare.trace_until`` set) the tensor trace
     (into ``book``'s sink ``twin``, as the other copies') and the module trace, as the other
@@ -470,7 +481,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     twin_trains = twin_built is not None and twin.trains(cfg, job_dir, phase, apart, ctx.rank, ctx.world)
     here = "distributed" in names
     book = rerun_book(cfg, job_dir, ctx.rank, names, lambda: shard_layout(distributed.model) if here else {},
-                      slices=lambda: {"distributed": shard_slices(distributed.model) if here else {}},
+                      slices=lambda: _traced_slices(shard_slices(distributed.model) if here else {}, twin_trains),
                       gather=gather_rows(ctx.device), twin_traced=twin_trains)
     if twin_trains:
         # first, in its own random stream: the other copies draw as without it

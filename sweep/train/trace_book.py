@@ -312,7 +312,8 @@ class TraceBook:
                 if self.shard_rank is not None and sharded is not None:
                     standalone = to_shards(standalone, sharded.entries, self.shard_rank)
                     distributed = to_shards(distributed, sharded.entries, self.shard_rank)
-                return pair_trace(standalone, distributed)
+                    return pair_trace(standalone, distributed)
+                return pair_trace(standalone, distributed, self.layout)  # the staged sums' order: by shard
             if self.shard_rank is not None:
                 standalone = to_shards(standalone, distributed, self.shard_rank)
             return pair_trace(standalone, distributed, self.layout)
@@ -423,7 +424,7 @@ class StagedSink:
         recorded = self.names[-1].setdefault(kind, [])
         partners = self.book.partners(self.name)
         for name, values in items:
-            values = np.require(values, np.float32, "C")  # (np.ascontiguousarray makes a 0-d tensor 1-d)
+            values = self._own_rows(name, np.require(values, np.float32, "C"))  # (ascontiguousarray: 0-d -> 1-d)
             key = (step, kind, name)
             recorded.append(name)
             stored, first_row = self._stored(name, values)
@@ -443,6 +444,16 @@ class StagedSink:
         for partner in partners:
             self._merge(partner, step, kind)
             self._decide(partner, step, kind)
+
+    def _own_rows(self, name: str, values: np.ndarray) -> np.ndarray:
+        """This rank's rows of a whole tensor that the book slices for this copy though it holds
+        it whole (the twin, given the distributed copy's slices: each rank compares its rows with
+        the reference's and the shard group merges them, as for the distributed copy's shards,
+        instead of every rank comparing the whole tensor); anything else as it is."""
+        found = self.book.sliced(self.name, name) if self.name != self.book.reference else None
+        if found is None or not values.ndim or values.shape[0] != found["total"] or found["rows"] == found["total"]:
+            return values
+        return values[found["offset"]:found["offset"] + found["rows"]]
 
     def _rows_of(self, name: str, stored: np.ndarray, first_row: int) -> List[int]:
         """``[first row, rows]`` of the whole tensor a digest line covers."""
@@ -475,7 +486,7 @@ class StagedSink:
         prev_key = ((step - 1, "weight", name) if step > 0 else (0, "initial", name)) if kind == "weight" else None
         if prev_key is not None and not self._updates(against, name, spool, prev_key):
             prev_key = None
-        shards = book.layout.get(name, 1) if against != book.twin else 1
+        shards = book.layout.get(name, 1)  # (the twin's rows too: the full capture's, :meth:`TraceBook.pairs`)
         mine = values if not (shard and not ref_is_partner) else values[rows[0]:rows[1]]
         if rows is not None and ref_is_partner and not spool.covers(key, rows):
             rows = None  # (a spool without those rows: compared whole, and then differs by shape)

@@ -289,11 +289,11 @@ def _slices(index):
     return out
 
 
-@pytest.mark.parametrize("fault", sorted(FAULTS))
-def test_shards_compared_apart_and_merged_give_the_whole_tensors_findings(tmp_path, fault):
-    """Two ranks, each recording its dim-0 shards of the distributed copy's parameters (FSDP2
-    without a gather), merge their statistics in one all-gather per kind and step: each finds
-    what the whole tensors give, bit for bit, and spools only its rows of the reference."""
+def _two_ranks(tmp_path, fault, twin_rows=False):
+    """Two ranks (threads) of one book each, recording the distributed copy's dim-0 shards of
+    the sharded parameters (and, ``twin_rows``, only the same rows of the twin, which trains
+    whole), merging their statistics over a played all-gather: ``({rank: (distributed pairs,
+    twin pairs)}, {rank: the closed book's summary}, (ours, theirs, twin))``."""
     import threading
 
     ours, theirs = _trace(3, 6, FAULTS[fault])
@@ -307,35 +307,67 @@ def test_shards_compared_apart_and_merged_give_the_whole_tensors_findings(tmp_pa
         barrier.wait()
         return out
 
-    found, books = {}, {}
+    found, done = {}, {}
 
     def rank(index):
-        book = TraceBook(["twin", "standalone", "distributed"], "staged", tmp_path / f"r{index}", rank=index,
-                         slices={"distributed": _slices(index)}, gather=lambda g, r: gather(g, r, index),
-                         envelope=ENVELOPE)
+        slices = {"distributed": _slices(index), **({"twin": _slices(index)} if twin_rows else {})}
+        book = TraceBook(["twin", "standalone", "distributed"], "staged", tmp_path / f"r{index}-{twin_rows}",
+                         rank=index, slices=slices, gather=lambda g, r: gather(g, r, index), envelope=ENVELOPE)
         _feed(book, "twin", twin)
         _feed(book, "standalone", ours)
         local = [{kind: ({n: _shard(v, n, index) for n, v in step[kind].items()} if kind in ("initial", "grad", "weight")
                          else step[kind]) for kind in step} for step in theirs]
         _feed(book, "distributed", local)
         found[index] = (book.pairs("distributed"), book.pairs("twin"))
-        books[index] = book
+        done[index] = book.close()
 
     threads = [threading.Thread(target=rank, args=(i,)) for i in (0, 1)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    return found, done, (ours, theirs, twin)
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_shards_compared_apart_and_merged_give_the_whole_tensors_findings(tmp_path, fault):
+    """Two ranks, each recording its dim-0 shards of the distributed copy's parameters (FSDP2
+    without a gather), merge their statistics in one all-gather per kind and step: each finds
+    what the whole tensors give, bit for bit, and spools only its rows of the reference."""
+    found, done, (ours, theirs, twin) = _two_ranks(tmp_path, fault)
     for index in (0, 1):
         want = locate(ours, theirs, 5, Search(rank=index, known={"world_size": 2.0}, layout=SHARDED), twin=twin)
         pairs, envelope = found[index]
         assert _same(locate_in(pairs, 5, Search(rank=index, known={"world_size": 2.0}), twin=envelope), want)
         assert _same(tensor_rows_in(pairs), tensor_rows(ours, theirs))
-        done = books[index].close()
         full = sum(4 * int(np.prod(v.shape)) for step in ours for kind in step if kind != "order"
                    for v in step[kind].values())
-        assert done["spooled_bytes"] < 2 * full  # the twin whole (its envelope is the whole tensors')
-        assert done["spooled_bytes"] - full < full  # and only this rank's rows of the sharded parameters
+        assert done[index]["spooled_bytes"] < 2 * full  # the twin whole (its envelope is the whole tensors')
+        assert done[index]["spooled_bytes"] - full < full  # and only this rank's rows of the sharded parameters
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_twin_compared_by_rows_and_merged_is_the_envelope_of_the_whole_tensors(tmp_path, fault):
+    """The twin trains whole on every rank of a rerun; given the distributed copy's slices,
+    each rank compares only those rows of it (and spools only them, and the standalone copy
+    only its rows), and the merged rows are the whole tensors' bit for bit: the same bounds as
+    the twin's whole traces give, the same envelope pairs as a full capture laid out by shard,
+    the same findings as a whole twin."""
+    whole, whole_done, _ = _two_ranks(tmp_path, fault)
+    rows, rows_done, (ours, theirs, twin) = _two_ranks(tmp_path, fault, twin_rows=True)
+    layout = {name: shards for name, shards in SHARDED.items()}
+    _, full = _run(tmp_path, "full", ("twin", "standalone", "distributed"),
+                   {"standalone": ours, "distributed": theirs, "twin": twin}, layout, envelope=ENVELOPE)
+    for index in (0, 1):
+        pairs, envelope = rows[index]
+        assert _same(envelope, full["twin"])  # the rows a full capture takes, bit for bit
+        assert _same(envelope_bounds_in(envelope, *ENVELOPE), envelope_bounds(ours, twin, *ENVELOPE))
+        want = locate(ours, theirs, 5, Search(rank=index, known={"world_size": 2.0}, layout=SHARDED), twin=twin)
+        assert _same(locate_in(pairs, 5, Search(rank=index, known={"world_size": 2.0}), twin=envelope), want)
+        assert _same(locate_in(pairs, 5, Search(rank=index, known={"world_size": 2.0}), twin=envelope),
+                     locate_in(whole[index][0], 5, Search(rank=index, known={"world_size": 2.0}),
+                               twin=whole[index][1]))
+        assert rows_done[index]["spooled_bytes"] < whole_done[index]["spooled_bytes"]
 
 
 def test_a_capture_read_against_the_envelope_so_far_says_where_the_whole_window_holds_it(tmp_path):
