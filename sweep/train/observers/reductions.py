@@ -126,8 +126,7 @@ class _Gradients(Observer):
         raise NotImplementedError
 
     def all_gather(self, values: np.ndarray) -> np.ndarray:
-        """Every rank's ``values`` (1-D float32 or float64, the same length and dtype on every
-        rank), stacked: ``(world, n)``, in a dtype that holds them exactly."""
+        """Every rank's ``values`` (1-D float64, the same length on every rank), stacked: ``(world, n)``."""
         raise NotImplementedError
 
     def check(self, step: Step, local: Dict[str, np.ndarray], reduced: Dict[str, np.ndarray],
@@ -184,19 +183,14 @@ class _Gradients(Observer):
     def _gathered(self, names: List[str], local: Dict[str, np.ndarray]) -> Any:
         """Every rank's ``local`` gradients of ``names``, a chunk of parameters at a time (one
         all-gather each, at most :data:`GATHER_CHUNK` elements of this rank's, a larger
-        parameter alone): ``{name: (world, *shape) float64}`` per chunk. Sent as float32 where
-        the chunk's gradients all are float32 or narrower, else as float64."""
+        parameter alone): ``{name: (world, *shape) float64}`` per chunk."""
         chunk: List[str] = []
         size = 0
         for n in [*names, None]:
             elements = int(np.asarray(local[n]).size) if n is not None else 0
             if chunk and (n is None or size + elements > self.GATHER_CHUNK):
-                arrays = [np.asarray(local[m]) for m in chunk]
-                # sent in float32 where every gradient is float32 or narrower: half the bytes of
-                # float64, and the same values once widened (float32 -> float64 is exact)
-                wire = np.float32 if all(a.dtype.kind == "f" and a.dtype.itemsize <= 4 for a in arrays) else np.float64
-                flat = np.concatenate([a.astype(wire, copy=False).ravel() for a in arrays])
-                gathered = self.all_gather(flat).astype(np.float64, copy=False)
+                flat = np.concatenate([np.asarray(local[m], np.float64).ravel() for m in chunk])
+                gathered = self.all_gather(flat)
                 stacked, start = {}, 0
                 for m in chunk:
                     count = int(np.asarray(local[m]).size)
@@ -296,9 +290,8 @@ class TorchGradients(_Gradients):
         import torch.distributed as dist
 
         device = self._device()
-        wire = np.float32 if values.dtype == np.float32 else np.float64
-        mine = torch.from_numpy(np.ascontiguousarray(values, wire)).to(device)
-        out = torch.empty(self.world * mine.numel(), dtype=mine.dtype, device=device)
+        mine = torch.from_numpy(np.ascontiguousarray(values, np.float64)).to(device)
+        out = torch.empty(self.world * mine.numel(), dtype=torch.float64, device=device)
         dist.all_gather_into_tensor(out, mine)
         return out.cpu().numpy().reshape(self.world, -1)
 
