@@ -426,15 +426,21 @@ def copy_observers(cfg: Any, name: str, copy: Copy, device: Any, rank: int = 0, 
     return found
 
 
-def _traced_slices(shards: Dict[str, Dict[str, Any]], twin_traced: bool) -> Dict[str, Dict[str, Dict[str, Any]]]:
+def _traced_slices(model: Any, twin_traced: bool, twin_rows_from: int) -> Dict[str, Dict[str, Dict[str, Any]]]:
     """The tracing rerun's slices by copy (``sweep.train.trace_book.TraceBook``): the
-    distributed copy's dim-0 shards (``shards``, ``sweep.train.torch_tensors.shard_slices``),
-    and the same rows of the twin where it is traced here. The twin trains whole on every rank
-    of the rerun; each rank compares only those rows of it with the standalone copy's, and the
-    shard group merges them (its envelope's figures are the whole tensors', bit for bit:
-    maxima over the shards, sums in shard order, as the full capture takes them). Before, every
-    rank compared and spooled the whole of both."""
-    return {"distributed": shards, **({"twin": shards} if twin_traced and shards else {})}
+    distributed copy's dim-0 shards (``sweep.train.torch_tensors.shard_slices`` of ``model``),
+    and the same rows of the twin where it is traced here and the parameters so sharded hold at
+    least ``twin_rows_from`` elements (``compare.twin_rows_from``). The twin trains whole on
+    every rank of the rerun; each rank then compares only those rows of it with the standalone
+    copy's, and the shard group merges them (its envelope's figures are the whole tensors', bit
+    for bit: maxima over the shards, sums in shard order, as the full capture takes them), and
+    the standalone copy spools only those rows. Else every rank compares the whole twin."""
+    from sweep.analysis.trace import canonical_name
+
+    shards = shard_slices(model)
+    sliced = sum(int(p.numel()) for n, p in model.named_parameters() if canonical_name(n) in shards)
+    by_rows = twin_traced and bool(shards) and sliced >= int(twin_rows_from)
+    return {"distributed": shards, **({"twin": shards} if by_rows else {})}
 
 
 def twin_observers(cfg: Any, copy: Copy, book: Any = None) -> Dict[str, Observer]:
@@ -481,7 +487,9 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     twin_trains = twin_built is not None and twin.trains(cfg, job_dir, phase, apart, ctx.rank, ctx.world)
     here = "distributed" in names
     book = rerun_book(cfg, job_dir, ctx.rank, names, lambda: shard_layout(distributed.model) if here else {},
-                      slices=lambda: _traced_slices(shard_slices(distributed.model) if here else {}, twin_trains),
+                      slices=lambda: _traced_slices(distributed.model, twin_trains,
+                                                    cfg.compare.get("twin_rows_from", 1 << 20))
+                      if here else {"distributed": {}},
                       gather=gather_rows(ctx.device), twin_traced=twin_trains)
     if twin_trains:
         # first, in its own random stream: the other copies draw as without it

@@ -49,7 +49,8 @@ def _both_ways(tmp_path_factory, name, cases, *common):
 
 @pytest.fixture(scope="module")
 def torch_jobs(tmp_path_factory):
-    return _both_ways(tmp_path_factory, "staged_torch", TORCH, "mesh=dp2")
+    # compare.twin_rows_from=0: the twin compared by the shards' rows and merged, even at this size
+    return _both_ways(tmp_path_factory, "staged_torch", TORCH, "mesh=dp2", "compare.twin_rows_from=0")
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +81,11 @@ def test_the_staged_trace_names_what_the_full_capture_names_torch(torch_jobs, ca
     for rank in (0, 1):
         lines = (ranks / f"tensors_{rank}.jsonl").read_text().splitlines()
         assert {json.loads(line)["copy"] for line in lines} == {"twin", "standalone", "distributed"}
-        pairs = {json.loads(line)["copy"] for line in (ranks / f"pairs_{rank}.jsonl").read_text().splitlines()}
-        assert pairs == {"twin", "distributed"}  # each against the standalone copy
+        rows = [json.loads(line) for line in (ranks / f"pairs_{rank}.jsonl").read_text().splitlines()]
+        assert {row["copy"] for row in rows} == {"twin", "distributed"}  # each against the standalone copy
+        twin_lines = [json.loads(line) for line in lines if json.loads(line)["copy"] == "twin"]
+        assert any("rows" in line for line in twin_lines)  # the twin digested by the shard's rows
+        assert any(row["copy"] == "twin" and row.get("of") == 2 for row in rows)  # merged over both shards
         assert (ranks / f"pairs_{rank}.jsonl").exists()
         features = json.loads((ranks / f"rank_{rank}.json").read_text())["features"]["trace"]
         assert features["capture"] == "staged" and features["spooled_bytes"] > 0

@@ -61,6 +61,13 @@ class CompareConfig:
             "tensor of every copy held in memory to the end (the same findings; memory: the copies' weights per "
             "traced step). A job whose standalone copy trains in another framework (``baseline.framework``) hands "
             "each copy's trace over in a file, held whole (``sweep.train.trace_files``).")
+    twin_rows_from: int = affects(
+        default=1 << 20,
+        doc="In the tracing rerun of an FSDP2 job (``trace_capture=staged``) the twin trains whole on every rank, "
+            "and each rank compares only the rows its distributed shard holds with the standalone copy's, merged "
+            "over the shard group (the whole tensors' figures, bit for bit), where the parameters FSDP2 shards on "
+            "dim 0 hold at least this many elements; fewer: every rank compares the whole twin (a merge costs a "
+            "small all-gather per kind and traced step, more than comparing a small model whole). Sets cost only.")
     trace_until: Optional[int] = affects(
         default=None,
         doc="Set by the job in its tracing rerun only: record gradients and weights up to this step.")
@@ -75,6 +82,8 @@ class CompareConfig:
         for key in ("trace_after", "onset_steps"):
             if compare[key] < 0:
                 raise ConfigError(f"compare.{key}={compare[key]}: must be >= 0 steps")
+        if compare.get("twin_rows_from", 0) < 0:
+            raise ConfigError(f"compare.twin_rows_from={compare.twin_rows_from}: must be >= 0 elements")
         if not math.isfinite(compare.get("envelope_margin", 4.0)) or compare.get("envelope_margin", 4.0) < 1:
             raise ConfigError(f"compare.envelope_margin={compare.envelope_margin}: must be a finite multiple >= 1 "
                               "of the envelope")
