@@ -32,6 +32,7 @@ import numpy as np
 
 from sweep import models
 from sweep.config.enums import as_str
+from sweep.config.sections.compare import TWIN_ROWS_FROM
 from sweep.engines import load_engine
 from sweep.engines.base import StandaloneTorch, TorchEngine
 from sweep.layout import JobDir
@@ -304,7 +305,7 @@ def nudge(model: Any, dtype: str, sign_seed: int) -> Dict[str, int]:
     return count
 
 
-def build_twin(cfg: Any, ctx: RankContext, standalone: Any) -> Tuple[Copy, Dict[str, Any]]:
+def build_twin(cfg: Any, ctx: RankContext, standalone: Any, trains: bool = True) -> Tuple[Copy, Dict[str, Any]]:
     """The standalone copy's twin (``sweep.train.twin``): a deep copy of the standalone model
     as built, its initial weights transferred and prepared (so before ``parallelize``), its
     parameters nudged (:func:`nudge`), then given an engine of its own that computes in the
@@ -313,7 +314,10 @@ def build_twin(cfg: Any, ctx: RankContext, standalone: Any) -> Tuple[Copy, Dict[
     (``StandaloneFSDP2``, FSDP2's own mixed precision: every cast and every bf16 operation
     rounds as a correct engine's would; collective to build), whatever the job's engine and
     ``baseline.precision``; else the standalone copy's. Then compile, optimizer and lr
-    scheduler. Returns ``(copy, {"dtype", "seed", "nudged", "engine"})``."""
+    scheduler. A rank that builds it only because its engine is made collectively (``trains``
+    false: another rank trains it, ``sweep.train.twin.trains``) leaves it un-nudged: a pass over
+    every weight (0.9 s a rank at 42.6M parameters) on the standalone copy's rank, before it trains.
+    Returns ``(copy, {"dtype", "seed", "nudged", "engine"})``."""
     import copy as copying
 
     import torch
@@ -323,7 +327,7 @@ def build_twin(cfg: Any, ctx: RankContext, standalone: Any) -> Tuple[Copy, Dict[
 
     model = copying.deepcopy(standalone)
     dtype, sign_seed = twin.perturbation_dtype(cfg), twin.seed(cfg)
-    nudged = nudge(model, dtype, sign_seed)
+    nudged = nudge(model, dtype, sign_seed) if trains else {"parameters": 0, "elements": 0}
     under_policy = policy_lowers(twin.plain(cfg))
     engine = standalone_engine(cfg, ctx, True, policy=under_policy or None)
     model = compile_model(cfg, engine.parallelize(model))
@@ -335,8 +339,8 @@ def build_twin(cfg: Any, ctx: RankContext, standalone: Any) -> Tuple[Copy, Dict[
              else "the standalone copy's"})
 
 
-def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str], with_twin: bool = False
-                 ) -> Tuple[Copy, Copy, Dict[str, Any], Optional[Tuple[Copy, Dict[str, Any]]]]:
+def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str], with_twin: bool = False,
+                 twin_trains: bool = True) -> Tuple[Copy, Copy, Dict[str, Any], Optional[Tuple[Copy, Dict[str, Any]]]]:
     """Both copies of the job's model on this rank, in the report's order of RNG use
     (module docstring): built, the initial weights transferred (``weights.transfer``),
     prepared alike (``sweep.train.copies.prepare``), parallelised (the distributed copy
@@ -344,7 +348,7 @@ def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str], wi
     its optimizer and lr scheduler. With ``baseline.framework``, rank 0 writes the initial
     weights, or the standalone-only process takes the other framework's (:func:`weights_across`).
     With ``with_twin``, also the standalone copy's twin (:func:`build_twin`), from the
-    standalone model as it is before ``parallelize``. Returns ``(standalone, distributed,
+    standalone model as it is before ``parallelize`` (nudged where ``twin_trains``). Returns ``(standalone, distributed,
     applied, twin)``: ``applied`` is what ``prepare`` did (``features_record``'s input), ``twin``
     ``(copy, its perturbation)`` or ``None``."""
     import torch
@@ -377,7 +381,7 @@ def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str], wi
     across = weights_across(cfg, job_dir, ctx, names, standalone)
     if across is not None:
         applied["initial_weights"] = across
-    twin = build_twin(cfg, ctx, standalone) if with_twin else None
+    twin = build_twin(cfg, ctx, standalone, twin_trains) if with_twin else None
     if "standalone" in names:
         standalone = alone.parallelize(standalone)
     input_dtype = getattr(torch, as_str(cfg.model.init_dtype))
@@ -473,10 +477,11 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         torch.use_deterministic_algorithms(bool(cfg.deterministic))
     names = phase_order(copy_order(cfg), phase, job_dir, ctx.rank, twin.tracing(cfg))
     apart = copy_order(cfg) == "separate"
+    twin_trains = twin.trains(cfg, job_dir, phase, apart, ctx.rank, ctx.world)
     # built as every rank of the launch builds them (a policy standalone copy's mesh is collective)
     standalone, distributed, applied, twin_built = build_copies(
         cfg, job_dir, ctx, launch_order(copy_order(cfg), phase, job_dir),
-        with_twin=twin.built_here(cfg, job_dir, phase, apart))
+        with_twin=twin.built_here(cfg, job_dir, phase, apart), twin_trains=twin_trains)
     global_np, local_np = rank_samples(cfg, ctx.rank)
 
     def to_device(pairs: List[Any]) -> List[Any]:
@@ -484,13 +489,17 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
 
     twin_seen: Dict[str, Observer] = {}
     twin_record = None
-    twin_trains = twin_built is not None and twin.trains(cfg, job_dir, phase, apart, ctx.rank, ctx.world)
+    twin_trains = twin_built is not None and twin_trains
     here = "distributed" in names
     book = rerun_book(cfg, job_dir, ctx.rank, names, lambda: shard_layout(distributed.model) if here else {},
                       slices=lambda: _traced_slices(distributed.model, twin_trains,
-                                                    cfg.compare.get("twin_rows_from", 1 << 20))
+                                                    cfg.compare.get("twin_rows_from", TWIN_ROWS_FROM))
                       if here else {"distributed": {}},
                       gather=gather_rows(ctx.device), twin_traced=twin_trains)
+    # before the twin trains: its gathers are collectives, and the twin's rank would hold the others
+    # at them while it trains (the standalone copy trains on rank 0 meanwhile, not after it)
+    initial = initial_check(standalone.model, distributed.model, float(cfg.compare.noise_floor)) \
+        if "distributed" in names else None
     if twin_trains:
         # first, in its own random stream: the other copies draw as without it
         twin_copy, made = twin_built
@@ -505,9 +514,6 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         twin_copy = made = None  # its model and optimizer go before the other copies train
         twin.release()  # (its traces stay on its observers)
     twin_built = None
-
-    initial = initial_check(standalone.model, distributed.model, float(cfg.compare.noise_floor)) \
-        if "distributed" in names else None
     copies = {"standalone": standalone, "distributed": distributed}
     samples = {"standalone": global_np, "distributed": local_np}
     seen = {name: copy_observers(cfg, name, copies[name], ctx.device, ctx.rank, ctx.world, book) for name in names}

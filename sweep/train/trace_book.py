@@ -445,6 +445,15 @@ class StagedSink:
             self._merge(partner, step, kind)
             self._decide(partner, step, kind)
 
+    def copy_rows(self, name: str, rows: int) -> Optional[Tuple[int, int]]:
+        """The rows ``[r0, r1)`` of the whole tensor ``name`` (``rows`` rows) that :meth:`_own_rows`
+        keeps of it, for the tracer to copy only those out of the model (the twin: half its
+        copies at two shards); ``None``: all of it."""
+        found = self.book.sliced(self.name, name) if self.name != self.book.reference else None
+        if found is None or rows != found["total"] or found["rows"] == found["total"]:
+            return None
+        return int(found["offset"]), int(found["offset"] + found["rows"])
+
     def _own_rows(self, name: str, values: np.ndarray) -> np.ndarray:
         """This rank's rows of a whole tensor that the book slices for this copy though it holds
         it whole (the twin, given the distributed copy's slices: each rank compares its rows with

@@ -10,6 +10,8 @@ from typing import Any, Optional
 from sweep.config.roles import VERDICT, affects
 from sweep.errors import ConfigError
 
+TWIN_ROWS_FROM = 1 << 20  # compare.twin_rows_from's default (elements)
+
 
 @dataclass
 class CompareConfig:
@@ -62,7 +64,7 @@ class CompareConfig:
             "traced step). A job whose standalone copy trains in another framework (``baseline.framework``) hands "
             "each copy's trace over in a file, held whole (``sweep.train.trace_files``).")
     twin_rows_from: int = affects(
-        default=1 << 20,
+        default=TWIN_ROWS_FROM,
         doc="In the tracing rerun of an FSDP2 job (``trace_capture=staged``) the twin trains whole on every rank, "
             "and each rank compares only the rows its distributed shard holds with the standalone copy's, merged "
             "over the shard group (the whole tensors' figures, bit for bit), where the parameters FSDP2 shards on "

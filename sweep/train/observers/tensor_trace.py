@@ -82,14 +82,20 @@ class TorchTensorTrace(_Trace):
         time (``sweep.train.torch_tensors.iter_state``), each copied out of live storage: a
         sharded ``DTensor`` gathered as it comes (a collective every rank makes in the same
         order), or, where the sink takes it so (its ``local`` names: a staged trace), this
-        rank's shard."""
+        rank's shard; of a whole tensor the sink compares only some rows of (``copy_rows``: the
+        twin's, by the distributed copy's shards), only those rows."""
         from sweep.train.torch_tensors import host_copy, iter_state
 
         local = getattr(self.sink, "local", frozenset())
+        rows = getattr(self.sink, "copy_rows", None)
         for name, tensor in iter_state(model, kind, gather=False):
-            if hasattr(tensor, "full_tensor") and name not in local:
+            if hasattr(tensor, "full_tensor"):
+                if name in local:
+                    yield name, host_copy(tensor)
+                    continue
                 tensor = tensor.full_tensor()
-            yield name, host_copy(tensor)
+            span = rows(name, int(tensor.shape[0])) if rows is not None and tensor.dim() else None
+            yield name, host_copy(tensor if span is None else tensor[span[0]:span[1]])
 
 
 def mindspore_state(net: Any, kind: str, frozen: Sequence[str] = ()) -> Dict[str, np.ndarray]:
