@@ -86,6 +86,16 @@ def read_floats(values: list) -> list[float]:
     return [float(v) for v in values]
 
 
+def read_array(values: Any) -> Any:
+    """A tensor's values from a result file (nested lists, any shape) as a numpy array: the
+    strings ``"nan"``, ``"inf"`` and ``"-inf"`` a non-finite value is written as (the JSON
+    writer's, this module) read back as floats, as :func:`read_floats` reads a loss list."""
+    import numpy as np
+
+    array = np.asarray(values)
+    return array.astype(np.float64) if array.dtype.kind in "US" else array
+
+
 def unwritable(directory: Path | str) -> str | None:
     """Why no file can be created in ``directory`` (an existing folder), in a few words
     (``Read-only file system``, ``Permission denied``), or ``None`` when one can: a

@@ -25,7 +25,7 @@ from sweep.analysis.rounding import twin_dtype
 from sweep.findings.places import missing_text
 from sweep import frameworks
 from sweep.config.enums import as_str
-from sweep.io import read_floats
+from sweep.io import read_array, read_floats
 from sweep.records import JobRecord, RankResult
 
 
@@ -238,8 +238,8 @@ def ended_apart(cfg: DictConfig, ranks: List[RankResult], standalone: Optional[D
 
     def named(values: Dict[str, Any], framework: str) -> Dict[str, np.ndarray]:
         if other == own:  # one framework: its own names
-            return {k: _numbers(v) for k, v in values.items()}
-        return {canonical_name(k, framework): _numbers(v) for k, v in values.items()
+            return {k: read_array(v) for k, v in values.items()}
+        return {canonical_name(k, framework): read_array(v) for k, v in values.items()
                 if k.rpartition(".")[2] not in TORCH_ONLY}
 
     found = []
@@ -336,14 +336,6 @@ def effect_notes(cfg: DictConfig, record: JobRecord) -> List[str]:
                      "(nothing accumulates to clear)")
     return notes
 
-
-
-def _numbers(values: Any) -> np.ndarray:
-    """A buffer's values as a result file holds them, as an array: a non-finite value is written
-    as the string ``"nan"``, ``"inf"`` or ``"-inf"`` (``sweep.io``), read back as the float
-    (a BatchNorm's running variance can be NaN in both copies)."""
-    array = np.asarray(values)
-    return array.astype(np.float64) if array.dtype.kind in "US" else array
 
 
 def gradient_notes(cfg: DictConfig, record: JobRecord, ranks: List[RankResult],
