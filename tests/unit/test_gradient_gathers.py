@@ -56,3 +56,44 @@ def test_float64_gradients_arrive_whole():
     got = next(iter(gathers._gathered(["w"], local)))["w"]
     assert gathers.sent == [np.float64]
     assert got[1, 0] == 1.0 + 2.0 ** -40
+
+
+class _Exchange(_Echo):
+    """As :class:`_Echo`, with the all-to-all: every rank holds these gradients, so what rank
+    ``q`` sends this one is this one's own part for itself."""
+
+    exchanges = True
+
+    def all_to_all(self, parts):
+        self.sent.append(("all_to_all", [p.size for p in parts]))
+        return np.stack([parts[self.rank]] * self.world)
+
+
+def test_an_exchange_brings_each_rank_its_rows_of_every_ranks_gradient():
+    rng = np.random.default_rng(1)
+    local = {"w": rng.standard_normal((5, 3)), "b": rng.standard_normal(4), "s": np.array(2.0)}
+    reduced = {"w": local["w"][3:5], "b": local["b"][2:4], "s": local["s"]}  # rank 1 of 2: torch.chunk's rows
+    ranks = _Exchange(True, until=0, rank=1, world=2)
+    table = ranks._rows_table(sorted(local), local, reduced, {"w": 1, "b": 1})
+    assert table == [{"b": (2, 4), "w": (3, 5)}] * 2  # (the echo: every rank reports this one's rows)
+    chunks = list(ranks._gathered(sorted(local), local, table))
+    got = {n: a for c in chunks for n, a in c.items()}
+    assert got["w"].shape == (2, 2, 3) and np.array_equal(got["w"][0], local["w"][3:5])
+    assert got["b"].shape == (2, 2) and got["s"].shape == (2,)  # a 0-d one travels whole, gathered
+    whole = {n: a for c in _Echo(True, until=0, rank=1, world=2)._gathered(sorted(local), local) for n, a in c.items()}
+    assert np.array_equal(whole["w"][:, 3:5], got["w"]) and np.array_equal(whole["b"][:, 2:4], got["b"])
+
+
+def test_the_op_that_ran_is_the_same_by_exchange_as_by_whole_gathers():
+    """Rank 1 of 2 holds its rows of gradients reduced by a sum (every rank's gradient alike):
+    the verdicts, scales included, are those of gathering every gradient whole."""
+    rng = np.random.default_rng(2)
+    local = {"big": rng.standard_normal((6, 4)), "small": rng.standard_normal(5) * 1e-6}
+    reduced = {"big": 2 * local["big"][3:6], "small": local["small"][3:5]}  # a sum, and the mean
+    found = []
+    for kind in (_Echo, _Exchange):
+        ranks = kind(True, until=0, rank=1, world=2)
+        ranks.check(_step(0), local, reduced, {"big": 1, "small": 1})
+        found.append(ranks.found[0])
+    assert found[0] == found[1]
+    assert found[1]["big"]["op"] == "sum" and found[1]["small"]["op"] == "mean"

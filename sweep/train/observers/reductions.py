@@ -19,8 +19,9 @@ Per step, each copy records every parameter's gradient norm at three points (``n
 
 On the steps it watches (step 0 of a job's run; none in its tracing rerun, whose findings
 are the tensors and modules: the job reads the op that ran from its own run) the distributed
-copy also gathers every rank's local gradients (one all-gather, outside the step's spans:
-the ledger does not see it) and holds each reduced gradient against them
+copy also gathers every rank's local gradients (outside the step's spans: the ledger does not
+see it; on torch by all-to-all, each rank sent only the rows it holds after the reduction,
+elsewhere by all-gather) and holds each reduced gradient against them
 (``sweep.analysis.reductions.classify``: the mean over the ranks, or the op that ran
 instead), ``found``. And at the start of each step after the first it reads the gradient
 buffers the copy keeps (``held``: torch's ``param.grad``; an engine's own accumulation
@@ -34,7 +35,7 @@ collectives run outside the spans on copies, so the losses are the same bit for 
 from __future__ import annotations
 
 import math
-from typing import Any, ContextManager, Dict, List, Optional
+from typing import Any, ContextManager, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -153,10 +154,10 @@ class _Gradients(Observer):
         tol = match_rel(self.reduce_dtype)
         owns: Dict[str, float] = {}
         measured: Dict[str, Any] = {}
-        for chunk in self._gathered(names, local):
+        for chunk in self._gathered(names, local, self._rows_table(names, local, reduced, index)):
             for n, stacked in chunk.items():
-                self.sizes[n] = int(stacked[0].size)
-                mean = stacked.mean(axis=0)
+                self.sizes[n] = int(np.asarray(local[n]).size)
+                mean = stacked.mean(axis=0)  # (over this rank's rows only, where only those came)
                 owns[n] = float(np.max(np.abs(mean))) if mean.size else 0.0
                 if n not in reduced:  # a local gradient, and none after the reduction
                     continue
@@ -165,8 +166,14 @@ class _Gradients(Observer):
                     if after.shape != stacked.shape[1:] else None
                 if rows is not None:
                     stacked = stacked[:, rows]  # the candidates on this rank's rows only
+                # (a scale from some rows only is at most the whole tensor's: ``measure`` then
+                # measures the multiples where the whole one would, and more; ``decide`` reads them
+                # at the whole tensor's scale below)
                 measured[n] = measure(candidates(stacked, self.rank, self.groups, clip), after, tol, owns[n],
                                       index.get(n, 0))
+        if self.exchanges:  # each parameter's max|mean| over the whole tensor: the largest over the ranks' rows
+            most = self.all_gather(np.array([owns[n] for n in names], np.float64)).max(axis=0)
+            owns = {n: float(most[i]) for i, n in enumerate(names)}
         largest = max(owns.values())
         out = {}
         for n in names:
@@ -179,28 +186,81 @@ class _Gradients(Observer):
         self.found[step.index] = out
 
     GATHER_CHUNK = 1 << 22  # elements a rank gathers at once (float64: 32 MiB of its own, x world gathered)
+    exchanges = False  # whether :meth:`all_to_all` is there (torch's); else every chunk is gathered whole
 
-    def _gathered(self, names: List[str], local: Dict[str, np.ndarray]) -> Any:
+    def _rows_table(self, names: List[str], local: Dict[str, np.ndarray], reduced: Dict[str, np.ndarray],
+                    index: Dict[str, int]) -> Optional[List[Dict[str, Tuple[int, int]]]]:
+        """Every rank's dim-0 rows of each parameter after the reduction (``[{name: (start,
+        stop)}]`` by rank; a parameter a rank holds no split of is left out of its dict), from
+        one all-gather of a pair of numbers per parameter; ``None`` without :attr:`exchanges`."""
+        from sweep.analysis.reductions import shard_rows
+
+        if not self.exchanges:
+            return None
+        mine = np.full((len(names), 2), -1.0)
+        for i, n in enumerate(names):
+            if n in reduced:
+                rows = shard_rows(np.shape(local[n]), np.shape(reduced[n]), index.get(n, 0))
+                if rows is not None and np.ndim(local[n]):
+                    mine[i] = (rows.start, rows.stop)
+        table = self.all_gather(mine.ravel()).reshape(self.world, len(names), 2)
+        return [{n: (int(table[r, i, 0]), int(table[r, i, 1])) for i, n in enumerate(names) if table[r, i, 0] >= 0}
+                for r in range(self.world)]
+
+    def _gathered(self, names: List[str], local: Dict[str, np.ndarray],
+                  rows: Optional[List[Dict[str, Tuple[int, int]]]] = None) -> Any:
         """Every rank's ``local`` gradients of ``names``, a chunk of parameters at a time (one
-        all-gather each, at most :data:`GATHER_CHUNK` elements of this rank's, a larger
-        parameter alone): ``{name: (world, *shape) float64}`` per chunk."""
+        collective each, at most :data:`GATHER_CHUNK` elements of this rank's, a larger
+        parameter alone): ``{name: (world, *shape) float64}`` per chunk. The parameters of a
+        chunk whose rows every rank's are known of (``rows``, :meth:`_rows_table`) travel by
+        all-to-all instead (the rest of the chunk by its all-gather), each rank sent only the rows it holds after the reduction
+        of every rank's gradient (``(world, its rows, *shape[1:])``: a world-th of the bytes of an
+        all-gather, at two ranks half)."""
         chunk: List[str] = []
         size = 0
         for n in [*names, None]:
             elements = int(np.asarray(local[n]).size) if n is not None else 0
             if chunk and (n is None or size + elements > self.GATHER_CHUNK):
-                flat = np.concatenate([np.asarray(local[m], np.float64).ravel() for m in chunk])
-                gathered = self.all_gather(flat)
-                stacked, start = {}, 0
-                for m in chunk:
-                    count = int(np.asarray(local[m]).size)
-                    stacked[m] = gathered[:, start:start + count].reshape((self.world,) + tuple(np.shape(local[m])))
-                    start += count
-                yield stacked
+                swap = [m for m in chunk if rows is not None and all(m in held for held in rows)]
+                rest = [m for m in chunk if m not in swap]
+                yield {**(self._exchanged(swap, local, rows) if swap else {}),
+                       **(self._whole(rest, local) if rest else {})}
                 chunk, size = [], 0
             if n is not None:
                 chunk.append(n)
                 size += elements
+
+    def _whole(self, chunk: List[str], local: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        """One chunk gathered whole: ``{name: (world, *shape)}``."""
+        flat = np.concatenate([np.asarray(local[m], np.float64).ravel() for m in chunk])
+        gathered = self.all_gather(flat)
+        stacked, start = {}, 0
+        for m in chunk:
+            count = int(np.asarray(local[m]).size)
+            stacked[m] = gathered[:, start:start + count].reshape((self.world,) + tuple(np.shape(local[m])))
+            start += count
+        return stacked
+
+    def _exchanged(self, chunk: List[str], local: Dict[str, np.ndarray],
+                   rows: List[Dict[str, Tuple[int, int]]]) -> Dict[str, np.ndarray]:
+        """One chunk by all-to-all: every rank's rows of it that this rank holds, ``{name:
+        (world, its rows, *shape[1:])}``; each rank sends rank ``r`` its own rows ``rows[r]``."""
+        parts = [np.concatenate([np.asarray(local[m], np.float64)[held[m][0]:held[m][1]].ravel() for m in chunk])
+                 for held in rows]
+        received = self.all_to_all(parts)
+        stacked, start = {}, 0
+        for m in chunk:
+            r0, r1 = rows[self.rank][m]
+            shape = (r1 - r0,) + tuple(np.shape(local[m])[1:])
+            count = int(np.prod(shape, dtype=np.int64))
+            stacked[m] = received[:, start:start + count].reshape((self.world,) + shape)
+            start += count
+        return stacked
+
+    def all_to_all(self, parts: List[np.ndarray]) -> np.ndarray:
+        """Send ``parts[r]`` (1-D float64) to rank ``r``; returns what every rank sent this one,
+        stacked ``(world, n)`` (every rank sends this one alike many). Only where :attr:`exchanges`."""
+        raise NotImplementedError
 
     reduce_dtype: Optional[str] = None  # the dtype the gradients were reduced in, where the ledger saw it
 
@@ -294,6 +354,20 @@ class TorchGradients(_Gradients):
         out = torch.empty(self.world * mine.numel(), dtype=torch.float64, device=device)
         dist.all_gather_into_tensor(out, mine)
         return out.cpu().numpy().reshape(self.world, -1)
+
+    exchanges = True  # torch.distributed's all_to_all_single (gloo, NCCL, HCCL)
+
+    def all_to_all(self, parts: List[np.ndarray]) -> np.ndarray:
+        import torch
+        import torch.distributed as dist
+
+        device = self._device()
+        sizes = [int(p.size) for p in parts]
+        mine = sizes[self.rank]
+        send = torch.from_numpy(np.concatenate([np.ascontiguousarray(p, np.float64).ravel() for p in parts])).to(device)
+        out = torch.empty(self.world * mine, dtype=torch.float64, device=device)
+        dist.all_to_all_single(out, send, output_split_sizes=[mine] * self.world, input_split_sizes=sizes)
+        return out.cpu().numpy().reshape(self.world, mine)
 
     def all_reduce(self, values: np.ndarray) -> np.ndarray:
         import torch
