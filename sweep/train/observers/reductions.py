@@ -212,10 +212,10 @@ class _Gradients(Observer):
         """Every rank's ``local`` gradients of ``names``, a chunk of parameters at a time (one
         collective each, at most :data:`GATHER_CHUNK` elements of this rank's, a larger
         parameter alone): ``{name: (world, *shape) float64}`` per chunk. The parameters of a
-        chunk whose rows every rank's are known of (``rows``, :meth:`_rows_table`) travel by
-        all-to-all instead (the rest of the chunk by its all-gather), each rank sent only the rows it holds after the reduction
-        of every rank's gradient (``(world, its rows, *shape[1:])``: a world-th of the bytes of an
-        all-gather, at two ranks half)."""
+        chunk whose every rank's rows are known (``rows``, :meth:`_rows_table`) travel by
+        all-to-all instead (the rest of the chunk by its all-gather): each rank is sent only
+        the rows of every rank's gradient it holds after the reduction (``(world, its rows,
+        *shape[1:])``: a world-th of the bytes of an all-gather, at two ranks half)."""
         chunk: List[str] = []
         size = 0
         for n in [*names, None]:
