@@ -245,8 +245,9 @@ class _Gradients(Observer):
                    rows: List[Dict[str, Tuple[int, int]]]) -> Dict[str, np.ndarray]:
         """One chunk by all-to-all: every rank's rows of it that this rank holds, ``{name:
         (world, its rows, *shape[1:])}``; each rank sends rank ``r`` its own rows ``rows[r]``."""
-        parts = [np.concatenate([np.asarray(local[m], np.float64)[held[m][0]:held[m][1]].ravel() for m in chunk])
-                 for held in rows]
+        # (cut, then widened: each rank's rows once, not the whole tensor once per rank)
+        parts = [np.concatenate([np.asarray(np.asarray(local[m])[held[m][0]:held[m][1]], np.float64).ravel()
+                                 for m in chunk]) for held in rows]
         received = self.all_to_all(parts)
         stacked, start = {}, 0
         for m in chunk:
