@@ -209,7 +209,9 @@ class RankResult(_Record):
     ``final``: both copies' buffers after the last step, by name (``{"first": the first
     that differs beyond rounding, kind ``buffer``, or None}``,
     ``sweep.analysis.trace.final_buffers``): a running statistic the training losses never
-    read (a BatchNorm frozen in one copy); ``{"note": why not}`` where not compared
+    read (a BatchNorm frozen in one copy: ``"frozen"``, and ``"held"`` where the rank holds it as
+    a shard, ``sweep.run.judge.frozen``, from each rank's ``final["unchanged"]``: ``{copy: [buffers
+    still equal to their value before the first step]}``); ``{"note": why not}`` where not compared
     (sharded data: each rank's statistics are its shard's; copies trained apart).
     ``replica``: the distributed copy's local weights per step, ``{"key": which shards
     this rank holds, "coords": its mesh coordinates, "mesh_dims": their names,

@@ -102,13 +102,28 @@ def _tensor(found: Place) -> str:
         text = f"buffer {name} initial value (before any step), {sizes}"
     elif kind == "buffer" and found.get("after_last_step"):  # sweep.analysis.trace.final_buffers
         text = (f"buffer {name} after the last step ({step}), {sizes}: a statistic the forward updates, which the "
-                "training losses do not read")
+                "training losses do not read") + _frozen_text(found)
     elif kind == "buffer":
         text = f"buffer {name} after the forward of step {step}, {sizes}" + (
             f"; weights {_agree(found)} before" if step > 0 else "")
     else:
         text = f"{name} {kind} at step {step}, {sizes}" + _update_text(found)
     return text + _shards_text(found.get("shards"))
+
+
+def _frozen_text(found: Place) -> str:
+    """What a buffer that ended apart adds where the distributed copy's never moved from its value
+    before the first step (``frozen``, ``sweep.run.judge.frozen``): its update was lost, and where
+    this rank holds it as a shard (``held``), how."""
+    if not found.get("frozen"):
+        return ""
+    if found.get("held"):
+        held = found["held"]
+        return (f"; the distributed copy's never moved from its value before step 0, and this rank holds it as "
+                f"shard {held['shard']} of {held['shards']} along dim {held['dim']}: the engine shards it as a "
+                "parameter, so the forward updates a gathered copy that resharding drops")
+    return ("; the distributed copy's never moved from its value before step 0: the forward's update never reached "
+            "it (a module left in eval mode, a momentum of 0, or an engine that swaps out the tensor it updates)")
 
 
 def _agree(found: Place) -> str:

@@ -10,7 +10,8 @@ Shared by the built-in job (``sweep.run.job``) and ``runner=command`` (``sweep.r
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+import re
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 from omegaconf import DictConfig
@@ -236,11 +237,13 @@ def ended_apart(cfg: DictConfig, ranks: List[RankResult], standalone: Optional[D
     own = str(cfg.framework.name)
     other = foreign_framework(cfg) or own
 
+    def key(name: str, framework: str) -> Optional[str]:  # one framework: its own names
+        if other == own:
+            return name
+        return None if name.rpartition(".")[2] in TORCH_ONLY else canonical_name(name, framework)
+
     def named(values: Dict[str, Any], framework: str) -> Dict[str, np.ndarray]:
-        if other == own:  # one framework: its own names
-            return {k: read_array(v) for k, v in values.items()}
-        return {canonical_name(k, framework): read_array(v) for k, v in values.items()
-                if k.rpartition(".")[2] not in TORCH_ONLY}
+        return {key(k, framework): read_array(v) for k, v in values.items() if key(k, framework) is not None}
 
     found = []
     for r in ranks:
@@ -256,8 +259,30 @@ def ended_apart(cfg: DictConfig, ranks: List[RankResult], standalone: Optional[D
                               envelope=EnvelopeSetting(float(cfg.compare.get("envelope_margin", 4.0)),
                                                        twin_dtype(record_config(cfg))))
         if first is not None:
-            found.append((r.rank, first))
+            found.append((r.rank, frozen(first, r, lambda name: key(name, own))))
     return found
+
+
+def frozen(first: Dict[str, Any], rank: RankResult, key: Callable[[str], Optional[str]]) -> Dict[str, Any]:
+    """``first`` (:func:`ended_apart`'s buffer on ``rank``) with ``"frozen": True`` where the
+    distributed copy's never moved from its value before the first step
+    (``RankResult.final["unchanged"]``, ``sweep.train.final_state``) though the standalone copy's,
+    equal at the start, ended elsewhere: the forward's update never reached it or was lost; and
+    ``"held": {"dim", "shard", "shards"}`` where the engine holds it as a shard on this rank
+    (``RankResult.replica["tensors"]``, e.g. ``"(32,)@0:1/2"``: hyper-parallel's hsdp shards every
+    parameter, a BatchNorm's moving statistics too, and swaps the gathered copy the forward
+    updates for the shard when it reshards). ``key``: a buffer's name on ``rank`` to
+    ``first``'s (one map across frameworks)."""
+    names = ((rank.final or {}).get("unchanged") or {}).get("distributed") or []
+    raw = next((n for n in names if key(n) == first["name"]), None)
+    if raw is None:
+        return first
+    held = str(((rank.replica or {}).get("tensors") or {}).get(f"buffer:{raw}") or "")
+    part = re.search(r"@(\d+):(\d+)/(\d+)$", held)
+    if part is None or int(part.group(3)) < 2:
+        return dict(first, frozen=True)
+    return dict(first, frozen=True, held={"dim": int(part.group(1)), "shard": int(part.group(2)),
+                                          "shards": int(part.group(3))})
 
 
 def _inside_notes(record: JobRecord, ranks: List[RankResult]) -> tuple:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -31,7 +32,7 @@ from sweep.records import RankResult
 from sweep.train import copy_order, crosses_frameworks, phase_order, rank_samples, train_phases, write_rank_result
 from sweep.train import twin, versions
 from sweep.train.traced import traced
-from sweep.train.final_state import final_record
+from sweep.train.final_state import EndBuffers, final_record
 from sweep.train.mindspore_step import train
 from sweep.train.observers import Copy, Observer
 from sweep.train.observers.dtypes import MindSporeDtypes
@@ -513,6 +514,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     initial = initial_check(standalone.model, distributed.model, rank, float(cfg.compare.noise_floor), frozen) \
         if "distributed" in names else None
     full_shapes = {p.name: tuple(p.shape) for p in standalone.model.get_parameters()}
+    ends = EndBuffers(names, {n: partial(mindspore_state, c.model, "buffer", frozen) for n, c in copies.items()})
     seen = {name: copy_observers(cfg, name, copies[name], frozen, rank, world, full_shapes, book) for name in names}
 
     def runner(name: str) -> Any:
@@ -538,8 +540,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         if "distributed" in names else None, features=applied,
         reductions={name: gradients_record(obs.get("grads")) for name, obs in seen.items()},
         random_draws={name: obs["draws"].drew for name, obs in seen.items()}, initial=initial,
-        final=final_record(names, {"standalone": lambda: mindspore_state(standalone.model, "buffer", frozen),
-                                   "distributed": lambda: mindspore_state(distributed.model, "buffer", frozen)}),
+        final=ends.record(),
         optimizer=optimizer_record(cfg, {name: obs["optimizer"].groups for name, obs in seen.items()},
                                    {name: obs["optimizer"] for name, obs in seen.items()}),
         replica=replica_record(cfg, ctx, distributed.model, full_shapes, seen["distributed"]["digests"].digests)

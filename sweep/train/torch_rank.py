@@ -25,6 +25,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -49,7 +50,7 @@ from sweep.train import (
 )
 from sweep.train import twin, versions
 from sweep.train.traced import traced
-from sweep.train.final_state import final_record
+from sweep.train.final_state import EndBuffers, final_record
 from sweep.train.copies import compile_model, features_record, prepare
 from sweep.train.observers import Copy, Observer
 from sweep.train.observers.dtypes import TorchDtypes, override_targets
@@ -516,6 +517,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     twin_built = None
     copies = {"standalone": standalone, "distributed": distributed}
     samples = {"standalone": global_np, "distributed": local_np}
+    ends = EndBuffers(names, {name: partial(record_tensors, copy.model, "buffer") for name, copy in copies.items()})
     seen = {name: copy_observers(cfg, name, copies[name], ctx.device, ctx.rank, ctx.world, book) for name in names}
 
     def runner(name: str) -> Any:
@@ -540,8 +542,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         trace_files.save(job_dir, f"rank_{ctx.rank}" if "distributed" in names else "standalone", "torch", seen)
         trace_files.save_twin(job_dir, "torch", twin_seen)
     result.initial = initial
-    result.final = final_record(names, {"standalone": lambda: record_tensors(standalone.model, "buffer"),
-                                        "distributed": lambda: record_tensors(distributed.model, "buffer")})
+    result.final = ends.record()
     write_rank_result(job_dir, phase, result, time.perf_counter() - t0 - sum(seconds.values()), seconds)
 
 

@@ -9,7 +9,8 @@ the call the ledger sees), ``ReplicateOffHSDP`` (FSDP2's replicate all-reduce sw
 replicated on every rank, its gradient never reduced), ``IgnoredWeightDDP`` (DDP told to
 ignore a parameter), ``SumOpHPTorch`` (hyper-parallel's reduce op set to sum).
 Replicas: ``SkewedReplicaHSDP`` (the second replica row steps one parameter with a larger
-gradient), ``SkewedStatsFSDP2`` (one rank's BatchNorm momentum differs: its buffers part).
+gradient), ``SkewedStatsFSDP2`` (one rank's BatchNorm momentum differs: its buffers part),
+``FrozenStatsFSDP2`` (every rank's BatchNorm momentum 0: the statistics never move).
 Precision: ``AutocastHeadFSDP2`` (an autocast region left around the last layer),
 ``HalfMasterFSDP2`` (the master weights rounded to float16 after each update from step 2).
 Optimizer and step: ``NoDecayBiasFSDP2`` (biases moved to a param group without weight
@@ -161,6 +162,21 @@ class SkewedStatsFSDP2(TorchFSDP2):
             for module in model.modules():
                 if isinstance(module, torch.nn.BatchNorm1d):
                     module.momentum = 0.3
+        return model
+
+
+class FrozenStatsFSDP2(TorchFSDP2):
+    """FSDP2 whose BatchNorms keep their running statistics with momentum 0 on every rank: the
+    distributed copy's statistics never move from their initial values while every loss agrees
+    (the training forward normalises by the batch's own statistics)."""
+
+    def parallelize(self, model):
+        import torch
+
+        model = super().parallelize(model)
+        for module in model.modules():
+            if isinstance(module, torch.nn.BatchNorm1d):
+                module.momentum = 0.0
         return model
 
 

@@ -28,6 +28,7 @@ TORCH = {
     "hp_sum": ["engine=hyper_parallel", T + "SumOpHPTorch", "reshard_after_forward=false"],
     "replica": [T + "SkewedReplicaHSDP", "mesh=hsdp2x2"],
     "stats": [T + "SkewedStatsFSDP2"] + BN,
+    "frozen_stats": [T + "FrozenStatsFSDP2"] + BN,
     "autocast": [T + "AutocastHeadFSDP2"],
     "half_master": [T + "HalfMasterFSDP2"],
     "no_decay": [T + "NoDecayBiasFSDP2", "optimizer=adamw", "optimizer.weight_decay=0.01"],
@@ -52,6 +53,7 @@ MINDSPORE = {
     "stats": ["engine=data_parallel", M + "SkewedStatsDP"] + BN,
     "hp_no_replica": ["engine=hyper_parallel", M + "NoReplicaReduceHP", "mesh=hsdp2x2", "data.split=sharded"],
     "hp_replica": ["engine=hyper_parallel", M + "SkewedReplicaHP", "mesh=hsdp2x2"],
+    "hp_stats": ["engine=hyper_parallel"] + DROPOUT_BN,
     "clean": ["engine=data_parallel"] + DROPOUT_BN,
     "clean_hp": ["engine=hyper_parallel", "mesh=hsdp2x2", "data.split=sharded"],
 }
@@ -191,6 +193,22 @@ def test_buffers_every_rank_holds_are_replicas_on_both_frameworks(torch_jobs, ms
         assert record["status"] == "fail", record["reason"]
         assert name in {t["name"] for t in record["replicas"]["tensors"]}, record["replicas"]
         assert "a statistic the forward updates on each rank alike with replicated data" in record["reason"]
+
+
+@pytest.mark.parametrize("name", ["frozen_stats", pytest.param("hp_stats", marks=needs_hyper_parallel)])
+def test_a_statistic_that_never_moves_in_the_distributed_copy_is_named_frozen_and_how_it_is_held(
+        torch_jobs, ms_jobs, name):
+    # every loss agrees; the distributed copy's running mean ends where it started. On hyper-parallel's
+    # MindSpore hsdp the moving statistics are parameters it shards: the forward updates the gathered copy
+    # and resharding drops it (a real behaviour of the engine, no fault planted)
+    record = torch_jobs[name] if name in TORCH else ms_jobs[name]
+    buffer = "bn.running_mean" if name in TORCH else "bn.moving_mean"
+    assert record["status"] == "fail", record["reason"]
+    assert record["comparison"]["first_diff_step"] is None, record["comparison"]
+    assert f"the copies end apart: rank 0: buffer {buffer} after the last step (5)" in record["reason"]
+    assert "the distributed copy's never moved from its value before step 0" in record["reason"]
+    held = "this rank holds it as shard 0 of 2 along dim 0: the engine shards it as a parameter"
+    assert (held in record["reason"]) == (name == "hp_stats"), record["reason"]
 
 
 # --- precision as it ran -------------------------------------------------------------------
