@@ -154,7 +154,8 @@ class _Gradients(Observer):
         tol = match_rel(self.reduce_dtype)
         owns: Dict[str, float] = {}
         measured: Dict[str, Any] = {}
-        for chunk in self._gathered(names, local, self._rows_table(names, local, reduced, index)):
+        table = self._rows_table(names, local, reduced, index)
+        for chunk in self._gathered(names, local, table):
             for n, stacked in chunk.items():
                 self.sizes[n] = int(np.asarray(local[n]).size)
                 mean = stacked.mean(axis=0)  # (over this rank's rows only, where only those came)
@@ -171,7 +172,9 @@ class _Gradients(Observer):
                 # at the whole tensor's scale below)
                 measured[n] = measure(candidates(stacked, self.rank, self.groups, clip), after, tol, owns[n],
                                       index.get(n, 0))
-        if self.exchanges:  # each parameter's max|mean| over the whole tensor: the largest over the ranks' rows
+        if table is not None and any(all(n in held for held in table) for n in names):
+            # each exchanged parameter's max|mean| over the whole tensor: the largest over the ranks' rows (the
+            # same test on every rank: the rows table is every rank's)
             most = self.all_gather(np.array([owns[n] for n in names], np.float64)).max(axis=0)
             owns = {n: float(most[i]) for i, n in enumerate(names)}
         largest = max(owns.values())
@@ -233,13 +236,7 @@ class _Gradients(Observer):
     def _whole(self, chunk: List[str], local: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         """One chunk gathered whole: ``{name: (world, *shape)}``."""
         flat = np.concatenate([np.asarray(local[m], np.float64).ravel() for m in chunk])
-        gathered = self.all_gather(flat)
-        stacked, start = {}, 0
-        for m in chunk:
-            count = int(np.asarray(local[m]).size)
-            stacked[m] = gathered[:, start:start + count].reshape((self.world,) + tuple(np.shape(local[m])))
-            start += count
-        return stacked
+        return self._split(self.all_gather(flat), {m: tuple(np.shape(local[m])) for m in chunk})
 
     def _exchanged(self, chunk: List[str], local: Dict[str, np.ndarray],
                    rows: List[Dict[str, Tuple[int, int]]]) -> Dict[str, np.ndarray]:
@@ -248,11 +245,15 @@ class _Gradients(Observer):
         # (cut, then widened: each rank's rows once, not the whole tensor once per rank)
         parts = [np.concatenate([np.asarray(np.asarray(local[m])[held[m][0]:held[m][1]], np.float64).ravel()
                                  for m in chunk]) for held in rows]
-        received = self.all_to_all(parts)
+        mine = rows[self.rank]
+        return self._split(self.all_to_all(parts),
+                           {m: (mine[m][1] - mine[m][0],) + tuple(np.shape(local[m])[1:]) for m in chunk})
+
+    def _split(self, received: np.ndarray, shapes: Dict[str, Tuple[int, ...]]) -> Dict[str, np.ndarray]:
+        """``received`` (``(world, n)``: each rank's tensors of ``shapes``, flat, in its order) as
+        ``{name: (world, *shape)}`` views."""
         stacked, start = {}, 0
-        for m in chunk:
-            r0, r1 = rows[self.rank][m]
-            shape = (r1 - r0,) + tuple(np.shape(local[m])[1:])
+        for m, shape in shapes.items():
             count = int(np.prod(shape, dtype=np.int64))
             stacked[m] = received[:, start:start + count].reshape((self.world,) + shape)
             start += count
