@@ -66,7 +66,8 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
     record.versions.update(first.versions)
     record.losses = {"standalone": standalone, "distributed": distributed}
     record.ranks_reported = sorted(r.rank for r in ranks)
-    # (only rank 0 trains the standalone copy, except in a tracing rerun: sweep.train.phase_order)
+    # (only rank 0 trains the standalone copy, except in a tracing rerun or with shared weights:
+    # sweep.train.standalone_everywhere)
     record.ranks_agree = all(
         (r.standalone is None or r.standalone == first.standalone) and (sharded or r.distributed == first.distributed)
         for r in ranks

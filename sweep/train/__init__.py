@@ -83,13 +83,13 @@ def redirect_output(job_dir: Path, rank: int) -> None:
 
 
 def phase_order(order: str, phase: str, job_dir: Path | str | None = None, rank: int = 0,
-                traced: bool = False) -> List[str]:
+                everywhere: bool = False) -> List[str]:
     """The copies this process trains, in order. The standalone copy is left out when
     its losses are already known: ``order=separate``, or a baseline the job took from
     the sweep's cache (``JOB_DIR/ranks/standalone.json`` exists before the ranks start).
-    Of the ranks of one launch (``phase="both"``) only rank 0 trains it, unless the launch is a
-    tracing rerun (``traced``: every rank traces its own rows of it): every rank would train
-    the same sequence from the same weights and data, and the others' cores are free for the
+    Of the ranks of one launch (``phase="both"``) only rank 0 trains it, unless every rank
+    must (``everywhere``, :func:`standalone_everywhere`): every rank would train the same
+    sequence from the same weights and data, and the others' cores are free for the
     standalone copy's twin meanwhile (:func:`sweep.train.twin.trains`: the last rank's).
     :func:`launch_order` gives the launch's (rank 0's) copies.
 
@@ -97,9 +97,20 @@ def phase_order(order: str, phase: str, job_dir: Path | str | None = None, rank:
         ValueError: unknown ``order`` or ``phase``.
     """
     names = launch_order(order, phase, job_dir)
-    if rank > 0 and not traced and phase == "both":
+    if rank > 0 and not everywhere and phase == "both":
         return [name for name in names if name != "standalone"]
     return names
+
+
+def standalone_everywhere(cfg: Any) -> bool:
+    """Whether every rank of a launch trains the standalone copy (:func:`phase_order`): in a
+    tracing rerun (``compare.trace_until`` set: each rank traces its own rows of it), and where
+    training it moves the rank's own distributed copy (``weights.transfer=shared``: the copies
+    share storage, as the seed report's ``set_data(param)`` does, so each rank's distributed
+    copy starts where that rank's standalone training left it, as in the user's script)."""
+    traced = (cfg.get("compare") or {}).get("trace_until") is not None
+    return traced or str(getattr((cfg.get("weights") or {}).get("transfer"), "value",
+                                 (cfg.get("weights") or {}).get("transfer"))) == "shared"
 
 
 def launch_order(order: str, phase: str, job_dir: Path | str | None = None) -> List[str]:

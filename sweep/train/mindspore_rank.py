@@ -29,7 +29,8 @@ from sweep.engines import load_engine
 from sweep.engines.base import StandaloneMindSpore
 from sweep.layout import JobDir
 from sweep.records import RankResult
-from sweep.train import copy_order, crosses_frameworks, phase_order, rank_samples, train_phases, write_rank_result
+from sweep.train import (copy_order, crosses_frameworks, phase_order, rank_samples, standalone_everywhere,
+                         train_phases, write_rank_result)
 from sweep.train import twin, versions
 from sweep.train.traced import traced
 from sweep.train.final_state import EndBuffers, final_record
@@ -484,7 +485,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     np.random.seed(cfg.seed)
     rank, world = ctx.rank, ctx.world
     job_dir = Path(job_dir)
-    names = phase_order(copy_order(cfg), phase, job_dir, rank, twin.tracing(cfg))
+    names = phase_order(copy_order(cfg), phase, job_dir, rank, standalone_everywhere(cfg))
     apart = copy_order(cfg) == "separate"
     standalone, distributed, applied, twin_built = build_copies(
         cfg, job_dir, ctx, names, with_twin=twin.built_here(cfg, job_dir, phase, apart))

@@ -45,6 +45,7 @@ from sweep.train import (
     phase_order,
     rank_samples,
     redirect_output,
+    standalone_everywhere,
     train_phases,
     write_rank_result,
 )
@@ -476,7 +477,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     np.random.seed(cfg.seed)
     if cfg.deterministic or torch.are_deterministic_algorithms_enabled():
         torch.use_deterministic_algorithms(bool(cfg.deterministic))
-    names = phase_order(copy_order(cfg), phase, job_dir, ctx.rank, twin.tracing(cfg))
+    names = phase_order(copy_order(cfg), phase, job_dir, ctx.rank, standalone_everywhere(cfg))
     apart = copy_order(cfg) == "separate"
     twin_trains = twin.trains(cfg, job_dir, phase, apart, ctx.rank, ctx.world)
     # built as every rank of the launch builds them (a policy standalone copy's mesh is collective)

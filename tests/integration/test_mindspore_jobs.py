@@ -49,6 +49,10 @@ def test_seed_issue_shows_the_reports_pattern_and_its_cause(seed_issue):
     assert c["first_fail_step"] == 0 and c["mean_signed_diff"] < 0
     assert result["weights_moved"]["distributed_during_standalone"] == pytest.approx(0.0573, abs=5e-4)
     assert result["config"]["weights"]["transfer"] == "shared" and result["config"]["zero_grad"] is False
+    # on every rank, as in the report's script: each rank trains its standalone copy first, which moves that
+    # rank's distributed copy (a launch that trained it on rank 0 only left ranks 1-3 passing, their replicas apart)
+    assert [c["first_fail_step"] for c in result["rank_comparisons"]] == [0, 0, 0, 0]
+    assert result["ranks_agree"] is True and "replicas disagree" not in result["reason"], result["reason"]
 
 
 @pytest.fixture(scope="module")

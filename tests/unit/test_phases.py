@@ -16,7 +16,7 @@ def test_only_rank_0_of_a_first_pass_trains_the_standalone_copy(tmp_path):
     assert phase_order("distributed_first", "both", tmp_path, rank=3) == ["distributed"]
     assert launch_order("distributed_first", "both", tmp_path) == ["distributed", "standalone"]
     # a tracing rerun: every rank traces its own rows of the standalone copy
-    assert phase_order("standalone_first", "both", tmp_path, rank=1, traced=True) == ["standalone", "distributed"]
+    assert phase_order("standalone_first", "both", tmp_path, rank=1, everywhere=True) == ["standalone", "distributed"]
     # the standalone-only process and order=separate are as before
     assert phase_order("separate", "both", tmp_path, rank=0) == ["distributed"]
     assert phase_order("standalone_first", "standalone", tmp_path, rank=0) == ["standalone"]
