@@ -1,5 +1,6 @@
 """J103 first module and J104 first tensor: where one job's copies first differ inside the
-model, from its tracing rerun (a drift beyond rounding only). Each finding carries the place's
+model, from its tracing rerun (a drift beyond rounding only), and the first tensor of a job that
+fails though its losses never part (a buffer that ended apart: the one line of why). Each finding carries the place's
 sentence (``text``: ``sweep.findings.places``, as the report's columns give it) and its data
 (``place``: the record's, without the per-step series), for tools reading ``summary.json``."""
 
@@ -27,7 +28,11 @@ def _module(ctx: Context) -> List[Finding]:
 
 def _tensor(ctx: Context) -> List[Finding]:
     row = ctx.rows[0]
-    if not row.get("first_tensor") or drift_class(row) in (None, "rounding"):
+    # a job whose losses never part fails on what its first tensor names (a buffer after the last
+    # step, sweep.analysis.trace.final_buffers): the one line that says why
+    place = _data(row, "first_tensor") or {}
+    ended = drift_class(row) is None and row.get("status") == "fail" and bool(place) and "note" not in place
+    if not row.get("first_tensor") or (drift_class(row) in (None, "rounding") and not ended):
         return []
     return [TENSOR.make(jobs=[row["job"]], evidence=("first_tensor",), text=row["first_tensor"],
                         place=_data(row, "first_tensor"))]

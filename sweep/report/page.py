@@ -298,9 +298,11 @@ def write_grid_page(sweep_dir: Path, rows: Sequence[Dict[str, Any]], att: Dict[s
 
 def run_page(job_dir: Path, row: Dict[str, Any], status_line: str, lines: Sequence[str]) -> str:
     """``report.html`` of a single run: its status line (the terminal's) as the headline,
-    where the copies part (:func:`sweep.report.summary.job_headline`'s ``lines``), both loss
-    curves and their difference, the comparison's numbers and the static plot."""
+    why it fails (the reason), where the copies part (:func:`sweep.report.summary.job_headline`'s
+    ``lines``), both loss curves and their difference, the losses' comparison and the static plot."""
     blocks = []
+    if row.get("reason") and row["status"] != "ok":  # the verdict first: what fails it, losses or not
+        blocks.append(Block("Reason", f"<pre>{_e(row['reason'])}</pre>", id="reason"))
     if lines:
         blocks.append(Block("Where the copies part, and why", listing(lines), id="parting"))
     figure = losses_figure(row)
@@ -309,10 +311,8 @@ def run_page(job_dir: Path, row: Dict[str, Any], status_line: str, lines: Sequen
     record = row.get("result")
     comparison = (getattr(record, "comparison", None) or {})
     if comparison:
-        blocks.append(Block("The comparison", plain_table(
+        blocks.append(Block("The losses compared (passed: the losses alone, within rtol and atol)", plain_table(
             ("key", "value"), [[k, v] for k, v in comparison.items() if not isinstance(v, (list, dict))]), folded=True))
-    if row.get("reason") and row["status"] != "ok":
-        blocks.append(Block("Reason", f"<pre>{_e(row['reason'])}</pre>", id="reason"))
     if (job_dir / "plot.png").exists():
         blocks.append(Block("Static plot (PNG)", '<p class="pngs"><a href="plot.png">plot.png</a></p>', folded=True))
     tone = "good" if row["status"] == "ok" else "bad"

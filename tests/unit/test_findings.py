@@ -247,6 +247,21 @@ def test_a_job_has_findings_of_its_own():
     assert kind("J101").tier == "decides"
 
 
+def test_a_job_that_fails_with_equal_losses_says_why_in_its_first_tensor():
+    """A job whose losses never part fails on a buffer that ended apart: its one line of why is
+    the first tensor (J104), though no drift class applies; a passing job's place is not shown."""
+    from sweep.findings import find_job
+
+    place = {"step": 5, "kind": "buffer", "name": "bn.running_mean", "abs_diff": 0.01, "rel_diff": 1.0,
+             "after_last_step": True, "frozen": True}
+    record = JobRecord(status="fail", comparison={"rtol": 1e-4, "atol": 1e-4}, first_tensor=place)
+    row = dict(_row(0, "fail", 0.0), first_tensor="buffer bn.running_mean after the last step (5)", result=record)
+    assert [f.code for f in find_job(row)] == ["J104"]
+    assert find_job(dict(row, status="ok")) == []
+    noted = JobRecord(status="fail", comparison={"rtol": 1e-4, "atol": 1e-4}, first_tensor={"note": "not traced"})
+    assert find_job(dict(row, first_tensor="not traced", result=noted)) == []
+
+
 def test_levels_beyond_the_envelope_beside_jobs_equal_to_standalone_are_named():
     """Where no job differs by rounding only but some equal standalone bit for bit, the levels
     that hold every job beyond its measured envelope are still named (V112), not "below

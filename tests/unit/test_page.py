@@ -176,12 +176,14 @@ def test_a_single_run_writes_its_page(tmp_path):
     from sweep.report.summary import write_job_page
 
     overrides = ["optimizer=sgd"]
-    write_job(tmp_path, 0, overrides, make_record("fail", overrides, _cmp(False, -0.5)))
+    write_job(tmp_path, 0, overrides, make_record("fail", overrides, _cmp(False, -0.5), reason="1/3 steps outside"))
     path = write_job_page(tmp_path / "0", "[   fail] optimizer=sgd  max|diff|=0.5")
     page = path.read_text()
     assert path.name == "report.html" and (tmp_path / "0" / "plotly.min.js").exists()
     assert re.search(r'id="headline">\[   fail\] optimizer=sgd  max\|diff\|=0.5</section>', page)
     assert '"losses"' in page
+    # why it fails comes first, above the losses' own comparison (whose "passed" is the losses' alone)
+    assert 'id="reason"' in page and page.index('id="reason"') < page.index("The losses compared")
 
 
 def test_a_page_links_the_packages_plotly_js_instead_of_copying_it(tmp_path, monkeypatch):
