@@ -172,11 +172,12 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
             raise ConfigError("baseline.file with weights.transfer=shared: the standalone copy does not train, "
                               "there is no storage to share; use independent or checkpoint")
         fields, cached = None, baseline.from_file(record.config, str(cfg.baseline.file))
-        twin_fields, twin_cached = None, cached.get("twin")
+        twin_fields, (twin_cached, twin_note) = None, _golden_twin(cached.get("twin"), record.config)
     else:
         fields = baseline.key_fields(record.config, world) if sweep_dir and cfg.execution.reuse_baselines else None
         cached = baseline.lookup(sweep_dir, fields) if fields else None
         twin_fields = baseline.twin_fields(fields, record.config) if fields and cfg.compare.envelope else None
+        twin_note = None
         twin_cached = (baseline.lookup(sweep_dir, twin_fields) or {}).get("twin") if twin_fields else None
     if twin_cached and cfg.compare.envelope:  # the ranks train no twin (sweep.train.twin)
         write_json(paths.twin_result, twin_cached)
@@ -232,6 +233,8 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
           twin=twin_made if cfg.compare.envelope else None,
           twin_source=("cache" if not cached or cached.get("source", "cache") == "cache" else cached["source"])
           if twin_cached else "twin")
+    if twin_note:  # (after judge, which sets the notes)
+        record.notes.append(twin_note)
     if other and not cached:  # (after judge, which sets the notes)
         _across_record(record, other, read_json(paths.standalone_result))
     record.dtypes["observed_standalone"] = observed_standalone  # what the standalone copy ran (baseline.precision)
@@ -247,6 +250,20 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
             f"launcher exited with code {outcome.returncode} after every rank had written its result "
             "(e.g. gloo SIGABRT at interpreter shutdown); judged by the results"
         )
+
+
+def _golden_twin(twin: Optional[Dict[str, Any]], config: Dict[str, Any]
+                 ) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+    """``(twin, note)``: a golden file's twin (``sweep.report.golden.twin``) where it was nudged in
+    the dtype the job of ``config`` rounds in (``sweep.analysis.rounding.twin_dtype``); else
+    ``None``, so the ranks train a twin of their own (a float32 job's twin measures a float32
+    envelope, far finer than a bfloat16 job's rounding: a bf16 job judged against it parted
+    beyond rounding from step 1), and the note that says so."""
+    mine = twin_dtype(config)
+    if not twin or twin.get("dtype") in (None, mine):
+        return twin, None
+    return None, (f"the golden file's twin was nudged in {twin['dtype']}, this job rounds in {mine}: its rounding "
+                  "envelope comes from a twin trained here")
 
 
 def _twin_trained(paths: JobDir, ranks: List[RankResult]) -> Optional[Dict[str, Any]]:

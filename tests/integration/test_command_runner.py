@@ -189,6 +189,12 @@ def test_a_golden_file_stands_for_the_standalone_run_of_command_and_built_in_job
                                                                                   tmp_path / "again"))
     assert built.returncode == again.returncode and second["baseline"]["source"] == "file"
     assert second["comparison"] == first["comparison"] and second["losses"] == first["losses"]
+    # a job that rounds in another dtype than the file's twin was nudged in trains its own twin, and says so
+    fp32 = run_cli(["steps=5", "mp_policy=fp32", f"baseline.file={tmp_path / 'b.json'}"], tmp_path / "fp32")
+    third = json.loads((tmp_path / "fp32" / "run" / "result.json").read_text())
+    assert fp32.returncode == 0 and third["envelope"]["dtype"] == "float32", third["envelope"]
+    assert third["envelope"]["source"] == "twin" and "the golden file's twin was nudged in bfloat16, this job rounds " \
+        "in float32: its rounding envelope comes from a twin trained here" in third["notes"], third["notes"]
 
 
 @pytest.mark.exhaustive
