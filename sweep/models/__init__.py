@@ -116,6 +116,11 @@ def check(cfg: Any, framework: str) -> None:
     if supported is not None and framework not in supported:
         raise ConfigError(f"model={cfg.model.name} ({cfg.model._target_}) has no {framework} port; "
                           f"it runs on: {', '.join(supported)}")
+    params = inspect.signature(factory).parameters
+    if "framework" not in params and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        raise ConfigError(f"model._target_={cfg.model._target_} must take framework= (the framework each copy is "
+                          f"built for, 'torch' or 'mindspore', passed by keyword); its signature is "
+                          f"{inspect.signature(factory)}")
     try:
         inspect.signature(factory).bind(framework=framework, **factory_kwargs(cfg, factory))
     except TypeError as exc:
@@ -135,4 +140,28 @@ def build(cfg: Any, framework: str) -> Any:
     factory = factory_of(cfg)
     model = instantiate({"_target_": str(cfg.model._target_), **factory_kwargs(cfg, factory)},
                         framework=framework, _convert_="all")
+    _check_built(cfg, framework, model)
     return _port(framework).to_dtype(model, as_str(cfg.model.init_dtype))
+
+
+MODULE_TYPES = {"torch": ("torch.nn", "Module"), "mindspore": ("mindspore.nn", "Cell")}
+
+
+def _check_built(cfg: Any, framework: str, model: Any) -> None:
+    """That the factory returned a model of ``framework`` (``torch.nn.Module``, ``mindspore.nn.Cell``).
+
+    Raises:
+        ConfigError: naming what it returned and what ``framework`` needs (a torch module built for
+            ``framework=mindspore`` failed later in the rank on a missing MindSpore attribute)."""
+    import importlib
+
+    module, name = MODULE_TYPES.get(framework, (None, None))
+    if module is None:
+        return
+    wanted = getattr(importlib.import_module(module), name)
+    if not isinstance(model, wanted):
+        got = type(model)
+        raise ConfigError(f"model._target_={cfg.model._target_} returned a {got.__module__}.{got.__qualname__} for "
+                          f"framework={framework}, which needs a {module}.{name}: the factory is called with "
+                          f"framework= and builds that framework's model (or lists the ones it supports in its "
+                          f"'frameworks' attribute)")

@@ -29,6 +29,9 @@ def test_new_keys_decide_baseline_reuse_and_not_the_shared_launch():
     (["train.loss=hinge"], "train.loss=hinge: allowed: mse, cross_entropy"),
     (["+model.args.depth=3"], "cannot take model.args {'depth': 3}"),
     (["model._target_=no_such_pkg.build"], "No module named 'no_such_pkg'"),
+    (["model._target_=tests.helpers.own_models.no_framework"],
+     "must take framework= (the framework each copy is built for, 'torch' or 'mindspore', passed by keyword); its "
+     "signature is (in_size: "),
     (["framework=mindspore", "engine=data_parallel", "model=transformer"], "has no mindspore port; it runs on: torch"),
     (["framework=mindspore", "engine=data_parallel", "model.init_dtype=bfloat16"], "float32 parameters only"),
     (["engine=data_parallel", "wrap=per_layer"], "replicates the whole model"),
@@ -39,6 +42,18 @@ def test_bad_case_settings_are_refused_before_launch(compose_cfg, overrides, mes
     with pytest.raises(schema.ConfigError, match=None) as caught:
         checks.check(compose_cfg(overrides))
     assert message in str(caught.value)
+
+
+def test_a_factory_that_builds_another_frameworks_model_is_named_where_it_is_built(compose_cfg):
+    pytest.importorskip("mindspore")
+    cfg = compose_cfg(["framework=mindspore", "engine=data_parallel",
+                       "model._target_=tests.helpers.own_models.torch_only"])
+    with pytest.raises(schema.ConfigError) as caught:
+        models.build(cfg, "mindspore")
+    assert "returned a torch.nn.modules.linear.Linear for framework=mindspore, which needs a mindspore.nn.Cell" \
+        in str(caught.value)
+    assert type(models.build(compose_cfg(["model._target_=tests.helpers.own_models.torch_only"]), "torch")).__name__ \
+        == "Linear"
 
 
 def test_the_old_batch_size_key_still_works_with_a_warning(compose_cfg):
