@@ -331,7 +331,8 @@ def _standalone_elsewhere(record: JobRecord) -> str:
 def effect_notes(cfg: DictConfig, record: JobRecord) -> List[str]:
     """Settings of the job that had no effect, so that a sweep over them is not read as
     evidence: a field the engine never reads (``Engine.unused_fields``) that the job's
-    overrides set; ``weights.transfer=shared`` when neither copy moved the other (the
+    overrides set; an ``engine.impl.<framework>`` of another framework than the job's;
+    ``weights.transfer=shared`` when neither copy moved the other (the
     engine copied the parameters); a copy whose weights moved while the other trained
     (shared storage: the copies are not independent); ``zero_grad=true`` set by the
     overrides when the engine's gradients are functional (nothing to clear)."""
@@ -345,6 +346,9 @@ def effect_notes(cfg: DictConfig, record: JobRecord) -> List[str]:
     for key in engine.unused_fields:
         if key in overridden or key.split(".")[0] in overridden:
             notes.append(f"{key} had no effect: engine={cfg.engine.name} does not use it")
+    own = str(cfg.framework.name)
+    for key in sorted(k for k in overridden if k.startswith("engine.impl.") and k != f"engine.impl.{own}"):
+        notes.append(f"{key} had no effect: framework={own} builds its engine from engine.impl.{own}")
     moved = record.weights_moved or {}
     if cfg.weights.transfer == "shared" and moved and all(v == 0.0 for v in moved.values()):
         notes.append(

@@ -148,4 +148,9 @@ def test_settings_without_effect_are_noted(compose_cfg):
     record = JobRecord(overrides=["zero_grad=true"], zero_grad_effective=False)
     assert effect_notes(cfg, record) == ["zero_grad=true had no effect: engine=data_parallel's gradients are "
                                          "functional (nothing accumulates to clear)"]
+    # an engine written for the other framework (a new user's override, silently unused before)
+    impl = ["framework=mindspore", "engine=data_parallel", "engine.impl.torch=tests.helpers.ran_faults.StuckGradsFSDP2"]
+    assert effect_notes(compose_cfg(impl), JobRecord(overrides=impl)) == [
+        "engine.impl.torch had no effect: framework=mindspore builds its engine from engine.impl.mindspore"]
+    assert effect_notes(compose_cfg(impl[2:]), JobRecord(overrides=impl[2:])) == []
     assert effect_notes(compose_cfg(["reshard_after_forward=false"]), JobRecord(overrides=["reshard_after_forward=false"])) == []
