@@ -16,16 +16,20 @@ def check(ctx: Context) -> List[Finding]:
     found, held = carrier(ctx.rows, real(ctx))
     names = [f"{factor}=" + " or ".join(label(v) for v in values) for factor, values in found]
     jobs = real(ctx)
-    return [KIND.make(**opening(ctx), jobs=[r["job"] for r in jobs], levels=names, evidence=("first_real_step", "envelope"),
-                        names=names, n=len(jobs), held=held if held != len(jobs) else None,
-                        rest=(len(differ(ctx)) - len(jobs)) or None,
-                        equal=(len(judged(ctx.rows)) - len(differ(ctx))) or None, **sizes(jobs))]
+    one, share = len(names) == 1, held != len(jobs)  # several factors tie: each level holds ``held`` jobs
+    return [KIND.make(**opening(ctx), jobs=[r["job"] for r in jobs], levels=names,
+                      evidence=("first_real_step", "envelope"), names=names, n=len(jobs),
+                      held=held if share else None, count=held if share else len(jobs),
+                      verb="moves" if one else "move", whose="its" if one else "the",
+                      each=None if one or not share else "each of these levels holds",
+                      rest=(len(differ(ctx)) - len(jobs)) or None,
+                      equal=(len(judged(ctx.rows)) - len(differ(ctx))) or None, **sizes(jobs))]
 
 
 KIND = Kind(
     code="V112", name="levels beyond the envelope", tier="decides",
-    template=OPENING + ". Only {names|and} moves the losses beyond their rounding envelope: {n} [of its {held} ]"
-             "job{n|s}, up to {size:.1e}[, {ratio:.1g}x the tolerance][, from step {since}][; the other {rest} "
+    template=OPENING + ". Only {names|and} {verb} the losses beyond their rounding envelope: {n} [of {whose} {held} ]"
+             "job{count|s}[ {each}], up to {size:.1e}[, {ratio:.1g}x the tolerance][, from step {since}][; the other {rest} "
              "differ by rounding only][; {equal} job{equal|s} equal to standalone bit for bit].",
     rests_on="every job beyond its rounding envelope (its losses, a traced tensor or an update beyond the twin's) "
              "has one of those levels and some jobs have neither (within their envelope, or equal to standalone with "
@@ -34,5 +38,7 @@ KIND = Kind(
     not_claimed="that every job at those levels carries the drift (the share says), that the drift would fail a "
                 "tighter tolerance, or its sign",
     check=check,
-    example={"nofail": True, "tolerance": None, "unjudged": None, "names": ["engine=faulty"], "n": 2, "held": None, "size": 4e-5, "ratio": 0.4, "since": 1, "rest": 2, "equal": None},
+    example={"nofail": True, "tolerance": None, "unjudged": None, "names": ["engine=faulty"], "n": 2, "held": None,
+             "verb": "moves", "count": 2, "whose": "its", "each": None, "size": 4e-5, "ratio": 0.4, "since": 1, "rest": 2,
+             "equal": None},
 )

@@ -332,6 +332,11 @@ def test_the_drift_beyond_rounding_is_narrowed_to_the_levels_that_hold_it():
         r["overrides"]["opt"] = o
     assert "Only engine=clip moves the losses beyond their rounding envelope: 3 of its 4 jobs" in \
         attribute(rows)["headline"]
+    # one job beyond, at the levels of two factors that each hold two jobs (a new user's grid): a share of each
+    rows = [row(j, e, p, e == "late" and p == "fp32") for j, (e, p) in enumerate(product(["ok", "late"],
+                                                                                       ["fp32", "bf16"]))]
+    assert "Only engine=late and split=fp32 move the losses beyond their rounding envelope: 1 of the 2 jobs each " \
+           "of these levels holds" in attribute(rows)["headline"], attribute(rows)["headline"]
 
 
 def test_a_looser_tolerance_that_passes_hides_the_drift_and_is_no_fix():
