@@ -167,6 +167,9 @@ def first_difference_in(pairs: PairTrace, search: Search = Search(),
     noise_floor = search.noise_floor
     for step, entry in enumerate(pairs):
         ours_grads, theirs_grads = entry["ours"].get("grad"), entry["theirs"].get("grad") or []
+        # a step whose gradients either copy recorded (an empty list: the copy had none at all, an
+        # engine that never handed the optimizer its reduced gradients)
+        grads_traced = "grad" in entry["ours"] and "grad" in entry["theirs"] and bool(ours_grads or theirs_grads)
         for kind in KINDS:
             rows = entry["pairs"].get(kind) or {}
             shared = _by_cause(rows, entry["order"].get(kind))
@@ -186,8 +189,8 @@ def first_difference_in(pairs: PairTrace, search: Search = Search(),
                          "weights_identical_before": before, "searched_beyond": bounds is not None,
                          **({"bound": bound} if bound is not None else {}),
                          "grads_recorded": bool(ours_grads) and name in ours_grads}
-                if ours_grads and theirs_grads and (name in ours_grads) != (name in theirs_grads):
-                    found["grad_only_in"] = "standalone" if name in ours_grads else "distributed"
+                if grads_traced and (name in (ours_grads or [])) != (name in theirs_grads):
+                    found["grad_only_in"] = "standalone" if name in (ours_grads or []) else "distributed"
                 if near_zero:
                     found["near_zero"] = True
                 k = row.get("of", 1)

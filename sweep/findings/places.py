@@ -141,8 +141,9 @@ def _update_text(found: Place) -> str:
     if found["kind"] == "grad":
         text += f"; weights {_agree(found)} before" if found["step"] > 0 else "; the first gradient (initial weights equal)"
     elif found.get("grad_only_in"):
-        text += (f"; only the {found['grad_only_in']} copy has a gradient for it: requires_grad (or the "
-                 "parameter's use) differs between the copies")
+        text += (f"; only the {found['grad_only_in']} copy has a gradient for it at that step: requires_grad or "
+                 "the parameter's use differs between the copies, or the engine never handed the optimizer the "
+                 "reduced gradient (a reduction left pending)")
     elif found.get("grads_recorded", True):
         # searched beyond the envelope: the gradients may differ within it, never "identical"
         text += f"; gradients of that step {_agree(found)} (as reduced): it arises after the reduction, in clipping, " \

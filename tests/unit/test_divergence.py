@@ -464,8 +464,15 @@ def test_a_gradient_only_one_copy_has_is_said_so_not_called_unrecorded():
     distributed = [{"initial": {"a": w, "b": w}, "grad": {"a": w, "b": w}, "weight": {"a": w - 0.1, "b": w - 0.1}}]
     found = locate(standalone, distributed, 0)  # "a" is frozen in the standalone copy only
     assert (found["name"], found["kind"], found["grad_only_in"]) == ("a", "weight", "distributed")
-    assert "only the distributed copy has a gradient for it: requires_grad" in tensor_text(found)
+    assert "only the distributed copy has a gradient for it at that step: requires_grad" in tensor_text(found)
     assert "past the steps" not in tensor_text(found)
+    # a copy with no gradient at all (FSDP2's replicate all-reduce switched off: the reduced gradients never reach
+    # the optimizer, which steps without them): said so, not "gradients of that step identical"
+    none = [{"initial": {"a": w}, "grad": {}, "weight": {"a": w}}]
+    found = locate([{"initial": {"a": w}, "grad": {"a": w}, "weight": {"a": w - 0.1}}], none, 0)
+    assert (found["kind"], found["grad_only_in"]) == ("weight", "standalone")
+    assert "the engine never handed the optimizer the reduced gradient" in tensor_text(found)
+    assert "identical" not in tensor_text(found)
 
 
 def test_a_job_without_a_measured_envelope_is_real_from_its_first_difference_and_never_rounding():
