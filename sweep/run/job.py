@@ -476,6 +476,29 @@ def _trace(
         record.first_tensor = {"note": "not traced: the tracing rerun gave no result "
                                        f"({'timed out' if outcome.timed_out else f'exit {outcome.returncode}'})"}
     record.first_module = place(record.first_module, record.first_tensor)  # a module computing on weights that differ
+    note = batch_stats_note(cfg, record.first_module, record.first_tensor)
+    if note and note not in record.notes:
+        record.notes.append(note)
+
+
+def batch_stats_note(cfg: DictConfig, module: Optional[Dict[str, Any]], tensor: Optional[Dict[str, Any]]
+                     ) -> Optional[str]:
+    """Why a norm that keeps running statistics parts with sharded data: the first differing module
+    is a forward whose inputs agree, and the first differing tensor is that module's own buffer
+    (``bn.running_mean``) after the forward of the same step. It normalises by its batch's
+    statistics, and with ``data.split=sharded`` each rank's batch is its shard, not the global
+    batch the standalone copy normalises over: the copies differ by design, no engine fault.
+    ``None`` where it does not apply."""
+    module, tensor = module or {}, tensor or {}
+    name = str(module.get("module") or "")
+    if as_str(cfg.data.split) != "sharded" or module.get("phase") != "forward" or not name \
+            or tensor.get("kind") != "buffer" or tensor.get("after_last_step") \
+            or not str(tensor.get("name") or "").startswith(name + ".") or tensor.get("step") != module.get("step"):
+        return None
+    return (f"{name} normalises by its batch's statistics (its buffer {tensor['name']} is one): with "
+            "data.split=sharded each rank's batch is its shard, not the global batch the standalone copy normalises "
+            "over, so the copies differ by design; SyncBatchNorm (torch), or data.split=replicated, gives them one "
+            "batch")
 
 
 def _builtin_again(cfg: DictConfig, framework: Type[Framework], world: int, env: Dict[str, str],

@@ -56,3 +56,19 @@ def test_the_sentence_says_the_statistic_never_moved_and_names_the_shard_the_ran
     assert "never moved from its value before step 0: the forward's update never reached it" in text
     moved = SimpleNamespace(final={"unchanged": {"distributed": []}}, replica=None)
     assert frozen(first, moved, lambda name: name) is first and "never moved" not in tensor_text(first)
+
+
+def test_a_norm_that_parts_on_sharded_data_is_said_to_normalise_by_its_shard():
+    from omegaconf import OmegaConf
+
+    from sweep.run.job import batch_stats_note
+
+    module = {"step": 0, "phase": "forward", "module": "bn", "rel_in": 0.0, "rel_out": 0.52}
+    tensor = {"step": 0, "kind": "buffer", "name": "bn.running_mean", "abs_diff": 0.003, "rel_diff": 1.1}
+    sharded, replicated = (OmegaConf.create({"data": {"split": s}}) for s in ("sharded", "replicated"))
+    assert batch_stats_note(sharded, module, tensor).startswith(
+        "bn normalises by its batch's statistics (its buffer bn.running_mean is one): with data.split=sharded")
+    assert batch_stats_note(replicated, module, tensor) is None  # one batch: a real difference
+    assert batch_stats_note(sharded, dict(module, module="layer0"), tensor) is None  # another module's buffer
+    assert batch_stats_note(sharded, module, dict(tensor, after_last_step=True)) is None
+    assert batch_stats_note(sharded, None, None) is None
