@@ -12,13 +12,16 @@ from sweep.findings.notes_catalog import BY_CODE as NOTE_KINDS
 
 def _kinds(row: Row) -> List[Tuple[str, Optional[str]]]:
     """Each of the row's notes as its kind: a typed note's kind name and code (``note_codes``,
-    ``sweep.findings.notes_catalog``), a plain string's text before its first ``:`` (and ``" ("``)."""
+    ``sweep.findings.notes_catalog``), an engine's note (``what -- why``) by what it did, another
+    plain string by its text before its first ``:`` (and ``" ("``)."""
     codes = row.get("note_codes") or []
     out = []
     for i, text in enumerate(notes_of(row)):
         code = codes[i] if i < len(codes) else None
         if code in NOTE_KINDS:
             out.append((NOTE_KINDS[code].name, code))
+        elif " -- " in text:  # an engine's note: what it did, then why ("workaround: ... -- ...")
+            out.append((text.split(" -- ")[0], None))
         else:
             out.append((text.split(":")[0].split(" (")[0], None))
     return out

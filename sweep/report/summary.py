@@ -22,6 +22,7 @@ import csv
 import io
 import json
 import math
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -328,7 +329,8 @@ TERMINAL_LABELS = {"first_diff_step": "first\nstep", "max_abs_diff": "max abs\nd
 
 def _terminal_header(name: str) -> str:
     """A column name as a narrow header: words on lines of at most 13 characters."""
-    label = TERMINAL_LABELS.get(name, name.replace("_", " "))
+    # (an underscore between words only: ``model._target_`` keeps its own)
+    label = TERMINAL_LABELS.get(name, re.sub(r"(?<=[A-Za-z0-9])_(?=[A-Za-z0-9])", " ", name))
     return "\n".join(textwrap.wrap(label, 13, break_long_words=False, replace_whitespace=False)) if "\n" not in label \
         else label
 

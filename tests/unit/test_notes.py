@@ -104,6 +104,9 @@ def test_v154_counts_notes_by_code_and_a_string_by_its_text():
 
     assert sentence(found["a collective in another dtype"]) == "Note: a collective in another dtype (N101) (2 jobs)."
     assert sentence(found["old"]) == "Note: old (2 jobs)."
+    # an engine's note is counted by what it did (a new user read "Note: workaround (2 jobs)." and asked which)
+    engine = [{"job": 0, "note_list": ["workaround: a counter kept -- without it backward fails"], "note_codes": None}]
+    assert sentence(v154.check(Context(engine))[0]) == "Note: workaround: a counter kept (1 job)."
 
 
 def test_a_non_finite_value_read_back_from_a_file_still_renders(tmp_path):

@@ -375,3 +375,12 @@ def test_a_read_only_sweep_dir_prints_its_report_and_exits_0(sweep_dir):
         assert "no file written" in notes[0]
     assert _files(sweep_dir) == before
 
+
+
+def test_a_terminal_header_keeps_a_keys_own_underscores():
+    """``model._target_`` rendered as ``model. target`` (a new user's report): only an underscore
+    between two words becomes a space."""
+    from sweep.report.summary import _terminal_header
+
+    assert _terminal_header("model._target_") == "model._target_"
+    assert _terminal_header("mp_policy") == "mp policy" and _terminal_header("first_diff_step") == "first\nstep"
