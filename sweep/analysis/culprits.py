@@ -111,7 +111,8 @@ def interactions(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> List[
     each candidate ``f=v`` and other factor ``g``, its pairs split by the level of ``g`` they
     share; reported when it flips under some (``with_levels``) and never under others that have
     pairs (``without_levels``), once per symmetric finding. Keys: ``factor``, ``level``,
-    ``with_factor``, ``with_levels``, ``flips``, ``pairs``, ``without_levels``, ``without_pairs``."""
+    ``with_factor``, ``with_levels``, ``flips``, ``pairs``, ``without_levels``, ``without_pairs``,
+    ``without_failing`` (of the latter, the pairs whose job without the level fails too)."""
     pairs = one_factor_pairs(rows)
     found, seen = [], set()
     for c in ranked:
@@ -130,7 +131,9 @@ def interactions(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> List[
             found.append({"factor": c["factor"], "level": c["level"], "with_factor": other,
                           "with_levels": with_levels, "flips": sum(flips.values()),
                           "pairs": sum(len(by_level[w]) for w in with_levels), "without_levels": without_levels,
-                          "without_pairs": sum(len(by_level[w]) for w in without_levels)})
+                          "without_pairs": sum(len(by_level[w]) for w in without_levels),
+                          # (of those, the pairs whose job without the level fails as well: it shows nothing there)
+                          "without_failing": sum(1 for w in without_levels for _, y in by_level[w] if failed(y))})
     return found
 
 

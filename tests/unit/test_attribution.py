@@ -96,6 +96,17 @@ def test_a_factor_that_fails_only_with_another_level_is_reported_as_an_interacti
     (only,) = said(att, "V122")
     assert "turns a pass into a fail only when" in only and "never when" in only
     assert "only when mesh=dp4" in only or "only when mp_policy=bf16" in only
+    assert hit["without_failing"] == 0 and "fails already" not in only
+    # where the other level fails anyway, "never" is said with why: nothing could turn a fail into a fail
+    def stuck(c):
+        return ("fail", 30, 2e-3) if c["engine"] == "stuck" or (c["engine"], c["split"]) == ("ok", "sharded") else OK
+
+    rows = _grid(stuck, engine=["ok", "stuck"], split=["replicated", "sharded"])
+    found = interactions(rows, culprits(rows))
+    assert found and all(hit["without_pairs"] == hit["without_failing"] == 1 for hit in found)
+    sentences = said(attribute(rows), "V122")
+    assert sentences and all(s.endswith("(0 of 1 pairs; in 1 of them the job without it fails already).")
+                             for s in sentences), sentences
     assert "runs high" in " ".join(said(att, "V120")) and "from_step" in said(att, "V121")[0]
     # the optimizer never matters: no culprit, no interaction
     assert all("optimizer" not in (c["factor"], c.get("with_factor")) for c in att["culprits"] + att["interactions"])
