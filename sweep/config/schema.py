@@ -359,6 +359,22 @@ def unknown_keys(cfg: Any, schema: type = SweepConfig, prefix: str = "") -> List
     return found
 
 
+def _closest(cfg: DictConfig, unknown: List[str]) -> str:
+    """``did you mean compare.rtol? `` for the first of ``unknown`` (dotted keys) with a close
+    sibling that a schema defines (``difflib``); ``""`` for none."""
+    import difflib
+
+    for path in unknown:
+        parent, _, leaf = path.rpartition(".")
+        node = OmegaConf.select(cfg, parent) if parent else cfg
+        known = [str(k) for k in (node.keys() if hasattr(node, "keys") else []) if
+                 (f"{parent}.{k}" if parent else str(k)) not in unknown]
+        close = difflib.get_close_matches(leaf, known, n=1)
+        if close:
+            return f"did you mean {(parent + '.' if parent else '') + close[0]}? "
+    return ""
+
+
 def check_fields(cfg: DictConfig) -> int:
     """The checks that need nothing but the config: no key that no schema defines, the
     top-level scalars (:meth:`SweepConfig.check`), each section's own
@@ -376,7 +392,8 @@ def check_fields(cfg: DictConfig) -> int:
     if unknown:
         raise ConfigError(
             f"{', '.join(unknown)}: no schema defines {'these keys' if len(unknown) > 1 else 'this key'} "
-            "(added with +? see sweep/config/schema.py and sweep/config/sections/ for the fields)"
+            f"({_closest(cfg, unknown)}added with +? see sweep/config/schema.py and sweep/config/sections/ for the "
+            "fields)"
         )
     SweepConfig.check(cfg)
     for name, check in SECTION_CHECKS.items():

@@ -75,7 +75,13 @@ def _explain(override: str, exc: BaseException, conf_dir: Path, base: Any) -> st
         close = difflib.get_close_matches(leaf, names, n=1)
         hint = f" (did you mean {(parent + '.' if parent else '') + close[0]}?)" if close else ""
         return f"{key}={value}: no such key{hint}"
-    return f"{override}: {_one_line(exc)}"
+    text = _one_line(exc)
+    allowed = re.search(r"expected one of \[([^\]]*)\]", text)  # an enum field's values (a dtype, a mode)
+    if allowed:
+        close = difflib.get_close_matches(value, [v.strip() for v in allowed.group(1).split(",")], n=1)
+        if close:
+            return f"{override}: {text} (did you mean {key}={close[0]}?)"
+    return f"{override}: {text}"
 
 
 def _variants(parsed: Sequence[Any]) -> List[tuple]:

@@ -79,6 +79,15 @@ def test_a_key_no_schema_defines_is_rejected(compose_cfg, override, key):
         checks.check(compose_cfg([override]))
 
 
+def test_a_misspelt_key_added_with_plus_is_given_the_close_one(compose_cfg):
+    with pytest.raises(schema.ConfigError) as caught:
+        checks.check(compose_cfg(["+compare.rtoll=1e-3"]))
+    assert str(caught.value).startswith("compare.rtoll: no schema defines this key (did you mean compare.rtol? ")
+    with pytest.raises(schema.ConfigError) as caught:
+        checks.check(compose_cfg(["+anything.unknown=1"]))
+    assert "did you mean" not in str(caught.value)
+
+
 def test_a_key_without_plus_is_rejected_at_composition(compose_cfg):
     with pytest.raises(ConfigCompositionException, match="Could not override 'model.norm'"):
         compose_cfg(["model.norm=batchnorm"])
