@@ -23,8 +23,9 @@ def _sweep(args, cwd):
     (["mp_policy=bf61"], "error: mp_policy=bf61: no such option; mp_policy is one of: bf16, bf16_bf16, "),
     (["-m", "optimizer=adam,lamb"], "error: optimizer=lamb: no such option; optimizer is one of: adam, adamw, sgd"),
     (["steps=abc"], "error: steps=abc: "),
-    (["mp_policy.param_dtype=bfloat61"], "expected one of [float32, bfloat16, float16]) (did you mean "
-                                         "mp_policy.param_dtype=bfloat16?)"),
+    (["mp_policy.param_dtype=bfloat61"], "error: mp_policy.param_dtype=bfloat61: Error merging override "
+     "mp_policy.param_dtype=bfloat61 (Invalid value 'bfloat61', expected one of [float32, bfloat16, float16]) (did you "
+     "mean mp_policy.param_dtype=bfloat16?)"),
     (["steps=[1"], "error: "),  # an override that does not parse
     # Hydra's own groups and this project's sweepers' settings (issue 52)
     (["-m", "hydra/sweeper=isolat"], "error: hydra/sweeper=isolat: no such option; hydra/sweeper is one of: basic, "
