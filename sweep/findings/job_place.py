@@ -1,8 +1,9 @@
 """J103 first module and J104 first tensor: where one job's copies first differ inside the
 model, from its tracing rerun (a drift beyond rounding only), and the first tensor of a job that
-fails though its losses never part (a buffer that ended apart: the one line of why). Each finding carries the place's
-sentence (``text``: ``sweep.findings.places``, as the report's columns give it) and its data
-(``place``: the record's, without the per-step series), for tools reading ``summary.json``."""
+fails though its losses never part (a buffer that ended apart: the one line of why). Each
+finding carries the place's sentence (``text``: ``sweep.findings.places``, as the report's
+columns give it) and its data (``place``: the record's, without the per-step series), for tools
+reading ``summary.json``."""
 
 from __future__ import annotations
 
