@@ -118,7 +118,8 @@ class RunResult:
         if self.outcome.returncode == 0:  # it ran to the end and said nothing we could read
             tail = self.ends(3)
             return "error", f"the command exited with code 0; {what}" + (f"; {tail}" if tail else "")
-        return "error", f"{self.crash()}; {what}"
+        # (a command that crashed: what it would have had to print is no help beside why it crashed)
+        return "error", f"{self.crash()}; {what.split('; expected ')[0]}"
 
     def crash(self) -> str:
         """The command's exit code and the exception of the process that failed first

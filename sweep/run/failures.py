@@ -93,9 +93,10 @@ EXCEPTION = re.compile(r"\b[A-Z]\w*(Error|Exception|Interrupt)\b:")  # a Python 
 # aborted"; torchrun's own summary: ChildFailedError; its agent's SignalException).
 FOLLOW_ON = re.compile(r"Connection (closed|reset) by peer|Broken pipe|communicator was aborted|ChildFailedError"
                        r"|SignalException|Socket Timeout|DistNetworkError|Connection refused|terminated by signal")
-# A process that never started its script: the interpreter or the shell says why (no exception line)
+# A process that never started its script: the interpreter or the shell says why (no exception line),
+# or the script's own argument parser refused its flags (argparse: "prog.py: error: argument --x: ...")
 CANNOT_START = re.compile(r"can't open file|No such file or directory|command not found|Permission denied"
-                          r"|Exec format error")
+                          r"|Exec format error|^\s*(?:\[\w+\]:\s*)?[\w.-]+: error: ")
 RANK_PREFIX = re.compile(r"^\s*\[(?:rank|default)(\d+)\]:")  # torchrun --tee / --local-ranks-filter prefixes
 PREFIXES = re.compile(r"^\s*(?:\[\w+\]:\s*)+")
 ROOT_CAUSE_RANK = re.compile(r"^\s*(?:\[\w+\]:)?\s*rank\s*:\s*(\d+)")  # torchrun's "Root Cause" box

@@ -170,7 +170,8 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
     if cfg.baseline.file:  # a golden file's standalone sequence (sweep.report.golden)
         if as_str(cfg.weights.transfer) == "shared":
             raise ConfigError("baseline.file with weights.transfer=shared: the standalone copy does not train, "
-                              "there is no storage to share; use independent or checkpoint")
+                              "there is no storage to share; use independent or checkpoint (with "
+                              "'baseline.ignore_keys=[weights.transfer]' where the file was made with shared)")
         fields, cached = None, baseline.from_file(record.config, str(cfg.baseline.file))
         twin_fields, (twin_cached, twin_note) = None, _golden_twin(cached.get("twin"), record.config)
     else:

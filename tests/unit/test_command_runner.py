@@ -277,6 +277,15 @@ def test_a_crash_is_blamed_on_the_rank_that_failed_not_on_a_survivors_follow_on_
     run.log.write_text("$ python train.py\nstep 1\ndone\n")
     assert run.failure("no distributed loss reported") == (
         "error", "the command exited with code 0; no distributed loss reported; command.log ends: step 1 | done")
+    # a script whose own argument parser refused a flag (a new user's typo in a swept value): its line, not the
+    # launcher's last words or the pattern it would have had to print
+    run.outcome = SimpleNamespace(returncode=1, timed_out=False)
+    run.log.write_text("$ torchrun train.py --reduce summ\nusage: train.py [--reduce {mean,sum}]\n"
+                       "train.py: error: argument --reduce: invalid choice: 'summ' (choose from 'mean', 'sum')\n"
+                       "traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n")
+    assert run.failure("no distributed loss reported; expected lines matching ^step") == (
+        "error", "the command exited with code 1; command.log: train.py: error: argument --reduce: invalid choice: "
+                 "'summ' (choose from 'mean', 'sum'); no distributed loss reported")
 
 
 def test_the_baseline_command_runs_unless_the_sweeps_cache_holds_it_and_a_failure_is_a_status_and_reason(
