@@ -205,7 +205,8 @@ def check_command_line(argv: Sequence[str], conf_dir: Path) -> Optional[str]:
             except (HydraException, OmegaConfBaseException) as exc:
                 culprit = _first_failing(compose, [line for line in lines if _hydra_own(line.partition("=")[0])])
                 return _explain(culprit, exc, conf_dir, base)
-            error = _sweeper_error(cfg.hydra.sweeper)
+            error = _sweeper_error(cfg.hydra.sweeper) or \
+                _isolation_error(cfg.hydra.sweeper, compose, _variants(ours)[0][1], conf_dir, base)
             if error is not None:
                 return error
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
@@ -239,6 +240,30 @@ def _sweeper_error(node: Any) -> Optional[str]:
         sweeper(**settings)
     except (ValueError, TypeError) as exc:
         return " ".join(str(exc).split())
+    return None
+
+
+def _isolation_error(node: Any, compose: Any, lines: List[str], conf_dir: Path, base: Any) -> Optional[str]:
+    """What an isolation's ``failing`` and ``passing`` override lists (``hydra/sweeper=isolate``)
+    hold that no job could run, in one line: an override that does not compose beside the command
+    line's (``lines``: its overrides at their first values), named with its list and the closest
+    key or option (:func:`_explain`), or two lists that differ in nothing. ``None`` otherwise."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    if node is None or not str(node.get("_target_", "")).startswith("hydra_plugins.sweep_"):
+        return None
+    sides = {side: [str(o) for o in (node.get(side) or [])] for side in ("failing", "passing")}
+    if not any(sides.values()):
+        return None
+    for side, overrides in sides.items():
+        for override in overrides:
+            try:
+                compose("config", overrides=[*lines, override])
+            except (HydraException, OmegaConfBaseException) as exc:
+                return f"hydra.sweeper.{side}: {_explain(override, exc, conf_dir, base)}"
+    if sorted(sides["failing"]) == sorted(sides["passing"]):
+        return "hydra.sweeper.failing and hydra.sweeper.passing are the same overrides: there is nothing to isolate"
     return None
 
 

@@ -35,6 +35,15 @@ def _sweep(args, cwd):
     (["-m", "hydra/sweeper=isolate", 'hydra.sweeper.passing=["optimizer=adam"]'],
      "error: hydra/sweeper=isolate: hydra.sweeper.passing is given without hydra.sweeper.failing: give both"),
     (["-m", "hydra/sweeper=isolate", "hydra.sweeper.repeat=0"], "error: hydra.sweeper.repeat=0 must be >= 1"),
+    # the isolation's own override lists, composed beside the command line's before any job (a new user's typos
+    # there exited 1 with Hydra's error)
+    (["-m", "hydra/sweeper=isolate", 'hydra.sweeper.failing=["mp_policy=bf61"]',
+      'hydra.sweeper.passing=["mp_policy=fp32"]'],
+     "error: hydra.sweeper.failing: mp_policy=bf61: no such option; mp_policy is one of: "),
+    (["-m", "hydra/sweeper=isolate", 'hydra.sweeper.failing=["steps=5"]', 'hydra.sweeper.passing=["stpes=4"]'],
+     "error: hydra.sweeper.passing: stpes=4: no such key (did you mean steps?)"),
+    (["-m", "hydra/sweeper=isolate", 'hydra.sweeper.failing=["steps=5"]', 'hydra.sweeper.passing=["steps=5"]'],
+     "error: hydra.sweeper.failing and hydra.sweeper.passing are the same overrides: there is nothing to isolate"),
     (["-m", "hydra/sweeper=isolate", "hydra.sweeper.from_sweep=no/such/dir"],
      "error: hydra.sweeper.from_sweep=no/such/dir: no such dir"),
     (["-m", "hydra/launcher=submitit_locl"], "error: hydra/launcher=submitit_locl: no such option; hydra/launcher is"),
