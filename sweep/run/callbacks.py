@@ -126,7 +126,8 @@ class SweepDirCallback(Callback):
 class ProgressCallback(Callback):
     """After each job: jobs done (of the total when known), failures so far, elapsed time
     and an estimate of the time left: the mean wall time of the jobs done (the first left
-    out once there are others: it also pays for starting shared launches) x jobs left.
+    out once there are others: it also pays for starting shared launches; jobs a resumed
+    sweep took from disk left out too) x jobs left.
     The job's own verdict line is printed by the job."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -150,7 +151,8 @@ class ProgressCallback(Callback):
         record = getattr(job_return, "_return_value", None)
         self.done += 1
         self.failed += not (isinstance(record, dict) and record.get("status") == "ok")
-        if self.job_began is not None:
+        resumed = isinstance(record, dict) and bool(record.get("resumed"))  # (taken from disk: no time to count)
+        if self.job_began is not None and not resumed:
             self.durations.append(time.monotonic() - self.job_began)
         print(self.line(time.monotonic() - self.began), flush=True)
 
@@ -160,7 +162,9 @@ class ProgressCallback(Callback):
         line += f"{_minutes(elapsed)} elapsed"
         if self.total and self.done < self.total:
             steady = self.durations[1:] or self.durations
-            per_job = sum(steady) / len(steady) if steady else elapsed / self.done
+            if not steady:  # only resumed jobs so far: no estimate yet
+                return line
+            per_job = sum(steady) / len(steady)
             line += f", ~{_minutes(per_job * (self.total - self.done))} left"
         return line
 

@@ -257,6 +257,15 @@ def test_the_time_left_leaves_out_the_start_up():
     progress.total, progress.done, progress.failed = 10, 2, 0
     progress.durations = [30.0, 2.0]  # the first job paid for starting the shared launch
     assert progress.line(32.0).endswith("~0m16s left")
+    # a resumed sweep's jobs taken from disk take no time: they neither count toward the rate nor give one
+    resumed = ProgressCallback()
+    resumed.total, resumed.done, resumed.failed, resumed.durations = 12, 5, 0, []
+    assert resumed.line(1.0) == "[progress] 5/12 jobs, 0 not ok, 0m01s elapsed"
+    import time
+
+    resumed.began, resumed.job_began = time.monotonic() - 5.0, time.monotonic() - 1.0
+    resumed.on_job_end(None, type("R", (), {"_return_value": {"status": "ok", "resumed": True}})())
+    assert resumed.durations == [] and resumed.done == 6
 
 
 def test_the_terminal_job_table_fits_120_columns_and_wide_shows_the_rest(tmp_path, capsys):
