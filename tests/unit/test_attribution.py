@@ -151,6 +151,10 @@ def test_errored_jobs_are_listed_and_left_out_of_pass_rates():
     assert att["culprits"][0]["level"] == "sgd"
     assert said(att, "V161") == ["Not judged: job 2 error: launcher exited with code 1.",
                                  "Not judged: job 3 missing: no reason recorded."]
+    # jobs that share a status and reason are said once (half a grid refused for one invalid pair of levels)
+    many = [_row(0, "ok", msd=0.0)] + [dict(_row(j, "error"), reason="invalid config: x") for j in range(1, 11)]
+    assert said(attribute(many), "V161") == ["Not judged: jobs 1, 2, 3, 4, 5, 6, 7, 8 and 2 more error: "
+                                             "invalid config: x."]
 
 
 def test_one_factor_contrasts_count_flips_and_shifts():
