@@ -20,7 +20,8 @@ def check(ctx: Context) -> List[Finding]:
             by_cause.setdefault((r["status"], r.get("reason") or "no reason recorded"), []).append(r["job"])
     out = []
     for (status, reason), jobs in by_cause.items():
-        shown = ", ".join(str(j) for j in jobs[:SHOWN]) + (f" and {len(jobs) - SHOWN} more" if len(jobs) > SHOWN else "")
+        more = f" and {len(jobs) - SHOWN} more" if len(jobs) > SHOWN else ""
+        shown = ", ".join(str(j) for j in jobs[:SHOWN]) + more
         out.append(KIND.make(jobs=jobs, evidence=("status", "reason"), job=shown, n=len(jobs), status=status,
                              reason=reason))
     return out
