@@ -623,14 +623,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="another sweep dir: match jobs by config and show what changed (fixed, broke, ...)")
     parser.add_argument("--export-golden", type=Path, default=None, metavar="FILE",
                         help="write a job's loss sequences (step, loss, rank, copy, with its config and versions) "
-                             "to FILE, a golden baseline for baseline.file=FILE; DIR is the job's dir, or a sweep "
-                             "dir with --job N")
+                             "to FILE, a golden baseline for baseline.file=FILE; sweep_dir is then the job's dir, or a "
+                             "sweep dir with --job N")
     parser.add_argument("--job", type=int, default=None, metavar="N",
                         help="with --export-golden and a sweep dir: the job to export")
     parser.add_argument("--print-only", action="store_true",
-                        help="print the report and write no file into DIR (no summary.*, junit.xml, plots/); taken "
-                             "by itself, with a one-line note, when DIR is not writable")
+                        help="print the report and write no file into sweep_dir (no summary.*, junit.xml, plots/); "
+                             "taken by itself, with a one-line note, when sweep_dir is not writable")
     args = parser.parse_args(argv)
+    if args.max_rows < -1:
+        parser.error(f"--max-rows {args.max_rows}: a number of rows >= 1, or 0 or -1 for all")
     if args.export_golden is not None:
         return _export_golden(args.sweep_dir, args.job, args.export_golden)
     max_rows = args.max_rows if args.max_rows > 0 else None
