@@ -191,9 +191,13 @@ def check_command_line(argv: Sequence[str], conf_dir: Path) -> Optional[str]:
             try:
                 cfg = compose("config", overrides=lines, return_hydra_config=True)
             except (HydraException, OmegaConfBaseException) as exc:
-                if base is None:
-                    base = compose("config", return_hydra_config=True)
                 culprit = tried or _first_failing(compose, lines)
+                if base is None:  # the config the others make (a preset's keys: runner.args of experiment=...)
+                    try:
+                        base = compose("config", overrides=[line for line in lines if line != culprit],
+                                       return_hydra_config=True)
+                    except (HydraException, OmegaConfBaseException):
+                        base = compose("config", return_hydra_config=True)
                 return _explain(culprit, exc, conf_dir, base)
             if base is None:
                 base = cfg

@@ -23,6 +23,9 @@ def _sweep(args, cwd):
     (["mp_policy=bf61"], "error: mp_policy=bf61: no such option; mp_policy is one of: bf16, bf16_bf16, "),
     (["-m", "optimizer=adam,lamb"], "error: optimizer=lamb: no such option; optimizer is one of: adam, adamw, sgd"),
     (["steps=abc"], "error: steps=abc: "),
+    # a key a preset adds, misspelt: the close one from the config the other overrides make
+    (["experiment=example_command", "runner.args.reduc=sum"],
+     "error: runner.args.reduc=sum: no such key (did you mean runner.args.reduce?)"),
     (["mp_policy.param_dtype=bfloat61"], "error: mp_policy.param_dtype=bfloat61: Error merging override "
      "mp_policy.param_dtype=bfloat61 (Invalid value 'bfloat61', expected one of [float32, bfloat16, float16]) (did you "
      "mean mp_policy.param_dtype=bfloat16?)"),
