@@ -127,17 +127,25 @@ def replica_check(ranks: List[RankResult], buffers: bool = True) -> Optional[Dic
     return out
 
 
-def part_text(key: str) -> str:
-    """A tensor key's part as words: ``(4, 32)@1:0/2`` (shard 0 of 2 along a mesh dim; FSDP2 and
-    hyper-parallel shard dim 0) -> ``dim-0 shard 0 of 2``, a key without a shard -> ``whole``."""
+def key_shards(key: str) -> List[Dict[str, int]]:
+    """The shards a tensor key names (``sweep.train.observers.replicas``: ``(4, 32)@1:0/2`` is
+    shard 0 of 2 along mesh dim 1; FSDP2 and hyper-parallel shard the tensor's dim 0), one
+    ``{"mesh_dim", "shard", "shards"}`` per sharded mesh dim; ``[]`` for a whole tensor or a
+    rank-local key (``@rank-local:...``)."""
     _, _, held = str(key).partition("@")
-    parts = []
+    out = []
     for item in held.split(","):
         dim, _, where = item.partition(":")
         index, _, of = where.partition("/")
         if dim.isdigit() and index.isdigit() and of.isdigit():
-            parts.append(f"dim-0 shard {index} of {of}")
-    return ", ".join(parts) or "whole"
+            out.append({"mesh_dim": int(dim), "shard": int(index), "shards": int(of)})
+    return out
+
+
+def part_text(key: str) -> str:
+    """A tensor key's part as words (:func:`key_shards`): ``(4, 32)@1:0/2`` -> ``dim-0 shard 0
+    of 2``, a key without a shard -> ``whole``."""
+    return ", ".join(f"dim-0 shard {s['shard']} of {s['shards']}" for s in key_shards(key)) or "whole"
 
 
 def replica_reason(replicas: Dict[str, Any], start_unequal: Sequence[int] = ()) -> Note:

@@ -10,6 +10,7 @@ its example cannot fill.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from typing import List, Optional, Sequence
 
@@ -60,8 +61,6 @@ def _page_of(code: str) -> str:
     try:
         return page(kind(code))
     except KeyError as exc:
-        if not code.startswith("N"):
-            raise
         try:
             return note_page(note_kind(code))
         except KeyError as also:
@@ -83,14 +82,17 @@ def reference() -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``explain [CODE ...]``: each code's page (exit 0), every code's line without one, or one
-    line naming the codes for an unknown one (exit 2)."""
+    """``explain [CODE ...]``: each code's page (exit 0), every code's line without one (cut to
+    the terminal's width), or one line naming the finding and the note codes for an
+    unknown one (exit 2)."""
     codes = list(argv if argv is not None else sys.argv[1:])
-    if not codes:
-        for k in all_kinds():
-            print(f"{k.code}  {k.name:<36} {render(k.template, k.example)[:70]}...")
-        for n in NOTE_KINDS:
-            print(f"{n.code}  {n.name:<36} {kind_text(n, n.example)[:70]}...")
+    if not codes:  # a line a code, cut to the terminal's width (a wrapped line reads as two codes)
+        width = max(shutil.get_terminal_size((100, 24)).columns - 1, 60)
+        rows = [(k.code, k.name, render(k.template, k.example)) for k in all_kinds()]
+        rows += [(n.code, n.name, kind_text(n, n.example)) for n in NOTE_KINDS]
+        for code, name, example in rows:
+            line = f"{code}  {name:<36} {example}"
+            print(line if len(line) <= width else line[:width - 3] + "...")
         return 0
     for code in codes:
         try:

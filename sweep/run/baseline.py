@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from sweep.config.schema import baseline_fields, select
 from sweep.io import read_json, write_json
@@ -167,3 +167,19 @@ def from_file(config: Dict[str, Any], path: str, commands: Optional[Dict[str, Op
                           + "; baseline.ignore_keys lists keys it may differ in")
     return {"standalone": standalone, "job_dir": data.get("source"), "dtypes_observed": {}, "source": "file",
             "file": str(file), "versions": data.get("versions") or {}, "twin": golden.twin(data)}
+
+
+def golden_twin(twin: Optional[Dict[str, Any]], config: Dict[str, Any]
+                 ) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+    """``(twin, note)``: a golden file's twin (``sweep.report.golden.twin``) where it was nudged in
+    the dtype the job of ``config`` rounds in (``sweep.analysis.rounding.twin_dtype``); else
+    ``None``, so the ranks train a twin of their own (a float32 job's twin measures a float32
+    envelope, far finer than a bfloat16 job's rounding: a bf16 job judged against it parted
+    beyond rounding from step 1), and the note that says so."""
+    from sweep.analysis.rounding import twin_dtype
+
+    mine = twin_dtype(config)
+    if not twin or twin.get("dtype") in (None, mine):
+        return twin, None
+    return None, (f"the golden file's twin was nudged in {twin['dtype']}, this job rounds in {mine}: its rounding "
+                  "envelope comes from a twin trained here")

@@ -49,7 +49,7 @@ from sweep.records import JobRecord, RankResult
 from sweep.run import baseline, checks, pool
 from sweep.run.failures import failure_cause, hung_ranks, log_tails, timeout_s
 from sweep.report.notes import text_of
-from sweep.run.judge import across_verdict, judge, never_silent
+from sweep.run.judge import across_verdict, batch_stats_note, judge, never_silent
 from sweep.run.repeats import Again, run_repeats, run_sequences
 
 
@@ -173,7 +173,7 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
                               "there is no storage to share; use independent or checkpoint (with "
                               "'baseline.ignore_keys=[weights.transfer]' where the file was made with shared)")
         fields, cached = None, baseline.from_file(record.config, str(cfg.baseline.file))
-        twin_fields, (twin_cached, twin_note) = None, _golden_twin(cached.get("twin"), record.config)
+        twin_fields, (twin_cached, twin_note) = None, baseline.golden_twin(cached.get("twin"), record.config)
     else:
         fields = baseline.key_fields(record.config, world) if sweep_dir and cfg.execution.reuse_baselines else None
         cached = baseline.lookup(sweep_dir, fields) if fields else None
@@ -251,20 +251,6 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
             f"launcher exited with code {outcome.returncode} after every rank had written its result "
             "(e.g. gloo SIGABRT at interpreter shutdown); judged by the results"
         )
-
-
-def _golden_twin(twin: Optional[Dict[str, Any]], config: Dict[str, Any]
-                 ) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
-    """``(twin, note)``: a golden file's twin (``sweep.report.golden.twin``) where it was nudged in
-    the dtype the job of ``config`` rounds in (``sweep.analysis.rounding.twin_dtype``); else
-    ``None``, so the ranks train a twin of their own (a float32 job's twin measures a float32
-    envelope, far finer than a bfloat16 job's rounding: a bf16 job judged against it parted
-    beyond rounding from step 1), and the note that says so."""
-    mine = twin_dtype(config)
-    if not twin or twin.get("dtype") in (None, mine):
-        return twin, None
-    return None, (f"the golden file's twin was nudged in {twin['dtype']}, this job rounds in {mine}: its rounding "
-                  "envelope comes from a twin trained here")
 
 
 def _twin_trained(paths: JobDir, ranks: List[RankResult]) -> Optional[Dict[str, Any]]:
@@ -480,26 +466,6 @@ def _trace(
     note = batch_stats_note(cfg, record.first_module, record.first_tensor)
     if note and note not in record.notes:
         record.notes.append(note)
-
-
-def batch_stats_note(cfg: DictConfig, module: Optional[Dict[str, Any]], tensor: Optional[Dict[str, Any]]
-                     ) -> Optional[str]:
-    """Why a norm that keeps running statistics parts with sharded data: the first differing module
-    is a forward whose inputs agree, and the first differing tensor is that module's own buffer
-    (``bn.running_mean``) after the forward of the same step. It normalises by its batch's
-    statistics, and with ``data.split=sharded`` each rank's batch is its shard, not the global
-    batch the standalone copy normalises over: the copies differ by design, no engine fault.
-    ``None`` where it does not apply."""
-    module, tensor = module or {}, tensor or {}
-    name = str(module.get("module") or "")
-    if as_str(cfg.data.split) != "sharded" or module.get("phase") != "forward" or not name \
-            or tensor.get("kind") != "buffer" or tensor.get("after_last_step") \
-            or not str(tensor.get("name") or "").startswith(name + ".") or tensor.get("step") != module.get("step"):
-        return None
-    return (f"{name} normalises by its batch's statistics (its buffer {tensor['name']} is one): with "
-            "data.split=sharded each rank's batch is its shard, not the global batch the standalone copy normalises "
-            "over, so the copies differ by design; SyncBatchNorm (torch), or data.split=replicated, gives them one "
-            "batch")
 
 
 def _builtin_again(cfg: DictConfig, framework: Type[Framework], world: int, env: Dict[str, str],

@@ -10,7 +10,6 @@ Shared by the built-in job (``sweep.run.job``) and ``runner=command`` (``sweep.r
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -20,8 +19,8 @@ from sweep.analysis.collectives import lr_notes
 from sweep.analysis.dtypes import dtype_name, override_notes, precision_notes
 from sweep.analysis.compare import MISSING_PREFIX, RANDOM_DRAWS_NOTE, compare_losses, printed_note, printed_resolution
 from sweep.report.notes import text_of
-from sweep.analysis.judging import (Disagreements, JudgedLosses, ranked_notes, ranks_apart, replica_check,
-                                    start_tensor, verdict, worst_rank)
+from sweep.analysis.judging import (Disagreements, JudgedLosses, key_shards, ranked_notes, ranks_apart,
+                                    replica_check, start_tensor, verdict, worst_rank)
 from sweep.analysis.rounding import twin_dtype
 from sweep.findings.places import missing_text
 from sweep import frameworks
@@ -270,7 +269,8 @@ def frozen(first: Dict[str, Any], rank: RankResult, key: Callable[[str], Optiona
     (``RankResult.final["unchanged"]``, ``sweep.train.final_state``) though the standalone copy's,
     equal at the start, ended elsewhere: the forward's update never reached it or was lost; and
     ``"held": {"dim", "shard", "shards"}`` where the engine holds it as a shard on this rank
-    (``RankResult.replica["tensors"]``, e.g. ``"(32,)@0:1/2"``: hyper-parallel's hsdp shards every
+    (``RankResult.replica["tensors"]`` read by ``sweep.analysis.judging.key_shards``, e.g.
+    ``"(32,)@0:1/2"``; the engines shard dim 0: hyper-parallel's hsdp shards every
     parameter, a BatchNorm's moving statistics too, and swaps the gathered copy the forward
     updates for the shard when it reshards). ``key``: a buffer's name on ``rank`` to
     ``first``'s (one map across frameworks)."""
@@ -278,12 +278,11 @@ def frozen(first: Dict[str, Any], rank: RankResult, key: Callable[[str], Optiona
     raw = next((n for n in names if key(n) == first["name"]), None)
     if raw is None:
         return first
-    held = str(((rank.replica or {}).get("tensors") or {}).get(f"buffer:{raw}") or "")
-    part = re.search(r"@(\d+):(\d+)/(\d+)$", held)
-    if part is None or int(part.group(3)) < 2:
+    held = [s for s in key_shards(((rank.replica or {}).get("tensors") or {}).get(f"buffer:{raw}") or "")
+            if s["shards"] > 1]
+    if not held:
         return dict(first, frozen=True)
-    return dict(first, frozen=True, held={"dim": int(part.group(1)), "shard": int(part.group(2)),
-                                          "shards": int(part.group(3))})
+    return dict(first, frozen=True, held={"dim": 0, "shard": held[-1]["shard"], "shards": held[-1]["shards"]})
 
 
 def _inside_notes(record: JobRecord, ranks: List[RankResult]) -> tuple:
@@ -532,3 +531,23 @@ def _dtype_unknown(cfg: DictConfig, record: JobRecord, key: str) -> str:
     if key == "master_lower":
         return "no master weights held only lower-precision values after any step (nothing written back)"
     return "not observed in step 0"
+
+
+def batch_stats_note(cfg: DictConfig, module: Optional[Dict[str, Any]], tensor: Optional[Dict[str, Any]]
+                     ) -> Optional[str]:
+    """Why a norm that keeps running statistics parts with sharded data: the first differing module
+    is a forward whose inputs agree, and the first differing tensor is that module's own buffer
+    (``bn.running_mean``) after the forward of the same step. It normalises by its batch's
+    statistics, and with ``data.split=sharded`` each rank's batch is its shard, not the global
+    batch the standalone copy normalises over: the copies differ by design, no engine fault.
+    ``None`` where it does not apply."""
+    module, tensor = module or {}, tensor or {}
+    name = str(module.get("module") or "")
+    if as_str(cfg.data.split) != "sharded" or module.get("phase") != "forward" or not name \
+            or tensor.get("kind") != "buffer" or tensor.get("after_last_step") \
+            or not str(tensor.get("name") or "").startswith(name + ".") or tensor.get("step") != module.get("step"):
+        return None
+    return (f"{name} normalises by its batch's statistics (its buffer {tensor['name']} is one): with "
+            "data.split=sharded each rank's batch is its shard, not the global batch the standalone copy normalises "
+            "over, so the copies differ by design; SyncBatchNorm (torch), or data.split=replicated, gives them one "
+            "batch")

@@ -251,7 +251,9 @@ def _isolation_error(node: Any, compose: Any, lines: List[str], conf_dir: Path, 
     """What an isolation's ``failing`` and ``passing`` override lists (``hydra/sweeper=isolate``)
     hold that no job could run, in one line: an override that does not compose beside the command
     line's (``lines``: its overrides at their first values), named with its list and the closest
-    key or option (:func:`_explain`), or two lists that differ in nothing. ``None`` otherwise."""
+    key or option (:func:`_explain`), overrides that compose one by one but not together (a list
+    as its endpoint runs it), or two lists that differ in nothing. ``None`` otherwise. Each list
+    is composed once; one at a time only when it fails."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -261,11 +263,15 @@ def _isolation_error(node: Any, compose: Any, lines: List[str], conf_dir: Path, 
     if not any(sides.values()):
         return None
     for side, overrides in sides.items():
-        for override in overrides:
-            try:
-                compose("config", overrides=[*lines, override])
-            except (HydraException, OmegaConfBaseException) as exc:
-                return f"hydra.sweeper.{side}: {_explain(override, exc, conf_dir, base)}"
+        try:  # a list as its endpoint job runs it: one composition, one at a time only to name the culprit
+            compose("config", overrides=[*lines, *overrides])
+        except (HydraException, OmegaConfBaseException) as whole:
+            for override in overrides:
+                try:
+                    compose("config", overrides=[*lines, override])
+                except (HydraException, OmegaConfBaseException) as exc:
+                    return f"hydra.sweeper.{side}: {_explain(override, exc, conf_dir, base)}"
+            return f"hydra.sweeper.{side}: {' '.join(overrides)}: {whole}".splitlines()[0]
     if sorted(sides["failing"]) == sorted(sides["passing"]):
         return "hydra.sweeper.failing and hydra.sweeper.passing are the same overrides: there is nothing to isolate"
     return None

@@ -108,9 +108,10 @@ def standalone_everywhere(cfg: Any) -> bool:
     training it moves the rank's own distributed copy (``weights.transfer=shared``: the copies
     share storage, as the seed report's ``set_data(param)`` does, so each rank's distributed
     copy starts where that rank's standalone training left it, as in the user's script)."""
+    from sweep.config.enums import as_str
+
     traced = (cfg.get("compare") or {}).get("trace_until") is not None
-    return traced or str(getattr((cfg.get("weights") or {}).get("transfer"), "value",
-                                 (cfg.get("weights") or {}).get("transfer"))) == "shared"
+    return traced or as_str((cfg.get("weights") or {}).get("transfer")) == "shared"
 
 
 def launch_order(order: str, phase: str, job_dir: Path | str | None = None) -> List[str]:

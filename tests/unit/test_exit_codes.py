@@ -45,6 +45,10 @@ def _sweep(args, cwd):
      "error: hydra.sweeper.failing: mp_policy=bf61: no such option; mp_policy is one of: "),
     (["-m", "hydra/sweeper=isolate", 'hydra.sweeper.failing=["steps=5"]', 'hydra.sweeper.passing=["stpes=4"]'],
      "error: hydra.sweeper.passing: stpes=4: no such key (did you mean steps?)"),
+    # each list composed whole, as its endpoint job runs it: overrides fine alone that clash together
+    (["-m", "hydra/sweeper=isolate", 'hydra.sweeper.failing=["~compare","compare.rtol=1e-3"]',
+      'hydra.sweeper.passing=["optimizer=adam"]'],
+     "error: hydra.sweeper.failing: ~compare compare.rtol=1e-3: Could not override 'compare.rtol'"),
     (["-m", "hydra/sweeper=isolate", 'hydra.sweeper.failing=["steps=5"]', 'hydra.sweeper.passing=["steps=5"]'],
      "error: hydra.sweeper.failing and hydra.sweeper.passing are the same overrides: there is nothing to isolate"),
     (["-m", "hydra/sweeper=isolate", "hydra.sweeper.from_sweep=no/such/dir"],

@@ -38,6 +38,9 @@ def test_explain_prints_a_codes_page_and_refuses_an_unknown_one(capsys):
 
     assert main(["v101"]) == 0 and "rests on:" in capsys.readouterr().out
     assert main(["X999"]) == 2 and "no finding has code 'X999'" in capsys.readouterr().err
+    err = (main(["V1O1"]), capsys.readouterr().err)[1]  # any code: both lists (a V typo named only V/J codes)
+    assert "no note has code 'V1O1'" in err and "N101" in err and "V101" in err
+    assert main([]) == 0 and max(len(line) for line in capsys.readouterr().out.splitlines()) <= 99
     assert all(f"### {k.code} " in reference() for k in all_kinds())
 
 

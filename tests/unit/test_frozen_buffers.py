@@ -61,7 +61,7 @@ def test_the_sentence_says_the_statistic_never_moved_and_names_the_shard_the_ran
 def test_a_norm_that_parts_on_sharded_data_is_said_to_normalise_by_its_shard():
     from omegaconf import OmegaConf
 
-    from sweep.run.job import batch_stats_note
+    from sweep.run.judge import batch_stats_note
 
     module = {"step": 0, "phase": "forward", "module": "bn", "rel_in": 0.0, "rel_out": 0.52}
     tensor = {"step": 0, "kind": "buffer", "name": "bn.running_mean", "abs_diff": 0.003, "rel_diff": 1.1}
@@ -72,3 +72,18 @@ def test_a_norm_that_parts_on_sharded_data_is_said_to_normalise_by_its_shard():
     assert batch_stats_note(sharded, dict(module, module="layer0"), tensor) is None  # another module's buffer
     assert batch_stats_note(sharded, module, dict(tensor, after_last_step=True)) is None
     assert batch_stats_note(sharded, None, None) is None
+
+
+def test_a_tensor_key_is_read_where_it_is_written():
+    from sweep.analysis.judging import key_shards, part_text
+
+    assert key_shards("(32,)") == [] and part_text("(32,)") == "whole"
+    assert key_shards("(4, 32)@0:1/2,1:0/2") == [{"mesh_dim": 0, "shard": 1, "shards": 2},
+                                                 {"mesh_dim": 1, "shard": 0, "shards": 2}]
+    assert part_text("(4, 32)@1:0/2") == "dim-0 shard 0 of 2"
+    assert key_shards("(4, 32)@rank-local:3") == []
+    hsdp = SimpleNamespace(final={"unchanged": {"distributed": ["bn.moving_var"]}},
+                           replica={"tensors": {"buffer:bn.moving_var": "(16,)@0:0/1"}})  # one shard: whole
+    first = {"step": 2, "kind": "buffer", "name": "bn.moving_var", "abs_diff": 0.1, "rel_diff": 1.0,
+             "after_last_step": True}
+    assert "held" not in frozen(first, hsdp, lambda name: name)

@@ -4,7 +4,7 @@ rounds in: a float32 job's twin under a bfloat16 job called that job's rounding 
 
 from __future__ import annotations
 
-from sweep.run.job import _golden_twin
+from sweep.run.baseline import golden_twin
 
 
 def _config(param_dtype):
@@ -14,8 +14,8 @@ def _config(param_dtype):
 
 def test_a_twin_of_the_jobs_own_dtype_is_used_and_another_is_not():
     twin = {"losses": [1.0, 0.9], "dtype": "float32"}
-    assert _golden_twin(twin, _config(None)) == (twin, None)
-    assert _golden_twin(None, _config("bfloat16")) == (None, None)
-    used, note = _golden_twin(twin, _config("bfloat16"))
+    assert golden_twin(twin, _config(None)) == (twin, None)
+    assert golden_twin(None, _config("bfloat16")) == (None, None)
+    used, note = golden_twin(twin, _config("bfloat16"))
     assert used is None and note == ("the golden file's twin was nudged in float32, this job rounds in bfloat16: its "
                                      "rounding envelope comes from a twin trained here")
