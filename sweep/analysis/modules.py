@@ -25,7 +25,9 @@ The rule, per traced step, forward before backward:
 A module called several times in a step is compared call by call; its micro-batches
 (``train.grad_accum_steps``) are joined along dim 0 first, so a rank's rows line up with
 the standalone copy's. With sharded data (``data.split=sharded``) rank ``r``'s rows are
-rows ``[r b, (r + 1) b)`` of the standalone copy's (``sweep.models.data``). Relative
+rows ``[r b, (r + 1) b)`` of the standalone copy's (``sweep.models.data``); a tensor whose
+dim 0 is not the batch is then left uncompared where it cannot line up (a gradient summed over
+each copy's own sequences, a statistic over the batch, a seq-first layout: ``_rows_of``). Relative
 difference: ``max |a - b| / max |a|`` over the compared samples (``inf`` for a zero
 standalone tensor that differs, or for a shape that does not fit). Pure numpy.
 """
@@ -170,7 +172,9 @@ def _phase_rows(ours: Dict[str, List[Dict[str, Any]]], theirs: Dict[str, List[Di
     (``theirs``), in the rank's order: :func:`compare_modules`'s rows without ``"step"``
     (``abs``/``rel`` of the output in the forward, of its gradient in the backward; the input
     too in the forward), ``rank`` and ``sharded`` as :func:`relative_difference` takes them,
-    ``bound`` from ``bounds`` (relative; ``None``: no twin)."""
+    ``bound`` from ``bounds`` (relative; ``None``: no twin). Where the step's batch is cut
+    across the ranks (:func:`_batch_split`), a tensor whose rows are not the batch's is left
+    uncompared (``None``), as :func:`_rows_of` says."""
     field = PHASE_FIELD[phase]
     order, b_out = _joined(theirs[phase], field)
     _, a_out = _joined(ours[phase], field)
@@ -179,10 +183,19 @@ def _phase_rows(ours: Dict[str, List[Dict[str, Any]]], theirs: Dict[str, List[Di
     b_in = _joined(theirs[phase], "input")[1] if forward else {}
     meta_a = {(e["module"], e["call"]): e.get(field) for e in ours[phase]}
     meta_b = {(e["module"], e["call"]): e.get(field) for e in theirs[phase]}
+    split = sharded and _batch_split(ours, theirs)
     rows = []
     for i, key in enumerate(order):
         abs_out, rel_out = relative_difference(a_out.get(key), b_out.get(key), rank, sharded, gradient=not forward)
         abs_in, rel_in = relative_difference(a_in.get(key), b_in.get(key), rank, sharded) if forward else (None, None)
+        if split:
+            out_rows = _rows_of(a_out.get(key), meta_a.get(key), b_out.get(key), meta_b.get(key))
+            in_rows = _rows_of(a_in.get(key), _meta(ours[phase], key, "input"), b_in.get(key),
+                               _meta(theirs[phase], key, "input")) if forward else "none"
+            if in_rows == "apart":
+                abs_in, rel_in = None, None
+            if out_rows == "apart" or (out_rows == "same" and (not forward or in_rows == "batch")):
+                abs_out, rel_out = None, None  # (a sum or statistic over the batch: each copy's own rows)
         dtypes = ((meta_a.get(key) or {}).get("dtype"), (meta_b.get(key) or {}).get("dtype"))
         rows.append({"phase": phase, "order": i, "module": key[0], "call": key[1],
                      "abs_in": abs_in, "rel_in": rel_in, "abs": abs_out, "rel": rel_out,
@@ -190,6 +203,49 @@ def _phase_rows(ours: Dict[str, List[Dict[str, Any]]], theirs: Dict[str, List[Di
                      "shape": (meta_b.get(key) or {}).get("shape"),
                      "dtype_standalone": dtypes[0], "dtype_distributed": dtypes[1]})
     return rows
+
+
+def _meta(entries: Sequence[Dict[str, Any]], key: tuple, field: str) -> Optional[Dict[str, Any]]:
+    return next((e.get(field) for e in entries if (e["module"], e["call"]) == key), None)
+
+
+def _shape(sample: Optional[np.ndarray], meta: Optional[Dict[str, Any]]) -> Optional[Tuple[int, ...]]:
+    """A joined sample's tensor shape: its rows (every micro-batch's), then the recorded
+    tensor's other dims (the sample flattens them); ``None`` where either is missing."""
+    if sample is None or not meta or not meta.get("shape"):
+        return None
+    return (int(np.shape(sample)[0]), *(int(n) for n in meta["shape"][1:]))
+
+
+def _rows_of(a: Optional[np.ndarray], meta_a: Any, b: Optional[np.ndarray], meta_b: Any) -> str:
+    """How a tensor's shapes in the two copies hold the batch where the data is sharded:
+    ``"batch"`` (dim 0 is the batch: the standalone copy's rows are ``k`` times the rank's, the
+    rest equal: the rank's rows are comparable), ``"same"`` (equal shapes: no batch dim, a
+    position embedding's output, or a statistic over the batch), ``"apart"`` (the batch on
+    another dim, seq-first ``(T, B, C)``, or shapes that fit neither: no row lines up), or
+    ``"none"`` (not recorded)."""
+    sa, sb = _shape(a, meta_a), _shape(b, meta_b)
+    if sa is None or sb is None:
+        return "none"
+    if sa == sb:
+        return "same"
+    if len(sa) == len(sb) and sa[1:] == sb[1:] and sb[0] and sa[0] > sb[0] and sa[0] % sb[0] == 0:
+        return "batch"
+    return "apart"
+
+
+def _batch_split(ours: Dict[str, List[Dict[str, Any]]], theirs: Dict[str, List[Dict[str, Any]]]) -> bool:
+    """Whether this step's batch is cut across the ranks: some module's forward output holds
+    fewer rows on the rank than in the standalone copy (``data.split=sharded`` over more than
+    one rank). Then a tensor without the batch on dim 0 is not compared (:func:`_phase_rows`):
+    the gradient of one that has no batch dim sums over each copy's own rows (a learned
+    position embedding's output, shared by every sequence), and a forward output that reduced
+    its batch-carrying input (a mean over the batch) is a statistic of those rows."""
+    _, a = _joined(ours["forward"], "output")
+    _, b = _joined(theirs["forward"], "output")
+    meta_a = {(e["module"], e["call"]): e.get("output") for e in ours["forward"]}
+    meta_b = {(e["module"], e["call"]): e.get("output") for e in theirs["forward"]}
+    return any(_rows_of(a.get(k), meta_a.get(k), b.get(k), meta_b.get(k)) == "batch" for k in b)
 
 
 def _beyond(rel: Optional[float], bound: Optional[float]) -> bool:

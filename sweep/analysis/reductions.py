@@ -287,7 +287,7 @@ def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[st
     (:func:`crossing_needed`; a call over every rank crosses them all), from the ledger's
     entries that name the parameters they carried (``params`` on an entry; engines that do
     not say are not judged here) in the ``grads`` span: never reduced (with the elements the
-    step's reductions carried against the parameters' total: ``sizes``), not across a dim,
+    step's reductions carried against the total of ``params``, where ``sizes`` knows them), not across a dim,
     or twice over one group (``N141``, ``N142``, ``N143``). One note per way, the first step."""
     from sweep.analysis.collectives import dim_groups
 
@@ -308,8 +308,10 @@ def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[st
         if never and "never" not in done:
             done.add("never")
             carried = sum(int(sizes.get(n, 0)) for n, c in found.items() if c["groups"])
-            notes.append(note("N141", parameters=never, step=step, carried=int(carried),
-                              total=int(sum(sizes.values()))))
+            total = sum(int(v) for n, v in sizes.items() if n in found)
+            known = total > 0  # (sizes come from the step-0 reduction check: none where it did not run)
+            notes.append(note("N141", parameters=never, step=step, carried=int(carried) if known else None,
+                              total=int(total) if known else None))
         for dim in need:
             missed = [n for n, c in found.items() if c["groups"] and dim not in c["groups"]
                       and "world" not in c["groups"] and not (len(need) == 1 and "unknown" in c["groups"])]

@@ -31,7 +31,7 @@ def check(ctx: Context) -> List[Finding]:
     kinds: Counter = Counter()
     held: Dict[Tuple[str, Optional[str]], List[int]] = defaultdict(list)
     for row in ctx.rows:
-        for kind in _kinds(row):
+        for kind in dict.fromkeys(_kinds(row)):  # a job counted once per kind, however many of its notes
             kinds[kind] += 1
             held[kind].append(row["job"])
     return [KIND.make(jobs=held[kind], evidence=("notes",), strength=n, note=kind[0], code=kind[1], n=n)

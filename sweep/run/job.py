@@ -45,7 +45,7 @@ from sweep.io import read_json, write_json
 from sweep.launch import runtime, slurm, supervise
 from sweep.launch.topology import topology_from_env
 from sweep.layout import JobDir
-from sweep.records import JobRecord, RankResult
+from sweep.records import JobRecord, Note, RankResult
 from sweep.run import baseline, checks, pool
 from sweep.run.failures import failure_cause, hung_ranks, log_tails, timeout_s
 from sweep.report.notes import text_of
@@ -415,7 +415,7 @@ def _trace(
     rerun's ranks: ``record.first_tensor`` (``first_tensor_over_ranks``: the first over the
     ranks, with its ``rank`` and ``ranks``), or a ``note`` saying why nothing was traced;
     ``record.first_module`` (``first_module_over_ranks``, merged with the tensor by ``place``);
-    the traced steps' collectives' notes."""
+    the traced steps' collectives' notes (a code the first pass gave already left out: the same steps)."""
     first_diff = first_diff_over_ranks(record.rank_comparisons or [record.comparison])
     if first_diff is None or not cfg.compare.trace_after:
         if record.status == "fail" and record.first_module is None:  # a failing job never left blank
@@ -457,7 +457,8 @@ def _trace(
                                                       as_str(cfg.data.split) == "sharded", envelope)
     record.first_module = first_module_over_ranks(found_modules)
     later = ranked_notes({r.rank: (r.collectives or {}).get("notes") or [] for r in rerun}, len(rerun))
-    record.notes.extend(n for n in later if n not in record.notes)  # the traced steps' collectives
+    said = {n.code for n in record.notes if isinstance(n, Note)}  # the first pass ran the same steps: its say stands
+    record.notes.extend(n for n in later if n not in record.notes and not (isinstance(n, Note) and n.code in said))
     record.first_tensor = each_ranks_shards(first_tensor_over_ranks(found_tensors, first_diff), found_tensors)
     if record.first_tensor is None:
         record.first_tensor = {"note": "not traced: the tracing rerun gave no result "

@@ -77,6 +77,33 @@ def test_sharded_rows_are_compared_with_the_standalone_rows_of_the_rank_and_grad
     assert all(row["rel"] == 0.0 for row in result["rows"])
 
 
+def test_with_the_batch_cut_across_ranks_a_tensor_without_batch_rows_is_not_compared():
+    """A new user's correct GPT on sharded data was named at its learned position embedding: the
+    gradient of ``wpe``'s ``(T, C)`` output sums over each copy's own sequences. A batch mean
+    (a statistic of the rank's rows) and a seq-first ``(T, B, C)`` tensor do not line up either;
+    a batch-free forward (the embedding's output itself) still does."""
+    tokens, pos = np.arange(16, dtype=np.float32).reshape(4, 4) + 1.0, np.ones((3, 4), np.float32)
+    seq_first = np.arange(24, dtype=np.float32).reshape(3, 4, 2)
+    ours = [_step({"wpe": pos, "block": tokens, "mean": tokens.mean(0), "attn": seq_first},
+                  grads={"block": tokens, "wpe": pos * 4, "attn": seq_first},
+                  inputs={"wpe": np.arange(3.0), "block": tokens, "mean": tokens, "attn": seq_first})]
+    mine = tokens[2:]
+    theirs = [_step({"wpe": pos, "block": mine, "mean": mine.mean(0), "attn": seq_first[:, 2:]},
+                    grads={"block": mine * 2, "wpe": pos * 2, "attn": seq_first[:, 2:]},
+                    inputs={"wpe": np.arange(3.0), "block": mine, "mean": mine, "attn": seq_first[:, 2:]})]
+    result = compare_modules(ours, theirs, rank=1, sharded=True)
+    assert result["first"] is None, result["first"]
+    rel = {(r["phase"], r["module"]): r["rel"] for r in result["rows"]}
+    assert rel[("forward", "wpe")] == 0.0 and rel[("forward", "block")] == 0.0 and rel[("backward", "block")] == 0.0
+    assert rel[("forward", "mean")] is None and rel[("backward", "wpe")] is None and rel[("forward", "attn")] is None
+    # a fault in a batch-free forward is still named; replicated data compares every tensor as before
+    theirs[0]["forward"][0]["output"] = _summary(pos * 1.01)
+    assert compare_modules(ours, theirs, rank=1, sharded=True)["first"]["module"] == "wpe"
+    whole = [_step({"wpe": pos}, grads={"wpe": pos * 2}, inputs={"wpe": np.arange(3.0)})]
+    assert compare_modules([_step({"wpe": pos}, grads={"wpe": pos * 4}, inputs={"wpe": np.arange(3.0)})], whole,
+                           sharded=True)["first"]["gradient_of"] == "wpe"  # one rank: nothing cut, compared
+
+
 def test_equal_traces_name_nothing_and_say_so():
     result = compare_modules([_step({"layer0": X})], [_step({"layer0": X})])
     assert result["first"] is None and "agree exactly" in module_text(result)

@@ -104,6 +104,11 @@ def test_v154_counts_notes_by_code_and_a_string_by_its_text():
 
     assert sentence(found["a collective in another dtype"]) == "Note: a collective in another dtype (N101) (2 jobs)."
     assert sentence(found["old"]) == "Note: old (2 jobs)."
+    # a job with two notes of a kind (each rank's own text) is one job (a 2-job sweep read "(4 jobs)")
+    twice = [{"job": j, "note_list": ["b was carried by no gradient reduction in step 0: x", "b was carried by no "
+              "gradient reduction in step 0 (the reductions carried 8 of the 9 gradient elements): x"],
+              "note_codes": ["N141", "N141"]} for j in (0, 1)]
+    assert sentence(v154.check(Context(twice))[0]) == "Note: gradients no reduction carried (N141) (2 jobs)."
     # an engine's note is counted by what it did (a new user read "Note: workaround (2 jobs)." and asked which)
     engine = [{"job": 0, "note_list": ["workaround: a counter kept -- without it backward fails"], "note_codes": None}]
     assert sentence(v154.check(Context(engine))[0]) == "Note: workaround: a counter kept (1 job)."

@@ -136,6 +136,11 @@ def test_every_gradient_is_reduced_once_over_each_group_it_must_cross():
     skipped = coverage_notes(fine[:2], HSDP, ["w", "b"], sizes, 0, 4)
     assert skipped == ["b was carried by no gradient reduction in step 0 (the reductions carried 1,600 of the 1,625 "
                        "gradient elements): each rank keeps its own gradient for it"]
+    # sizes unknown (no step-0 check ran, as in a tracing rerun): no "0 of the 0" figures
+    assert coverage_notes(fine[:2], HSDP, ["w", "b"], {}, 0, 4) == [
+        "b was carried by no gradient reduction in step 0: each rank keeps its own gradient for it"]
+    # a parameter no loss reads has no gradient (the observer leaves it out of ``params``): no reduction owed
+    assert coverage_notes(fine[:2], HSDP, ["w"], sizes, 0, 4) == []
     # a shard dim of size 1 reduce-scatters nothing: the replicate all-reduce is checked all the same
     one = {"mesh_shape": [2, 1], "mesh_dim_names": ["dp_replicate", "dp_shard"]}
     missing = coverage_notes([_call("all_reduce", [0], ["w"])], one, ["w"], {"w": 8}, 0, 2)

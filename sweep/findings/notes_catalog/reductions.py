@@ -96,8 +96,8 @@ REDUCTION = NoteKind(
 )
 NEVER_CARRIED = NoteKind(
     code="N141", name="gradients no reduction carried", family=FAMILY,
-    template="{names} {were} carried by no gradient reduction in step {step} (the reductions carried {carried:,} of "
-             "the {total:,} gradient elements): each rank keeps its own gradient for {them}",
+    template="{names} {were} carried by no gradient reduction in step {step}[ (the reductions carried {carried:,} of "
+             "the {total:,} gradient elements)]: each rank keeps its own gradient for {them}",
     rests_on="the ledger's gradient reductions of the grads span with the parameters each carried (engines that do "
              "not say are not judged), the first step",
     not_claimed="that the values differ yet (with replicated data a skipped reduction of equal gradients changes "

@@ -60,6 +60,7 @@ class _Gradients(Observer):
         self.norms: Dict[str, Any] = {"params": [], "pre": [], "reduced": [], "read": []}
         self.found: Dict[int, Dict[str, Dict[str, Any]]] = {}
         self.sizes: Dict[str, int] = {}
+        self.graded: Optional[set] = None  # parameters that had a gradient in some step (None: every one)
         self.held: Optional[Dict[str, Any]] = None  # the first step whose buffers held the last step's gradients
         self._capture: Any = None
         self._pre: Dict[str, float] = {}
@@ -309,6 +310,7 @@ class TorchGradients(_Gradients):
             self.norms["params"] = [n for n, _ in params]
             self._holders = {n: _holders(p, self.world) for n, p in params}
         self._reduced = {n: _norm_sq(p.grad) for n, p in params if p.grad is not None}
+        self.graded = set(self._reduced) | (self.graded or set())  # a parameter no loss reads has none
         captured = getattr(self._capture, "grads", None) if self._capture is not None else None
         if captured:
             from sweep.analysis.trace import canonical_name
@@ -558,7 +560,8 @@ def reduction_findings(observer: Optional[_Gradients], ledger: List[Dict[str, An
     notes = reduction_notes(observer.found, known, Carriers(groups, world, calls, unseen), observer.sizes)
     params = observer.norms["params"]
     sizes = observer.sizes or {}
-    notes += coverage_notes(ledger, expected, params, sizes, rank, world)
+    graded = [n for n in params if observer.graded is None or n in observer.graded]  # no reduction owed the rest
+    notes += coverage_notes(ledger, expected, graded, sizes, rank, world)
     if carried is not None:
         carried = [canonical_name(n) for n in carried]
         left = [n for n in params if n not in carried]
