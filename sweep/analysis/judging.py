@@ -148,16 +148,26 @@ def part_text(key: str) -> str:
     return ", ".join(f"dim-0 shard {s['shard']} of {s['shards']}" for s in key_shards(key)) or "whole"
 
 
-def replica_reason(replicas: Dict[str, Any], start_unequal: Sequence[int] = ()) -> Note:
+def arises_after_reduction(place: Optional[Dict[str, Any]]) -> bool:
+    """Whether a job's first differing tensor (``JobRecord.first_tensor``) places the fault after
+    the gradient reduction: a weight at a traced step whose gradients agree as reduced (the
+    sentence ``sweep.findings.places`` ends "it arises after the reduction")."""
+    place = place or {}
+    return place.get("kind") == "weight" and place.get("step") is not None and not place.get("grad_only_in") \
+        and place.get("grads_recorded", True) and not place.get("note")
+
+
+def replica_reason(replicas: Dict[str, Any], start_unequal: Sequence[int] = (), after: bool = False) -> Note:
     """The failure reason of replicas that disagree (:func:`replica_check`), as a note: the
     first step, and each pair of ranks holding the same part of a tensor that differ then
     (``N185``: the first four tensors, each rank's own finding; an older record's pairs of
     whole ranks: ``N184``), with their coordinates on the job's mesh, and the likely cause
     (``cause``): ``init`` when they disagree from step 0 and a rank among them starts with
-    initial weights unlike the standalone copy's (``start_unequal``: those ranks), else
-    ``reduction`` (``buffer`` for buffers alone)."""
+    initial weights unlike the standalone copy's (``start_unequal``: those ranks), ``after``
+    where the job's first tensor places it after the reduction (``after``:
+    :func:`arises_after_reduction`), else ``reduction`` (``buffer`` for buffers alone)."""
     init = replicas["first_step"] == 0 and set(start_unequal) & set(replicas.get("ranks") or [])
-    cause = "init" if init else "reduction"
+    cause = "init" if init else "after" if after else "reduction"
     where = {"step": replicas["first_step"], "coords": dict(replicas.get("coords") or {}),
              "dims": list(replicas.get("mesh_dims") or [])}
     tensors = replicas.get("tensors") or []

@@ -48,32 +48,37 @@ def match_rel(dtype: Optional[str]) -> float:
     return MATCH_REL.get(str(dtype or "float32").rsplit(".", 1)[-1].lower(), MATCH_REL["float32"])
 
 
-def shard_rows(full_shape: Sequence[int], local_shape: Sequence[int], index: int) -> Optional[slice]:
+def shard_rows(full_shape: Sequence[int], local_shape: Sequence[int], index: int,
+               shards: Optional[int] = None) -> Optional[slice]:
     """The dim-0 rows of a tensor of ``full_shape`` that a rank holding ``local_shape`` at shard
-    ``index`` holds: ``torch.chunk``'s split (FSDP2, hyper-parallel: chunks of ``ceil(rows / k)``
-    rows, the last shorter or empty), every row where ``local_shape`` is ``full_shape``; ``None``
-    where the shapes fit no dim-0 split."""
+    ``index`` of ``shards`` holds: ``torch.chunk``'s split (FSDP2, hyper-parallel: chunks of
+    ``ceil(rows / k)`` rows, the last shorter or empty), every row where ``local_shape`` is
+    ``full_shape``; ``None`` where the shapes fit no dim-0 split. Without ``shards``, the
+    smallest ``k`` that fits: ambiguous where the rank's rows are a full chunk of one split and
+    the short last chunk of another (16 rows, 4 a rank: shard 2 of 4 holds rows 8-12, of 3 rows
+    12-16), so a caller that knows the number of shards gives it."""
     local, full = tuple(int(n) for n in local_shape), tuple(int(n) for n in full_shape)
     rows = full[0] if full else 0
     if local == full:
         return slice(0, rows)
     if not full or local[1:] != full[1:]:
         return None
-    for k in range(2, rows + 2):
-        size = -(-rows // k)
+    for k in ([int(shards)] if shards else range(2, rows + 2)):
+        size = -(-rows // k) if k > 0 else rows
         start = min(index * size, rows)
         if min(size, rows - start) == local[0] and index < k:
             return slice(start, start + local[0])
     return None
 
 
-def shard_of(full: np.ndarray, local_shape: Sequence[int], index: int) -> Optional[np.ndarray]:
-    """The dim-0 slice of ``full`` a rank holding ``local_shape`` at shard ``index`` holds
-    (:func:`shard_rows`), or the whole tensor where ``local_shape`` is ``full``'s; ``None``
-    where the shapes fit no dim-0 split."""
+def shard_of(full: np.ndarray, local_shape: Sequence[int], index: int,
+             shards: Optional[int] = None) -> Optional[np.ndarray]:
+    """The dim-0 slice of ``full`` a rank holding ``local_shape`` at shard ``index`` (of
+    ``shards``) holds (:func:`shard_rows`), or the whole tensor where ``local_shape`` is
+    ``full``'s; ``None`` where the shapes fit no dim-0 split."""
     if tuple(int(n) for n in local_shape) == full.shape:
         return full
-    rows = shard_rows(full.shape, local_shape, index)
+    rows = shard_rows(full.shape, local_shape, index, shards)
     return None if rows is None else full[rows]
 
 
@@ -109,7 +114,7 @@ def candidates(local: np.ndarray, rank: int, groups: Dict[str, List[int]],
 
 
 def classify(cands: Dict[str, np.ndarray], reduced: np.ndarray, scale: float, tol: float,
-             index: int = 0) -> Dict[str, Any]:
+             index: int = 0, shards: Optional[int] = None) -> Dict[str, Any]:
     """What one parameter's reduced gradient is, as it ran: which of ``cands`` it matches
     (:func:`measure`, then :func:`decide` at ``scale``).
 
@@ -118,7 +123,7 @@ def classify(cands: Dict[str, np.ndarray], reduced: np.ndarray, scale: float, to
             -> the candidate, float64 of the parameter's full shape (or already cut to
             ``reduced``'s rows), in :func:`candidates`' order (``mean`` first).
         reduced: the gradient this rank holds after the reduction, float64: the full tensor,
-            or its dim-0 shard (:func:`shard_of`, shard ``index``).
+            or its dim-0 shard (:func:`shard_of`, shard ``index`` of ``shards``).
         scale: the size a difference is measured against (the parameter's ``max|mean|``, or
             the step's largest where this one is zero up to rounding).
         tol: the relative residual within which a candidate matches (:func:`match_rel`).
@@ -130,16 +135,16 @@ def classify(cands: Dict[str, np.ndarray], reduced: np.ndarray, scale: float, to
         candidate's (or the mean's) relative residual}``; ``{"op": "unknown"}`` where the
         shapes do not fit.
     """
-    measured = measure(cands, reduced, tol, scale, index)
+    measured = measure(cands, reduced, tol, scale, index, shards)
     return decide(measured, scale, tol) if measured is not None else {"op": "unknown", "factor": None, "residual": None}
 
 
 def measure(cands: Dict[str, np.ndarray], reduced: np.ndarray, tol: float, least_scale: float,
-            index: int = 0) -> Optional[Dict[str, Any]]:
+            index: int = 0, shards: Optional[int] = None) -> Optional[Dict[str, Any]]:
     """What :func:`decide` reads, none of it relative to a scale, so a parameter can be measured
     before the step's largest gradient is known (``sweep.train.observers.reductions``: one pass).
 
-    ``cands``, ``reduced``, ``tol`` and ``index`` as :func:`classify`'s; ``least_scale``: the
+    ``cands``, ``reduced``, ``tol``, ``index`` and ``shards`` as :func:`classify`'s; ``least_scale``: the
     smallest scale the decision may be made at (the parameter's own ``max|mean|``: the scale is
     that or the step's largest). Returns ``{"residuals": {candidate: max|reduced - candidate|},
     "factor": least-squares reduced / mean, "multiples": [(base, f, max|reduced - f base|)]}``:
@@ -148,7 +153,7 @@ def measure(cands: Dict[str, np.ndarray], reduced: np.ndarray, tol: float, least
     at the least scale is one at any); ``None`` where the shapes do not fit. Float64 sums."""
     cut = {}
     for name, value in cands.items():
-        part = shard_of(value, reduced.shape, index)
+        part = shard_of(value, reduced.shape, index, shards)
         if part is None:
             return None
         cut[name] = part

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List
 
-from sweep.analysis.judging import replica_reason
+from sweep.analysis.judging import arises_after_reduction, replica_reason
 from sweep.findings.base import Context, Finding, Kind
 
 
@@ -17,7 +17,7 @@ def _replicas(ctx: Context) -> List[Finding]:
     tensor = getattr(record, "first_tensor", None) or {}
     start = (tensor.get("ranks") or []) if tensor.get("kind") == "initial" else []
     return [REPLICAS.make(jobs=[row["job"]], steps={"first": replicas["first_step"]}, evidence=("replicas",),
-                          note=replica_reason(replicas, start).to_dict(), text=None)]
+                          note=replica_reason(replicas, start, arises_after_reduction(tensor)).to_dict(), text=None)]
 
 
 def _notes(ctx: Context) -> List[Finding]:

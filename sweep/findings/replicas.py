@@ -6,10 +6,7 @@ from typing import List
 
 from sweep.analysis.grid import notes_of
 from sweep.findings.base import Context, Finding, Kind
-from sweep.findings.replicas_decide import REPLICAS_NOTE, replica_jobs
-
-INIT = "an initialisation that differs by rank, not the reduction"
-REDUCTION = "the reduction across replicas is missing or wrong"
+from sweep.findings.replicas_decide import REDUCTION, REPLICAS_NOTE, replica_cause, replica_jobs
 
 
 def check(ctx: Context) -> List[Finding]:
@@ -23,7 +20,7 @@ def check(ctx: Context) -> List[Finding]:
     return [KIND.make(jobs=jobs, evidence=("replicas", "first_tensor"), n=len(jobs), jobs_listed=jobs, job=jobs[0],
                       note=note,
                       start_job=start[0]["job"] if start else None, start=start[0]["first_tensor"] if start else None,
-                      cause=INIT if start else REDUCTION)]
+                      cause=replica_cause([r for r in ctx.rows if r["job"] in jobs], bool(start)))]
 
 
 KIND = Kind(

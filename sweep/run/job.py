@@ -49,7 +49,7 @@ from sweep.records import JobRecord, Note, RankResult
 from sweep.run import baseline, checks, pool
 from sweep.run.failures import failure_cause, hung_ranks, log_tails, timeout_s
 from sweep.report.notes import text_of
-from sweep.run.judge import across_verdict, batch_stats_note, judge, never_silent
+from sweep.run.judge import across_verdict, batch_stats_note, judge, never_silent, replicas_after_trace
 from sweep.run.repeats import Again, run_repeats, run_sequences
 
 
@@ -241,6 +241,7 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
     record.dtypes["observed_standalone"] = observed_standalone  # what the standalone copy ran (baseline.precision)
     # (the rerun's dir holds no cached baseline: its ranks train both copies, to trace them)
     _trace(cfg, framework, job_dir, record, world, env, limit, pools)
+    replicas_after_trace(record)
     if other:  # a statistic the frameworks update otherwise shows in the rerun's step-0 buffers
         across_verdict(cfg, record)
     run_repeats(cfg, job_dir, record, run_sequences(cfg, present, standalone),

@@ -19,8 +19,8 @@ from sweep.analysis.collectives import lr_notes
 from sweep.analysis.dtypes import dtype_name, override_notes, precision_notes
 from sweep.analysis.compare import MISSING_PREFIX, RANDOM_DRAWS_NOTE, compare_losses, printed_note, printed_resolution
 from sweep.report.notes import text_of
-from sweep.analysis.judging import (Disagreements, JudgedLosses, key_shards, ranked_notes, ranks_apart,
-                                    replica_check, start_tensor, verdict, worst_rank)
+from sweep.analysis.judging import (Disagreements, JudgedLosses, arises_after_reduction, key_shards, ranked_notes,
+                                    ranks_apart, replica_check, replica_reason, start_tensor, verdict, worst_rank)
 from sweep.analysis.rounding import twin_dtype
 from sweep.findings.places import missing_text
 from sweep import frameworks
@@ -551,3 +551,15 @@ def batch_stats_note(cfg: DictConfig, module: Optional[Dict[str, Any]], tensor: 
             "data.split=sharded each rank's batch is its shard, not the global batch the standalone copy normalises "
             "over, so the copies differ by design; SyncBatchNorm (torch), or data.split=replicated, gives them one "
             "batch")
+
+
+def replicas_after_trace(record: JobRecord) -> None:
+    """Once the tracing rerun has named the first tensor: where it places the fault after the
+    gradient reduction (``sweep.analysis.judging.arises_after_reduction``), the reason's
+    replicas sentence says so instead of blaming the reduction (the judge, before the rerun,
+    could not tell). The sentence is re-rendered by the one function that made it."""
+    replicas = record.replicas or {}
+    if replicas.get("first_step") is None or not record.reason or not arises_after_reduction(record.first_tensor):
+        return
+    before, after = (text_of(replica_reason(replicas, (), after)) for after in (False, True))
+    record.reason = record.reason.replace(before, after)

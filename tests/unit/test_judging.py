@@ -123,6 +123,35 @@ def test_replicas_apart_from_the_initial_weights_are_not_blamed_on_the_reduction
     assert "the reduction across replicas is missing or wrong" in replica_sentence([grad])
 
 
+def test_replicas_apart_after_an_agreeing_reduction_are_not_blamed_on_it():
+    """A new user's fault scaled one rank's gradient after the reduction on HSDP: the headline
+    blamed the reduction while the first tensor said the step's gradients agree as reduced."""
+    from types import SimpleNamespace
+
+    from sweep.analysis.judging import arises_after_reduction, replica_reason
+    from sweep.findings import find
+    from sweep.records import JobRecord
+    from sweep.report.notes import text_of
+    from sweep.run.judge import replicas_after_trace
+
+    weight = {"kind": "weight", "step": 0, "name": "fc1.weight", "rel_diff": 1e-3}
+    assert arises_after_reduction(weight) and not arises_after_reduction(dict(weight, kind="grad"))
+    assert not arises_after_reduction(dict(weight, grad_only_in="standalone")) and not arises_after_reduction(None)
+    replicas = {"first_step": 1, "pairs": [[1, 3]], "ranks": [1, 3], "coords": {}, "mesh_dims": []}
+    assert "it arises after the reduction" in text_of(replica_reason(replicas, (), True))
+    blamed = text_of(replica_reason(replicas))
+    record = JobRecord(status="fail", reason="max |diff| 0.1; " + blamed, replicas=replicas, first_tensor=weight)
+    replicas_after_trace(record)
+    assert "missing or wrong" not in record.reason and "it arises after the reduction" in record.reason
+    note = "replicas disagree from step 1 (ranks 1 and 3)"
+    rows = [{"job": j, "overrides": {"mesh": m}, "status": "fail", "reason": None, "first_fail_step": 1,
+             "first_diff_step": 1, "mean_signed_diff": -0.5, "max_abs_diff": 0.5, "runs_low_pct": 100.0,
+             "notes": note if m == "hsdp" else None, "result": SimpleNamespace(first_tensor=weight)}
+            for j, m in enumerate(["dp4", "hsdp"])]
+    headline = next(f for f in find(rows, ()) if f.code == "V106")
+    assert headline.values["fails"] == 2 and "it arises after the reduction" in headline.values["cause"]
+
+
 def test_the_standalone_optimizer_not_seen_by_the_ranks_says_why():
     """A job whose ranks did not train the standalone copy (a cached baseline,
     order=separate) records why its standalone optimizer is missing, never a blank."""

@@ -91,6 +91,14 @@ def test_measured_before_the_scale_is_known_the_op_is_the_one_classify_names():
     cut = reductions.measure(candidates(LOCAL[:, rows], 1, GROUPS), LOCAL.sum(axis=0)[3:], 1e-4, own, 1)
     assert reductions.decide(cut, own, 1e-4)["op"] == "sum" == _op(LOCAL.sum(axis=0)[3:], rank=1, index=1)["op"]
     assert reductions.measure(candidates(LOCAL, 0, GROUPS), np.zeros((5, 3)), 1e-4, own) is None  # no dim-0 split
+    # 16 rows, 4 a rank: shard 2 of 4 holds rows 8-12, of 3 (chunks 6, 6, 4) rows 12-16. Without the
+    # number of shards a correct dp4 reduction of a hidden-16 MLP was named "not the mean" on rank 2
+    assert reductions.shard_rows((16, 32), (4, 32), 2, 4) == slice(8, 12)
+    assert reductions.shard_rows((16, 32), (4, 32), 2, 3) == slice(12, 16)
+    assert reductions.shard_rows((16, 32), (4, 32), 3, 4) == slice(12, 16)
+    assert reductions.shard_rows((16, 32), (5, 32), 1, 4) is None  # 4 shards of 16 rows hold 4 each
+    wide = RNG.normal(size=(4, 16, 2))
+    assert reductions.classify(candidates(wide, 2, {}), wide.mean(axis=0)[8:12], 1.0, 1e-4, 2, 4)["op"] == "mean"
 
 
 def test_clipping_before_the_reduction_is_named_from_each_ranks_own_norm():

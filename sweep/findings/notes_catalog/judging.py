@@ -13,6 +13,8 @@ FAMILY = "judging"
 CAUSES = {"init": "the copies already start apart on some of these ranks (initial weights that differ by rank: an "
                   "initialisation, not the reduction)",
           "reduction": "the reduction across replicas is missing or wrong",
+          "after": "the gradients of the first differing step agree as reduced: it arises after the reduction, on "
+                   "some replicas (clipping, scaling or the optimizer step), not in the reduction",
           "buffer": "a statistic the forward updates on each rank alike with replicated data: a rank updates it "
                     "otherwise"}
 

@@ -132,10 +132,11 @@ class _Gradients(Observer):
         raise NotImplementedError
 
     def check(self, step: Step, local: Dict[str, np.ndarray], reduced: Dict[str, np.ndarray],
-              index: Dict[str, int]) -> None:
+              index: Dict[str, Tuple[int, Optional[int]]]) -> None:
         """The op that ran for each parameter of a watched step (``sweep.analysis.reductions
         .classify``) into :attr:`found`: ``local`` this rank's gradients before the reduction
-        (full tensors), ``reduced`` after it (full, or this rank's dim-0 shard at ``index``).
+        (full tensors), ``reduced`` after it (full, or this rank's dim-0 shard: ``index``, name ->
+        ``(shard index, number of shards)``).
 
         One pass over the parameters in chunks (the same on every rank: full shapes), so a rank
         holds every rank's copy of one chunk at a time, never of the whole model. Each
@@ -164,7 +165,7 @@ class _Gradients(Observer):
                 if n not in reduced:  # a local gradient, and none after the reduction
                     continue
                 after = np.asarray(reduced[n], np.float64)
-                rows = shard_rows(stacked.shape[1:], after.shape, index.get(n, 0)) \
+                rows = shard_rows(stacked.shape[1:], after.shape, *index.get(n, (0, None))) \
                     if after.shape != stacked.shape[1:] else None
                 if rows is not None:
                     stacked = stacked[:, rows]  # the candidates on this rank's rows only
@@ -172,7 +173,7 @@ class _Gradients(Observer):
                 # measures the multiples where the whole one would, and more; ``decide`` reads them
                 # at the whole tensor's scale below)
                 measured[n] = measure(candidates(stacked, self.rank, self.groups, clip), after, tol, owns[n],
-                                      index.get(n, 0))
+                                      *index.get(n, (0, None)))
         if table is not None and any(all(n in held for held in table) for n in names):
             # each exchanged parameter's max|mean| over the whole tensor: the largest over the ranks' rows (the
             # same test on every rank: the rows table is every rank's)
@@ -193,7 +194,7 @@ class _Gradients(Observer):
     exchanges = False  # whether :meth:`all_to_all` is there (torch's); else every chunk is gathered whole
 
     def _rows_table(self, names: List[str], local: Dict[str, np.ndarray], reduced: Dict[str, np.ndarray],
-                    index: Dict[str, int]) -> Optional[List[Dict[str, Tuple[int, int]]]]:
+                    index: Dict[str, Tuple[int, Optional[int]]]) -> Optional[List[Dict[str, Tuple[int, int]]]]:
         """Every rank's dim-0 rows of each parameter after the reduction (``[{name: (start,
         stop)}]`` by rank; a parameter a rank holds no split of is left out of its dict), from
         one all-gather of a pair of numbers per parameter; ``None`` without :attr:`exchanges`."""
@@ -204,7 +205,7 @@ class _Gradients(Observer):
         mine = np.full((len(names), 2), -1.0)
         for i, n in enumerate(names):
             if n in reduced:
-                rows = shard_rows(np.shape(local[n]), np.shape(reduced[n]), index.get(n, 0))
+                rows = shard_rows(np.shape(local[n]), np.shape(reduced[n]), *index.get(n, (0, None)))
                 if rows is not None and np.ndim(local[n]):
                     mine[i] = (rows.start, rows.stop)
         table = self.all_gather(mine.ravel()).reshape(self.world, len(names), 2)
@@ -334,7 +335,7 @@ class TorchGradients(_Gradients):
         # same rows of every candidate: no gather), else the full gradient (gathered where it is
         # sharded otherwise); the gathers follow the parameters' order, alike on every rank
         reduced: Dict[str, np.ndarray] = {}
-        index: Dict[str, int] = {}
+        index: Dict[str, Tuple[int, Optional[int]]] = {}
         for n, p in params:
             grad = p.grad
             if grad is None:
@@ -419,11 +420,12 @@ def _norm_sq(tensor: Any) -> float:
     return norm ** 2
 
 
-def _dim0_shard(tensor: Any) -> Optional[int]:
-    """This rank's shard index of ``tensor`` where it is a ``DTensor`` cut on dim 0 over one mesh
-    dim (``Shard(0)``, every other placement ``Replicate``: FSDP2, HSDP): its coordinate on that
-    mesh dim (the rows are ``torch.chunk``'s, ``sweep.analysis.reductions.shard_rows``); ``None``
-    for anything else (a plain tensor, another placement, another library's type)."""
+def _dim0_shard(tensor: Any) -> Optional[Tuple[int, int]]:
+    """``(index, shards)``: this rank's shard of ``tensor`` where it is a ``DTensor`` cut on dim 0
+    over one mesh dim (``Shard(0)``, every other placement ``Replicate``: FSDP2, HSDP): its
+    coordinate on that mesh dim and the dim's size (the rows are ``torch.chunk``'s,
+    ``sweep.analysis.reductions.shard_rows``: the size settles which split); ``None`` for
+    anything else (a plain tensor, another placement, another library's type)."""
     mesh = getattr(tensor, "device_mesh", None)
     placements = getattr(tensor, "placements", None)
     if not placements or not hasattr(mesh, "get_local_rank"):
@@ -433,7 +435,7 @@ def _dim0_shard(tensor: Any) -> Optional[int]:
     if len(cut) != 1 or any(name != "Replicate" for i, name in enumerate(names) if i != cut[0]) \
             or int(getattr(placements[cut[0]], "dim", -1)) != 0:
         return None
-    return int(mesh.get_local_rank(mesh_dim=cut[0]))
+    return int(mesh.get_local_rank(mesh_dim=cut[0])), int(mesh.size(cut[0]))
 
 
 def _holders(param: Any, world: int) -> float:
@@ -493,7 +495,7 @@ class MindSporeGradients(_Gradients):
         self._pre = {n: float(np.sum(np.asarray(v, np.float64) ** 2)) for n, v in local.items()}
         if self.gathers(step) and not self._stale:
             self.reduce_dtype = str(step.grads[0].dtype).lower() if step.grads else None
-            index = {n: self.rank % self._shards(n, g) for n, g in zip(names, step.grads)}
+            index = {n: (self.rank % self._shards(n, g), self._shards(n, g)) for n, g in zip(names, step.grads)}
             self.check(step, local, reduced, index)
 
     def _shards(self, name: str, grad: Any) -> int:
