@@ -74,7 +74,7 @@ def test_an_exchange_brings_each_rank_its_rows_of_every_ranks_gradient():
     local = {"w": rng.standard_normal((5, 3)), "b": rng.standard_normal(4), "s": np.array(2.0)}
     reduced = {"w": local["w"][3:5], "b": local["b"][2:4], "s": local["s"]}  # rank 1 of 2: torch.chunk's rows
     ranks = _Exchange(True, until=0, rank=1, world=2)
-    table = ranks._rows_table(sorted(local), local, reduced, {"w": 1, "b": 1})
+    table = ranks._rows_table(sorted(local), local, reduced, {"w": (1, 2), "b": (1, 2)})
     assert table == [{"b": (2, 4), "w": (3, 5)}] * 2  # (the echo: every rank reports this one's rows)
     chunks = list(ranks._gathered(sorted(local), local, table))
     got = {n: a for c in chunks for n, a in c.items()}
@@ -93,7 +93,7 @@ def test_the_op_that_ran_is_the_same_by_exchange_as_by_whole_gathers():
     found = []
     for kind in (_Echo, _Exchange):
         ranks = kind(True, until=0, rank=1, world=2)
-        ranks.check(_step(0), local, reduced, {"big": 1, "small": 1})
+        ranks.check(_step(0), local, reduced, {"big": (1, 2), "small": (1, 2)})
         found.append(ranks.found[0])
     assert found[0] == found[1]
     assert found[1]["big"]["op"] == "sum" and found[1]["small"]["op"] == "mean"
