@@ -28,7 +28,7 @@ from hydra.core.utils import JobReturn
 from omegaconf import OmegaConf
 
 from sweep.analysis import isolate
-from sweep.analysis.isolate import ERROR, FAIL, PASS, Change, Subset
+from sweep.analysis.isolate import ERROR, FAIL, PASS, UNRESOLVED, Change, Subset
 from sweep.analysis.grid import failed, passed
 from sweep.report.isolate_report import ISOLATE_JSON, reason_text, verdict, write_isolation
 
@@ -104,12 +104,26 @@ def rounding_fail(record: Dict[str, Any]) -> bool:
     return tolerance_only({"status": "fail", "result": result, **job_evidence(result)})
 
 
+def resolution_of(record: Dict[str, Any]) -> Tuple[Optional[float], Optional[float]]:
+    """``(resolution, departure)`` of a job's losses (``sweep.analysis.rounding``): the smallest
+    loss difference it can show where it differs within its rounding envelope (its band), and
+    the largest loss difference where its losses leave the envelope (``max_abs_diff``: an upper
+    bound); ``None`` for either otherwise (equal to standalone, no envelope measured)."""
+    loss = (record.get("envelope") or {}).get("loss") or {}
+    comparison = record.get("comparison") or {}
+    if comparison.get("first_diff_step") is None or not (record.get("envelope") or {}).get("measured"):
+        return None, None
+    return (loss.get("band"), None) if loss.get("within") else (None, comparison.get("max_abs_diff"))
+
+
 def job_row(num: int, overrides: List[str], record: Dict[str, Any], **extra: Any) -> Dict[str, Any]:
     """One launched job for the report: number, overrides, status, reason, metrics, and
-    ``rounding_fail`` (:func:`rounding_fail`: it fails its tolerance within its rounding envelope)."""
+    ``rounding_fail`` (:func:`rounding_fail`: it fails its tolerance within its rounding envelope) and
+    ``resolution``, ``departure`` (:func:`resolution_of`)."""
     comparison = record.get("comparison") or {}
     row = {"job": num, "overrides": overrides, "status": record["status"], "reason": record.get("reason"),
            "rounding_fail": rounding_fail(record)}
+    row["resolution"], row["departure"] = resolution_of(record)
     for key in ("first_fail_step", "n_fail", "n_steps", "max_abs_diff", "mean_signed_diff"):
         value = comparison.get(key)
         row[key] = float(value) if key in ("max_abs_diff", "mean_signed_diff") and value is not None else value
@@ -129,6 +143,7 @@ class Isolation:
         self.levels: Dict[str, List[str]] = {}  # grid factor -> its levels (grid and from_sweep modes)
         self.jobs: List[Dict[str, Any]] = []
         self.seen: Dict[frozenset, List[Dict[str, Any]]] = {}  # a probe's overrides -> its job rows
+        self.departures: List[float] = []  # the failing probes' largest loss differences (verdict)
         self.probes: List[Dict[str, Any]] = []
         self.next_idx = 0
         self.began = time.monotonic()
@@ -169,8 +184,16 @@ class Isolation:
         return [self.seen[key] for key in keys]
 
     def verdict(self, rows: List[Dict[str, Any]]) -> str:
-        # a tolerance failure within the job's rounding envelope is no fault (issue 49): it passes here
-        return isolate.combine([PASS if row.get("rounding_fail") else VERDICT_OF_STATUS[row["status"]] for row in rows])
+        # a tolerance failure within the job's rounding envelope is no fault (issue 49): it passes here,
+        # unless that envelope is too wide to show what a failing probe departs by (a coarser precision
+        # hides the fault, sweep.analysis.rounding.masks): no verdict then, neither a pass nor a fail
+        verdicts = [PASS if row.get("rounding_fail") else VERDICT_OF_STATUS[row["status"]] for row in rows]
+        self.departures += [row["departure"] for row, v in zip(rows, verdicts)
+                            if v == FAIL and row.get("departure") is not None]
+        least = min(self.departures, default=None)
+        masked = [v == PASS and least is not None and (row.get("resolution") or 0.0) >= least
+                  for row, v in zip(rows, verdicts)]
+        return isolate.combine([UNRESOLVED if m else v for m, v in zip(masked, verdicts)])
 
     def save(self, **update: Any) -> None:
         self.state.update(update, jobs=self.jobs, probes=self.probes, n_jobs=self.next_idx,

@@ -18,7 +18,7 @@ from sweep.analysis.evidence import rounding_only
 from sweep.analysis.grid import (Pair, Row, by_overrides, departures, factors, failed, flips_to_fail, has_note,
                                  judged, key_of, label, largest, level, levels, mean, one_factor_pairs, oriented,
                                  passed, shift, workload_factor)
-from sweep.analysis.rounding import drift_sign, losses_within
+from sweep.analysis.rounding import departure, drift_sign, losses_within, masks
 
 
 def _hidden(row: Row) -> bool:
@@ -26,11 +26,32 @@ def _hidden(row: Row) -> bool:
     return row.get("first_diff_step") is not None and not rounding_only(row)
 
 
+def resolving(both: Sequence[Tuple[Row, Row]]) -> Tuple[List[Tuple[Row, Row]], List[Tuple[Row, Row]]]:
+    """A level's oriented one-factor pairs (``(x, y)``: ``x`` has the level, ``grid.oriented``)
+    split into those that can show what the level does and those that cannot, ``(kept,
+    masked)``: a pair whose pass is a job that differs only within a rounding envelope too wide
+    to show the departure the level makes (``sweep.analysis.rounding.masks``: a bfloat16 job's
+    band against the float32 job the fault fails): ``y`` of a flip to fail against that flip's
+    ``x``, ``x`` of another pair against the smallest departure of the level's flips. A coarser
+    precision hides a fault in its rounding; its pass neither fixes the fault nor makes it an
+    interaction."""
+    flips = flips_to_fail(both)
+    sizes = [d for d in (departure(x) for x, _ in flips) if d is not None]
+    least = min(sizes) if sizes else None
+    kept: List[Tuple[Row, Row]] = []
+    masked: List[Tuple[Row, Row]] = []
+    for x, y in both:
+        flip = failed(x) and passed(y)
+        hidden = masks(y, departure(x)) if flip else passed(x) and masks(x, least)
+        (masked if hidden else kept).append((x, y))
+    return kept, masked
+
+
 def _candidate(rows: Sequence[Row], pairs: Sequence[Pair], factor: str, value: Optional[str]
                ) -> Optional[Dict[str, Any]]:
     """One culprit candidate (:func:`candidates`), or ``None`` where ``factor=value`` turns no
-    more passes into fails than the reverse."""
-    both = oriented(pairs, factor, value)
+    more passes into fails than the reverse, in the pairs that can show it (:func:`resolving`)."""
+    both, masked = resolving(oriented(pairs, factor, value))
     to_fail = flips_to_fail(both)
     to_pass = sum(passed(x) and failed(y) for x, y in both)
     if len(to_fail) <= to_pass:
@@ -51,6 +72,7 @@ def _candidate(rows: Sequence[Row], pairs: Sequence[Pair], factor: str, value: O
         "failing_max_abs": largest(x["max_abs_diff"] for x, _ in to_fail),
         "rounded_levels": [label(v) for v in levels(rounded, factor)],
         "rounded_max_abs": largest(y["max_abs_diff"] for y in rounded),
+        "masked_jobs": sorted({(y if failed(x) else x)["job"] for x, y in masked}),
     }
 
 
@@ -62,7 +84,8 @@ def candidates(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     passing partner differs beyond rounding: it exposes the drift, it does not cause it),
     ``random_draws_only``, ``passing_pairs``, ``other_levels``, ``failing_jobs``,
     ``hidden_jobs``/``hidden_max_abs`` (the partners beyond rounding), ``failing_max_abs``,
-    ``rounded_levels``/``rounded_max_abs`` (partners within their envelope). Ranked by score,
+    ``rounded_levels``/``rounded_max_abs`` (partners within their envelope), ``masked_jobs``
+    (the passes left out of its pairs: within an envelope too wide to show it, :func:`resolving`). Ranked by score,
     then ``to_fail``, then a cause before an exposer, then a non-workload factor before a
     workload's, then by name: ties are ties, never broken by sub-tolerance noise or typing order."""
     pairs = one_factor_pairs(rows)
@@ -116,7 +139,7 @@ def interactions(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> List[
     pairs = one_factor_pairs(rows)
     found, seen = [], set()
     for c in ranked:
-        both = oriented(pairs, c["factor"], c["level"])
+        both = resolving(oriented(pairs, c["factor"], c["level"]))[0]
         for other in (g for g in factors(rows) if g != c["factor"]):
             by_level: Dict[Optional[str], List[Tuple[Row, Row]]] = defaultdict(list)
             for x, y in both:
@@ -141,7 +164,9 @@ def fixes(rows: Sequence[Row], workload: bool = False) -> List[Dict[str, Any]]:
     """The overrides this sweep proves to be a fix: ``factor=level`` such that every failing
     job, with that one factor at ``level`` and nothing else changed, ran and passes, equal to
     standalone or within its rounding envelope, and does not carry a departure from the engine's
-    contract its failing job has too (it would only hide it). None where the failing jobs draw
+    contract its failing job has too (it would only hide it), nor passes only within a rounding
+    envelope too wide to show the failing job's departure (``sweep.analysis.rounding.masks``:
+    a coarser precision hides a fault). None where the failing jobs draw
     random numbers on sharded data; a level of a workload or verdict factor only with
     ``workload=True`` (it hides the drift, never fixes it). Returns ``[{"factor", "level",
     "override", "jobs": [[failing, passing], ...]}]`` sorted by override."""
@@ -157,7 +182,8 @@ def fixes(rows: Sequence[Row], workload: bool = False) -> List[Dict[str, Any]]:
             jobs = []
             for x in failing:
                 y = index.get(key_of(dict(x["overrides"], **{factor: value})))
-                if y is None or y is x or not passed(y) or _hidden(y) or (departures(x) & departures(y)):
+                if y is None or y is x or not passed(y) or _hidden(y) or (departures(x) & departures(y)) \
+                        or masks(y, departure(x)):  # within an envelope too wide to show x's departure
                     break
                 jobs.append([x["job"], y["job"]])
             else:

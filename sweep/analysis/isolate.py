@@ -39,7 +39,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 PASS = "pass"
 FAIL = "fail"
-UNRESOLVED = "unresolved"  # repeats of the probe disagree
+UNRESOLVED = "unresolved"  # repeats of the probe disagree, or it passes within an envelope too wide to show the fault
 ERROR = "error"  # the probe's job errored or timed out: no verdict
 VERDICTS = (PASS, FAIL, UNRESOLVED, ERROR)
 

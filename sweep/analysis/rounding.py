@@ -109,6 +109,44 @@ def losses_within(row: Row) -> bool:
     return bool(found.get("measured") and (found.get("loss") or {}).get("within"))
 
 
+def resolution(row: Row) -> Optional[float]:
+    """The smallest loss difference the row's precision can show: its envelope's ``band``
+    (``sweep.analysis.envelope.judge_losses``: ``margin`` x the envelope over ``1 + |standalone|``,
+    the ``rtol = atol`` that this precision holds); ``None`` where not measured."""
+    found = envelope(row)
+    band = (found.get("loss") or {}).get("band") if found.get("measured") else None
+    return float(band) if band is not None else None
+
+
+def departure(row: Row) -> Optional[float]:
+    """At most how far the row's losses part from standalone beyond their rounding, in
+    :func:`resolution`'s units (``|d| / (1 + |standalone|)`` at the worst step): its
+    ``tolerance_ratio`` (``|d| / (atol + rtol |standalone|)``) times the larger of ``rtol`` and
+    ``atol``, else its ``max_abs_diff`` (an upper bound either way); ``None`` without either, or
+    where the losses stay within their envelope (a job that fails on something else, replicas
+    that disagree: its loss difference is no measure of its fault)."""
+    found = envelope(row)
+    if not found.get("measured") or (found.get("loss") or {}).get("within", True):
+        return None
+    ratio = row.get("tolerance_ratio")
+    tol = getattr(row.get("result"), "comparison", None) or {}
+    if ratio is not None and tol.get("rtol") is not None and tol.get("atol") is not None:
+        return float(ratio) * max(float(tol["rtol"]), float(tol["atol"]))
+    size = row.get("max_abs_diff")
+    return float(size) if size is not None else None
+
+
+def masks(row: Row, size: Optional[float]) -> bool:
+    """Whether ``row`` passes only because its precision cannot show a difference of ``size``
+    (:func:`departure` of a failing job): its losses differ, within a rounding envelope whose
+    :func:`resolution` is at least ``size`` (a bfloat16 job's band of 5e-3 holds a fault that
+    moves a float32 job by 2e-4). Such a pass is no evidence that the level fixes the fault: it
+    hides it in its rounding. A row equal to standalone bit for bit masks nothing."""
+    band = resolution(row)
+    return size is not None and band is not None and row.get("first_diff_step") is not None \
+        and losses_within(row) and band >= size
+
+
 POLICY_NOT_APPLIED = "was not applied"  # an older record's words for sweep.analysis.dtypes.override_notes' note
 OVERRIDE_NOT_APPLIED = "N161"  # that note's code (sweep.findings.notes_catalog.dtypes)
 

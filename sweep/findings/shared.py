@@ -184,7 +184,10 @@ def name(candidate: Dict[str, Any]) -> str:
 
 
 def pairs_values(c: Dict[str, Any]) -> Dict[str, Any]:
-    """The values every candidate sentence reads: its name, factor, flips and pairs, and the
-    levels that pass where it fails."""
+    """The values every candidate sentence reads: its name, factor, flips and pairs, the
+    levels that pass where it fails, and the jobs left out of its pairs (``masked``: they pass
+    only within a rounding envelope too wide to show it; ``None`` for none)."""
     return {"name": name(c), "factor": c["factor"], "to_fail": c["to_fail"],
-            "partners": c.get("passing_pairs", c["pairs"]), "others": c.get("other_levels") or []}
+            "partners": c.get("passing_pairs", c["pairs"]), "others": c.get("other_levels") or [],
+            "masked": (c.get("masked_jobs") or [])[:6] or None,
+            "masked_more": len(c["masked_jobs"]) - 6 if len(c.get("masked_jobs") or []) > 6 else None}

@@ -105,7 +105,12 @@ def verdict(state: Dict[str, Any]) -> str:
     context = state.get("context") or []
     if len(minimal) >= 2:
         alone = ", ".join(f"without {k}: {v or 'not run'}" for k, v in removals.items())
-        text += f" Interaction: these {len(minimal)} changes fail only together ({alone})."
+        if "unresolved" in removals.values():  # (a pass within an envelope too wide to show the fault)
+            text += (f" These {len(minimal)} changes fail together ({alone}): not proven an interaction, a probe "
+                     "without one of them passes only within a rounding envelope too wide to show the fault, or "
+                     "its repeats disagree.")
+        else:
+            text += f" Interaction: these {len(minimal)} changes fail only together ({alone})."
     others = state.get("others") or {}
     other_jobs = ", ".join(map(str, (others.get("jobs") or [])[:1]))
     if others.get("verdict") == "fail" and others.get("answer"):  # a second, independent cause

@@ -12,12 +12,14 @@ SCALE = 2.0
 
 
 class GradScaleFSDP2(TorchFSDP2):
-    def optimizer_step(self, optimizer, grads=None):
+    # (keyword arguments passed on: the step hands a gradient scaler in as ``scaler=`` where
+    # ``train.grad_scaler.enabled=true``; an override that drops them breaks that)
+    def optimizer_step(self, optimizer, grads=None, **kwargs):
         for group in optimizer.param_groups:
             for param in group["params"]:
                 if param.grad is not None:
                     param.grad.mul_(SCALE)
-        optimizer.step()
+        super().optimizer_step(optimizer, grads, **kwargs)
 
 
 class _StepCounter(TorchFSDP2):
@@ -27,10 +29,10 @@ class _StepCounter(TorchFSDP2):
         super().__init__(cfg, **kwargs)
         self.step = 0
 
-    def optimizer_step(self, optimizer, grads=None):
+    def optimizer_step(self, optimizer, grads=None, **kwargs):
         self.fault(self.step, optimizer)
         self.step += 1
-        optimizer.step()
+        super().optimizer_step(optimizer, grads, **kwargs)
 
     def fault(self, step, optimizer):
         raise NotImplementedError
@@ -83,7 +85,7 @@ class EnvGradScaleFSDP2(TorchFSDP2):
     (default 1: correct). The bug lives outside the config, as a library version would:
     the same sweep before and after the "fix" has the same configs."""
 
-    def optimizer_step(self, optimizer, grads=None):
+    def optimizer_step(self, optimizer, grads=None, **kwargs):
         import os
 
         scale = float(os.environ.get("SWEEP_TEST_GRAD_SCALE", "1"))
@@ -92,4 +94,4 @@ class EnvGradScaleFSDP2(TorchFSDP2):
                 for param in group["params"]:
                     if param.grad is not None:
                         param.grad.mul_(scale)
-        optimizer.step()
+        super().optimizer_step(optimizer, grads, **kwargs)

@@ -126,6 +126,32 @@ def test_levels_weighed_alike_and_random_draws():
     assert _codes(drawn)[1] == "V105" and "V153" in _codes(drawn)
 
 
+def _hidden_by_bf16(ratio):
+    """A new user's grid: a fault (engine=bad) x mp_policy fp32/bf16; the fp32 fault job parts by
+    ``ratio`` x the tolerance, both bf16 jobs fail the tolerance only, within a band of 0.03."""
+    ok = _row(0, "ok", eng="good", mp="fp32")
+    fault = dict(_measured(_row(1, "fail", -1e-4, 1, eng="bad", mp="fp32"), within=False), tolerance_ratio=ratio)
+    low = [_measured(_row(j, "fail", -2e-3, 0, eng=e, mp="bf16"), dtype="bfloat16")
+           for j, e in ((2, "good"), (3, "bad"))]
+    return [ok, fault, *low]
+
+
+def test_a_coarser_precision_hides_a_fault_it_does_not_fix_it_nor_make_it_an_interaction():
+    """The bf16 jobs cannot show a fault that moves the fp32 job by 2e-5 (their band: 3e-2): the
+    fault is the culprit in the pairs that can show it, and bf16 no fix (it was "only together"
+    with fp32, and "fix proven: mp_policy=bf16")."""
+    found = {f.code: f for f in find(_hidden_by_bf16(0.2))}
+    assert "V101" in found and "V103" not in found and "V122" not in found, list(found)
+    culprit = found["V101"].values
+    assert culprit["name"] == "eng=bad" and (culprit["to_fail"], culprit["partners"]) == (1, 1)
+    assert culprit["masked"] == [3]
+    assert "job 3 cannot show it: its rounding envelope is wider" in sentence(found["V101"])
+    assert found["V130"].values["overrides"] == ["eng=good"]
+    # a fault the bf16 jobs could show (it moves the fp32 job by 1.0, beyond their band): as before
+    shown = {f.code for f in find(_hidden_by_bf16(1e4))}
+    assert "V103" in shown and "V101" not in shown
+
+
 def test_what_decides_without_a_culprit():
     note = "replicas disagree from step 2 (ranks 0 and 2)"
     replicas = [_row(0, "fail", -0.5, 2, note, a="0"), _row(1, "fail", -0.5, 2, note, a="1")]

@@ -202,3 +202,30 @@ def test_runs_under_the_submitit_local_launcher(tmp_path):
                     tmp_path)
     assert state["answer"] == "b=1" and state["n_jobs"] == 4  # endpoints, then a=1 and b=1 together
     assert [p["phase"] for p in state["probes"]] == ["endpoints", "endpoints", "subsets", "subsets"]
+
+
+def test_a_probe_that_passes_only_within_an_envelope_too_wide_to_show_the_fault_has_no_verdict():
+    """A new user's isolation called a bf16 probe a pass: the fault moved the fp32 job by 2e-4, inside
+    bfloat16's band of 5e-3. Such a probe is unresolved (ddmin routes around it), and the
+    report does not call the changes an interaction."""
+    from types import SimpleNamespace
+
+    from hydra_plugins.sweep_isolate._core import Isolation, job_row
+    from sweep.analysis.isolate import FAIL, PASS, UNRESOLVED
+    from sweep.report.isolate_report import verdict
+
+    def record(status, diff, within, band):
+        return {"status": status, "comparison": {"first_diff_step": 0 if diff else None, "max_abs_diff": diff},
+                "envelope": {"measured": True, "loss": {"within": within, "band": band}}}
+
+    state = SimpleNamespace(departures=[])
+    failing = job_row(1, ["mp_policy=fp32"], record("fail", 2e-4, False, 3e-7))
+    coarse = dict(job_row(2, ["mp_policy=bf16"], record("fail", 2e-3, True, 5e-3)), rounding_fail=True)
+    equal = job_row(0, [], record("ok", 0.0, True, 3e-7))
+    assert coarse["resolution"] == 5e-3 and equal["resolution"] is None and failing["resolution"] is None
+    assert Isolation.verdict(state, [coarse]) == PASS  # no failing probe yet: nothing it could hide
+    assert Isolation.verdict(state, [failing]) == FAIL and state.departures == [2e-4]
+    assert Isolation.verdict(state, [coarse]) == UNRESOLVED and Isolation.verdict(state, [equal]) == PASS
+    text = verdict({"status": "done", "minimal": [0, 1], "answer": "a=1 + b=2", "probes": [], "jobs": [],
+                         "removals": {"a": "pass", "b": "unresolved"}})
+    assert "not proven an interaction" in text and "fail only together" not in text
