@@ -57,7 +57,8 @@ def failure_cause(returncode: Optional[int], tails: Dict[str, str], who: str = "
     for name, text in tails.items():
         lines = text.splitlines()
         if name == LAUNCHER_LOG:
-            hits = [line.strip() for line in lines if re.search(r"exitcode|Signal \d+|rank\s*:", line)]
+            # (torchrun's summary pads its fields, "rank      : 0": one space each in the reason)
+            hits = [" ".join(line.split()) for line in lines if re.search(r"exitcode|Signal \d+|rank\s*:", line)]
             parts.extend(hits[:6])
             own = first_failure([lines])
     workers = worker_errors({name: text for name, text in tails.items() if name != LAUNCHER_LOG})

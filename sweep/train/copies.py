@@ -13,17 +13,18 @@ from sweep.config.enums import as_str
 def prepare(cfg: Any, model: Any) -> Dict[str, Any]:
     """Apply ``model.frozen``, ``model.tie`` and ``activation_checkpoint`` to ``model`` in
     place (in that order: a tied pair is frozen as one parameter, and the wrappers come
-    last). Returns what was applied: ``{"frozen": [names], "tied": [[a, b]],
-    "activation_checkpoint": {"mode", "wrapped", ...}}``.
+    last). Returns what was applied: ``{"frozen": [names], "tied": [[a, b]], "activation_checkpoint":
+    {"mode", "wrapped", ...}}``, ``tied`` holding ``model.tie``'s pairs and the model's own
+    (``sweep.train.params.tied_names``).
 
     Raises:
         ValueError: a pattern or a name the model does not have (from ``sweep.train.params``).
     """
     from sweep.train.activations import apply_checkpointing
-    from sweep.train.params import freeze, tie
+    from sweep.train.params import freeze, tie, tied_names
 
     model_cfg = cfg.model
-    return {"tied": tie(model, list(model_cfg.get("tie") or [])),
+    return {"tied": tied_names(model, tie(model, list(model_cfg.get("tie") or []))),
             "frozen": freeze(model, list(model_cfg.get("frozen") or [])),
             "activation_checkpoint": apply_checkpointing(model, cfg.activation_checkpoint)}
 

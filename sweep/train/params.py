@@ -49,3 +49,19 @@ def tie(model: Any, pairs: Sequence[Sequence[str]]) -> List[List[str]]:
         setattr(model.get_submodule(owner) if owner else model, attr, params[a])
         done.append([a, b])
     return done
+
+
+def tied_names(model: Any, known: Sequence[Sequence[str]] = ()) -> List[List[str]]:
+    """Every tie that runs in ``model``: the ``known`` pairs (``model.tie``'s, as :func:`tie`
+    made them), then each further ``[a, b]`` of two names of one ``Parameter`` (``a`` the first
+    name ``named_parameters`` gives it): a model that ties its weights in its own code (a
+    language model's embedding and head) is recorded as tied too."""
+    out = [list(p) for p in known]
+    seen = {frozenset(p) for p in out}
+    first: Dict[int, str] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if id(param) not in first:
+            first[id(param)] = name
+        elif frozenset((first[id(param)], name)) not in seen:
+            out.append([first[id(param)], name])
+    return out

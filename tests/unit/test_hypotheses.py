@@ -42,6 +42,14 @@ def test_frozen_and_tied_parameters_are_applied_by_name():
     assert model[1].weight is model[0].weight and len(list(model.parameters())) == 3
     with pytest.raises(ValueError, match="differ in shape"):
         tie(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 3)), [["0.weight", "1.weight"]])
+    # a model that ties in its own code (an embedding and its head) is recorded as tied too (it read [])
+    from sweep.train.params import tied_names
+
+    embed, head = torch.nn.Embedding(5, 3), torch.nn.Linear(3, 5, bias=False)
+    head.weight = embed.weight
+    lm = torch.nn.ModuleDict({"wte": embed, "head": head})
+    assert tied_names(lm) == [["wte.weight", "head.weight"]]
+    assert tied_names(model, [["0.weight", "1.weight"]]) == [["0.weight", "1.weight"]]  # once, as configured
 
 
 def test_activation_checkpointing_wraps_the_layers_and_changes_no_number():

@@ -128,6 +128,14 @@ mindspore/ccsrc/plugin/cpu/cpu_device_context.cc:469 SetOperatorInfo
 """
 
 
+def test_torchruns_padded_summary_fields_read_with_one_space_in_the_reason():
+    from sweep.run.failures import failure_cause
+
+    box = "Root Cause (first observed failure):\n[0]:\n  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 42)\n"
+    cause = failure_cause(1, {"launcher.log": box})
+    assert cause == "launcher exited with code 1; rank : 0 (local_rank: 0); exitcode : 1 (pid: 42)"
+
+
 def test_a_crash_cause_keeps_an_exception_message_that_follows_its_line():
     from sweep.run.failures import failure_cause
 
