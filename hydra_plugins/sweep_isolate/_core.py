@@ -105,15 +105,23 @@ def rounding_fail(record: Dict[str, Any]) -> bool:
 
 
 def resolution_of(record: Dict[str, Any]) -> Tuple[Optional[float], Optional[float]]:
-    """``(resolution, departure)`` of a job's losses (``sweep.analysis.rounding``): the smallest
-    loss difference it can show where it differs within its rounding envelope (its band), and
-    the largest loss difference where its losses leave the envelope (``max_abs_diff``: an upper
-    bound); ``None`` for either otherwise (equal to standalone, no envelope measured)."""
-    loss = (record.get("envelope") or {}).get("loss") or {}
-    comparison = record.get("comparison") or {}
-    if comparison.get("first_diff_step") is None or not (record.get("envelope") or {}).get("measured"):
+    """``(resolution, departure)`` of a job's losses, as the grid's rules read them: the
+    smallest loss difference it can show where it differs by float rounding only
+    (``sweep.analysis.rounding.resolution``, where ``sweep.analysis.evidence.rounding_only``),
+    and how far its losses leave their envelope (``sweep.analysis.rounding.departure``: an
+    upper bound); ``None`` for either otherwise (equal to standalone, no envelope measured, a
+    record of another shape)."""
+    from sweep.analysis.evidence import job_evidence, rounding_only
+    from sweep.analysis.rounding import departure, resolution
+    from sweep.records import JobRecord
+
+    try:
+        result = JobRecord.from_dict(record)
+    except Exception:  # a record of another shape: nothing to measure
         return None, None
-    return (loss.get("band"), None) if loss.get("within") else (None, comparison.get("max_abs_diff"))
+    row = {"status": record.get("status"), "result": result,
+           "max_abs_diff": (record.get("comparison") or {}).get("max_abs_diff"), **job_evidence(result)}
+    return (resolution(row) if rounding_only(row) else None), departure(row)
 
 
 def job_row(num: int, overrides: List[str], record: Dict[str, Any], **extra: Any) -> Dict[str, Any]:
@@ -186,7 +194,7 @@ class Isolation:
     def verdict(self, rows: List[Dict[str, Any]]) -> str:
         # a tolerance failure within the job's rounding envelope is no fault (issue 49): it passes here,
         # unless that envelope is too wide to show what a failing probe departs by (a coarser precision
-        # hides the fault, sweep.analysis.rounding.masks): no verdict then, neither a pass nor a fail
+        # hides the fault, sweep.analysis.evidence.masks): no verdict then, neither a pass nor a fail
         verdicts = [PASS if row.get("rounding_fail") else VERDICT_OF_STATUS[row["status"]] for row in rows]
         self.departures += [row["departure"] for row, v in zip(rows, verdicts)
                             if v == FAIL and row.get("departure") is not None]

@@ -14,11 +14,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from sweep.analysis.compare import RANDOM_DRAWS_NOTE
-from sweep.analysis.evidence import rounding_only
+from sweep.analysis.evidence import masks, rounding_only
 from sweep.analysis.grid import (Pair, Row, by_overrides, departures, factors, failed, flips_to_fail, has_note,
                                  judged, key_of, label, largest, level, levels, mean, one_factor_pairs, oriented,
                                  passed, shift, workload_factor)
-from sweep.analysis.rounding import departure, drift_sign, losses_within, masks
+from sweep.analysis.rounding import departure, drift_sign, losses_within
 
 
 def _hidden(row: Row) -> bool:
@@ -30,7 +30,7 @@ def resolving(both: Sequence[Tuple[Row, Row]]) -> Tuple[List[Tuple[Row, Row]], L
     """A level's oriented one-factor pairs (``(x, y)``: ``x`` has the level, ``grid.oriented``)
     split into those that can show what the level does and those that cannot, ``(kept,
     masked)``: a pair whose pass is a job that differs only within a rounding envelope too wide
-    to show the departure the level makes (``sweep.analysis.rounding.masks``: a bfloat16 job's
+    to show the departure the level makes (``sweep.analysis.evidence.masks``: a bfloat16 job's
     band against the float32 job the fault fails): ``y`` of a flip to fail against that flip's
     ``x``, ``x`` of another pair against the smallest departure of the level's flips. A coarser
     precision hides a fault in its rounding; its pass neither fixes the fault nor makes it an
@@ -165,7 +165,7 @@ def fixes(rows: Sequence[Row], workload: bool = False) -> List[Dict[str, Any]]:
     job, with that one factor at ``level`` and nothing else changed, ran and passes, equal to
     standalone or within its rounding envelope, and does not carry a departure from the engine's
     contract its failing job has too (it would only hide it), nor passes only within a rounding
-    envelope too wide to show the failing job's departure (``sweep.analysis.rounding.masks``:
+    envelope too wide to show the failing job's departure (``sweep.analysis.evidence.masks``:
     a coarser precision hides a fault). None where the failing jobs draw
     random numbers on sharded data; a level of a workload or verdict factor only with
     ``workload=True`` (it hides the drift, never fixes it). Returns ``[{"factor", "level",

@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from sweep.analysis.compare import onset
 from sweep.analysis.modules import first_over_ranks
-from sweep.analysis.rounding import envelope, policy_departed
+from sweep.analysis.rounding import envelope, policy_departed, resolution
 from sweep.analysis.trace import KINDS
 from sweep.io import read_floats
 from sweep.records import JUDGED, JobRecord
@@ -316,6 +316,18 @@ def rounding_only(row: Row) -> bool:
     if row.get("first_diff_step") is None or not measured(row) or policy_departed(row):
         return False
     return "first_real_step" in row and row["first_real_step"] is None
+
+
+def masks(row: Row, size: Optional[float]) -> bool:
+    """Whether ``row`` passes only because its precision cannot show a loss difference of
+    ``size`` (``sweep.analysis.rounding.departure`` of a failing job): it differs by float
+    rounding only (:func:`rounding_only`: losses, traced tensors and updates within their
+    envelopes), within an envelope whose ``resolution`` (its band) is at least ``size`` (a
+    bfloat16 job's band of 5e-3 holds a fault that moves a float32 job by 2e-4). Such a pass
+    is no evidence that the level fixes the fault: it hides it in its rounding. A row equal
+    to standalone bit for bit, or beyond its envelope anywhere, masks nothing."""
+    band = resolution(row)
+    return size is not None and band is not None and rounding_only(row) and band >= size
 
 
 def tolerance_only(row: Row) -> bool:

@@ -136,17 +136,6 @@ def departure(row: Row) -> Optional[float]:
     return float(size) if size is not None else None
 
 
-def masks(row: Row, size: Optional[float]) -> bool:
-    """Whether ``row`` passes only because its precision cannot show a difference of ``size``
-    (:func:`departure` of a failing job): its losses differ, within a rounding envelope whose
-    :func:`resolution` is at least ``size`` (a bfloat16 job's band of 5e-3 holds a fault that
-    moves a float32 job by 2e-4). Such a pass is no evidence that the level fixes the fault: it
-    hides it in its rounding. A row equal to standalone bit for bit masks nothing."""
-    band = resolution(row)
-    return size is not None and band is not None and row.get("first_diff_step") is not None \
-        and losses_within(row) and band >= size
-
-
 POLICY_NOT_APPLIED = "was not applied"  # an older record's words for sweep.analysis.dtypes.override_notes' note
 OVERRIDE_NOT_APPLIED = "N161"  # that note's code (sweep.findings.notes_catalog.dtypes)
 

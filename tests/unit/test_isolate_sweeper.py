@@ -215,8 +215,12 @@ def test_a_probe_that_passes_only_within_an_envelope_too_wide_to_show_the_fault_
     from sweep.report.isolate_report import verdict
 
     def record(status, diff, within, band):
-        return {"status": status, "comparison": {"first_diff_step": 0 if diff else None, "max_abs_diff": diff},
-                "envelope": {"measured": True, "loss": {"within": within, "band": band}}}
+        losses = {"standalone": [1.0, 0.9, 0.8], "distributed": [1.0, 0.9 + diff, 0.8 + diff]}
+        return {"status": status, "losses": losses,
+                "comparison": {"passed": status == "ok", "first_diff_step": 1 if diff else None, "max_abs_diff": diff,
+                               "noise_floor": 0.0, "rtol": 1e-4, "atol": 1e-4},
+                "envelope": {"measured": True, "loss": {"within": within, "band": band,
+                                                        "first_beyond_step": None if within else 1}}}
 
     state = SimpleNamespace(departures=[])
     failing = job_row(1, ["mp_policy=fp32"], record("fail", 2e-4, False, 3e-7))
