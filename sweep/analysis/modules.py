@@ -181,8 +181,8 @@ def _phase_rows(ours: Dict[str, List[Dict[str, Any]]], theirs: Dict[str, List[Di
     forward = phase == "forward"
     a_in = _joined(ours[phase], "input")[1] if forward else {}
     b_in = _joined(theirs[phase], "input")[1] if forward else {}
-    meta_a = {(e["module"], e["call"]): e.get(field) for e in ours[phase]}
-    meta_b = {(e["module"], e["call"]): e.get(field) for e in theirs[phase]}
+    meta_a, meta_b = _metas(ours[phase], field), _metas(theirs[phase], field)
+    in_a, in_b = _metas(ours[phase], "input"), _metas(theirs[phase], "input")
     split = sharded and _batch_split(ours, theirs)
     rows = []
     for i, key in enumerate(order):
@@ -190,8 +190,7 @@ def _phase_rows(ours: Dict[str, List[Dict[str, Any]]], theirs: Dict[str, List[Di
         abs_in, rel_in = relative_difference(a_in.get(key), b_in.get(key), rank, sharded) if forward else (None, None)
         if split:
             out_rows = _rows_of(a_out.get(key), meta_a.get(key), b_out.get(key), meta_b.get(key))
-            in_rows = _rows_of(a_in.get(key), _meta(ours[phase], key, "input"), b_in.get(key),
-                               _meta(theirs[phase], key, "input")) if forward else "none"
+            in_rows = _rows_of(a_in.get(key), in_a.get(key), b_in.get(key), in_b.get(key)) if forward else "none"
             if in_rows == "apart":
                 abs_in, rel_in = None, None
             if out_rows == "apart" or (out_rows == "same" and (not forward or in_rows == "batch")):
@@ -205,8 +204,9 @@ def _phase_rows(ours: Dict[str, List[Dict[str, Any]]], theirs: Dict[str, List[Di
     return rows
 
 
-def _meta(entries: Sequence[Dict[str, Any]], key: tuple, field: str) -> Optional[Dict[str, Any]]:
-    return next((e.get(field) for e in entries if (e["module"], e["call"]) == key), None)
+def _metas(entries: Sequence[Dict[str, Any]], field: str) -> Dict[tuple, Any]:
+    """Each ``(module, call)``'s summary of ``field`` (its dtype and shape), the last micro-batch's."""
+    return {(e["module"], e["call"]): e.get(field) for e in entries}
 
 
 def _shape(sample: Optional[np.ndarray], meta: Optional[Dict[str, Any]]) -> Optional[Tuple[int, ...]]:
@@ -243,8 +243,7 @@ def _batch_split(ours: Dict[str, List[Dict[str, Any]]], theirs: Dict[str, List[D
     its batch-carrying input (a mean over the batch) is a statistic of those rows."""
     _, a = _joined(ours["forward"], "output")
     _, b = _joined(theirs["forward"], "output")
-    meta_a = {(e["module"], e["call"]): e.get("output") for e in ours["forward"]}
-    meta_b = {(e["module"], e["call"]): e.get("output") for e in theirs["forward"]}
+    meta_a, meta_b = _metas(ours["forward"], "output"), _metas(theirs["forward"], "output")
     return any(_rows_of(a.get(k), meta_a.get(k), b.get(k), meta_b.get(k)) == "batch" for k in b)
 
 
