@@ -26,10 +26,10 @@ def check(ctx: Context) -> List[Finding]:
 KIND = Kind(
     code="V109", name="tolerance finer than the precision", tier="decides",
     template="[{every|if}No fault: the {n} failing job{n|s} stay{n|?s:}][{others|if}{n} of the {fails} failing jobs "
-             "stay{n|?s:}] within {n|?its:their} rounding envelope ({dtypes|or}) at every step: rtol={rtol}, atol={atol} is finer than "
-             "this precision holds[, {hold} would hold][; mp_policy.param_dtype={policy|/} against a float32 standalone "
-             "copy: baseline.precision=policy runs the standalone copy under the same policy]; no culprit is named "
-             "from them.",
+             "stay{n|?s:}] within {n|?its:their} rounding envelope ({dtypes|or}) at every step: rtol={rtol}, "
+             "atol={atol} is finer than this precision holds[, {hold} would hold][; mp_policy.param_dtype={policy|/} "
+             "against a float32 standalone copy: baseline.precision=policy runs the standalone copy under the same "
+             "policy]; no culprit is named from them.",
     rests_on="every failing job counted fails its tolerance only where its losses, traced tensors and updates stay "
              "within their rounding envelope, and nothing else fails (ranks, replicas, copies that start or end "
              "apart)",
