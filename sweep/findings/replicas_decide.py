@@ -7,6 +7,7 @@ from typing import Any, Dict, List
 from sweep.analysis.grid import notes_of
 from sweep.analysis.judging import arises_after_reduction
 from sweep.findings.base import Context, Finding, Kind
+from sweep.findings.notes_catalog.judging import CAUSES
 from sweep.findings.shared import candidates, faults
 
 REPLICAS_NOTE = "replicas disagree from step "  # the start of a job's note (sweep.report.summary)
@@ -18,9 +19,7 @@ def replica_jobs(rows: List[dict]) -> List[int]:
 
 
 INIT = "an initialisation that differs by rank, not the reduction"
-REDUCTION = "the reduction across replicas is missing or wrong"
-AFTER = ("it arises after the reduction, on some replicas (the gradients of that step agree as reduced): "
-         "clipping, scaling or the optimizer step, not the reduction")
+REDUCTION, AFTER = CAUSES["reduction"], CAUSES["after"]  # the job's replicas note's words (N184, N185)
 
 
 def replica_cause(rows: List[Dict[str, Any]], start: bool = False) -> str:
