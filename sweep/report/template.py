@@ -3,7 +3,7 @@
 A template is text with fields and optional parts (``sweep.findings``' kinds hold them):
 
 - ``{name}`` is the value ``name``; ``{name:.3g}`` formats it (``format()``'s spec); a list
-  is joined with ``", "``, ``{name|and}`` with ``" and "``, ``{name|or}`` with ``" or "``,
+  is joined with ``", "``, ``{name|and}`` as a series (``"a and b"``, ``"a, b and c"``), ``{name|or}`` alike,
   ``{name|/}`` with ``"/"`` (any other text after ``|`` joins too: ``{name|; }``); ``{n|s}`` is
   ``"s"`` unless ``n`` is 1 (a plural ending) and ``{n|?es:}`` is ``"es"`` where ``n`` is 1, ``""``
   otherwise (a verb's ending: "passes", "pass"), ``n`` a number or a list (its length);
@@ -49,7 +49,10 @@ def _field(match: "re.Match[str]", values: Dict[str, Any]) -> Tuple[str, bool]:
     if _empty(value):
         return "", False
     if isinstance(value, (list, tuple)):
-        return _JOINS.get(pipe or "", pipe or ", ").join(format(v, spec) if spec else str(v) for v in value), True
+        items = [format(v, spec) if spec else str(v) for v in value]
+        if pipe in ("and", "or") and len(items) > 2:  # a series: "a, b and c"
+            return ", ".join(items[:-1]) + _JOINS[pipe] + items[-1], True
+        return _JOINS.get(pipe or "", pipe or ", ").join(items), True
     text = format(value, spec) if spec else str(value)
     if pipe == "lower" and text:
         text = text[0].lower() + text[1:]
