@@ -74,9 +74,9 @@ def check(ctx: Context) -> List[Finding]:
 KIND = Kind(
     code="V132", name="no effect", tier="contrast",
     template="No effect on the losses: {names|and} gave the same losses bit for bit, standalone and distributed, in "
-             "every one-factor pair along {names|?it:them} ({pairs} in all)[; your command's text does not interpolate {unread|and}: "
-             "a script that does not read {unread|?it:them} from $SWEEP_JOB_CONFIG or the SWEEP_* variables "
-             "either never sees {unread|?it:them}].",
+             "every one-factor pair along {names|?it:them} ({pairs} in all)[; your command's text does not "
+             "interpolate {unread|and}: a script that does not read {unread|?it:them} from $SWEEP_JOB_CONFIG or the "
+             "SWEEP_* variables either never sees {unread|?it:them}].",
     rests_on="every one-factor pair along the factor (the jobs agree in every other factor), both jobs judged, "
              "their recorded losses equal at every step, both copies",
     not_claimed="that the factor cannot matter elsewhere (another model, more steps, another device); the tensors "

@@ -60,9 +60,9 @@ def test_a_command_that_never_interpolates_the_factor_is_told_so():
             _row(1, OWN, engine=engine, **{"runner.args.reduce": "sum", "mp_policy": "fp32"})]
     (found,) = _v132(rows)  # every job equals standalone here, and still the command is told
     assert found.values["unread"] == ["runner.args.reduce"]
-    assert sentence(found).endswith("along it (1 in all); your command's text does not interpolate runner.args.reduce: a "
-                                    "script that does not read it from $SWEEP_JOB_CONFIG or the SWEEP_* variables "
-                                    "either never sees it.")
+    assert sentence(found).endswith("along it (1 in all); your command's text does not interpolate "
+                                    "runner.args.reduce: a script that does not read it from $SWEEP_JOB_CONFIG or "
+                                    "the SWEEP_* variables either never sees it.")
 
 
 def test_interpolation_is_read_by_the_factor_or_one_of_its_fields():
