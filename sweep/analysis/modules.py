@@ -39,6 +39,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from sweep.analysis.envelope import SIGNIFICAND_BITS, EnvelopeSetting
+from sweep.analysis.pairs import mend_nonfinite
 
 Steps = Sequence[Dict[str, List[Dict[str, Any]]]]
 
@@ -81,7 +82,12 @@ def relative_difference(standalone: Optional[np.ndarray], distributed: Optional[
         a = a[rank * b.shape[0]:(rank + 1) * b.shape[0]] * (shards if gradient else 1)
     if a.shape != b.shape:
         return float("inf"), float("inf")
-    diff = float(np.max(np.abs(a - b))) if a.size else 0.0
+    d = np.abs(a - b)
+    if not np.all(np.isfinite(d)):  # NaN or inf in either: a difference only where the copies' values part
+        mend_nonfinite(a, b, d)
+    diff = float(np.max(d)) if a.size else 0.0
+    if diff == float("inf"):
+        return diff, diff
     scale = float(np.max(np.abs(a))) if a.size else 0.0
     return diff, (diff / scale if scale > 0 else (float("inf") if diff > 0 else 0.0))
 

@@ -70,6 +70,8 @@ def scale_from(aa: float, ab: float, bb: float) -> Optional[float]:
     """:func:`pure_scale` from ``a.a``, ``a.b`` and ``b.b``: ``|b - r a|^2 = b.b - 2 r a.b +
     r^2 a.a`` (float64: a residual of 1e-3 |b| is a millionth of ``b.b``, far above its
     rounding), so shards' partial sums give it too."""
+    if not np.all(np.isfinite([aa, ab, bb])):  # a NaN or an infinity in either gradient: no factor
+        return None
     norm_b = float(np.sqrt(bb))
     if aa == 0 or norm_b == 0:
         return None
@@ -90,14 +92,14 @@ def pair_stats(a: Any, b: Any, kind: str, shards: int = 1,
 
     Returns ``{"shape_a", "shape_b": [int], "abs": max |a - b|, "scale_a", "scale_b": max |.|
     of each, "norm_a": |a| (Euclidean), "diff_norm": |a - b|, "aa": a.a, "dd": its square}``, all float64 (a
-    shape mismatch: ``abs`` and ``diff_norm`` ``inf``; an empty tensor: zeros; a NaN
-    anywhere: ``abs`` NaN, which no rule counts as a difference, as before), and
+    shape mismatch: ``abs`` and ``diff_norm`` ``inf``; an empty tensor: zeros; an element that is NaN or
+    infinite in one copy and not the same in the other: ``abs`` and ``diff_norm`` ``inf``, a difference
+    beyond any envelope; the same non-finite value in both: no difference there, :func:`mend_nonfinite`), and
 
     - with ``shards`` > 1 (its dim-0 shards in the distributed copy) and one shape:
       ``"of": shards, "chunks"``: the largest ``|a - b|`` in each dim-0 chunk ``torch.chunk``
       makes (FSDP2's shards: chunk ``i`` holds rows ``[i c, (i + 1) c)``, ``c = ceil(rows /
-      shards)``; a row holding a NaN counts as no difference, as
-      ``sweep.analysis.trace.differing_shards`` reads it);
+      shards)``);
     - ``kind="grad"``, one shape: ``"ab"``, ``"bb"`` (dot products: whether another
       gradient is scaled alike, :func:`same_scale`) and ``"scale"``: :func:`pure_scale`;
     - ``prev=(a_prev, b_prev)`` (kind ``weight``: each copy's weights one step before, one
@@ -122,8 +124,8 @@ def pair_stats(a: Any, b: Any, kind: str, shards: int = 1,
 
 def partial_stats(a: Any, b: Any, kind: str, prev: Optional[Tuple[Any, Any]] = None) -> PairRow:
     """:func:`pair_stats` of one slice of a tensor pair (a shard), without ``"of"`` and
-    ``"chunks"``, with ``"chunk"``: the largest ``|a - b|`` over its rows (a row holding a NaN
-    counts as none; ``None`` for no row)."""
+    ``"chunks"``, with ``"chunk"``: the largest ``|a - b|`` over its rows (``inf`` for an element
+    non-finite in one copy only, :func:`mend_nonfinite`; ``None`` for no row)."""
     a, b = np.asarray(a), np.asarray(b)
     row: PairRow = {"shape_a": [int(n) for n in a.shape], "shape_b": [int(n) for n in b.shape],
                     "scale_a": _absmax(a), "scale_b": _absmax(b)}
@@ -153,12 +155,17 @@ def partial_stats(a: Any, b: Any, kind: str, prev: Optional[Tuple[Any, Any]] = N
             sums["uu"] += float(np.dot(fu, fu))
             sums["ee"] += float(np.dot(fe, fe))
             sums["eu"] += float(np.dot(fe, fu))
-        np.subtract(x, y, out=y)
+        with np.errstate(invalid="ignore"):  # inf - inf: NaN, mended below
+            np.subtract(x, y, out=y)
         np.abs(y, out=y)
+        fd = y.ravel()
+        part = float(np.dot(fd, fd))
+        if not np.isfinite(part):  # a NaN or an infinity in either copy (a float32 |a - b| never overflows float64)
+            mend_nonfinite(x, b2[r0:r1], y)
+            part = float(np.dot(fd, fd))
         if y.size:
             row_max[r0:r1] = y.max(axis=1)
-        fd = y.ravel()
-        sums["dd"] += float(np.dot(fd, fd))
+        sums["dd"] += part
     row.update(aa=sums["aa"], norm_a=float(np.sqrt(sums["aa"])), abs=float(np.max(row_max)) if a.size else 0.0,
                dd=sums["dd"], diff_norm=float(np.sqrt(sums["dd"])))
     real = a.ndim and a.shape[0]
@@ -168,6 +175,18 @@ def partial_stats(a: Any, b: Any, kind: str, prev: Optional[Tuple[Any, Any]] = N
     if updates:
         row.update(uu=sums["uu"], ee=sums["ee"], eu=sums["eu"])
     return row
+
+
+def mend_nonfinite(x: np.ndarray, b: np.ndarray, diff: np.ndarray) -> None:
+    """Mend ``diff`` (``|x - b|``, float64, in place) where either copy is not finite: 0 where
+    both hold the same non-finite value (NaN and NaN, or one infinity), ``inf`` where only one
+    does or they differ (a NaN in one copy is a difference no rounding makes: it counts beyond
+    any envelope, as a shape mismatch does)."""
+    y = b.astype(np.float64)
+    bad = ~(np.isfinite(x) & np.isfinite(y))
+    alike = (x == y) | (np.isnan(x) & np.isnan(y))
+    diff[bad & alike] = 0.0
+    diff[bad & ~alike] = np.inf
 
 
 def merge_partials(parts: Sequence[PairRow], shape_a: List[int], shape_b: List[int], kind: str,

@@ -142,7 +142,8 @@ def first_difference(standalone: Trace, distributed: Trace, search: Search = Sea
     copies (``max|.|`` below :data:`NEAR_ZERO` x the largest ``max|.|`` of any standalone
     tensor of that kind in that step), that largest one (then ``"near_zero": True``);
     ``inf`` for a zero scale; a shape mismatch counts as a difference with
-    ``abs_diff`` ``inf``; ``grads_recorded``: the trace holds this step's gradient of that
+    ``abs_diff`` ``inf``, and so does an element that is NaN or infinite in one copy only (then
+    ``"nonfinite": True``); ``grads_recorded``: the trace holds this step's gradient of that
     parameter (so a weight difference can say its gradients were identical). With
     ``search.layout`` (parameter name -> its number of dim-0 shards, gathered into the full
     tensors compared here) and when only some shards differ, also ``"shards": {"of": k,
@@ -193,6 +194,8 @@ def first_difference_in(pairs: PairTrace, search: Search = Search(),
                     found["grad_only_in"] = "standalone" if name in (ours_grads or []) else "distributed"
                 if near_zero:
                     found["near_zero"] = True
+                if same and diff == float("inf"):  # NaN or inf in one copy only (pairs.mend_nonfinite)
+                    found["nonfinite"] = True
                 k = row.get("of", 1)
                 parts = [i for i, m in enumerate(row.get("chunks") or []) if m > noise_floor] if k > 1 and same else []
                 if parts and len(parts) < k:
@@ -221,8 +224,10 @@ def _relative(row: Dict[str, Any], kind_scale: float) -> Tuple[float, bool]:
     """``(rel, near_zero)`` of a pair row as :func:`first_difference` measures it: ``abs``
     over the standalone tensor's ``max|.|``, or over ``kind_scale`` (the largest ``max|.|``
     of the standalone tensors of that kind in that step) where the tensor is zero up to
-    rounding in both copies (:data:`NEAR_ZERO`); ``inf`` for a zero scale (a shape mismatch:
-    the standalone tensor's size alone decides)."""
+    rounding in both copies (:data:`NEAR_ZERO`); ``inf`` for a zero scale, and for an ``abs`` of
+    ``inf`` (a shape mismatch, or an element non-finite in one copy only: no scale makes it small)."""
+    if row["abs"] == float("inf"):  # a shape mismatch, or a NaN or an infinity in one copy only
+        return float("inf"), False
     same = row["shape_a"] == row["shape_b"]
     both = max(row["scale_a"], row["scale_b"]) if same else row["scale_a"]
     near_zero = both < NEAR_ZERO * kind_scale  # in both copies: a fault that makes it large is no noise

@@ -17,6 +17,8 @@ May import: ``sweep.records`` only (the rules of the findings wing read it; no a
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Dict, Optional, Sequence
 
 Place = Dict[str, Any]
@@ -93,7 +95,9 @@ def _tensor(found: Place) -> str:
     its name, kind and step, its sizes (and the multiple of its envelope, ``envelope_ratio``),
     what the kind adds (:func:`_update_text`) and the dim-0 shards that differ."""
     sizes = f"abs {float(found['abs_diff']):.3g}, rel {float(found['rel_diff']):.3g}"
-    if found.get("envelope_ratio") is not None:
+    if found.get("nonfinite"):  # sweep.analysis.trace.first_difference_in
+        sizes = "non-finite (NaN or infinite) in one copy where the other is not"
+    elif found.get("envelope_ratio") is not None:
         sizes += f" ({float(found['envelope_ratio']):.3g}x its rounding envelope)"
     kind, name, step = found["kind"], found["name"], found["step"]
     if kind == "initial":
@@ -237,7 +241,7 @@ def _module(first: Place) -> str:
     call = f" (call {first['call'] + 1})" if first.get("call") else ""
     rel = first["rel_in"] if first.get("where") == "input" else first["rel_out"]
     times = f" ({float(rel) / float(first['bound']) * float(first.get('margin', 4.0)):.3g}x its rounding envelope)" \
-        if first.get("bound") and rel is not None else ""
+        if first.get("bound") and rel is not None and math.isfinite(float(rel)) else ""  # inf: a NaN in one copy
     if first.get("where") == "input":
         return (f"{first['module']}{call} input at step {first['step']} differs, rel {float(first['rel_in']):.2g}{times}, "
                 f"while every module before it agrees: it arises before {first['module']}'s forward (a pre-forward "

@@ -61,6 +61,12 @@ def test_a_nan_from_a_given_step_is_reported(tmp_path):
     assert c["first_nonfinite_step"] == 4 and c["first_fail_step"] == 4 and c["n_fail"] == 6
     assert r["losses"]["distributed"][4] == "nan" and r["losses"]["standalone"][4] != "nan"
     assert c["max_abs_diff"] == 0.0  # the finite steps agree
+    # the tracing rerun names the weights the NaN update made, not "no tensor differs" (a NaN is no rounding);
+    # the fault fills the gradients inside the optimizer step, after they were recorded as reduced
+    first = r["first_tensor"]
+    assert (first["step"], first["kind"], first.get("nonfinite")) == (3, "weight", True), first
+    assert "non-finite (NaN or infinite) in one copy where the other is not; gradients of that step identical" \
+        in flat(proc.stdout)
 
 
 def test_both_copies_diverging_alike_fail_the_job_and_the_gate(tmp_path):

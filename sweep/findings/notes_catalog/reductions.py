@@ -4,6 +4,7 @@ became against the mean over the ranks (``reduction_notes``), which calls carrie
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, List, Sequence
 
 from sweep.findings.notes_catalog.base import NoteKind
@@ -75,13 +76,16 @@ def _norm(values: Dict[str, Any]) -> Dict[str, Any]:
     step = values.get("loss_step")
     when = (f", before the losses show it (they first {values['loss_word']} at step {step})" if step is not None
             else ", though the losses do not show it")
-    return {"stage_words": NORM_STAGE[values["stage"]], "place": NORM_PLACE[values["stage"]], "when": when}
+    ratio = values.get("ratio")  # a NaN norm has no ratio to give (inf: a standalone norm of 0, said so)
+    nan = isinstance(ratio, float) and math.isnan(ratio) or str(ratio).lower() == "nan"
+    return {"stage_words": NORM_STAGE[values["stage"]], "place": NORM_PLACE[values["stage"]], "when": when,
+            "ratio": None if nan else ratio}
 
 
 REDUCTION = NoteKind(
     code="N140", name="a gradient reduction ran another op", family=FAMILY,
     template="the gradient reduction of step {step} ran {op_text} for {names}[ ({unreduced:,} of {total:,} gradient "
-             "elements left unreduced)][: {they} x{scale:.4g} the mean][ ({signature})][ (carried by {carried})]"
+             "elements left unreduced)][: {they} x{scale:.6g} the mean][ ({signature})][ (carried by {carried})]"
              "[ (its calls not seen: {unseen_text}; judged from the gradients it returned)]",
     rests_on="every rank's local gradients before the reduction (gathered over the ranks) against the reduced "
              "gradient each rank holds after it: the candidate op it matches (mean, sum, max, min, none, a mean over "
@@ -127,7 +131,7 @@ TWICE = NoteKind(
 NORM = NoteKind(
     code="N144", name="gradient norm departs", family=FAMILY,
     template="the gradient norm departs at step {step} {stage_words}[ (equal {equal})]: distributed "
-             "{distributed:.6g}, standalone {standalone:.6g} (x{ratio:.6g}; most in {parameter})[: above "
+             "{distributed:.6g}, standalone {standalone:.6g} ([x{ratio:.6g}; ]most in {parameter})[: above "
              "train.clip_grad_norm={max_norm:g}, unclipped in the distributed copy], so the difference arises "
              "{place}{when}",
     rests_on="both copies' per-step gradient norms before the reduction (replicated data only), after it and as the "
