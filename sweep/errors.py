@@ -19,6 +19,6 @@ class SchedulerTimeLimit(Exception):
 def import_reason(exc: BaseException) -> str:
     """An import error from ``hydra.utils.get_method``/``get_class`` in one line: Hydra's
     message and the cause it wraps (e.g. ``ModuleNotFoundError: No module named 'x'``)."""
-    cause = exc.__cause__ or exc.__context__
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return " ".join(lines[:1] + ([f"({type(cause).__name__}: {cause})"] if cause else lines[1:2]))

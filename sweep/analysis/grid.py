@@ -228,9 +228,12 @@ def separating_level(rows: Sequence[Row], jobs: Sequence[Row]) -> Optional[Tuple
 def carrier(rows: Sequence[Row], real: Sequence[Row]) -> Optional[Tuple[List[Tuple[str, List[Any]]], int]]:
     """Where every job of ``real`` shares levels that some other jobs lack: ``([(factor,
     [levels])], m)``, the factors whose levels hold the fewest jobs (``m``) among those that
-    narrow them, or ``None``."""
+    narrow them, or ``None``. Only judged jobs count: a level whose other levels' jobs all
+    errored (``mp_policy=fp32`` beside bf16 jobs an engine refused) holds every judged job and
+    narrows nothing."""
     if not real:
         return None
+    rows = judged(rows)
     found = []
     for factor in factors(rows):
         values = list(dict.fromkeys(level(r, factor) for r in real))

@@ -4,8 +4,9 @@ signature takes, so a user's factory names just what it needs."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional
 
 from sweep.errors import ConfigError, import_reason
 
@@ -28,8 +29,37 @@ def locate(path: str, kind: str = "callable") -> Any:
     logger.disabled = True
     try:
         return get_class(path) if kind == "class" else get_method(path)
+    except Exception:
+        why = _why_not(path, kind)  # Hydra's "'m' is not a package" where m imports and lacks the name
+        if why is None:
+            raise
+        raise ImportError(why) from None
     finally:
         logger.disabled = was
+
+
+def _why_not(path: str, kind: str) -> Optional[str]:
+    """Why ``path`` is no ``kind`` where its module imports: the module lacks the name (with the
+    public names it has), or the name is no class / not callable; ``None`` where the module itself
+    does not import (Hydra's message says why)."""
+    module_name, _, name = path.rpartition(".")
+    if not module_name:
+        return None
+    try:
+        module = importlib.import_module(module_name)
+    except Exception:  # the module's own error: Hydra's message carries it
+        return None
+    if not hasattr(module, name):
+        have = sorted(n for n, v in vars(module).items() if not n.startswith("_") and callable(v)
+                      and getattr(v, "__module__", None) == module_name)
+        listed = ", ".join(have[:8]) + (f" and {len(have) - 8} more" if len(have) > 8 else "")
+        return f"module {module_name} has no {name!r}" + (f" (it defines: {listed})" if have else "")
+    found = getattr(module, name)
+    if kind == "class" and not isinstance(found, type):
+        return f"{path} is a {type(found).__name__}, not a class"
+    if kind != "class" and not callable(found):
+        return f"{path} is a {type(found).__name__}, not callable"
+    return None
 
 
 def load(key: str, target: str) -> Callable[..., Any]:

@@ -98,7 +98,7 @@ class Engine:
             allowed = ", ".join(f.name for f in dataclasses.fields(cls.Options)) or "none"
             reason = str(exc).splitlines()[0]
             raise ConfigError(f"engine.options of engine={cfg.engine.name} ({cls.__name__}): {reason}; "
-                              f"its options: {allowed}") from None
+                              f"its options: {allowed}{_other_engine(cls, str(cfg.engine.name))}") from None
 
     @classmethod
     def check(cls, cfg: Any) -> None:
@@ -341,3 +341,24 @@ class StandaloneMindSpore(_Standalone, MindSporeEngine):
 
     def parallelize(self, net: Any) -> Any:
         return net
+
+
+def _other_engine(cls: type, name: str) -> str:
+    """Where ``cls`` (an ``engine.impl`` class refused ``engine=name``'s options) is another preset's
+    engine or a subclass of one (``sweep/config/conf/engine/*.yaml``'s ``impl``): that preset, said so
+    (a fault planted in a subclass of ``data_parallel``'s class run as ``engine=hyper_parallel``);
+    else ``""``."""
+    from pathlib import Path
+
+    conf = Path(__file__).resolve().parent.parent / "config" / "conf" / "engine"
+    presets = {}
+    for path in sorted(conf.glob("*.yaml")):
+        for target in (OmegaConf.load(path).get("impl") or {}).values():
+            presets.setdefault(str(target), path.stem)
+    for base in cls.__mro__:
+        preset = presets.get(f"{base.__module__}.{base.__qualname__}")
+        if preset is not None and preset != name:
+            what = "is" if base is cls else f"subclasses {base.__qualname__},"
+            return (f" ({cls.__name__} {what} the engine of engine={preset}, not of engine={name}: run it with "
+                    f"engine={preset}, or subclass engine={name}'s class)")
+    return ""

@@ -13,6 +13,7 @@ from sweep.frameworks.torch import TorchFramework
 from sweep.run import checks
 from sweep.run.baseline import key_fields
 from sweep.run.pool import pool_key
+from tests.helpers.hyper_parallel import needs_hyper_parallel
 
 
 def _leaves(cls, prefix=""):
@@ -112,6 +113,15 @@ def test_old_weights_copy_key_still_works_with_a_warning(compose_cfg):
         (["framework.impl=sweep.frameworks.nope.Nope"], r"framework.impl=sweep.frameworks.nope.Nope does not import"),
         (["train.loss=my_faults.nope"], r"train.loss=my_faults.nope does not import"),  # before launch, not in a rank
         (["engine=hyper_parallel", "+engine.options.flavour=x"], r"Key 'flavour' not in"),
+        # a new user's paths: the module imports and lacks the name; the name is a function, not a class
+        (["model._target_=sweep.models.torch_models.nope"],
+         r"module sweep.models.torch_models has no 'nope' \(it defines: .*MLP.*\)$"),
+        (["engine.impl.torch=sweep.models.data.tokens"], r"sweep.models.data.tokens is a function, not a class$"),
+        # a fault planted in data_parallel's class, run under hyper_parallel's preset (its options)
+        pytest.param(["framework=mindspore", "engine=hyper_parallel",
+                      "engine.impl.mindspore=sweep.engines.data_parallel.MindSporeGradReducer"],
+                     r"MindSporeGradReducer is the engine of engine=data_parallel, not of engine=hyper_parallel",
+                     marks=[pytest.mark.mindspore, *needs_hyper_parallel]),
     ],
 )
 def test_each_section_and_component_checks_itself(compose_cfg, overrides, match):
