@@ -16,7 +16,10 @@ def _one(ctx: Context, c: Dict[str, Any]) -> Finding:
     found = signature(failing)
     if found["nonfinite"] is not None and not found["mean"]:  # equal where finite: no direction to read
         found = dict(found, direction=None)
-    return KIND.make(jobs=c["failing_jobs"], levels=[name(c)], strength=c["score"],
+    mean, direction = found["mean"], found["direction"]
+    # the steps' share gives the sign; a mean of the other sign comes from a few large steps (a one-step fault's)
+    against = mean is not None and (direction == "runs low" and mean > 0 or direction == "runs high" and mean < 0)
+    return KIND.make(jobs=c["failing_jobs"], levels=[name(c)], strength=c["score"], against=against,
                      evidence=("status", "mean_signed_diff", "runs_low_pct", "envelope.loss.sign"),
                      to_pass=c["to_pass"] or None, direction=found["direction"], mean=found["mean"],
                      low_pct=found["low_pct"], nonfinite=found["nonfinite"],
@@ -36,7 +39,8 @@ KIND = Kind(
     code="V120", name="pair evidence", tier="proof",
     template="{name}: fails in {to_fail} of {partners} one-factor pairs where {factor}={others|/} passes"
              "[; losses non-finite in both copies from step {nonfinite}][; distributed {direction} (mean signed diff "
-             "{mean:+.3g}[; below standalone on {low_pct:.0f}% of steps])][; passes in {to_pass} pairs where the other "
+             "{mean:+.3g}[{against|if}, from a few large steps the other way][; below standalone on {low_pct:.0f}% of "
+             "steps])][; passes in {to_pass} pairs where the other "
              "level fails][; the passing {factor}={rounded|/} jobs differ from standalone by float rounding only (max "
              "|diff| {rounded_max:.3g}), not by the drift][; but every such failing job notes: {draws}].",
     rests_on="the named level's one-factor pairs; a job's sign only from its steps beyond its rounding envelope, "
@@ -45,6 +49,6 @@ KIND = Kind(
     not_claimed="a sign where the jobs' differences take both, or are within their envelope",
     check=check,
     example={"name": "optimizer=sgd", "factor": "optimizer", "to_fail": 3, "partners": 3, "others": ["adam"],
-             "nonfinite": None, "direction": "runs low", "mean": -0.5, "low_pct": 100.0, "to_pass": None,
+             "nonfinite": None, "direction": "runs low", "mean": -0.5, "low_pct": 100.0, "to_pass": None, "against": False,
              "rounded": None, "rounded_max": None, "draws": None},
 )

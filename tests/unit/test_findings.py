@@ -304,3 +304,13 @@ def test_levels_beyond_the_envelope_beside_jobs_equal_to_standalone_are_named():
     assert text.endswith("; 1 job equal to standalone bit for bit."), text
     unmeasured = [_row(0, "ok", 1e-6, 1, e="nudge"), _row(1, "ok", 1e-6, 50, e="late"), _row(2, "ok", e="correct")]
     assert _codes(unmeasured)[1] != "V112"
+
+
+def test_a_mean_of_the_other_sign_than_the_drift_says_where_it_comes_from():
+    """A one-step forward fault (a new user's): the steps beyond the envelope run low, one large step runs high,
+    so the mean is positive. The sentence says both, and why they differ."""
+    rows = [_measured(_row(0, "ok", a="0")),
+            dict(_measured(_row(1, "fail", 1.2e-4, 1, a="1"), within=False), runs_low_pct=87.0)]
+    (found,) = [f for f in find(rows) if f.code == "V120"]
+    assert "distributed runs low (mean signed diff +0.00012, from a few large steps the other way; below " \
+           "standalone on 87% of steps)" in sentence(found)
