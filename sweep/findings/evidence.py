@@ -49,6 +49,7 @@ KIND = Kind(
     not_claimed="a sign where the jobs' differences take both, or are within their envelope",
     check=check,
     example={"name": "optimizer=sgd", "factor": "optimizer", "to_fail": 3, "partners": 3, "others": ["adam"],
-             "nonfinite": None, "direction": "runs low", "mean": -0.5, "low_pct": 100.0, "to_pass": None, "against": False,
+             "nonfinite": None, "direction": "runs low", "mean": -0.5, "low_pct": 100.0, "to_pass": None,
+             "against": False,
              "rounded": None, "rounded_max": None, "draws": None},
 )
