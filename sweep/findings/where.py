@@ -21,14 +21,18 @@ def check(ctx: Context) -> List[Finding]:
         return []
     return [KIND.make(jobs=[at["job"]], steps={"parts": at["step"], "beyond": at["beyond"], "fail": at["fail"]},
                       evidence=("first_diff_step", "first_real_step", "onset", "first_module", "first_tensor"),
-                      **at)]
+                      # one step for the headline, this sentence and V112: where a traced tensor left its envelope
+                      # before the losses did, the step its weights feed (the table's first step is the losses')
+                      lead=at["parting"] if at["earlier"] is not None else at["step"],
+                      losses=at["step"] if at["earlier"] is not None else None, **at)]
 
 
 KIND = Kind(
     code="V121", name="where", tier="proof",
     headline="They part from standalone from step {parting}; drift class{classes|?:es} {classes}.",
-    template="The earliest parts from standalone at step {step} (job {job}[; by float rounding, beyond it from step "
-             "{beyond}][; the weights differ beyond float rounding after update {earlier} already][; first outside "
+    template="The earliest parts from standalone at step {lead} (job {job}[; by float rounding, beyond it from step "
+             "{beyond}][; its weights beyond float rounding after update {earlier}, its losses from step {losses}]"
+             "[; first outside "
              "tolerance at step {fail}]), {cls}[, every {period} steps] ({gloss})[; mp_policy.param_dtype={precision} "
              "against a float32 standalone copy: the precision alone parts the copies at step 0, so this compares "
              "dtypes, not engines; baseline.precision=policy runs the standalone copy under the same policy]"
@@ -39,7 +43,8 @@ KIND = Kind(
              "first module and first tensor are that same job's",
     not_claimed="that every deciding job parts there: the share says how many share its class",
     check=check,
-    example={"step": 0, "job": 13, "beyond": 1, "earlier": None, "fail": 33, "cls": "first_update",
+    example={"step": 0, "lead": 0, "losses": None, "job": 13, "beyond": 1, "earlier": None, "fail": 33,
+             "cls": "first_update",
              "period": None, "gloss": "the first update differs: gradient reduction, scaling, accumulation, the "
              "optimizer, or their precision (reduce_dtype)", "precision": None, "onset": "an abrupt onset",
              "until": 1, "module": None, "again": False,
