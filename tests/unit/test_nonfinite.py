@@ -77,3 +77,4 @@ def test_a_loss_non_finite_in_one_copy_reads_so_in_the_jobs_envelope_not_as_infx
     (found,) = job_envelope.check(Context([row]))
     assert sentence(found) == ("rounding envelope (float32: its twin, trained with this job): the losses leave 4x it "
                                "from step 4 (16 steps, a loss non-finite in one copy)")
+

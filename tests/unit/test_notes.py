@@ -121,3 +121,14 @@ def test_a_non_finite_value_read_back_from_a_file_still_renders(tmp_path):
     JobRecord(status="error", notes=[typed]).write(tmp_path / "result.json", render=text_of)
     back = JobRecord.read(tmp_path / "result.json").notes[0]
     assert back.values["ratio"] == "inf" and "(xinf; most in w)" in text_of(back) == text_of(typed)
+
+
+def test_a_norm_that_departs_after_the_reduction_with_nothing_compared_before_it_blames_no_reduction():
+    """hyper-parallel with sharded data (a new user's forward fault on rank 1): the gradients before the
+    reduction are each rank's own rows', never compared, so the departure may arise anywhere up to it."""
+    found = text_of(note("N144", step=0, stage="reduced", equal=None, distributed=2.0, standalone=1.0, ratio=2.0,
+                         parameter="w", max_norm=None, loss_step=1, loss_word="fail"))
+    assert "so the difference arises in the forward, the backward or the reduction" in found
+    compared = text_of(note("N144", step=0, stage="reduced", equal="before it", distributed=2.0, standalone=1.0,
+                            ratio=2.0, parameter="w", max_norm=None, loss_step=1, loss_word="fail"))
+    assert "(equal before it)" in compared and "so the difference arises in the reduction," in compared
