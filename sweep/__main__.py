@@ -82,8 +82,12 @@ _RUN_FAILED: list = []  # a single run whose job did not pass: entry() exits 1 (
 def _interrupted_exit(sweep_dir: Optional[Path]) -> None:
     from sweep.run.callbacks import resume_command
 
-    hint = f"; to continue:\n  {resume_command(sweep_dir)}" if sweep_dir is not None else ""
-    print(f"\ninterrupted: finished jobs keep their results{hint}", file=sys.stderr, flush=True)
+    if sweep_dir is not None:
+        print(f"\ninterrupted: finished jobs keep their results (their report: python -m sweep.report {sweep_dir}); "
+              f"to continue:\n  {resume_command(sweep_dir)}", file=sys.stderr, flush=True)
+    else:  # a single run: its result.json records the interruption; rerunning the command starts it again
+        print("\ninterrupted: the run stopped (its result.json says so); run the same command again to rerun it",
+              file=sys.stderr, flush=True)
     # Exit 130 for certain: the interpreter's own shutdown (joining threads, finalizers) can
     # meet the interrupt again and end the process by SIGINT (-2) instead. The exit handlers
     # (shared launches' clean-up) run first, as sys.exit would run them.

@@ -43,3 +43,11 @@ def check() -> None:
     """
     if RECEIVED:
         raise KeyboardInterrupt(RECEIVED[0])
+
+
+def reason() -> str:
+    """A job's reason when a signal stopped it: ``interrupted (Ctrl-C)`` for SIGINT (or none
+    recorded: the interpreter's own KeyboardInterrupt), else ``interrupted (SIGTERM)``, ...
+    (a scheduler's or ``timeout``'s stop is not a Ctrl-C)."""
+    name = RECEIVED[0] if RECEIVED else "SIGINT"
+    return "interrupted (Ctrl-C)" if name == "SIGINT" else f"interrupted ({name})"

@@ -44,6 +44,7 @@ from sweep.frameworks import Framework
 from sweep.io import read_json, write_json
 from sweep.launch import runtime, slurm, supervise
 from sweep.launch.topology import topology_from_env
+from sweep.launch.interrupts import reason as interrupted_reason
 from sweep.layout import JobDir
 from sweep.records import JobRecord, Note, RankResult
 from sweep.run import baseline, checks, pool
@@ -103,7 +104,7 @@ def run(
             _run(cfg, job_dir, record, Path(sweep_dir).resolve() if sweep_dir else None,
                  Path(pools_dir).resolve() if pools_dir else None)
     except KeyboardInterrupt:
-        record.status, record.reason = "error", "interrupted (Ctrl-C)"
+        record.status, record.reason = "error", interrupted_reason()
         _finish(job_dir, record, t0)
         raise
     except SchedulerTimeLimit as exc:  # the ranks were stopped on the way out (sweep.launch.supervise.run)

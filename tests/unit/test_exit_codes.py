@@ -118,3 +118,13 @@ def test_help_piped_into_a_reader_that_leaves_ends_quietly(tmp_path):
     proc.stdout.close()  # as a reader that leaves at once does
     _, err = proc.communicate(timeout=120)
     assert b"BrokenPipeError" not in err and b"Traceback" not in err, err.decode()
+
+
+def test_a_job_stopped_by_a_signal_names_it(monkeypatch):
+    """A scheduler's or timeout's SIGTERM is not a Ctrl-C (a new user's `timeout -s TERM`)."""
+    from sweep.launch import interrupts
+
+    monkeypatch.setattr(interrupts, "RECEIVED", [])
+    assert interrupts.reason() == "interrupted (Ctrl-C)"
+    monkeypatch.setattr(interrupts, "RECEIVED", ["SIGTERM"])
+    assert interrupts.reason() == "interrupted (SIGTERM)"
