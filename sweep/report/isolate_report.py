@@ -58,6 +58,8 @@ def _drift(row: Dict[str, Any]) -> str:
         return ""
     if row.get("status") != "fail" or math.isnan(mean):
         return ""
+    if row.get("first_fail_step") is None:  # failed on something else than its losses (replicas that disagree)
+        return f"; its losses within tolerance, it fails on: {row['reason']}" if row.get("reason") else ""
     direction = "runs low" if mean < 0 else "runs high" if mean > 0 else "differs"
     return (f"; the distributed loss {direction} (mean signed diff {mean:+.3g}, max |diff| "
             f"{_fmt(row.get('max_abs_diff'))}) from step {row.get('first_fail_step')}")

@@ -167,3 +167,14 @@ def test_context_probes_and_conditions():
     assert conditions(base, verdicts) == {
         "order": {"fails": ["distributed_first", "standalone_first"], "passes": ["separate"], "unknown": []}
     }
+
+
+def test_a_proof_job_failing_on_its_replicas_says_so_never_from_step_none():
+    """A new user's skipped average under sharded data: the failing endpoint's losses stay within
+    tolerance and it fails because its replicas disagree."""
+    from sweep.report.isolate_report import _drift
+
+    row = {"status": "fail", "mean_signed_diff": 5.6e-05, "max_abs_diff": 1.6e-4, "first_fail_step": None,
+           "reason": "replicas disagree from step 0"}
+    assert _drift(row) == "; its losses within tolerance, it fails on: replicas disagree from step 0"
+    assert "from step 3" in _drift(dict(row, first_fail_step=3))
