@@ -229,7 +229,7 @@ def _untraced(job_dir: Path) -> str:
 
 def load_trace(job_dir: Path | str) -> Any:
     """A job's module and tensor comparison from its tracing rerun (``JOB_DIR/trace/``,
-    ``sweep.run.job``), as a ``pandas.DataFrame``, one row per rank and compared tensor,
+    ``sweep.run.job``; ``job_dir`` is the job's dir, or its ``trace/`` dir), as a ``pandas.DataFrame``, one row per rank and compared tensor,
     in trace order: columns ``rank``, ``step``, ``phase`` (``forward``, ``backward`` for
     module outputs and their gradients; ``initial``, ``initial_buffer``, ``buffer``,
     ``grad``, ``weight`` for parameters and buffers), ``order`` (position within the
@@ -249,6 +249,8 @@ def load_trace(job_dir: Path | str) -> Any:
             record says, e.g. ``runner=command``, whose tensors run inside the command).
     """
     pd = _pandas()
+    if Path(job_dir).name == "trace" and (Path(job_dir) / "ranks").is_dir():  # the trace dir itself: its job's
+        job_dir = Path(job_dir).parent
     trace = Path(job_dir) / "trace"
     ranks = _rank_results(JobDir(trace))
     if not ranks:

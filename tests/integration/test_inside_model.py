@@ -98,6 +98,7 @@ def test_a_missing_replicate_all_reduce_is_named(hsdp):
 def test_the_trace_loads_as_a_dataframe_and_the_observer_changes_nothing(dp2):
     jobs, sweep_dir, _ = dp2
     frame = sweep.load_trace(sweep_dir / "0")
+    assert frame.equals(sweep.load_trace(sweep_dir / "0" / "trace"))  # the trace dir itself reads as its job's
     modules = frame[(frame.what == "module") & (frame["rank"] == 0) & (frame.step == 0) & (frame.phase == "forward")]
     assert list(modules.name) == ["layer0", "layer1", "(model)"]
     assert modules.set_index("name").loc["layer0", "rel"] == 0.0
