@@ -6,6 +6,7 @@ from typing import List
 
 from sweep.analysis.evidence import class_gloss, drift_class, parting_step
 from sweep.findings.base import Context, Finding, Kind
+from sweep.findings.shared import onset_words
 
 
 def check(ctx: Context) -> List[Finding]:
@@ -16,16 +17,19 @@ def check(ctx: Context) -> List[Finding]:
     step = parting_step(row)
     return [KIND.make(jobs=[row["job"]], steps={"parts": step}, evidence=("first_diff_step", "first_real_step",
                                                                           "onset", "envelope"),
-                      step=step, cls=cls, gloss=class_gloss(row, cls))]
+                      step=step, cls=cls, gloss=class_gloss(row, cls), onset=onset_words(row, cls),
+                      until=row.get("onset_until"))]
 
 
 KIND = Kind(
     code="J101", name="parts", tier="decides",
-    template="the copies part at step {step}: {cls} ({gloss})",
+    template="the copies part at step {step}: {cls} ({gloss})[, {onset}][, over after update {until} (a fault on a "
+             "few steps only: what differs later is its aftermath)]",
     rests_on="the job's first step beyond its rounding envelope (the losses, a traced tensor or an update), and its "
              "onset; the drift class by that step (step0, first_update, periodic, from_step) or rounding",
     not_claimed="the cause: the class points at where to look",
     check=check,
     example={"step": 0, "cls": "step0", "gloss": "the copies differ before any update: initial weights, "
-             "initialisation, data, or the forward's precision (param_dtype)"},
+             "initialisation, data, or the forward's precision (param_dtype)", "onset": "an abrupt onset",
+             "until": None},
 )
