@@ -52,13 +52,22 @@ def interpolates(template: str, factor: str) -> bool:
     return re.search(r"\$\{" + re.escape(factor) + r"[.}]", template) is not None
 
 
+def noted(row: Row, factor: str) -> bool:
+    """Whether the job's notes already say ``factor`` had no effect (``sweep.run.judge.effect_notes``:
+    an engine that does not use it)."""
+    return any(str(n).startswith(f"{factor} had no effect") for n in row.get("note_list") or [])
+
+
 def still(rows: Sequence[Row]) -> Dict[str, int]:
     """Each factor all of whose one-factor pairs (at least one) recorded the same losses bit
-    for bit, both copies (:func:`same`), with its number of pairs; in the factors' order."""
+    for bit, both copies (:func:`same`), with its number of pairs; in the factors' order. A
+    factor every job of whose pairs notes it had no effect is left to that note (V154)."""
     pairs: Dict[str, List[bool]] = defaultdict(list)
+    said: Dict[str, List[bool]] = defaultdict(list)
     for factor, a, b in one_factor_pairs(rows):
         pairs[factor].append(same(a, b))
-    return {f: len(pairs[f]) for f in factors(rows) if pairs.get(f) and all(pairs[f])}
+        said[factor].append(noted(a, factor) and noted(b, factor))
+    return {f: len(pairs[f]) for f in factors(rows) if pairs.get(f) and all(pairs[f]) and not all(said[f])}
 
 
 def check(ctx: Context) -> List[Finding]:

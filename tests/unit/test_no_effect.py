@@ -70,3 +70,11 @@ def test_interpolation_is_read_by_the_factor_or_one_of_its_fields():
     assert interpolates("x --reduce ${runner.args.reduce}", "runner.args.reduce")
     assert not interpolates("x --reduce ${runner.args.reduce_scatter}", "runner.args.reduce")
     assert not interpolates("x --steps ${steps}", "mp_policy")
+
+
+def test_a_factor_the_engine_notes_it_does_not_use_is_left_to_that_note():
+    rows = [_row(0, OWN, raf="true", opt="adam"), _row(1, OWN, raf="false", opt="adam"),
+            _row(2, DRIFT, raf="true", opt="sgd"), _row(3, DRIFT, raf="false", opt="sgd")]
+    for row in rows:
+        row["note_list"] = ["raf had no effect: engine=data_parallel does not use it"]
+    assert still(rows) == {}
