@@ -26,7 +26,7 @@ from sweep.findings.places import missing_text
 from sweep import frameworks
 from sweep.config.enums import as_str
 from sweep.io import read_array, read_floats
-from sweep.records import JobRecord, RankResult
+from sweep.records import JobRecord, Note, RankResult
 
 
 def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalone: List[Any],
@@ -436,6 +436,10 @@ def gradient_notes(cfg: DictConfig, record: JobRecord, ranks: List[RankResult],
             found.append((int(note.values["step"]), rank, note))
     if found:
         step, rank, note = min(found, key=lambda f: f[:2])
+        # with nothing compared before the reduction (sharded data), the reduction check of that step (N140) says
+        # whether the reduction itself ran another op than the mean
+        if any(isinstance(n, Note) and n.code == "N140" and n.values.get("step") == step for n in record.notes):
+            note = Note(note.code, dict(note.values, ran_other=True), note.ranks)
         every = {r for s, r, _ in found if s == step}
         record.notes.append(note if len(every) == len(own) or len(own) == 1 else note.on_ranks([rank]))
 

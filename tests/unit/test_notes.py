@@ -132,3 +132,6 @@ def test_a_norm_that_departs_after_the_reduction_with_nothing_compared_before_it
     compared = text_of(note("N144", step=0, stage="reduced", equal="before it", distributed=2.0, standalone=1.0,
                             ratio=2.0, parameter="w", max_norm=None, loss_step=1, loss_word="fail"))
     assert "(equal before it)" in compared and "so the difference arises in the reduction," in compared
+    other = text_of(note("N144", step=0, stage="reduced", equal=None, distributed=2.0, standalone=1.0, ratio=2.0,
+                         parameter="w", max_norm=None, loss_step=1, loss_word="fail", ran_other=True))
+    assert "so the difference arises in the reduction (it ran another op than the mean, above)" in other

@@ -79,7 +79,9 @@ def _norm(values: Dict[str, Any]) -> Dict[str, Any]:
     ratio = values.get("ratio")  # a NaN norm has no ratio to give (inf: a standalone norm of 0, said so)
     nan = isinstance(ratio, float) and math.isnan(ratio) or str(ratio).lower() == "nan"
     place = NORM_PLACE[values["stage"]]
-    if values["stage"] == "reduced" and not values.get("equal"):  # the norms before it were not compared
+    if values["stage"] == "reduced" and values.get("ran_other"):  # sweep.run.judge: an N140 of the same step
+        place = "in the reduction (it ran another op than the mean, above)"
+    elif values["stage"] == "reduced" and not values.get("equal"):  # the norms before it were not compared
         place = ("in the forward, the backward or the reduction (the gradients before it were not compared: with "
                  "sharded data each rank's are its own rows')")
     return {"stage_words": NORM_STAGE[values["stage"]], "place": place, "when": when, "ratio": None if nan else ratio}
