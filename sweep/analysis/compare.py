@@ -15,6 +15,7 @@ from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
+from sweep.analysis.pairs import nonfinite_apart
 from sweep.records import Note, note
 
 # Notes on copies that are not equal in what they draw or hold (``JobRecord.notes``): one
@@ -76,11 +77,10 @@ class Comparison:
 def differing_steps(ref: np.ndarray, got: np.ndarray, noise_floor: float = 0.0) -> np.ndarray:
     """Steps where ``got`` and ``ref`` differ by more than ``noise_floor``, or where one is
     finite and the other is not, or both are non-finite but not equal (int array)."""
-    finite = np.isfinite(ref) & np.isfinite(got)
+    bad, nonfinite = nonfinite_apart(ref, got)
     with np.errstate(invalid="ignore"):
-        apart = finite & (np.abs(got - ref) > noise_floor)
-    same_nonfinite = ~finite & ((ref == got) | (np.isnan(ref) & np.isnan(got)))
-    return np.flatnonzero(apart | (~finite & ~same_nonfinite))
+        apart = ~bad & (np.abs(got - ref) > noise_floor)
+    return np.flatnonzero(apart | nonfinite)
 
 
 def compare_losses(

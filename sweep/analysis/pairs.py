@@ -177,16 +177,23 @@ def partial_stats(a: Any, b: Any, kind: str, prev: Optional[Tuple[Any, Any]] = N
     return row
 
 
+def nonfinite_apart(a: np.ndarray, b: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """``(bad, apart)``, boolean arrays of ``a``'s shape: where either is not finite, and of
+    those, where the two are not the same non-finite value (NaN and NaN, or one infinity, are
+    the same). The one rule for losses (``sweep.analysis.compare.differing_steps``) and tensors
+    (:func:`mend_nonfinite`)."""
+    bad = ~(np.isfinite(a) & np.isfinite(b))
+    return bad, bad & ~((a == b) | (np.isnan(a) & np.isnan(b)))
+
+
 def mend_nonfinite(x: np.ndarray, b: np.ndarray, diff: np.ndarray) -> None:
     """Mend ``diff`` (``|x - b|``, float64, in place) where either copy is not finite: 0 where
-    both hold the same non-finite value (NaN and NaN, or one infinity), ``inf`` where only one
-    does or they differ (a NaN in one copy is a difference no rounding makes: it counts beyond
-    any envelope, as a shape mismatch does)."""
-    y = b.astype(np.float64)
-    bad = ~(np.isfinite(x) & np.isfinite(y))
-    alike = (x == y) | (np.isnan(x) & np.isnan(y))
-    diff[bad & alike] = 0.0
-    diff[bad & ~alike] = np.inf
+    both hold the same non-finite value, ``inf`` where only one does or they differ
+    (:func:`nonfinite_apart`: a NaN in one copy is a difference no rounding makes, it counts
+    beyond any envelope, as a shape mismatch does)."""
+    bad, apart = nonfinite_apart(x, b.astype(np.float64))
+    diff[bad] = 0.0
+    diff[apart] = np.inf
 
 
 def merge_partials(parts: Sequence[PairRow], shape_a: List[int], shape_b: List[int], kind: str,
