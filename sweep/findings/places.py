@@ -172,6 +172,10 @@ def _scale_text(found: Place) -> str:
     shared = found.get("scale_shared")
     text = f"; the distributed {found['kind']} is x{float(found['scale']):.4g} the standalone one"
     named = signature(found.get("scale_causes")) or found.get("scale_signature")  # (an older record: its text)
+    updates = found.get("updates") if isinstance(found.get("updates"), dict) else {}
+    if named and updates.get("until") is not None:  # a fault that stopped (sweep.analysis.trace.update_onset)
+        named += (f"; but the difference is over after update {updates['until']}, and an op the reduction runs at "
+                  "every step would not stop")
     if named:
         text += f" ({named})"
     elif found.get("scale_alone"):

@@ -141,7 +141,11 @@ def test_a_gradient_that_is_world_size_times_the_standalone_one_is_named_a_sum_f
     g = np.array([0.5, -1.0, 2.0])
     found = first_difference([{"grad": {"w": g}}], [{"grad": {"w": g * 4}}], Search(known={"world_size": 4}))
     assert found["scale"] == pytest.approx(4.0)
-    assert "x4 = world_size: a sum where a mean was expected" in tensor_text(found)
+    assert "x4 = world_size: a sum where a mean was expected)" in tensor_text(found)
+    # a new user's fault doubled the gradients at update 5 only: the factor is world_size's, the stop is no op's
+    over = dict(found, updates={"until": 5})
+    assert ("x4 = world_size: a sum where a mean was expected; but the difference is over after update 5, and an op "
+            "the reduction runs at every step would not stop)") in tensor_text(over)
     assert pure_scale(g, g + np.array([0.1, 0.0, 0.0])) is None  # not a pure scale
     assert signature(scale_causes(0.5, {"grad_accum_steps": 2.0})).startswith("x0.5 = 1/grad_accum_steps")
     assert scale_causes(3.0, {"world_size": 4.0}) is None and signature(None) is None
