@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 from omegaconf import OmegaConf
 
+from sweep import models
 from sweep.config.enums import as_str
 
 POLICY_KEYS = ("param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs")
@@ -79,7 +80,7 @@ def units(model: Any, cfg: Any) -> List[Tuple[str, Any, Any]]:
         matches = [key] if key in modules else [n for n, m in modules.items() if type(m).__name__ == key]
         if not matches:
             classes = sorted({type(m).__name__ for m in modules.values()})
-            raise ValueError(f"mp_policy.overrides.{key}: model={cfg.model.name} has no module or module class "
+            raise ValueError(f"mp_policy.overrides.{key}: {models.label(cfg)} has no module or module class "
                              f"of that name; its modules: {', '.join(modules)}; classes: {', '.join(classes)}")
         for name in matches:
             chosen[name] = override

@@ -92,6 +92,15 @@ def factory_of(cfg: Any) -> Callable[..., Any]:
     return factories.load("model._target_", str(cfg.model._target_))
 
 
+def label(cfg: Any) -> str:
+    """How messages name the configured model: ``model=NAME`` where ``model._target_`` is still
+    that preset's own factory (``sweep.models.NAME``), else ``model._target_=PATH`` (a user's own
+    model set by ``model._target_`` alone keeps the preset's ``name``, which would name the wrong
+    model)."""
+    name, target = as_str(cfg.model.get("name")), str(cfg.model.get("_target_"))
+    return f"model={name}" if target == f"{__name__}.{name}" else f"model._target_={target}"
+
+
 def factory_kwargs(cfg: Any, factory: Callable[..., Any]) -> Dict[str, Any]:
     """The keyword arguments ``factory`` is called with (besides ``framework``): see the
     module docstring."""
@@ -114,7 +123,7 @@ def check(cfg: Any, framework: str) -> None:
     factory = factory_of(cfg)
     supported = getattr(factory, "frameworks", None)
     if supported is not None and framework not in supported:
-        raise ConfigError(f"model={cfg.model.name} ({cfg.model._target_}) has no {framework} port; "
+        raise ConfigError(f"{label(cfg)} has no {framework} port; "
                           f"it runs on: {', '.join(supported)}")
     params = inspect.signature(factory).parameters
     if "framework" not in params and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):

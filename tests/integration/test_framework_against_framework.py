@@ -78,5 +78,5 @@ def test_a_model_with_no_mindspore_port_is_refused_before_any_process_starts(tmp
     proc, result = _job(tmp_path, "baseline.framework=mindspore", "model=transformer", "steps=5")
     assert result["status"] == "error" and result["launch"] is None
     assert result["reason"] == ("invalid config: baseline.framework=mindspore: model=transformer "
-                                "(sweep.models.transformer) has no mindspore port; it runs on: torch")
+                                "has no mindspore port; it runs on: torch")
     assert not (tmp_path / "run" / "ranks").exists()

@@ -33,6 +33,8 @@ def test_new_keys_decide_baseline_reuse_and_not_the_shared_launch():
      "must take framework= (the framework each copy is built for, 'torch' or 'mindspore', passed by keyword); its "
      "signature is (in_size: "),
     (["framework=mindspore", "engine=data_parallel", "model=transformer"], "has no mindspore port; it runs on: torch"),
+    (["framework=mindspore", "engine=data_parallel", "model._target_=sweep.models.transformer"],
+     "model._target_=sweep.models.transformer has no mindspore port"),  # not the preset's name: model=mlp
     (["framework=mindspore", "engine=data_parallel", "model.init_dtype=bfloat16"], "float32 parameters only"),
     (["engine=data_parallel", "wrap=per_layer"], "replicates the whole model"),
     (["+mp_policy.overrides.norm1.param_dtype=float8"], "mp_policy.overrides.norm1.param_dtype=float8"),
@@ -108,6 +110,10 @@ def test_an_override_that_names_nothing_lists_what_the_model_has(compose_cfg):
     with pytest.raises(ValueError, match="model=mlp has no module or module class of that name; its modules: "
                                          "layer0, layer1"):
         wrapping.units(models.build(cfg, "torch"), cfg)
+    own = compose_cfg(["+mp_policy.overrides.norm9.param_dtype=float32",
+                       "model._target_=tests.helpers.own_models.torch_only"])
+    with pytest.raises(ValueError, match=r"model._target_=tests.helpers.own_models.torch_only has no module"):
+        wrapping.units(models.build(own, "torch"), own)
 
 
 def test_init_dtype_sets_the_parameters_dtype(compose_cfg):
