@@ -55,6 +55,31 @@ def _options(conf_dir: Path, group: str) -> List[str]:
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
+def _elsewhere(key: str, conf_dir: Path, base: Any) -> str:
+    """A hint for a ``key`` the composed config lacks where another option of its group has it
+    (``engine.options.skip_dtensor_dispatch`` under ``engine=torch_fsdp2``: an option of
+    ``engine=hyper_parallel``), else ``""``. Reads the group's files in ``conf_dir`` (a file
+    under ``@package _global_`` holds the whole key, others the key below the group)."""
+    from omegaconf import OmegaConf
+
+    group, _, rest = key.partition(".")
+    folder = conf_dir / group
+    if not rest or not folder.is_dir():
+        return ""
+    chosen = OmegaConf.select(base, f"{group}.name") if base is not None else None
+    having = []
+    for path in sorted(folder.glob("*.yaml")):
+        text = path.read_text()
+        node = OmegaConf.create(text)
+        found = OmegaConf.select(node, key if "@package _global_" in text else rest, throw_on_missing=False)
+        if found is not None and path.stem != chosen:
+            having.append(f"{group}={path.stem}")
+    if not having:
+        return ""
+    under = f" under {group}={chosen}" if chosen else ""
+    return f"{under} ({' and '.join(having)} {'has' if len(having) == 1 else 'have'} it)"
+
+
 def _explain(override: str, exc: BaseException, conf_dir: Path, base: Any) -> str:
     """One line for a failed composition with ``override`` (``key=value``)."""
     from hydra.errors import MissingConfigException
@@ -74,6 +99,8 @@ def _explain(override: str, exc: BaseException, conf_dir: Path, base: Any) -> st
         names = [str(k) for k in node.keys()] if hasattr(node, "keys") else []
         close = difflib.get_close_matches(leaf, names, n=1)
         hint = f" (did you mean {(parent + '.' if parent else '') + close[0]}?)" if close else ""
+        if not close:
+            hint = _elsewhere(key, conf_dir, base)
         return f"{key}={value}: no such key{hint}"
     text = _one_line(exc)
     allowed = re.search(r"expected one of \[([^\]]*)\]", text)  # an enum field's values (a dtype, a mode)
@@ -91,7 +118,8 @@ def _variants(parsed: Sequence[Any]) -> List[tuple]:
     def line(o: Any, value: str) -> str:
         return o.get_key_element() if o.is_delete() else f"{o.get_key_element()}={value}"
 
-    values = [list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
+    values = [list(o.sweep_string_iterator()) if o.is_sweep_override() else  # as typed: false, not False
+              [o.input_line.partition("=")[2] if o.input_line and "=" in o.input_line else o.get_value_element_as_str()]
               for o in parsed]
     first = [line(o, v[0]) for o, v in zip(parsed, values)]
     out: List[tuple] = [(None, first)]

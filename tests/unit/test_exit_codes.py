@@ -21,6 +21,10 @@ def _sweep(args, cwd):
     (["stpes=10"], "error: stpes=10: no such key (did you mean steps?)"),
     (["model.hiden_size=3"], "error: model.hiden_size=3: no such key (did you mean model.hidden_size?)"),
     (["mp_policy=bf61"], "error: mp_policy=bf61: no such option; mp_policy is one of: bf16, bf16_bf16, "),
+    # a key of another option of its group: that option named, the value as typed (false, not False)
+    (["engine.options.skip_dtensor_dispatch=false"], "error: engine.options.skip_dtensor_dispatch=false: no such key "
+     "under engine=torch_fsdp2 (engine=hyper_parallel and engine=hyper_parallel_report have it)"),
+    (["model.args.num_heads=4"], "error: model.args.num_heads=4: no such key under model=mlp (model=transformer has it)"),
     (["-m", "optimizer=adam,lamb"], "error: optimizer=lamb: no such option; optimizer is one of: adam, adamw, sgd"),
     (["steps=abc"], "error: steps=abc: "),
     # a key a preset adds, misspelt: the close one from the config the other overrides make
