@@ -103,6 +103,13 @@ class JobDir:
     def rank_result(self, rank: int) -> Path:
         return self.ranks / f"rank_{rank}.json"
 
+    def failed(self, rank: int) -> Path:
+        """``logs/failed_<rank>``: left by a rank of a shared launch whose job raised, in the
+        second it waits before it exits (``sweep.train.__main__.serve``): the supervisor asks
+        the other ranks for their stacks while they live (``sweep.run.pool``), so a rank that
+        hangs outside the collective the failed one gave up on is named."""
+        return self.logs / f"failed_{rank}"
+
     @property
     def standalone_result(self) -> Path:
         return self.ranks / STANDALONE_RESULT

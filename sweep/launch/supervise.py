@@ -284,7 +284,7 @@ def run(spec: LaunchSpec) -> LaunchOutcome:
     except BaseException:
         handle.kill()
         raise
-    if timed_out and spec.ask_stacks:  # where each rank is, into its log, before the kill
+    if (timed_out or early is not None) and spec.ask_stacks:  # where each rank is, into its log, before the kill
         dump_stacks(handle.pid, spec.kill_tag)
     # after a normal exit: stragglers with the tag (msrun's workers); after a timeout or an early failure: all
     killed = handle.kill() if returncode is None else kill_processes(None, spec.kill_tag)

@@ -36,8 +36,18 @@ def log_tails(job_dir: Path, lines: int = TAIL_LINES, launcher_log: Optional[Pat
         named += [(f"pool {p.name}", p) for p in sorted(launcher_log.parent.glob("worker_*.log"))]
     for name, path in named:
         text = path.read_text(errors="replace").splitlines()
-        tails[name] = "\n".join(text[-lines:])
+        tails[name] = "\n".join(_last_exception_above(text, lines) + text[-lines:])
     return tails
+
+
+def _last_exception_above(text: List[str], lines: int) -> List[str]:
+    """The last exception line of a log and the lines of its message (up to 12), where it lies
+    above the last ``lines`` (MindSpore's call stacks after ``RuntimeError:`` run longer than a
+    tail), then ``[...]``; else nothing."""
+    last = next((i for i in range(len(text) - 1, -1, -1) if EXCEPTION.search(text[i])), None)
+    if last is None or last >= len(text) - lines:
+        return []
+    return text[last:min(last + 12, len(text) - lines)] + ["[...]"]
 
 
 def failure_cause(returncode: Optional[int], tails: Dict[str, str], who: str = "launcher") -> str:
@@ -92,8 +102,11 @@ EXCEPTION = re.compile(r"\b[A-Z]\w*(Error|Exception|Interrupt)\b:")  # a Python 
 # A survivor's error once a peer died: its connection or collective broke. Never the cause
 # while another line names one (gloo: "Connection closed by peer"; NCCL: "communicator was
 # aborted"; torchrun's own summary: ChildFailedError; its agent's SignalException).
+# MindSpore on CPU: a collective kernel that failed waiting for a peer ("Launch kernel failed:
+# Default/AllReduce-op0", after "Ring ReduceScatter wait receiving [1,27] failed").
 FOLLOW_ON = re.compile(r"Connection (closed|reset) by peer|Broken pipe|communicator was aborted|ChildFailedError"
-                       r"|SignalException|Socket Timeout|DistNetworkError|Connection refused|terminated by signal")
+                       r"|SignalException|Socket Timeout|DistNetworkError|Connection refused|terminated by signal"
+                       r"|Launch kernel failed: \S*(AllReduce|AllGather|ReduceScatter|Broadcast|AllToAll)|wait receiving")
 # A process that never started its script: the interpreter or the shell says why (no exception line),
 # or the script's own argument parser refused its flags (argparse: "prog.py: error: argument --x: ...")
 CANNOT_START = re.compile(r"can't open file|No such file or directory|command not found|Permission denied"
@@ -123,7 +136,8 @@ def exceptions(lines: List[str], rank: Optional[int] = None) -> List[Dict[str, o
         if EXCEPTION.search(line) and "ChildFailedError" not in line:
             prefix = RANK_PREFIX.match(line)
             found.append({"rank": int(prefix.group(1)) if prefix else rank,
-                          "line": PREFIXES.sub("", _exception_text(lines, i)), "follow_on": bool(FOLLOW_ON.search(line))})
+                          "line": PREFIXES.sub("", _exception_text(lines, i)),
+                          "follow_on": bool(FOLLOW_ON.search(_exception_text(lines, i)))})
     return found
 
 
@@ -153,6 +167,14 @@ def first_failure(logs: List[List[str]], ranks: Optional[List[Optional[int]]] = 
     return {"rank": rank, "line": chosen["line"], "root_cause": root is not None and rank == root}
 
 
+def _in_message(lines: List[str], errors: List[int], j: int) -> bool:
+    """Whether line ``j`` is part of the message of an exception line a few lines above it
+    (MindSpore's ``RuntimeError:`` then ``- Kernel error:``, a section header of its message)."""
+    text = lines[j].strip().lstrip("- ").strip()
+    return any(i < j <= i + 12 and EXCEPTION.search(lines[i]) and text in _exception_text(lines, i)[len(
+        lines[i].strip()):] for i in errors)
+
+
 def worker_errors(tails: Dict[str, str]) -> List[str]:
     """Each worker log's exception (``"worker_1.log: ValueError: ..."``), a real cause before a
     survivor's follow-on error (:data:`FOLLOW_ON`), so the reason leads with the rank that
@@ -161,8 +183,9 @@ def worker_errors(tails: Dict[str, str]) -> List[str]:
     for name, text in tails.items():
         lines = text.splitlines()
         errors = [i for i, line in enumerate(lines) if re.search(r"Error|Exception|Traceback|error:", line)]
+        errors = [j for j in errors if not _in_message(lines, errors, j)]
         if errors:
-            causes = [i for i in errors if not FOLLOW_ON.search(lines[i]) and "Traceback" not in lines[i]]
+            causes = [i for i in errors if not FOLLOW_ON.search(_exception_text(lines, i)) and "Traceback" not in lines[i]]
             found.append((not causes, f"{name}: {_exception_text(lines, (causes or errors)[-1])[:300]}"))
     return [text for _, text in sorted(found, key=lambda f: f[0])]
 
@@ -230,16 +253,21 @@ def _own(frames: List[tuple]) -> Optional[tuple]:
     return None
 
 
-def hung_ranks(job_dir: Path) -> Optional[str]:
+def hung_ranks(job_dir: Path, outside_only: bool = False) -> Optional[str]:
     """Which rank hung, from the stacks the ranks wrote into their worker logs at the time
     limit (``sweep.launch.supervise.dump_stacks``): a rank whose stack holds no collective
     among its innermost frames (:data:`COLLECTIVE`) hung outside one (a loop, a sleep, I/O,
     a lock) while the others wait for it in a collective; where every rank waits in one,
     each one's collective (one that some rank never joins, or joins in another order). One
-    line; ``None`` where no worker log holds a stack."""
+    line; ``None`` where no worker log holds a stack, or, ``outside_only`` (a launch stopped
+    because a rank died: the survivors wait for it, and say nothing), where no rank hung
+    outside a collective."""
     where: Dict[int, tuple] = {}
-    for path in sorted(JobDir(job_dir).logs.glob("worker_*.log")):
+    job = JobDir(job_dir)
+    for path in sorted(job.logs.glob("worker_*.log")):
         found = re.search(r"worker_(\d+)\.log$", path.name)
+        if found and job.failed(int(found.group(1))).exists():
+            continue  # the rank raised: its stack is its wait before it exits
         frames = _main_thread(_stacks(path.read_text(errors="replace").splitlines())) if found else None
         if frames:
             inside = next((f for f in frames[:TOP_FRAMES] if COLLECTIVE.search(f[0])), None)
@@ -262,6 +290,8 @@ def hung_ranks(job_dir: Path) -> Optional[str]:
 
     if outside:
         return "; ".join([hung(r) for r in outside] + [waits(r) for r in waiting])
+    if outside_only:
+        return None
     return "every rank waits in a collective (one that some rank never joins, or joins in another order): " + \
         "; ".join(waits(r) for r in waiting)
 

@@ -198,9 +198,10 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
                 f": {hung}" if hung else "")
         elif outcome.failed_early:
             record.status = "error"
+            hung = hung_ranks(job_dir, outside_only=True)  # a rank that never joined the collective its peer died in
             record.reason = (f"no result from rank(s) {', '.join(missing)}: a rank died at {outcome.wall_s:.0f} s and "
                              f"the launch was stopped: {outcome.failed_early}; "
-                             + failure_cause(outcome.returncode, record.log_tails))
+                             + failure_cause(outcome.returncode, record.log_tails) + (f"; {hung}" if hung else ""))
         elif missing == ["standalone process"] and alone is not None:  # the ranks did their part
             record.status = "timeout" if alone.timed_out else "error"
             apart = f"baseline.framework={other}" if other else "order=separate"

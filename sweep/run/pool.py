@@ -164,8 +164,12 @@ class RankPool:
         spec = getattr(self.handle, "spec", None)
         watch = supervise.LogWatch(spec.log_path, spec.fail_patterns, from_end=True) if spec is not None else None
         paths = self.results(job_dir)
+        logs, asked = JobDir(job_dir).logs, False
         try:
             while not all(p.exists() for p in paths):
+                if not asked and logs.is_dir() and any(logs.glob("failed_*")):  # while the others live
+                    supervise.dump_stacks(self.handle.pid, self.handle.kill_tag, settle_s=0.5)
+                    asked = True
                 if not self.alive():
                     return supervise.LaunchOutcome(
                         returncode=self.handle.poll(), timed_out=False, wall_s=time.monotonic() - began,
@@ -173,6 +177,8 @@ class RankPool:
                     )
                 early = watch.match() if watch is not None else None
                 if early is not None:  # a rank died, the others wait for it: stop now, not at the time limit
+                    if not asked:  # a rank that hangs says where
+                        supervise.dump_stacks(self.handle.pid, self.handle.kill_tag)
                     return supervise.LaunchOutcome(returncode=None, timed_out=False, wall_s=time.monotonic() - began,
                                                    killed=self.handle.kill(), failed_early=early)
                 if time.monotonic() - began > timeout_s:

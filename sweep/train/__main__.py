@@ -103,6 +103,10 @@ def serve(pool_dir: Path, exit_process: bool = True, phase: str = "both") -> Non
             traceback.print_exc()
             sys.stdout.flush()
             sys.stderr.flush()
+            try:  # the supervisor asks the live ranks for their stacks meanwhile
+                JobDir(job_dir).failed(ctx.rank).touch()
+            except OSError:
+                pass
             # Often this rank failed only because a peer vanished (gloo: connection closed).
             # Leave after the peer, so that a launcher which reports the first exit it sees
             # (elastic_launch with fork does) names the rank that failed first.

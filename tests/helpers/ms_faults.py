@@ -12,6 +12,7 @@
   losses stay close to it).
 - ``FrozenStatsDP``: the distributed copy's BatchNorm never updates its moving statistics and
   normalises with them (``use_batch_statistics=False``: a frozen BatchNorm statistic).
+- ``HangRankDP``: rank 1 sleeps instead of joining the gradient all-reduce at its fourth step.
 """
 
 from __future__ import annotations
@@ -69,3 +70,22 @@ class FrozenStatsDP(MindSporeGradReducer):
             if isinstance(cell, nn.BatchNorm1d):
                 cell.use_batch_statistics = False
         return net
+
+
+class HangRankDP(MindSporeGradReducer):
+    """Rank 1 stops joining the gradient all-reduce at its fourth step (sleeps): a rank that
+    hangs outside any collective while rank 0's collective gives up on it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls = 0
+
+    def reduce_grads(self, optimizer: Any, grads: Any) -> Any:
+        from mindspore.communication import get_rank
+
+        self.calls += 1
+        if self.calls == 4 and get_rank() == 1:
+            import time
+
+            time.sleep(600)
+        return super().reduce_grads(optimizer, grads)

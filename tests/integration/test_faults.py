@@ -52,6 +52,20 @@ def test_a_hung_rank_is_stopped_at_the_time_limit(tmp_path):
     _assert_no_survivors(r)
 
 
+@pytest.mark.exhaustive
+def test_a_mindspore_rank_that_hangs_is_named_when_its_peer_gives_up(tmp_path):
+    pytest.importorskip("mindspore")
+    # rank 1 sleeps instead of joining the all-reduce; MindSpore's CPU collective gives up on it (about 30 s) and
+    # rank 0 raises, msrun kills rank 1 at once: the stacks are asked for while rank 0 waits to exit
+    proc = run_cli(["framework=mindspore", "engine=data_parallel", "steps=8", "execution.timeout_s=150",
+                    "engine.impl.mindspore=tests.helpers.ms_faults.HangRankDP"], tmp_path)
+    r = _result(tmp_path / "run")
+    assert proc.returncode == 2 and r["status"] == "error", r["reason"]
+    assert "rank 1 hung outside any collective, at reduce_grads (ms_faults.py:" in r["reason"], r["reason"]
+    assert "worker_0.log: RuntimeError: Kernel error: Launch kernel failed: Default/AllReduce" in r["reason"]
+    _assert_no_survivors(r)
+
+
 def test_a_nan_from_a_given_step_is_reported(tmp_path):
     proc = run_cli(["steps=10", "optimizer=sgd", ENGINE + "NaNAtStepFSDP2"], tmp_path)
     r = _result(tmp_path / "run")

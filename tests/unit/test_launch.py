@@ -110,6 +110,30 @@ def test_the_rank_that_hung_is_named_from_the_stacks_the_ranks_wrote(tmp_path):
     assert hung_ranks(tmp_path) is None
 
 
+def test_a_rank_that_raised_is_not_the_one_that_hung_and_its_error_is_kept_above_the_tail(tmp_path):
+    from sweep.layout import JobDir
+    from sweep.run.failures import failure_cause, hung_ranks, log_tails
+
+    # rank 0's collective gave up on rank 1 and raised (its log: the error, then its stack as it waits to exit);
+    # rank 1 sleeps outside any collective
+    _worker_log(tmp_path, 0, [("/repo/sweep/train/__main__.py", 109, "serve")])
+    log = tmp_path / "logs" / "worker_0.log"
+    log.write_text("Traceback (most recent call last):\nRuntimeError: \n---\n- Kernel error:\n---\n"
+                   "Launch kernel failed: Default/AllReduce-op0\n\n" + "- C++ Call Stack:\n" + "padding\n" * 40
+                   + log.read_text())
+    _worker_log(tmp_path, 1, [("/usr/lib/python3.11/time.py", 1, "sleep"), ("/repo/my_engine.py", 89, "reduce_grads"),
+                              ("/repo/sweep/train/__main__.py", 120, "serve")])
+    JobDir(tmp_path).failed(0).touch()
+    assert hung_ranks(tmp_path, outside_only=True) == "rank 1 hung outside any collective, at sleep (time.py:1) in " \
+                                                      "reduce_grads (my_engine.py:89)"
+    tails = log_tails(tmp_path)
+    assert "RuntimeError:" in tails["worker_0.log"] and "[...]" in tails["worker_0.log"]
+    assert "worker_0.log: RuntimeError: Kernel error: Launch kernel failed: Default/AllReduce-op0" in \
+        failure_cause(None, tails)  # the collective's own failure, not its section header "- Kernel error:"
+    _worker_log(tmp_path, 1, WAITING)  # a crash, the other rank waiting for it: nothing hung outside a collective
+    assert hung_ranks(tmp_path, outside_only=True) is None
+
+
 # a MindSpore kernel error as its worker log shows it: the message is on the lines after "TypeError:"
 MINDSPORE_KERNEL_ERROR = """\
 Traceback (most recent call last):
