@@ -94,11 +94,16 @@ def _explain(override: str, exc: BaseException, conf_dir: Path, base: Any) -> st
             hint = f" (did you mean {key}={close[0]}?)" if close else ""
             return f"{key}={value}: no such option; {key} is one of: {', '.join(options)}{hint}"
     if "not in" in str(exc.__cause__ or exc) or "Could not override" in str(exc) or "Could not append" in str(exc):
-        parent, _, leaf = key.rpartition(".")
+        parts = key.split(".")
+        depth = len(parts) - 1  # the deepest part whose parent exists: a misspelt group (trian.batch_size) too
+        while depth > 0 and not hasattr(OmegaConf.select(base, ".".join(parts[:depth])), "keys"):
+            depth -= 1
+        parent, leaf = ".".join(parts[:depth]), parts[depth]
         node = OmegaConf.select(base, parent) if parent else base
         names = [str(k) for k in node.keys()] if hasattr(node, "keys") else []
         close = difflib.get_close_matches(leaf, names, n=1)
-        hint = f" (did you mean {(parent + '.' if parent else '') + close[0]}?)" if close else ""
+        meant = ".".join(parts[:depth] + close[:1] + parts[depth + 1:])
+        hint = f" (did you mean {meant}?)" if close else ""
         if not close:
             hint = _elsewhere(key, conf_dir, base)
         return f"{key}={value}: no such key{hint}"

@@ -20,6 +20,7 @@ def _sweep(args, cwd):
 @pytest.mark.parametrize("args, line", [
     (["stpes=10"], "error: stpes=10: no such key (did you mean steps?)"),
     (["model.hiden_size=3"], "error: model.hiden_size=3: no such key (did you mean model.hidden_size?)"),
+    (["trian.batch_size=4"], "error: trian.batch_size=4: no such key (did you mean train.batch_size?)"),
     (["mp_policy=bf61"], "error: mp_policy=bf61: no such option; mp_policy is one of: bf16, bf16_bf16, "),
     # a key of another option of its group: that option named, the value as typed (false, not False)
     (["engine.options.skip_dtensor_dispatch=false"], "error: engine.options.skip_dtensor_dispatch=false: no such key "
