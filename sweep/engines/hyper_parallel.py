@@ -839,7 +839,7 @@ class TorchHyperParallel(_HyperParallel, TorchEngine):
             )
             return _fully_shard(self.api, module, self.cfg, policy, mesh, device=self.device)
 
-        model, units = wrapping.shard(model, self.cfg, shard, self.cfg.mp_policy)
+        model, units = wrapping.shard(model, self.cfg, shard, self.cfg.mp_policy, self.notes)
         if units:
             self._info["units"] = units
         self._info["api"] = {"name": "fully_shard", "entry_point": self.api.entry_point,

@@ -8,7 +8,7 @@ the same ``fully_shard`` calls on a mesh of one rank."""
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from sweep.engines.base import StandaloneTorch, TorchEngine, dtype_name
 from sweep.errors import ConfigError
@@ -31,7 +31,7 @@ def torch_mp_policy(mp_cfg: Any) -> Any:
     )
 
 
-def shard_on(model: Any, cfg: Any, mesh: Any) -> tuple:
+def shard_on(model: Any, cfg: Any, mesh: Any, notes: Optional[List[str]] = None) -> tuple:
     """``fully_shard`` every unit of ``sweep.engines.wrapping`` (``wrap``,
     ``mp_policy.overrides``), then the root, over ``mesh``, with ``reshard_after_forward``
     and each unit's ``MixedPrecisionPolicy``. Returns ``(model, units record)``: what
@@ -48,7 +48,7 @@ def shard_on(model: Any, cfg: Any, mesh: Any) -> tuple:
         return fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=torch_mp_policy(policy),
                            offload_policy=offload)
 
-    return wrapping.shard(model, cfg, shard, cfg.mp_policy)
+    return wrapping.shard(model, cfg, shard, cfg.mp_policy, notes)
 
 
 def reshard_after_forward(cfg: Any, mesh: Any) -> Any:
@@ -102,7 +102,7 @@ class TorchFSDP2(TorchEngine):
             tuple(int(n) for n in self.cfg.mesh.mesh_shape),
             mesh_dim_names=tuple(self.cfg.mesh.mesh_dim_names),
         )
-        model, units = shard_on(model, self.cfg, mesh)
+        model, units = shard_on(model, self.cfg, mesh, self.notes)
         self.units = units
         return model
 
@@ -242,7 +242,7 @@ class StandaloneFSDP2(StandaloneTorch):
         """``model`` ``fully_shard``-ed on :func:`one_rank_mesh` (collective: every rank of
         the process's default group calls it at the same point)."""
         self.mesh = one_rank_mesh(self.device.type)
-        model, self.units = shard_on(model, self.cfg, self.mesh)
+        model, self.units = shard_on(model, self.cfg, self.mesh, self.notes)
         return model
 
     def grad_capture(self, model: Any) -> Any:

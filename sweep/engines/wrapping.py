@@ -12,7 +12,7 @@ requires.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from omegaconf import OmegaConf
 
@@ -64,14 +64,40 @@ def policy_for(mp_cfg: Any, override: Any) -> Any:
     return merged
 
 
-def units(model: Any, cfg: Any) -> List[Tuple[str, Any, Any]]:
+def tied_apart(model: Any, names: List[str]) -> Dict[str, str]:
+    """The modules of ``names`` that share a parameter (tied embeddings: ``wte`` and ``head``)
+    with a module that neither contains nor lies inside them: ``{name: "shares mid.weight
+    with mid2"}``. ``fully_shard`` refuses a parameter already managed by another unit, the
+    root's included (``ValueError: Parameter ... is shared with a parameter already managed
+    by another FSDP group``)."""
+    canonical = {}
+    for pname, param in model.named_parameters(remove_duplicate=False):
+        canonical.setdefault(id(param), pname)
+    out: Dict[str, str] = {}
+    for name in names:
+        own = {id(p) for p in model.get_submodule(name).parameters()}
+        for other, module in model.named_modules(remove_duplicate=False):
+            if other == name or other.startswith(name + ".") or name.startswith(other + ".") or not other:
+                continue
+            shared = sorted(canonical[id(p)] for p in module.parameters(recurse=False) if id(p) in own)
+            if shared:
+                out[name] = f"shares {', '.join(shared)} with {other}"
+                break
+    return out
+
+
+def units(model: Any, cfg: Any, notes: Optional[List[str]] = None) -> List[Tuple[str, Any, Any]]:
     """``(name, module, policy)`` for every unit below the root, innermost first. A key of
     ``mp_policy.overrides`` names a module (``norm1``, ``layers.0.attn_norm``) or a module
     class (``BatchNorm1d``: every module of that class, as FSDP1's mixed precision kept
     batch norms in float32).
 
+    Units that share a parameter with another unit (:func:`tied_apart`) are left to the root,
+    with a line in ``notes`` where given (the engine's notes).
+
     Raises:
-        ValueError: an override key that is neither a module nor a module class of the model.
+        ValueError: an override key that is neither a module nor a module class of the model,
+            or one naming a module that shares a parameter with another unit.
     """
     overrides = dict(cfg.mp_policy.get("overrides") or {})
     modules = {name: module for name, module in model.named_modules() if name}
@@ -87,16 +113,25 @@ def units(model: Any, cfg: Any) -> List[Tuple[str, Any, Any]]:
     names = set(chosen)
     if as_str(cfg.wrap) == "per_layer":
         names.update(layer_names(model))
+    for name, why in tied_apart(model, sorted(names)).items():
+        if name in chosen:
+            raise ValueError(f"mp_policy.overrides: {name} {why}, so it cannot be a fully_shard unit of its own "
+                             "with a policy of its own (FSDP2 manages a tied parameter in one unit)")
+        names.discard(name)
+        if notes is not None:
+            notes.append(f"wrap={as_str(cfg.wrap)}: {name} {why}, so it is no fully_shard unit of its own: the root's "
+                         "unit holds it (FSDP2 manages a tied parameter in one unit)")
     ordered = sorted(names, key=lambda n: (-n.count("."), n))
     return [(name, model.get_submodule(name), policy_for(cfg.mp_policy, chosen.get(name))) for name in ordered]
 
 
-def shard(model: Any, cfg: Any, fully_shard: Callable[[Any, Any], Any], root_policy: Any) -> Tuple[Any, Dict[str, Any]]:
+def shard(model: Any, cfg: Any, fully_shard: Callable[[Any, Any], Any], root_policy: Any,
+          notes: Optional[List[str]] = None) -> Tuple[Any, Dict[str, Any]]:
     """Apply ``fully_shard(module, policy_cfg)`` to every unit of :func:`units`, then to the
     root with ``root_policy``. Returns the (root) model and a record of the units:
     ``{name: {policy key: value}}`` (``RankResult.engine["units"]``)."""
     record = {}
-    for name, module, policy in units(model, cfg):
+    for name, module, policy in units(model, cfg, notes):
         fully_shard(module, policy)
         record[name] = {k: policy[k] for k in POLICY_KEYS}
     out = fully_shard(model, root_policy)

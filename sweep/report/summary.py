@@ -39,7 +39,7 @@ from sweep.report.terminal import fit
 from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, drift_class, job_evidence, tensor_text_in_class
 from sweep.errors import RecordError
 from sweep.findings.places import located_text, module_text
-from sweep.io import read_floats, unwritable, write_json
+from sweep.io import read_floats, read_json, unwritable, write_json
 from sweep.layout import JobDir, SweepDir
 from sweep.records import JobRecord, code_of
 from sweep.report.junit import to_junit
@@ -637,6 +637,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _export_golden(args.sweep_dir, args.job, args.export_golden)
     max_rows = args.max_rows if args.max_rows > 0 else None
     print_only = args.print_only
+    if _single_run(args.sweep_dir):
+        return _single_report(args.sweep_dir, print_only)
     try:
         old_rows = collect(args.against) if args.against is not None else None  # a bad OLD_DIR: before anything is written
         why = None if print_only or not args.sweep_dir.is_dir() else unwritable(args.sweep_dir)
@@ -670,6 +672,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not print_only:
         print(f"\nwritten: {args.sweep_dir / 'summary.md'}, summary.html, summary.csv, summary.json, junit.xml, plots/",
               file=sys.stderr)
+    return 0
+
+
+def _single_run(directory: Path) -> bool:
+    """A single run's dir (``hydra.run.dir``): its ``result.json``, no multirun's plan or jobs."""
+    return JobDir(directory).result.exists() and not SweepDir(directory).multirun_yaml.exists() and \
+        not SweepDir(directory).job_dirs()
+
+
+def _single_report(job_dir: Path, print_only: bool) -> int:
+    """A single run's verdict again, as the run printed it (its status line, then its
+    findings: :func:`job_headline`), and its ``report.html`` written again unless
+    ``print_only`` or the dir is not writable; exit 0, or 2 where ``result.json`` is unreadable."""
+    from sweep.report.terminal import fit_job_line
+    from sweep.run.job import summary_line
+
+    try:
+        record = JobRecord.from_dict(read_json(JobDir(job_dir).result))
+        lines = job_headline(job_dir)
+    except (RecordError, ValueError, OSError) as exc:
+        print(f"error: {JobDir(job_dir).result}: {exc}", file=sys.stderr)
+        return 2
+    status = summary_line(record)
+    print(fit_job_line(status))
+    for line in lines:
+        print(fit(f"  {line}"))
+    why = None if print_only else unwritable(job_dir)
+    if why is not None:
+        print(f"note: {job_dir} is not writable ({why}): the report is printed only", file=sys.stderr)
+    elif not print_only:
+        try:
+            print(f"\nwritten: {write_job_page(job_dir, status)}", file=sys.stderr)
+        except OSError as exc:
+            print(f"note: {job_dir / 'report.html'} not written ({exc.strerror or exc})", file=sys.stderr)
     return 0
 
 

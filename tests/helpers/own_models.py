@@ -1,6 +1,7 @@
 """Factories a new user writes wrong (``model._target_=tests.helpers.own_models.<name>``):
 ``no_framework`` takes no ``framework`` argument; ``torch_only`` builds a torch module whatever
-framework it is asked for."""
+framework it is asked for; ``tied_chain`` has two children that share a weight (a user's own tied
+model)."""
 
 from __future__ import annotations
 
@@ -16,3 +17,24 @@ def torch_only(*, framework: str, in_size: int, out_size: int):
     """A torch ``Linear(in_size, out_size)`` for every ``framework`` (refused where it is built
     for MindSpore)."""
     return no_framework(in_size, out_size)
+
+
+def tied_chain(*, framework: str, in_size: int, hidden_size: int, out_size: int):
+    """``inp`` -> tanh -> ``mid`` -> tanh -> ``mid2`` -> ``out`` (torch Linears), ``mid2``'s weight
+    tied to ``mid``'s, with no ``layers``: ``wrap=per_layer`` takes each child as a unit, and
+    two of them share a parameter (as a tied embedding and LM head do)."""
+    import torch
+
+    class TiedChain(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inp = torch.nn.Linear(in_size, hidden_size)
+            self.mid = torch.nn.Linear(hidden_size, hidden_size)
+            self.mid2 = torch.nn.Linear(hidden_size, hidden_size)
+            self.mid2.weight = self.mid.weight
+            self.out = torch.nn.Linear(hidden_size, out_size)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.out(self.mid2(torch.tanh(self.mid(torch.tanh(self.inp(x))))))
+
+    return TiedChain()

@@ -188,6 +188,21 @@ def test_a_dir_that_is_no_sweep_is_refused(tmp_path):
         write_report(tmp_path)
 
 
+def test_a_single_runs_dir_is_rendered_again_as_the_run_printed_it(tmp_path, capsys):
+    record = make_record("fail", ["optimizer=sgd", "steps=4"], {"n_steps": 4, "first_fail_step": 1, "n_fail": 3,
+                                                                  "max_abs_diff": 0.5, "mean_signed_diff": 0.5})
+    record.write(tmp_path / "result.json")
+    assert main([str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].startswith("[   fail] optimizer=sgd steps=4  max|diff|=0.5"), out
+    assert "not a multirun dir" not in out + err and "written: " in err
+    assert (tmp_path / "report.html").exists() and not (tmp_path / "summary.md").exists()
+    (tmp_path / "report.html").unlink()
+    assert main([str(tmp_path), "--print-only"]) == 0 and not (tmp_path / "report.html").exists()
+    (tmp_path / "result.json").write_text("{}")
+    assert main([str(tmp_path)]) == 2 and "result.json" in capsys.readouterr().err
+
+
 def test_jobs_the_multirun_planned_but_never_started_are_listed(tmp_path):
     """multirun.yaml (written by Hydra before any job) gives the whole grid: jobs without
     a dir (cancelled before they started) are rows too, with their overrides."""
