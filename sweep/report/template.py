@@ -113,6 +113,10 @@ def _fill(parts: List[Any], values: Dict[str, Any]) -> Tuple[str, bool]:
 def render(template: str, values: Dict[str, Any]) -> str:
     """``template`` filled with ``values`` (module docstring).
 
+    A value that ends its own sentence before the template's full stop (a reason quoted whole,
+    ``"... another FSDP group."`` then ``.``) gives one stop, not two.
+
     Raises:
         KeyError: a field without a value; ValueError: unbalanced brackets."""
-    return _fill(_parts(template), values)[0]
+    text = _fill(_parts(template), values)[0]
+    return text[:-1] if template.endswith(".") and text.endswith("..") else text

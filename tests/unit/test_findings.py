@@ -51,6 +51,8 @@ def test_the_template_language():
     assert render("{xs|and}; {xs|/}; {xs|or}; {xs}", {"xs": ["a", "b"]}) == "a and b; a/b; a or b; a, b"
     assert render("[{f|if}yes][{g|if}no]", {"f": True, "g": False}) == "yes"
     assert render("{v:.2g} \\[x\\]", {"v": 0.1234}) == "0.12 [x]"
+    assert render("Not judged: {reason}.", {"reason": "another FSDP group."}) == "Not judged: another FSDP group."
+    assert render("{x}.", {"x": "wait..."}) == "wait..."
     with pytest.raises(KeyError):
         render("{missing}", {})
     with pytest.raises(ValueError):
