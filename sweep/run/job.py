@@ -532,14 +532,30 @@ def summary_line(record: JobRecord, label: str = "", constant: Sequence[str] = (
             extra = f"non-finite loss from step {c['first_nonfinite_step']}; over the finite steps {extra}"
         if c.get("first_fail_step") is not None:
             extra += f" first fail step={c['first_fail_step']} ({c['n_fail']}/{c['n_steps']})"
+        elif record.status == "fail" and record.reason:  # the losses within tolerance: what it fails on, in short
+            extra += " fails on: " + "; ".join(dict.fromkeys(part.split(":")[0] for part in record.reason.split("; ")))
         if record.repeats:
             spread = record.repeat_spread or {}
             extra += (f" NONDETERMINISTIC: {len(record.repeats)} repeats differ by up to "
                       f"{spread.get('distributed_max_abs', math.nan):.3g}" if record.nondeterministic
                       else f" {len(record.repeats)} repeats agree")
-        return f"{head}  {extra}{ran_note(record)}{tolerance_note(record)}  " \
+        return f"{head}  {extra}{ran_note(record)}{tolerance_note(record)}{beyond_note(record)}  " \
                f"({record.timings_s.get('wall', math.nan):.1f}s)"
     return f"{head}  {record.reason}"
+
+
+def beyond_note(record: JobRecord) -> str:
+    """What a passing job's line adds where its losses leave their rounding envelope
+    (``JobRecord.envelope``'s ``loss``: ``within`` false): the status judges the tolerance
+    only, and a fault may move the losses by less than it yet by far more than rounding
+    does; empty otherwise."""
+    loss = (record.envelope or {}).get("loss") or {}
+    if record.status != "ok" or not (record.envelope or {}).get("measured") or loss.get("within") is not False:
+        return ""
+    ratio = loss.get("ratio")
+    size = f" (up to {ratio:.3g}x it)" if isinstance(ratio, (int, float)) and math.isfinite(ratio) else ""
+    return (f"  [within tolerance, yet the losses leave their rounding envelope from step "
+            f"{loss.get('first_beyond_step')}{size}: more than float rounding]")
 
 
 def tolerance_note(record: JobRecord) -> str:

@@ -152,3 +152,17 @@ def test_the_terminal_line_of_a_job_says_whether_its_repeats_agree():
     line = summary_line(make_record("fail", ["o=b"], _cmp(False, 2e-3, 66, 50), **_disagree("fail")))
     assert "NONDETERMINISTIC: 3 repeats differ by up to 0.002" in line
     assert "repeat" not in summary_line(make_record("ok", ["o=a"], _cmp(True)))
+
+
+def test_a_job_line_says_what_its_status_alone_does_not():
+    # passing the tolerance with losses far beyond their rounding envelope: a fault the tolerance is too coarse for
+    ok = make_record("ok", ["o=a"], _cmp(True), envelope={"measured": True, "loss": {
+        "within": False, "first_beyond_step": 0, "ratio": 481.0}})
+    assert "[within tolerance, yet the losses leave their rounding envelope from step 0 (up to 481x it): more than " \
+           "float rounding]" in summary_line(ok)
+    ok.envelope["loss"]["within"] = True
+    assert "envelope" not in summary_line(ok)
+    # failing with the losses within tolerance: what it fails on, each clause's head
+    fail = make_record("fail", ["o=b"], _cmp(True), reason="replicas disagree from step 0: rank 0 and rank 1 hold "
+                       "different values; the copies end apart: rank 1: buffer bn.running_mean after the last step")
+    assert "mean diff=+0 fails on: replicas disagree from step 0; the copies end apart  (" in summary_line(fail)
