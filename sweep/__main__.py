@@ -27,6 +27,7 @@ def main(cfg: DictConfig) -> dict:
     which Hydra hands to the callbacks and to sweepers as the job's return value."""
     from sweep.layout import JobDir
     from sweep.run import job, pool
+    from sweep.report.job_line import summary_line
 
     hc = HydraConfig.get()
     label = f"#{hc.job.num} " if hc.mode == RunMode.MULTIRUN else ""
@@ -46,7 +47,7 @@ def main(cfg: DictConfig) -> dict:
 
     from sweep.report.terminal import fit_job_line
 
-    print(fit_job_line(job.summary_line(record, label, CONSTANT if label else ())), flush=True)
+    print(fit_job_line(summary_line(record, label, CONSTANT if label else ())), flush=True)
     if hc.mode == RunMode.RUN:
         paths = JobDir(hc.runtime.output_dir)
         print(f"result: {paths.result}", flush=True)
@@ -66,7 +67,7 @@ def main(cfg: DictConfig) -> dict:
         from sweep.report.summary import write_job_page
 
         try:
-            print(f"page: {write_job_page(paths.path, job.summary_line(record))}", flush=True)
+            print(f"page: {write_job_page(paths.path, summary_line(record))}", flush=True)
         except Exception as exc:  # the result stands without its page
             print(f"page: not written ({type(exc).__name__}: {exc})", flush=True)
         if record.status != "ok":

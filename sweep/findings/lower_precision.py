@@ -16,15 +16,17 @@ def check(ctx: Context) -> List[Finding]:
         return []
     return [KIND.make(jobs=[r["job"] for r in jobs], evidence=("config.mp_policy", "config.baseline.precision"),
                       dtypes=sorted({lower_precision(r) for r in jobs}),
-                      which="them" if len(jobs) == len(rounding(ctx)) else f"{len(jobs)} of them")]
+                      n=len(jobs), which=[str(r["job"]) for r in jobs],
+                      of=len(rounding(ctx)) if len(jobs) < len(rounding(ctx)) else None)]
 
 
 KIND = Kind(
     code="V156", name="lower precision", tier="context",
-    template="A {dtypes|or} forward against a float32 standalone copy rounds {which}: "
-             "baseline.precision=policy compares the engines alone.",
+    template="The float rounding of job{n|s} {which|and}[ (of the {of} that differ by rounding only)] comes from a "
+             "{dtypes|or} forward against a float32 standalone copy: baseline.precision=policy compares the engines "
+             "alone.",
     rests_on="the jobs that differ by rounding only whose mp_policy.param_dtype is lower than their standalone "
              "copy's precision (baseline.precision=float32)",
     not_claimed="a fault: their difference stays within that precision's rounding envelope",
-    check=check, example={"dtypes": ["bfloat16"], "which": "them"},
+    check=check, example={"dtypes": ["bfloat16"], "n": 2, "which": ["3", "5"], "of": None},
 )

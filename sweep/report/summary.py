@@ -686,7 +686,7 @@ def _single_report(job_dir: Path, print_only: bool) -> int:
     findings: :func:`job_headline`), and its ``report.html`` written again unless
     ``print_only`` or the dir is not writable; exit 0, or 2 where ``result.json`` is unreadable."""
     from sweep.report.terminal import fit_job_line
-    from sweep.run.job import summary_line
+    from sweep.report.job_line import summary_line
 
     try:
         record = JobRecord.from_dict(read_json(JobDir(job_dir).result))

@@ -124,6 +124,16 @@ def test_levels_weighed_alike_and_random_draws():
             _row(2, "fail", -0.5, 1, opt="adamw", m="x"), _row(3, "ok", opt="sgd", m="y"),
             _row(4, "fail", -0.5, 1, opt="adam", m="y"), _row(5, "fail", -0.5, 1, opt="adamw", m="y")]
     assert _codes(both)[1] == "V104"
+    # where each culprit weighed alike parts, not one step merged over both (a new user's two faults, steps 1 and 8)
+    for row in both:
+        if row["overrides"]["opt"] == "adamw":
+            row["first_fail_step"] = row["first_diff_step"] = 5
+    where = next(f for f in find(both) if f.code == "V121")
+    assert render(kind("V121").headline, where.values).startswith(
+        "They part from standalone: opt=adam from step 1 (first_update) and opt=adamw from step 5 (from_step)."), \
+        where.values
+    assert "; of the other culprits weighed alike, opt=adamw parts at step 5 in job 2 (from_step)." in \
+        render(kind("V121").template, where.values)
     drawn = [_row(0, "ok", split="replicated"), _row(1, "fail", 0.1, 0, RANDOM_DRAWS_NOTE, split="sharded")]
     assert _codes(drawn)[1] == "V105" and "V153" in _codes(drawn)
 

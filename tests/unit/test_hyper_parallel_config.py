@@ -68,7 +68,7 @@ def test_mindspore_hsdp_rejects_what_it_cannot_express(compose_cfg, policy, fiel
 
 def test_the_job_line_names_the_entry_point_that_ran_where_it_is_not_the_configured_one():
     from sweep.records import JobRecord
-    from sweep.run.job import summary_line
+    from sweep.report.job_line import summary_line
 
     comparison = {"passed": True, "max_abs_diff": 0.0, "mean_signed_diff": 0.0, "first_fail_step": None}
     record = JobRecord(status="ok", overrides=["engine=hyper_parallel"], comparison=comparison,

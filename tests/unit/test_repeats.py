@@ -14,7 +14,8 @@ from sweep.errors import RecordError
 from sweep.records import JobRecord
 from sweep.report.summary import collect, write_report
 from sweep.run import checks
-from sweep.run.job import _comparable, summary_line
+from sweep.report.job_line import summary_line
+from sweep.run.job import _comparable
 from sweep.run.repeats import nondeterminism_note, repeat_spread
 from tests.helpers.records import make_record, write_job
 
