@@ -147,7 +147,9 @@ def first_difference(standalone: Trace, distributed: Trace, search: Search = Sea
     parameter (so a weight difference can say its gradients were identical). With
     ``search.layout`` (parameter name -> its number of dim-0 shards, gathered into the full
     tensors compared here) and when only some shards differ, also ``"shards": {"of": k,
-    "differ": [i, ...], "ranks": [...]}``: the ranks that hold those shards in the shard
+    "differ": [i, ...], "ranks": [...]}`` (with ``bounds``: only some shards differ beyond the
+    tensor's envelope, each shard's largest difference against it, ``"beyond": True`` where
+    that is above ``noise_floor``): the ranks that hold those shards in the shard
     group of ``search.rank`` (the rank that gathered the tensors), ``(rank // k) k + i`` (a mesh
     ``(replicate, shard)`` of consecutive ranks, ``init_device_mesh``'s order). A gradient
     that is a pure multiple of the standalone one (:func:`pure_scale`) adds ``"scale"``;
@@ -197,10 +199,13 @@ def first_difference_in(pairs: PairTrace, search: Search = Search(),
                 if same and diff == float("inf"):  # NaN or inf in one copy only (pairs.mend_nonfinite)
                     found["nonfinite"] = True
                 k = row.get("of", 1)
-                parts = [i for i, m in enumerate(row.get("chunks") or []) if m > noise_floor] if k > 1 and same else []
+                # beyond the envelope: a shard whose own difference is beyond it (sharded data rounds every shard)
+                floor = max(noise_floor, bound * diff / rel) if bound is not None and 0 < rel < float("inf") \
+                    else noise_floor
+                parts = [i for i, m in enumerate(row.get("chunks") or []) if m > floor] if k > 1 and same else []
                 if parts and len(parts) < k:
-                    found["shards"] = {"of": k, "differ": parts,
-                                       "ranks": [search.rank // k * k + i for i in parts]}
+                    found["shards"] = {"of": k, "differ": parts, "ranks": [search.rank // k * k + i for i in parts],
+                                       **({"beyond": True} if floor > noise_floor else {})}
                 ratio = row.get("scale") if same and kind == "grad" else None
                 if ratio is not None:
                     found["scale"] = ratio

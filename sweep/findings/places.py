@@ -187,13 +187,16 @@ def _scale_text(found: Place) -> str:
 
 
 def _shards_text(shards: Optional[Dict[str, Any]]) -> str:
-    """``; only dim-0 shard 1 of 2 differs, held by rank 1`` (``""`` without shards)."""
+    """``; only dim-0 shard 1 of 2 differs, held by rank 1`` (``differs beyond its rounding
+    envelope`` where only that shard's difference is beyond it: ``shards["beyond"]``; ``""``
+    without shards)."""
     if not shards:
         return ""
     many = len(shards["differ"]) > 1
     held = ", " + _plural(shards["ranks"], "held by rank") if shards.get("ranks") else ""
+    beyond = " beyond its rounding envelope" if shards.get("beyond") else ""
     return (f"; only dim-0 {_plural(shards['differ'], 'shard')} of {shards['of']} "
-            f"differ{'' if many else 's'}{held}")
+            f"differ{'' if many else 's'}{beyond}{held}")
 
 
 def located_text(tensor: Optional[Place], world_size: Optional[int]) -> Optional[str]:
@@ -204,7 +207,7 @@ def located_text(tensor: Optional[Place], world_size: Optional[int]) -> Optional
     tensor = tensor or {}
     text = tensor_text(tensor) or tensor.get("note")
     if text and "step" in tensor and tensor.get("rank") is not None and (world_size or 1) > 1 \
-            and not tensor.get("shards"):
+            and not tensor.get("shards") and not (tensor.get("beyond_rounding") or {}).get("shards"):
         every = len(tensor.get("ranks") or []) == world_size
         text += " (every rank)" if every else f" (rank {tensor['rank']})"
     return text

@@ -404,6 +404,47 @@ def trace_anchor(first_diff: int, envelope: Optional[Dict[str, Any]]) -> int:
     return int(beyond) if beyond is not None and int(beyond) > int(first_diff) else int(first_diff)
 
 
+def _beyond_untraced(first: Optional[Dict[str, Any]], until: int) -> Optional[int]:
+    """The step a second tracing pass is anchored at: where the first pass's first tensor beyond
+    its rounding envelope lies past the steps whose gradients and modules it recorded (a weight
+    recorded only for the onset, ``compare.onset_steps``: sharded data parts the copies by
+    rounding at step 0, a fault from step 5 leaves the envelope at step 5); else ``None``."""
+    beyond = (first or {}).get("beyond_rounding") or {}
+    step = beyond.get("step")
+    return int(step) if step is not None and not beyond.get("grads_recorded") and int(step) > until else None
+
+
+def _trace_pass(cfg: DictConfig, framework: Type[Framework], job_dir: Path, record: JobRecord,
+                launch: Tuple[int, Dict[str, str], float, Optional[Path]], anchor: int, onset_until: int) -> tuple:
+    """One tracing rerun into ``JOB_DIR/trace/`` (what was there goes): gradients, weights and
+    modules recorded from step 0 to ``compare.trace_after`` past ``anchor``, weights on to
+    ``onset_until``. ``launch``: ``(world, env, limit, pools)``. Returns ``(the ranks' results,
+    [(first tensor, rank)], [(modules, rank)], the launch's outcome, the last gradient-traced step)``."""
+    world, env, limit, pools = launch
+    other = foreign_framework(cfg)
+    until = min(int(cfg.steps) - 1, anchor + int(cfg.compare.trace_after))
+    config = dict(record.config, steps=max(until, onset_until) + 1,
+                  compare=dict(record.config["compare"], trace_until=until, onset_until=max(onset_until, until)))
+    trace_dir = job_dir / TRACE_DIR
+    shutil.rmtree(trace_dir, ignore_errors=True)
+    trace_dir.mkdir(parents=True)
+    OmegaConf.save(OmegaConf.create(config), JobDir(trace_dir).config)
+    _, _, _, outcome = _run_ranks(cfg, framework, trace_dir, JobRecord(config=config), world, env, limit, pools)
+    if other:  # the standalone copy traces in the other framework's process, from the weights the ranks wrote
+        _standalone_across(cfg, other, trace_dir, limit)
+    rerun = [r for r in _read_ranks(trace_dir, world) if r is not None]
+    found_tensors = [(r.first_tensor, r.rank) for r in rerun if r.first_tensor]
+    found_modules = [(r.modules, r.rank) for r in rerun if r.modules is not None]
+    if other:  # each copy's trace in its own file: compared here under one name map (sweep.run.across)
+        from sweep.run import across
+
+        envelope = ((float(cfg.compare.envelope_margin), twin_dtype(record.config))
+                    if cfg.compare.envelope else None)
+        found_tensors, found_modules = across.compare(trace_dir, world, float(cfg.compare.noise_floor),
+                                                      as_str(cfg.data.split) == "sharded", envelope)
+    return rerun, found_tensors, found_modules, outcome, until
+
+
 def _trace(
     cfg: DictConfig, framework: Type[Framework], job_dir: Path, record: JobRecord, world: int, env: Dict[str, str],
     limit: float, pools: Optional[Path],
@@ -417,7 +458,10 @@ def _trace(
     rerun's ranks: ``record.first_tensor`` (``first_tensor_over_ranks``: the first over the
     ranks, with its ``rank`` and ``ranks``), or a ``note`` saying why nothing was traced;
     ``record.first_module`` (``first_module_over_ranks``, merged with the tensor by ``place``);
-    the traced steps' collectives' notes (a code the first pass gave already left out: the same steps)."""
+    the traced steps' collectives' notes (a code the first pass gave already left out: the same steps).
+    Where that rerun's first tensor beyond its rounding envelope lies past its gradient-traced
+    steps (:func:`_beyond_untraced`), a second rerun anchored there replaces it
+    (``first_tensor["second_pass_from"]``: its anchor)."""
     first_diff = first_diff_over_ranks(record.rank_comparisons or [record.comparison])
     if first_diff is None or not cfg.compare.trace_after:
         if record.status == "fail" and record.first_module is None:  # a failing job never left blank
@@ -434,29 +478,15 @@ def _trace(
         record.first_module = {"note": f"not traced: {why}"}
         return
     anchor = trace_anchor(first_diff, record.envelope)
-    until = min(int(cfg.steps) - 1, anchor + int(cfg.compare.trace_after))
     onset_until = min(int(cfg.steps) - 1, anchor + int(cfg.compare.onset_steps))
-    config = dict(record.config, steps=max(until, onset_until) + 1,
-                  compare=dict(record.config["compare"], trace_until=until, onset_until=onset_until))
-    trace_dir = job_dir / TRACE_DIR
-    shutil.rmtree(trace_dir, ignore_errors=True)
-    trace_dir.mkdir(parents=True)
-    OmegaConf.save(OmegaConf.create(config), JobDir(trace_dir).config)
     began = time.perf_counter()
-    _, _, _, outcome = _run_ranks(cfg, framework, trace_dir, JobRecord(config=config), world, env, limit, pools)
-    if other:  # the standalone copy traces in the other framework's process, from the weights the ranks wrote
-        _standalone_across(cfg, other, trace_dir, limit)
+    rerun, found_tensors, found_modules, outcome, until = _trace_pass(
+        cfg, framework, job_dir, record, (world, env, limit, pools), anchor, onset_until)
+    again = _beyond_untraced(first_tensor_over_ranks(found_tensors, first_diff), until)
+    if again is not None:  # a second, bounded pass: the gradients and modules where the copies part beyond rounding
+        rerun, found_tensors, found_modules, outcome, _ = _trace_pass(
+            cfg, framework, job_dir, record, (world, env, limit, pools), again, onset_until)
     record.timings_s["trace"] = time.perf_counter() - began
-    rerun = [r for r in _read_ranks(trace_dir, world) if r is not None]
-    found_tensors = [(r.first_tensor, r.rank) for r in rerun if r.first_tensor]
-    found_modules = [(r.modules, r.rank) for r in rerun if r.modules is not None]
-    if other:  # each copy's trace in its own file: compared here under one name map (sweep.run.across)
-        from sweep.run import across
-
-        envelope = ((float(cfg.compare.envelope_margin), twin_dtype(record.config))
-                    if cfg.compare.envelope else None)
-        found_tensors, found_modules = across.compare(trace_dir, world, float(cfg.compare.noise_floor),
-                                                      as_str(cfg.data.split) == "sharded", envelope)
     record.first_module = first_module_over_ranks(found_modules)
     later = ranked_notes({r.rank: (r.collectives or {}).get("notes") or [] for r in rerun}, len(rerun))
     said = {n.code for n in record.notes if isinstance(n, Note)}  # the first pass ran the same steps: its say stands
@@ -465,6 +495,8 @@ def _trace(
     if record.first_tensor is None:
         record.first_tensor = {"note": "not traced: the tracing rerun gave no result "
                                        f"({'timed out' if outcome.timed_out else f'exit {outcome.returncode}'})"}
+    elif again is not None:
+        record.first_tensor["second_pass_from"] = again  # the anchor of the pass whose trace this is
     record.first_module = place(record.first_module, record.first_tensor)  # a module computing on weights that differ
     note = batch_stats_note(cfg, record.first_module, record.first_tensor)
     if note and note not in record.notes:

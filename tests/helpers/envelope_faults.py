@@ -87,3 +87,23 @@ class LateLrFSDP2(TorchFSDP2):
                 group["lr"] = group["lr"] * (1.0 + 1e-3)
         return super().optimizer_step(optimizer, grads, scaler=scaler)
 
+
+
+class OneRankLateLrFSDP2(TorchFSDP2):
+    """FSDP2 whose rank 1 steps with lr x (1 + 1e-3) from its 5th step on (a per-rank scheduler
+    state gone wrong): only rank 1's shard of each parameter moves otherwise. On sharded data the
+    copies first differ by step 0's rounding and the losses stay within their envelope; the
+    weights leave theirs after update 5, past the first tracing pass's gradient-traced steps."""
+
+    START = 5
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.steps = 0
+
+    def optimizer_step(self, optimizer, grads=None, *, scaler=None):
+        self.steps += 1
+        if self.steps == self.START + 1 and dist.get_rank() == 1:
+            for group in optimizer.param_groups:
+                group["lr"] = group["lr"] * (1.0 + 1e-3)
+        return super().optimizer_step(optimizer, grads, scaler=scaler)

@@ -180,3 +180,22 @@ def test_a_fault_from_step_50_on_sharded_data_is_traced_where_it_starts_not_at_s
     assert "already differ" not in module["description"]  # step 0's difference is rounding, not a cause
     summary = _summary(tmp_path)
     assert summary["jobs"][0]["first_real_step"] == 51 and summary["jobs"][0]["drift"] == "from_step"
+
+
+def test_a_one_rank_fault_past_the_first_passs_traced_steps_is_traced_again_where_it_leaves_rounding(tmp_path):
+    # a new user's case: sharded data parts the copies by rounding at step 0, the losses stay within their
+    # envelope, and rank 1's lr goes wrong at update 5: the first tracing pass (steps 0-3) saw only its weights
+    # leave their envelope; a second pass anchored at step 5 traces its gradients and modules, and the shard
+    # that left the envelope is named with its rank (the rounding of shard 0 does not hide it)
+    jobs, _ = multirun_jobs(tmp_path, "engine.impl.torch=tests.helpers.envelope_faults.OneRankLateLrFSDP2",
+                            "data.split=sharded", "train.batch_size=4", "steps=30", exit_codes=(0, 1))
+    record = jobs[0]
+    first = record["first_tensor"]
+    assert first["step"] == 0 and first["second_pass_from"] == 5, first
+    beyond = first["beyond_rounding"]
+    assert (beyond["step"], beyond["kind"], beyond["grads_recorded"]) == (5, "weight", True), beyond
+    assert beyond["shards"] == {"of": 2, "differ": [1], "ranks": [1], "beyond": True}, beyond
+    assert "only dim-0 shard 1 of 2 differs beyond its rounding envelope, held by rank 1" in first["description"]
+    assert "past the steps whose gradients are recorded" not in first["description"]
+    module = record["first_module"]
+    assert module["step"] == 6, module
