@@ -160,12 +160,18 @@ def first_module_over_ranks(modules: Sequence[Tuple[Dict[str, Any], int]]) -> Op
     order): :func:`sweep.analysis.modules.first_over_ranks` of their ``first``, or, where no
     rank names one, the first rank's ``traced_steps`` and ``envelope_measured`` (every module
     agrees in the traced steps; none traced: ``0``); ``None`` when no rank recorded a module
-    trace."""
+    trace. ``uncompared``: the ranks whose trace holds that module at that step in one copy only
+    (a hook that did not run in the other), which neither name it nor clear it."""
     if not modules:
         return None
     none = modules[0][0]
-    return first_over_ranks([(m.get("first"), rank) for m, rank in modules]) or {
-        "traced_steps": none.get("traced_steps") or 0, "envelope_measured": none.get("envelope_measured", True)}
+    first = first_over_ranks([(m.get("first"), rank) for m, rank in modules])
+    if first is None:
+        return {"traced_steps": none.get("traced_steps") or 0, "envelope_measured": none.get("envelope_measured", True)}
+    where = (first["step"], first["phase"], first["module"])
+    blind = [rank for m, rank in modules if any((row.get("step"), row.get("phase"), row.get("module")) == where
+                                                and row.get("abs") is None for row in m.get("rows") or [])]
+    return dict(first, uncompared=blind) if blind else first
 
 
 def place(module: Optional[Dict[str, Any]], tensor: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:

@@ -267,10 +267,14 @@ def _module(first: Place) -> str:
 
 def _ranks_text(module: Place) -> str:
     """`` (every rank)``, `` (ranks 0, 1)``: the ranks naming the module
-    (``sweep.analysis.modules.first_over_ranks``: ``ranks``, ``every``); ``""`` for one rank's."""
+    (``sweep.analysis.modules.first_over_ranks``: ``ranks``, ``every``), and those that recorded
+    it in one copy only (``uncompared``: `` (rank 0; rank 1 recorded it in one copy only: not
+    compared there)``); ``""`` for one rank's."""
     if "ranks" not in module:
         return ""
-    return " (every rank)" if module.get("every") else f" ({_plural(module['ranks'], 'rank')})"
+    blind = module.get("uncompared") or []
+    unseen = (f"; {_plural(blind, 'rank')} recorded it in one copy only: not compared there" if blind else "")
+    return (" (every rank)" if module.get("every") else f" ({_plural(module['ranks'], 'rank')}{unseen})")
 
 
 def _computes_on_text(module: Place) -> str:

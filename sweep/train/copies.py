@@ -32,11 +32,16 @@ def prepare(cfg: Any, model: Any) -> Dict[str, Any]:
 def compile_model(cfg: Any, model: Any) -> Any:
     """``torch.compile(model, backend=compile.backend)`` with ``compile.enabled``, else
     ``model``. The compiled module's parameters are the model's (their names gain
-    ``_orig_mod.``, which ``sweep.analysis.trace.canonical_name`` drops)."""
+    ``_orig_mod.``, which ``sweep.analysis.trace.canonical_name`` drops). Dynamo guards on the
+    modules' hooks (``skip_nnmodule_hook_guards=False``): each copy runs its own observers."""
     if not cfg.compile.enabled:
         return model
     import torch
+    import torch._dynamo.config
 
+    # Copies of one class share dynamo's compiled code; without guards on their hooks, a later copy runs
+    # an earlier one's (the twin's observers on the standalone copy: its module trace left empty on that rank)
+    torch._dynamo.config.skip_nnmodule_hook_guards = False
     return torch.compile(model, backend=str(cfg.compile.backend))
 
 

@@ -130,3 +130,13 @@ def test_a_forward_fault_under_bf16_is_named_with_a_policy_baseline(tmp_path):
         policy["envelope"]["loss"]
     if "module" in policy["first_module"]:  # where the module trace tells it from the twin's flipped bf16 casts
         assert policy["first_module"]["module"] == "layers.1.up", policy["first_module"]
+
+
+def test_a_compiled_jobs_module_trace_compares_every_module_on_every_rank(tmp_path):
+    # compile=true: the copies of one class share dynamo's compiled code; a rank whose twin trained before its
+    # standalone copy once ran the twin's hooks on the standalone copy, and the job named "(rank 0)" alone
+    jobs, _ = multirun_jobs(tmp_path, f"engine.impl.torch={HELPERS}inside_faults.LaterLayerForwardFSDP2", "steps=4",
+                            "compile.enabled=true", "compile.backend=aot_eager", "wrap=per_layer")
+    found = jobs[0]["first_module"]
+    assert (found["module"], found["step"], found["ranks"]) == ("layer1", 0, [0, 1]), found
+    assert "uncompared" not in found and found["description"].endswith("(every rank)"), found["description"]

@@ -111,6 +111,13 @@ def test_the_first_module_is_the_earliest_over_the_ranks_or_says_why_none():
     found = first_module_over_ranks([({"first": first}, 0), ({"first": first}, 1)])
     assert found["ranks"] == [0, 1] and module_text(found) == (
         "layer1 forward output at step 1, inputs agree, rel 0.25 (every rank)")
+    # a rank whose trace holds that module in one copy only (compile=true once ran another copy's hooks there):
+    # it neither names the module nor clears it, and the sentence says so instead of "(rank 0)" alone
+    blind = {"first": None, "rows": [{"step": 1, "phase": "forward", "module": "layer1", "abs": None}]}
+    found = first_module_over_ranks([({"first": first}, 0), (blind, 1)])
+    assert found["uncompared"] == [1] and module_text(found) == (
+        "layer1 forward output at step 1, inputs agree, rel 0.25 (rank 0; rank 1 recorded it in one copy only: not "
+        "compared there)")
 
 
 def test_a_module_that_computes_on_weights_that_already_differ_says_so():

@@ -126,7 +126,11 @@ class ModuleTrace(Observer):
                 out.register_hook(on_grad)
             return None
 
-        return hook
+        import torch
+
+        # compile=true: dynamo would trace into the hook (its numpy and hashlib calls, a dict it guards on) and
+        # recompile at every call until it gives up, leaving the rows of whatever ran unrecorded; run it eagerly
+        return torch.compiler.disable(hook)
 
     def begin_step(self, step: Step) -> None:
         if step.index <= self.until:
