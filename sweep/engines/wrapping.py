@@ -77,8 +77,8 @@ def tied_apart(model: Any, names: List[str]) -> Dict[str, str]:
     for name in names:
         own = {id(p) for p in model.get_submodule(name).parameters()}
         for other, module in model.named_modules(remove_duplicate=False):
-            if other == name or other.startswith(name + ".") or name.startswith(other + ".") or not other:
-                continue
+            if other == name or other.startswith(name + ".") or (other and name.startswith(other + ".")):
+                continue  # itself, inside it, or a module that holds it (the root's own parameters do count)
             shared = sorted(canonical[id(p)] for p in module.parameters(recurse=False) if id(p) in own)
             if shared:
                 out[name] = f"shares {', '.join(shared)} with {other}"
