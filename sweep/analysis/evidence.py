@@ -154,6 +154,13 @@ def first_tensor_over_ranks(found: Sequence[Tuple[Dict[str, Any], int]],
     return first
 
 
+def reason_heads(reason: str) -> str:
+    """A job's reason in short: each clause's head, before its first colon, once
+    (``replicas disagree from step 0: rank 0 ... ; the copies end apart: rank 1 ...`` ->
+    ``replicas disagree from step 0; the copies end apart``)."""
+    return "; ".join(dict.fromkeys(part.split(":")[0].strip() for part in reason.split("; ") if part.strip()))
+
+
 def first_module_over_ranks(modules: Sequence[Tuple[Dict[str, Any], int]]) -> Optional[Dict[str, Any]]:
     """The job's first differing module from its tracing rerun's ranks (``modules``:
     ``[(RankResult.modules, rank)]`` of the ranks that recorded a module trace, in rank

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List
 
-from sweep.analysis.evidence import class_gloss, drift_class, parting_step
+from sweep.analysis.evidence import class_gloss, drift_class, parting_step, reason_heads
 from sweep.findings.base import Context, Finding, Kind
 from sweep.findings.shared import onset_words
 
@@ -18,18 +18,21 @@ def check(ctx: Context) -> List[Finding]:
     return [KIND.make(jobs=[row["job"]], steps={"parts": step}, evidence=("first_diff_step", "first_real_step",
                                                                           "onset", "envelope"),
                       step=step, cls=cls, gloss=class_gloss(row, cls), onset=onset_words(row, cls),
-                      until=row.get("onset_until"))]
+                      until=row.get("onset_until"),
+                      fails_on=reason_heads(row["reason"]) if cls == "rounding" and row.get("status") == "fail"
+                      and row.get("reason") else None)]
 
 
 KIND = Kind(
     code="J101", name="parts", tier="decides",
     template="the copies part at step {step}: {cls} ({gloss})[, {onset}][, over after update {until} (a fault on a "
-             "few steps only: what differs later is its aftermath)]",
+             "few steps only: what differs later is its aftermath)][; the job fails on what its losses do not show: "
+             "{fails_on}]",
     rests_on="the job's first step beyond its rounding envelope (the losses, a traced tensor or an update), and its "
              "onset; the drift class by that step (step0, first_update, periodic, from_step) or rounding",
     not_claimed="the cause: the class points at where to look",
     check=check,
     example={"step": 0, "cls": "step0", "gloss": "the copies differ before any update: initial weights, "
              "initialisation, data, or the forward's precision (param_dtype)", "onset": "an abrupt onset",
-             "until": None},
+             "until": None, "fails_on": None},
 )

@@ -30,9 +30,11 @@ def losses(row: Row) -> Optional[Tuple[List[Any], List[Any]]]:
 
 def same(a: Row, b: Row) -> bool:
     """Both jobs recorded losses and they are equal bit for bit, both copies, at every step (a
-    NaN never equals: two jobs that both diverge are not called alike)."""
+    NaN never equals: two jobs that both diverge are not called alike), and the jobs ended
+    alike (a level that fails on what the losses do not show, replicas that disagree, has an
+    effect)."""
     first, second = losses(a), losses(b)
-    if first is None or second is None:
+    if first is None or second is None or a.get("status") != b.get("status"):
         return False
     return all(np.array_equal(np.asarray(x, dtype=float), np.asarray(y, dtype=float)) for x, y in zip(first, second))
 

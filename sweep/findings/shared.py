@@ -13,7 +13,8 @@ import re
 from typing import Any, Dict, List, Optional, Sequence
 
 from sweep.analysis import culprits as grid_evidence
-from sweep.analysis.evidence import class_gloss, drift_class, parting_step, rounding_only, tolerance_only
+from sweep.analysis.evidence import (class_gloss, drift_class, parting_step, reason_heads, rounding_only,
+                                     tolerance_only)
 from sweep.analysis.grid import failed, judged, largest, mean
 from sweep.analysis.rounding import drift_sign, dtype_name, envelope
 from sweep.findings.base import Context, Row
@@ -122,7 +123,9 @@ def place(jobs: Sequence[Row]) -> Optional[Dict[str, Any]]:
     (an update whose weights left their envelope before the losses did), ``fail`` (its first
     failing step where another), ``cls``, ``gloss``, ``period``, ``precision`` (a lower
     precision against a float32 standalone copy, step 0 only), ``onset`` (words), ``until`` (the
-    last update of a fault that stopped), ``module``, ``tensor``, ``again`` (a nondeterministic
+    last update of a fault that stopped), ``fails_on`` (a job whose difference is rounding only
+    yet fails: what it fails on, :func:`sweep.analysis.evidence.reason_heads`), ``module``,
+    ``tensor``, ``again`` (a nondeterministic
     job's tensor is another launch's), ``same`` and ``of`` (how many of the jobs share its
     class), ``classes`` (every class of the jobs, sorted). ``None`` where no job has a class."""
     classed = [r for r in jobs if drift_class(r)]
@@ -141,6 +144,8 @@ def place(jobs: Sequence[Row]) -> Optional[Dict[str, Any]]:
             "precision": lower_precision(first) if cls == "step0" else None,
             "onset": onset_words(first, cls), "until": first.get("onset_until"),
             "module": first.get("first_module"), "tensor": first.get("first_tensor"),
+            "fails_on": reason_heads(first["reason"]) if cls == "rounding" and first.get("status") == "fail"
+            and first.get("reason") else None,
             "again": bool(first.get("nondeterministic")), "same": sum(drift_class(r) == cls for r in classed),
             "classes": sorted({drift_class(r) for r in classed}),
             "of": len(classed) if len(classed) > 1 else None}

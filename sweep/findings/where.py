@@ -63,7 +63,8 @@ KIND = Kind(
     template="The earliest parts from standalone at step {lead} (job {job}[; by float rounding, beyond it from step "
              "{beyond}][; its weights beyond float rounding after update {earlier}, its losses from step {losses}]"
              "[; first outside "
-             "tolerance at step {fail}]), {cls}[, every {period} steps] ({gloss})[; mp_policy.param_dtype={precision} "
+             "tolerance at step {fail}]), {cls}[, every {period} steps] ({gloss})[; the job fails on what its losses "
+             "do not show: {fails_on}][; mp_policy.param_dtype={precision} "
              "against a float32 standalone copy: the precision alone parts the copies at step 0, so this compares "
              "dtypes, not engines; baseline.precision=policy runs the standalone copy under the same policy]"
              "[, {onset}][, over after update {until} (a fault on a few steps only: what differs later is its "
@@ -80,5 +81,6 @@ KIND = Kind(
              "optimizer, or their precision (reduce_dtype)", "precision": None, "onset": "an abrupt onset",
              "until": 1, "module": None, "again": False,
              "tensor": "layer0.bias weight at step 0, abs 2.23e-05, rel 0.3 (every rank)", "same": 2, "of": 2,
-             "parting": 1, "classes": ["first_update"], "one": True, "each": None, "others": None},
+             "parting": 1, "classes": ["first_update"], "one": True, "each": None, "others": None,
+             "fails_on": None},
 )

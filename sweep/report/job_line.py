@@ -23,7 +23,9 @@ def summary_line(record: JobRecord, label: str = "", constant: Sequence[str] = (
         if c.get("first_fail_step") is not None:
             extra += f" first fail step={c['first_fail_step']} ({c['n_fail']}/{c['n_steps']})"
         elif record.status == "fail" and record.reason:  # the losses within tolerance: what it fails on, in short
-            extra += " fails on: " + "; ".join(dict.fromkeys(part.split(":")[0] for part in record.reason.split("; ")))
+            from sweep.analysis.evidence import reason_heads
+
+            extra += " fails on: " + reason_heads(record.reason)
         if record.repeats:
             spread = record.repeat_spread or {}
             extra += (f" NONDETERMINISTIC: {len(record.repeats)} repeats differ by up to "

@@ -42,6 +42,13 @@ def test_one_pair_that_differs_keeps_the_factor_out():
     assert "raf" not in still(rows) and not _v132(rows)
 
 
+def test_a_level_that_fails_on_what_the_losses_do_not_show_has_an_effect():
+    # a new user's fault on one replica group under mesh=hsdp2x2 only: the losses equal dp4's bit for bit, the
+    # replicas disagree and the job fails; mesh is no factor "with no effect"
+    rows = [_row(0, OWN, mesh="dp4"), _row(1, OWN, status="fail", mesh="hsdp2x2")]
+    assert still(rows) == {} and not _v132(rows)
+
+
 def test_losses_that_are_not_finite_never_match():
     nan = float("nan")
     rows = [_row(0, [2.0, nan], own=[2.0, 1.0], raf="true"), _row(1, [2.0, nan], own=[2.0, 1.0], raf="false")]

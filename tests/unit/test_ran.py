@@ -353,3 +353,13 @@ def test_a_missing_replicate_all_reduce_is_named_where_the_shard_dim_reduce_scat
     done = {"op": "all_reduce", "dtype": "float32", "numel": 8, "group": [0, 1], "reduce_op": "AVG", "step": 0,
             "span": "grads", "params": ["w"]}
     assert not any(n.code == "N103" for n in ledger_notes([factors, done], contract, 0, 2))
+
+
+def test_a_pair_of_replicas_that_disagree_on_several_tensors_is_said_once():
+    # a new user's optimizer state reset on rank 3 under hsdp2x2: the pair (1, 3) was spelt out once per tensor
+    found = {"first_step": 10, "pairs": [[1, 3]], "coords": {"1": [0, 1], "3": [1, 1]}, "mesh_dims": ["r", "s"],
+             "ranks": [1, 3], "tensors": [{"name": n, "part": "dim-0 shard 1 of 2", "ranks": [1, 3]}
+                                          for n in ("layer0.bias", "layer0.weight", "layer1.bias")]}
+    reason = str(replica_reason(found))
+    assert reason.count("rank 1 (r x s [0, 1]) and rank 3 (r x s [1, 1])") == 1, reason
+    assert "hold the same layer0.bias, layer0.weight and layer1.bias (dim-0 shard 1 of 2) but different values" in reason

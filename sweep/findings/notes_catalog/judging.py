@@ -4,7 +4,7 @@ copies that do not start equal, replicas that disagree, copies that end apart.""
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from sweep.findings.notes_catalog.base import NoteKind
 from sweep.findings.places import tensor_text
@@ -31,12 +31,17 @@ def _pairs(values: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _tensors(values: Dict[str, Any]) -> Dict[str, Any]:
-    found = []
+    """One clause per pair of ranks and part, naming every tensor they disagree on (a pair that
+    disagrees on four tensors is said once, not four times)."""
+    grouped: Dict[Any, List[str]] = {}
     for t in values["tensors"]:
-        a, b = t["ranks"]
         what = f"buffer {t['name'][len('buffer:'):]}" if t["name"].startswith("buffer:") else t["name"]
-        part = "" if t["part"] == "whole" else f" ({t['part']})"
-        found.append(f"{_at(values, a)} and {_at(values, b)} hold the same {what}{part} but different values")
+        grouped.setdefault((tuple(t["ranks"]), t["part"]), []).append(what)
+    found = []
+    for ((a, b), part), names in grouped.items():
+        listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        shown = "" if part == "whole" else f" ({part})"
+        found.append(f"{_at(values, a)} and {_at(values, b)} hold the same {listed}{shown} but different values")
     return {"found_text": ", ".join(found), "cause_text": CAUSES[values["cause"]]}
 
 
