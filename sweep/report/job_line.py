@@ -38,12 +38,22 @@ def summary_line(record: JobRecord, label: str = "", constant: Sequence[str] = (
 
 def beyond_note(record: JobRecord) -> str:
     """What a passing job's line adds where its losses leave their rounding envelope
-    (``JobRecord.envelope``'s ``loss``: ``within`` false): the status judges the tolerance
-    only, and a fault may move the losses by less than it yet by far more than rounding
-    does; empty otherwise."""
+    (``JobRecord.envelope``'s ``loss``: ``within`` false), or, the losses within it, its traced
+    tensors or updates do (``first_real_step``, a drift class other than rounding): the status
+    judges the tolerance only, and a fault may move the numbers by less than it yet by far more
+    than rounding does; empty otherwise."""
     loss = (record.envelope or {}).get("loss") or {}
-    if record.status != "ok" or not (record.envelope or {}).get("measured") or loss.get("within") is not False:
+    if record.status != "ok" or not (record.envelope or {}).get("measured"):
         return ""
+    if loss.get("within") is not False:  # the losses within it: a traced tensor or update may still leave it
+        from sweep.analysis.evidence import drift_class, parting_step, record_row
+
+        row = record_row(record)
+        cls = drift_class(row)
+        if cls in (None, "rounding") or row.get("first_real_step") is None:
+            return ""
+        return (f"  [within tolerance, yet its traced tensors leave their rounding envelope from step "
+                f"{parting_step(row)} ({cls}): more than float rounding]")
     ratio = loss.get("ratio")
     size = f" (up to {ratio:.3g}x it)" if isinstance(ratio, (int, float)) and math.isfinite(ratio) else ""
     return (f"  [within tolerance, yet the losses leave their rounding envelope from step "
