@@ -177,6 +177,19 @@ class Engine:
         return None
 
 
+def expected_for(engine: Engine, cfg: Any = None) -> Optional[Dict[str, Any]]:
+    """``engine.expected_collectives()`` read against the job's config ``cfg`` (where given),
+    not whatever the engine holds as ``self.cfg`` by then: an engine that swaps in a config of
+    its own (a reduce dtype it sets itself) is held to what the job asked for."""
+    if cfg is None or engine.cfg is cfg:
+        return engine.expected_collectives()
+    own, engine.cfg = engine.cfg, cfg
+    try:
+        return engine.expected_collectives()
+    finally:
+        engine.cfg = own
+
+
 class TorchEngine(Engine):
     """Parallelises a ``torch.nn.Module`` on an initialised process group; ``device`` is
     this rank's ``torch.device``. Besides :meth:`parallelize`, it owns the parts of the

@@ -338,7 +338,9 @@ def ledger_record(engine: Any, rank: int, world: int, gradients: Any = None, cfg
     reduction inside a compiled graph is judged too)."""
     from sweep.analysis.collectives import ledger_notes, ledger_summary
 
-    expected = engine.expected_collectives()
+    from sweep.engines.base import expected_for
+
+    expected = expected_for(engine, cfg)  # the job's config, whatever the engine swapped in
     known = {}
     if cfg is not None:
         shape = [int(n) for n in cfg.mesh.mesh_shape]

@@ -630,7 +630,9 @@ def collectives_record(engine: TorchEngine, ledger: List[Dict[str, Any]], rank: 
     ``sweep.train.observers.reductions.reduction_findings``)."""
     from sweep.analysis.collectives import ledger_notes, ledger_summary
 
-    expected = engine.expected_collectives()
+    from sweep.engines.base import expected_for
+
+    expected = expected_for(engine, cfg)  # the job's config, whatever the engine swapped in
     divide = [e for e in ledger if e["op"] == "divide_factors"]
     known = {}
     if cfg is not None:

@@ -51,6 +51,19 @@ class Bf16ReduceFSDP2(TorchFSDP2):
                            mp_policy=policy)
 
 
+class OwnConfigBf16ReduceFSDP2(TorchFSDP2):
+    """FSDP2 that swaps in a config of its own with ``mp_policy.reduce_dtype=bfloat16`` (a recipe
+    that rebuilds the config it was handed) and shards by it: the reduce-scatter runs in
+    bfloat16 while the job asked for float32."""
+
+    def parallelize(self, model):
+        from omegaconf import OmegaConf
+
+        self.cfg = OmegaConf.create(OmegaConf.to_container(self.cfg, resolve=True))
+        self.cfg.mp_policy.reduce_dtype = "bfloat16"
+        return super().parallelize(model)
+
+
 class EpsOverrideFSDP2(TorchFSDP2):
     """FSDP2 whose optimizer steps with ``eps=EPS`` (set on every param group before the
     first step), whatever ``optimizer.eps`` says: a recipe default overriding the config."""

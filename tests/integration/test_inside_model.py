@@ -140,3 +140,11 @@ def test_a_compiled_jobs_module_trace_compares_every_module_on_every_rank(tmp_pa
     found = jobs[0]["first_module"]
     assert (found["module"], found["step"], found["ranks"]) == ("layer1", 0, [0, 1]), found
     assert "uncompared" not in found and found["description"].endswith("(every rank)"), found["description"]
+
+
+def test_an_engine_that_swaps_in_its_own_config_is_held_to_the_jobs(tmp_path):
+    # a new user's engine rebuilt its config with reduce_dtype=bfloat16: the contract was read from that config,
+    # so the bf16 reduce-scatter under a float32 policy went unsaid
+    jobs, _ = multirun_jobs(tmp_path, f"engine.impl.torch={HELPERS}inside_faults.OwnConfigBf16ReduceFSDP2", "steps=3")
+    notes = jobs[0]["notes"]
+    assert any(n.startswith("reduce_scatter ran in bfloat16 over dp, expected float32") for n in notes), notes
