@@ -38,10 +38,31 @@ def locate(path: str, kind: str = "callable") -> Any:
         logger.disabled = was
 
 
+def _module_of(path: str) -> Any:
+    """The module ``path`` names where it is one that imports, else ``None``."""
+    try:
+        return importlib.import_module(path)
+    except Exception:  # no such module, or one that fails: the other checks say why
+        return None
+
+
+def _defined(module: Any, module_name: str, kind: str = "callable") -> str:
+    """The public names ``module`` defines itself (classes only for ``kind="class"``), at most 8
+    and a count."""
+    have = sorted(n for n, v in vars(module).items() if not n.startswith("_") and callable(v)
+                  and getattr(v, "__module__", None) == module_name and (kind != "class" or isinstance(v, type)))
+    return ", ".join(have[:8]) + (f" and {len(have) - 8} more" if len(have) > 8 else "")
+
+
 def _why_not(path: str, kind: str) -> Optional[str]:
     """Why ``path`` is no ``kind`` where its module imports: the module lacks the name (with the
     public names it has), or the name is no class / not callable; ``None`` where the module itself
     does not import (Hydra's message says why)."""
+    whole = _module_of(path)
+    if whole is not None:  # a module where a class or a function was meant
+        have = _defined(whole, path, kind)
+        return (f"{path} is a module, not a {kind}: name one in it ({path}.<name>)"
+                + (f"; it defines: {have}" if have else ""))
     module_name, _, name = path.rpartition(".")
     if not module_name:
         return None
@@ -50,10 +71,8 @@ def _why_not(path: str, kind: str) -> Optional[str]:
     except Exception:  # the module's own error: Hydra's message carries it
         return None
     if not hasattr(module, name):
-        have = sorted(n for n, v in vars(module).items() if not n.startswith("_") and callable(v)
-                      and getattr(v, "__module__", None) == module_name)
-        listed = ", ".join(have[:8]) + (f" and {len(have) - 8} more" if len(have) > 8 else "")
-        return f"module {module_name} has no {name!r}" + (f" (it defines: {listed})" if have else "")
+        listed = _defined(module, module_name)
+        return f"module {module_name} has no {name!r}" + (f" (it defines: {listed})" if listed else "")
     found = getattr(module, name)
     if kind == "class" and not isinstance(found, type):
         return f"{path} is a {type(found).__name__}, not a class"

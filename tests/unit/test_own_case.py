@@ -29,6 +29,8 @@ def test_new_keys_decide_baseline_reuse_and_not_the_shared_launch():
     (["train.loss=hinge"], "train.loss=hinge: allowed: mse, cross_entropy"),
     (["+model.args.depth=3"], "cannot take model.args {'depth': 3}"),
     (["model._target_=no_such_pkg.build"], "No module named 'no_such_pkg'"),
+    (["engine.impl.torch=tests.helpers.inside_faults"], "tests.helpers.inside_faults is a module, not a class: name "
+                                                        "one in it (tests.helpers.inside_faults.<name>); it defines: "),
     (["model._target_=tests.helpers.own_models.no_framework"],
      "must take framework= (the framework each copy is built for, 'torch' or 'mindspore', passed by keyword); its "
      "signature is (in_size: "),
