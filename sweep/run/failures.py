@@ -253,6 +253,15 @@ def _own(frames: List[tuple]) -> Optional[tuple]:
     return None
 
 
+def _raised_first(lines: List[str]) -> bool:
+    """Whether a worker log's last traceback comes before its last stack dump: the rank raised,
+    then wrote its stack as it waited to exit (not a stack written at the time limit, then the
+    traceback of the kill's signal)."""
+    traces = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    dumps = [i for i, line in enumerate(lines) if STACK_HEAD.match(line)]
+    return bool(traces and dumps and traces[-1] < dumps[-1])
+
+
 def hung_ranks(job_dir: Path, outside_only: bool = False) -> Optional[str]:
     """Which rank hung, from the stacks the ranks wrote into their worker logs at the time
     limit (``sweep.launch.supervise.dump_stacks``): a rank whose stack holds no collective
@@ -266,9 +275,10 @@ def hung_ranks(job_dir: Path, outside_only: bool = False) -> Optional[str]:
     job = JobDir(job_dir)
     for path in sorted(job.logs.glob("worker_*.log")):
         found = re.search(r"worker_(\d+)\.log$", path.name)
-        if found and job.failed(int(found.group(1))).exists():
-            continue  # the rank raised: its stack is its wait before it exits
-        frames = _main_thread(_stacks(path.read_text(errors="replace").splitlines())) if found else None
+        lines = path.read_text(errors="replace").splitlines() if found else []
+        if found and job.failed(int(found.group(1))).exists() and _raised_first(lines):
+            continue  # the rank raised, then was asked: its stack is its wait before it exits
+        frames = _main_thread(_stacks(lines)) if found else None
         if frames:
             inside = next((f for f in frames[:TOP_FRAMES] if COLLECTIVE.search(f[0])), None)
             where[int(found.group(1))] = (frames, inside)

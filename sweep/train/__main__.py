@@ -99,14 +99,17 @@ def serve(pool_dir: Path, exit_process: bool = True, phase: str = "both") -> Non
             redirect_output(job_dir, ctx.rank)
         try:
             module.run_job(load_job(job_dir), job_dir, ctx, phase)
-        except BaseException:
+        except BaseException as exc:
             traceback.print_exc()
             sys.stdout.flush()
             sys.stderr.flush()
-            try:  # the supervisor asks the live ranks for their stacks meanwhile
-                JobDir(job_dir).failed(ctx.rank).touch()
-            except OSError:
-                pass
+            # a rank that raised (not one stopped by a signal, the kill at a time limit): the supervisor asks the
+            # live ranks for their stacks meanwhile
+            if isinstance(exc, Exception) and type(exc).__name__ != "SignalException":
+                try:
+                    JobDir(job_dir).failed(ctx.rank).touch()
+                except OSError:
+                    pass
             # Often this rank failed only because a peer vanished (gloo: connection closed).
             # Leave after the peer, so that a launcher which reports the first exit it sees
             # (elastic_launch with fork does) names the rank that failed first.

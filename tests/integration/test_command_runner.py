@@ -265,7 +265,8 @@ def test_the_readme_example_gives_its_headline_every_time(tmp_path):
         headlines.add(flat(tail[:tail.index("\nsummary: ")]))
     assert headlines == {"4 jobs: 1 ok, 3 fail. Culprits, weighed alike: mp_policy=bf16 and runner.args.reduce=sum, "
                          "each failing in 1 of 1 one-factor pairs where its other level passes. They part from "
-                         "standalone from step 0; drift classes first_update, step0."}
+                         "standalone: mp_policy=bf16 from step 0 (step0) and runner.args.reduce=sum from step 1 "
+                         "(first_update)."}
 
 
 def test_a_command_that_cannot_start_says_why(tmp_path):

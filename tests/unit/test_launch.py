@@ -132,6 +132,13 @@ def test_a_rank_that_raised_is_not_the_one_that_hung_and_its_error_is_kept_above
         failure_cause(None, tails)  # the collective's own failure, not its section header "- Kernel error:"
     _worker_log(tmp_path, 1, WAITING)  # a crash, the other rank waiting for it: nothing hung outside a collective
     assert hung_ranks(tmp_path, outside_only=True) is None
+    # at a time limit: the stack first, then the kill's signal raised in the rank (a marker or not), which
+    # still counts as the rank that hung
+    _worker_log(tmp_path, 1, [("/repo/my_engine.py", 89, "fault"), ("/repo/sweep/train/__main__.py", 120, "serve")])
+    hung = tmp_path / "logs" / "worker_1.log"
+    hung.write_text(hung.read_text() + "Traceback (most recent call last):\nSignalException: Process 9 got signal: 2\n")
+    JobDir(tmp_path).failed(1).touch()
+    assert hung_ranks(tmp_path, outside_only=True).startswith("rank 1 hung outside any collective, at fault")
 
 
 # a MindSpore kernel error as its worker log shows it: the message is on the lines after "TypeError:"
