@@ -10,13 +10,25 @@ from sweep.findings.base import Context, Finding, Kind
 from sweep.findings.shared import lower_precision, rounding
 
 
+def runs(jobs: List[int]) -> List[str]:
+    """Job numbers with each run of consecutive ones as ``first-last`` (``[16, ..., 31]`` ->
+    ``["16-31"]``; ``[1, 2, 3, 5]`` -> ``["1-3", "5"]``)."""
+    spans: List[List[int]] = []
+    for job in sorted(set(jobs)):
+        if spans and spans[-1][1] == job - 1:
+            spans[-1][1] = job
+        else:
+            spans.append([job, job])
+    return [str(a) if a == b else f"{a}-{b}" for a, b in spans]
+
+
 def check(ctx: Context) -> List[Finding]:
     jobs = [r for r in rounding(ctx) if lower_precision(r)]
     if not jobs:
         return []
     return [KIND.make(jobs=[r["job"] for r in jobs], evidence=("config.mp_policy", "config.baseline.precision"),
                       dtypes=sorted({lower_precision(r) for r in jobs}),
-                      n=len(jobs), which=[str(r["job"]) for r in jobs],
+                      n=len(jobs), which=runs([int(r["job"]) for r in jobs]),
                       of=len(rounding(ctx)) if len(jobs) < len(rounding(ctx)) else None)]
 
 

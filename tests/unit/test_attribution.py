@@ -381,7 +381,7 @@ def test_a_looser_tolerance_that_passes_hides_the_drift_and_is_no_fix():
 def test_the_precision_pointer_names_the_dtype_of_the_jobs_it_is_about():
     """A clean sweep of fp32 and bf16 jobs (a tester's): the worst job within its envelope is a
     float32 one, yet only the bf16 jobs compute in another dtype than the standalone copy:
-    'the float rounding of jobs 2 and 3 (of the 4 ...) comes from a bfloat16 forward', never 'a float32
+    'the float rounding of jobs 2-3 (of the 4 ...) comes from a bfloat16 forward', never 'a float32
     forward against a float32'."""
     def row(job, dtype, rel):
         config = {"mp_policy": {"param_dtype": None if dtype == "float32" else "bf16"},
@@ -390,6 +390,6 @@ def test_the_precision_pointer_names_the_dtype_of_the_jobs_it_is_about():
                               max_rel_diff=rel), dtype=dtype, config=config)
     rows = [row(0, "float32", 9e-7), row(1, "float32", 1e-7), row(2, "bfloat16", 1e-3), row(3, "bfloat16", 2e-3)]
     text = attribute(rows)["verdict"]
-    assert "The float rounding of jobs 2 and 3 (of the 4 that differ by rounding only) comes from a bfloat16 forward " \
+    assert "The float rounding of jobs 2-3 (of the 4 that differ by rounding only) comes from a bfloat16 forward " \
            "against a float32 standalone copy" in text
     assert "a float32 forward against" not in text
