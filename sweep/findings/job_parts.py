@@ -20,7 +20,7 @@ def check(ctx: Context) -> List[Finding]:
                       step=step, cls=cls, gloss=class_gloss(row, cls), onset=onset_words(row, cls),
                       until=row.get("onset_until"),
                       fails_on=reason_heads(row["reason"]) if cls == "rounding" and row.get("status") == "fail"
-                      and row.get("reason") else None)]
+                      and row.get("first_fail_step") is None and row.get("reason") else None)]
 
 
 KIND = Kind(

@@ -145,7 +145,7 @@ def place(jobs: Sequence[Row]) -> Optional[Dict[str, Any]]:
             "onset": onset_words(first, cls), "until": first.get("onset_until"),
             "module": first.get("first_module"), "tensor": first.get("first_tensor"),
             "fails_on": reason_heads(first["reason"]) if cls == "rounding" and first.get("status") == "fail"
-            and first.get("reason") else None,
+            and first.get("first_fail_step") is None and first.get("reason") else None,
             "again": bool(first.get("nondeterministic")), "same": sum(drift_class(r) == cls for r in classed),
             "classes": sorted({drift_class(r) for r in classed}),
             "of": len(classed) if len(classed) > 1 else None}

@@ -119,6 +119,19 @@ def test_only_together_is_one_finding_not_two_culprits():
     assert codes[1] == "V103" and "V101" not in codes and "V104" not in codes
 
 
+def test_a_rounding_only_job_that_fails_says_what_on_unless_it_is_the_tolerance():
+    from sweep.findings.shared import place
+
+    # replicas that disagree, the losses within tolerance and rounding: what it fails on is said
+    replicas = _measured(dict(_row(0, "fail", 1e-7, None), first_diff_step=0), within=True)
+    replicas["reason"] = "replicas disagree from step 0: rank 0 and rank 2 hold the same w but different values"
+    assert place([replicas])["fails_on"] == "replicas disagree from step 0"
+    # a tolerance finer than the precision holds: the losses show it, nothing to add (a correct bf16 job)
+    tolerance = _measured(dict(_row(1, "fail", 1e-5, 0), first_diff_step=0), within=True)
+    tolerance["reason"] = "286/300 steps outside rtol=0.0001, atol=0.0001; first at step 0"
+    assert place([tolerance])["cls"] == "rounding" and place([tolerance])["fails_on"] is None
+
+
 def test_levels_weighed_alike_and_random_draws():
     both = [_row(0, "ok", opt="sgd", m="x"), _row(1, "fail", -0.5, 1, opt="adam", m="x"),
             _row(2, "fail", -0.5, 1, opt="adamw", m="x"), _row(3, "ok", opt="sgd", m="y"),
