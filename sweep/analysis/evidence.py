@@ -161,6 +161,14 @@ def reason_heads(reason: str) -> str:
     return "; ".join(dict.fromkeys(part.split(":")[0].strip() for part in reason.split("; ") if part.strip()))
 
 
+def unseen_failure(row: Row) -> Optional[str]:
+    """What a failing job whose losses stay within tolerance fails on (its reason in short,
+    :func:`reason_heads`: replicas that disagree, buffers that end apart), else ``None``."""
+    if row.get("status") != "fail" or row.get("first_fail_step") is not None or not row.get("reason"):
+        return None
+    return reason_heads(row["reason"])
+
+
 def first_module_over_ranks(modules: Sequence[Tuple[Dict[str, Any], int]]) -> Optional[Dict[str, Any]]:
     """The job's first differing module from its tracing rerun's ranks (``modules``:
     ``[(RankResult.modules, rank)]`` of the ranks that recorded a module trace, in rank

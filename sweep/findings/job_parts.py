@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List
 
-from sweep.analysis.evidence import class_gloss, drift_class, parting_step, reason_heads
+from sweep.analysis.evidence import class_gloss, drift_class, parting_step, unseen_failure
 from sweep.findings.base import Context, Finding, Kind
 from sweep.findings.shared import onset_words
 
@@ -19,8 +19,7 @@ def check(ctx: Context) -> List[Finding]:
                                                                           "onset", "envelope"),
                       step=step, cls=cls, gloss=class_gloss(row, cls), onset=onset_words(row, cls),
                       until=row.get("onset_until"),
-                      fails_on=reason_heads(row["reason"]) if cls == "rounding" and row.get("status") == "fail"
-                      and row.get("first_fail_step") is None and row.get("reason") else None)]
+                      fails_on=unseen_failure(row) if cls == "rounding" else None)]
 
 
 KIND = Kind(

@@ -13,8 +13,8 @@ import re
 from typing import Any, Dict, List, Optional, Sequence
 
 from sweep.analysis import culprits as grid_evidence
-from sweep.analysis.evidence import (class_gloss, drift_class, parting_step, reason_heads, rounding_only,
-                                     tolerance_only)
+from sweep.analysis.evidence import (class_gloss, drift_class, parting_step, rounding_only, tolerance_only,
+                                     unseen_failure)
 from sweep.analysis.grid import failed, judged, largest, mean
 from sweep.analysis.rounding import drift_sign, dtype_name, envelope
 from sweep.findings.base import Context, Row
@@ -124,7 +124,7 @@ def place(jobs: Sequence[Row]) -> Optional[Dict[str, Any]]:
     failing step where another), ``cls``, ``gloss``, ``period``, ``precision`` (a lower
     precision against a float32 standalone copy, step 0 only), ``onset`` (words), ``until`` (the
     last update of a fault that stopped), ``fails_on`` (a job whose difference is rounding only
-    yet fails: what it fails on, :func:`sweep.analysis.evidence.reason_heads`), ``module``,
+    yet fails: what it fails on, :func:`sweep.analysis.evidence.unseen_failure`), ``module``,
     ``tensor``, ``again`` (a nondeterministic
     job's tensor is another launch's), ``same`` and ``of`` (how many of the jobs share its
     class), ``classes`` (every class of the jobs, sorted). ``None`` where no job has a class."""
@@ -144,8 +144,7 @@ def place(jobs: Sequence[Row]) -> Optional[Dict[str, Any]]:
             "precision": lower_precision(first) if cls == "step0" else None,
             "onset": onset_words(first, cls), "until": first.get("onset_until"),
             "module": first.get("first_module"), "tensor": first.get("first_tensor"),
-            "fails_on": reason_heads(first["reason"]) if cls == "rounding" and first.get("status") == "fail"
-            and first.get("first_fail_step") is None and first.get("reason") else None,
+            "fails_on": unseen_failure(first) if cls == "rounding" else None,
             "again": bool(first.get("nondeterministic")), "same": sum(drift_class(r) == cls for r in classed),
             "classes": sorted({drift_class(r) for r in classed}),
             "of": len(classed) if len(classed) > 1 else None}

@@ -22,10 +22,11 @@ def summary_line(record: JobRecord, label: str = "", constant: Sequence[str] = (
             extra = f"non-finite loss from step {c['first_nonfinite_step']}; over the finite steps {extra}"
         if c.get("first_fail_step") is not None:
             extra += f" first fail step={c['first_fail_step']} ({c['n_fail']}/{c['n_steps']})"
-        elif record.status == "fail" and record.reason:  # the losses within tolerance: what it fails on, in short
-            from sweep.analysis.evidence import reason_heads
+        else:  # the losses within tolerance: what a failing job fails on, in short
+            from sweep.analysis.evidence import unseen_failure
 
-            extra += " fails on: " + reason_heads(record.reason)
+            unseen = unseen_failure({"status": record.status, "first_fail_step": None, "reason": record.reason})
+            extra += f" fails on: {unseen}" if unseen else ""
         if record.repeats:
             spread = record.repeat_spread or {}
             extra += (f" NONDETERMINISTIC: {len(record.repeats)} repeats differ by up to "
