@@ -82,6 +82,51 @@ def shard_of(full: np.ndarray, local_shape: Sequence[int], index: int,
     return None if rows is None else full[rows]
 
 
+CHECK_ELEMENTS = 1 << 16  # of each gradient, about as many as the step's reduction check reads (its columns)
+
+
+def check_columns(shape: Sequence[int], cap: int = CHECK_ELEMENTS) -> Optional[int]:
+    """How many columns (the elements past dim 0, flattened) of a gradient of ``shape`` the
+    reduction check reads on every row: ``cap // rows`` (at least 1) where the tensor has two
+    dims or more and more than ``cap`` elements, else ``None`` (all of it). Every row is kept:
+    the ranks' dim-0 shards (FSDP2, hyper-parallel) stay as they are, and a fault in some rows
+    (an embedding's tokens) stays in view. What the check decides is an op over whole tensors
+    (a mean, a sum, a reduction in bfloat16, clipping by a rank's norm), which every column
+    shows alike; a fault confined to the columns left out is not seen by this check (the
+    tracing rerun compares every element)."""
+    shape = tuple(int(n) for n in shape)
+    if len(shape) < 2 or not shape[0]:
+        return None
+    columns = int(np.prod(shape[1:], dtype=np.int64))
+    keep = max(1, cap // shape[0])
+    return keep if keep < columns else None
+
+
+def sampled(local: Dict[str, Any], reduced: Dict[str, Any],
+            cap: int = CHECK_ELEMENTS) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
+    """``(local, reduced)`` cut to the columns :func:`check_columns` keeps of each parameter's
+    full shape (``local``'s: a rank's gradients before the reduction; ``reduced``: after it, the
+    full tensor or the rank's dim-0 shard, the same columns). A parameter whose two sides differ
+    past dim 0 is left whole. Arrays become 2-D ``(rows, kept columns)`` views or copies."""
+    cut_local, cut_reduced = {}, dict(reduced)
+    for name, values in local.items():
+        shape = np.shape(values)
+        keep = check_columns(shape, cap)
+        after = reduced.get(name)
+        if keep is None or (after is not None and tuple(np.shape(after)[1:]) != tuple(shape[1:])):
+            cut_local[name] = values
+            continue
+        cut_local[name] = _columns(values, keep)
+        if after is not None:
+            cut_reduced[name] = _columns(after, keep)
+    return cut_local, cut_reduced
+
+
+def _columns(values: Any, keep: int) -> np.ndarray:
+    array = np.asarray(values)
+    return array.reshape(array.shape[0], int(np.prod(array.shape[1:], dtype=np.int64)))[:, :keep]
+
+
 def clip_coefficients(local_norms: Sequence[float], max_norm: Optional[float]) -> Optional[np.ndarray]:
     """Each rank's clipping coefficient ``min(1, max_norm / (norm + 1e-6))``
     (``torch.nn.utils.clip_grads_with_norm_``'s) of its own local gradient's global norm;

@@ -248,13 +248,37 @@ class LocalGrads:
         self._handles = []
 
 
+def squared_norm(tensor: Any) -> float:
+    """The squared norm of a plain (local) ``tensor``: accumulated in float32 (a float64
+    tensor's in float64), taken again in float64 where float32 overflows, squared in Python's
+    float64; the gradient observer's every norm (``sweep.train.observers.reductions._norm_sq``
+    says why float32). ``torch.linalg.vector_norm`` reads the tensor, it writes nothing."""
+    import math
+
+    import torch
+
+    if not tensor.numel():
+        return 0.0
+    wide = torch.float64 if tensor.dtype == torch.float64 else torch.float32
+    with torch.no_grad():
+        norm = float(torch.linalg.vector_norm(tensor, dtype=wide))
+        if math.isinf(norm) and wide != torch.float64:
+            norm = float(torch.linalg.vector_norm(tensor, dtype=torch.float64))
+    return norm ** 2
+
+
 class FSDP2LocalGrads(LocalGrads):
     """:class:`LocalGrads` of FSDP2: the unsharded gradients ``foreach_reduce`` receives
     (after gradient accumulation with sync off: the micro-batches' sum), by ``FSDPParam``
-    name, taken as the call starts (``_fsdp_param_group.foreach_reduce``, patched while entered)."""
+    name, taken as the call starts (``_fsdp_param_group.foreach_reduce``, patched while entered).
+    With :attr:`values` false (a step whose reduction is not checked: the observer needs only
+    the norms) each gradient's squared norm goes to ``squares`` instead, computed on the
+    gradient as it stands (the same float32 values the copy would hold, no copy)."""
+
+    values = True  # keep the gradients themselves; False: only each one's squared norm (``squares``)
 
     def __enter__(self) -> "FSDP2LocalGrads":
-        self.grads = {}
+        self.grads, self.squares = {}, {}
         module = _fsdp_param_group()
         if module is None:
             return self
@@ -262,7 +286,10 @@ class FSDP2LocalGrads(LocalGrads):
 
         def wrapper(fsdp_params: Any, unsharded_grads: Any, *args: Any, **kwargs: Any) -> Any:
             for param, grad in zip(fsdp_params, unsharded_grads):
-                self.grads[fqn_name(param)] = grad.detach().float().clone().cpu()
+                if self.values:
+                    self.grads[fqn_name(param)] = grad.detach().float().clone().cpu()
+                else:  # (a copy of every local gradient a step, read once for its norm: the norm alone)
+                    self.squares[fqn_name(param)] = squared_norm(grad.detach().float())
             return original(fsdp_params, unsharded_grads, *args, **kwargs)
 
         self._saved = (module, original)

@@ -97,3 +97,32 @@ def test_the_op_that_ran_is_the_same_by_exchange_as_by_whole_gathers():
         found.append(ranks.found[0])
     assert found[0] == found[1]
     assert found[1]["big"]["op"] == "sum" and found[1]["small"]["op"] == "mean"
+
+
+def test_a_large_gradient_is_checked_on_some_columns_of_every_row_and_decided_alike():
+    """The step's check reads every row but only some columns of a gradient over
+    ``check_elements`` (``sweep.analysis.reductions.sampled``): the op each gradient is found to
+    have run, and its factor, are those of reading every element; the sizes stay the whole
+    tensors'."""
+    from sweep.analysis.reductions import check_columns
+
+    rng = np.random.default_rng(3)
+    local = {"big": rng.standard_normal((40, 30)), "half": rng.standard_normal((40, 30)),
+             "bias": rng.standard_normal(40), "ok": rng.standard_normal((40, 3, 10))}
+    reduced = {"big": 2 * local["big"][20:40], "half": 0.5 * local["half"][20:40], "bias": local["bias"][20:40],
+               "ok": local["ok"][20:40]}  # rank 1 of 2: a sum, half the mean, the mean, the mean
+    index = {n: (1, 2) for n in local}
+    found, sizes = [], []
+    for cap in (10 ** 9, 100):
+        for kind in (_Echo, _Exchange):
+            ranks = kind(True, until=0, rank=1, world=2)
+            ranks.check_elements = cap
+            ranks.check(_step(0), local, reduced, index)
+            found.append({n: (f["op"], f["factor"]) for n, f in ranks.found[0].items()})
+            sizes.append(ranks.sizes)
+    assert check_columns((40, 30), 100) == 2 and check_columns((40, 3, 10), 100) == 2
+    assert check_columns((40,), 100) is None and check_columns((4, 5), 100) is None
+    assert all(f == found[0] for f in found)
+    assert found[0]["big"][0] == "sum" and found[0]["bias"][0] == "mean" and found[0]["ok"][0] == "mean"
+    assert found[0]["half"] == ("x0.5 the mean", 0.5)
+    assert all(s == {"big": 1200, "half": 1200, "bias": 40, "ok": 1200} for s in sizes)
