@@ -282,14 +282,17 @@ def close_rank(ctx: RankContext, exit_process: bool = True) -> None:
 
 
 def nudge(model: Any, dtype: str, sign_seed: int) -> Dict[str, int]:
-    """Move every floating parameter of ``model`` (plain, not yet parallelised) by one unit in
-    the last place of ``dtype`` with random signs, in place (``sweep.analysis.envelope.perturb``;
-    one ``numpy.random.default_rng(sign_seed)`` drawn parameter by parameter in name order):
-    the standalone copy's twin (``sweep.train.twin``). Returns ``{"parameters", "elements"}``
-    nudged."""
+    """Move every floating parameter of ``model`` by one unit in the last place of ``dtype``
+    with random signs, in place (``sweep.analysis.envelope.perturb``; one
+    ``numpy.random.default_rng(sign_seed)`` drawn parameter by parameter in name order): the
+    standalone copy's twin (``sweep.train.twin``). ``model``: a plain module, or one
+    parallelised on a one-rank mesh (the twin's ``StandaloneFSDP2``: each parameter's local
+    shard is the whole tensor) and not yet compiled or trained. Returns ``{"parameters",
+    "elements"}`` nudged."""
     import torch
 
     from sweep.analysis.envelope import perturb, twin_signs
+    from sweep.train.torch_tensors import local_part
 
     rng = np.random.default_rng(sign_seed)
     count = {"parameters": 0, "elements": 0}
@@ -297,11 +300,13 @@ def nudge(model: Any, dtype: str, sign_seed: int) -> Dict[str, int]:
         for _, param in sorted(model.named_parameters(), key=lambda item: item[0]):
             if not param.is_floating_point():
                 continue
-            # float32 stays float32 (perturb computes those in float32: the same numbers, faster)
-            wide = torch.float32 if param.dtype == torch.float32 else torch.float64
-            values = param.detach().to("cpu", wide).numpy()
+            local = local_part(param)
+            # float32 stays float32 (perturb computes those in float32: the same numbers, faster); a
+            # DTensor's shard is copied out (numpy on its live storage would pin it)
+            wide = torch.float32 if local.dtype == torch.float32 else torch.float64
+            values = local.detach().to("cpu", wide, copy=local is not param).numpy()
             moved = perturb(values, dtype, twin_signs(values.shape, rng))
-            param.copy_(torch.from_numpy(moved).to(dtype=param.dtype, device=param.device))
+            local.copy_(torch.from_numpy(moved).to(dtype=local.dtype, device=local.device))
             count["parameters"] += 1
             count["elements"] += int(values.size)
     return count
@@ -319,6 +324,8 @@ def build_twin(cfg: Any, ctx: RankContext, standalone: Any, trains: bool = True)
     scheduler. A rank that builds it only because its engine is made collectively (``trains``
     false: another rank trains it, ``sweep.train.twin.trains``) leaves it un-nudged: a pass over
     every weight (0.9 s a rank at 42.6M parameters) on the standalone copy's rank, before it trains.
+    The rank that trains it nudges it later too (``nudged`` ``None`` here; :func:`nudge_twin`),
+    after the initial check's gathers: the other ranks would wait for the nudge there.
     Returns ``(copy, {"dtype", "seed", "nudged", "engine"})``."""
     import copy as copying
 
@@ -329,7 +336,7 @@ def build_twin(cfg: Any, ctx: RankContext, standalone: Any, trains: bool = True)
 
     model = copying.deepcopy(standalone)
     dtype, sign_seed = twin.perturbation_dtype(cfg), twin.seed(cfg)
-    nudged = nudge(model, dtype, sign_seed) if trains else {"parameters": 0, "elements": 0}
+    nudged = None if trains else {"parameters": 0, "elements": 0}
     under_policy = policy_lowers(twin.plain(cfg))
     engine = standalone_engine(cfg, ctx, True, policy=under_policy or None)
     model = compile_model(cfg, engine.parallelize(model))
@@ -339,6 +346,16 @@ def build_twin(cfg: Any, ctx: RankContext, standalone: Any, trains: bool = True)
             {"dtype": dtype, "seed": sign_seed, "nudged": nudged,
              "engine": "mp_policy on one rank (FSDP2)" if under_policy or type(engine).__name__ == "StandaloneFSDP2"
              else "the standalone copy's"})
+
+
+def nudge_twin(built: Tuple[Copy, Dict[str, Any]]) -> Tuple[Copy, Dict[str, Any]]:
+    """The twin :func:`build_twin` made for this rank to train, nudged now (:func:`nudge`, in
+    place; its parameters are the same objects its optimizer holds, and compiling wraps them
+    without copying) and its perturbation counted in ``made["nudged"]``."""
+    copy, made = built
+    if made["nudged"] is None:
+        made["nudged"] = nudge(copy.model, made["dtype"], made["seed"])
+    return copy, made
 
 
 def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str], with_twin: bool = False,
@@ -423,7 +440,7 @@ def copy_observers(cfg: Any, name: str, copy: Copy, device: Any, rank: int = 0, 
         if cfg.compare.get("module_trace", True):  # the tracing rerun: inside the model too
             found["modules"] = ModuleTrace(copy.model, until_step, found["trace"])
     if distributed:
-        found["digests"] = ReplicaDigests()
+        found["digests"] = ReplicaDigests(world)
     found["optimizer"] = OptimizerLog()
     if copy.scheduler is not None:
         found["lrs"] = LearningRates()
@@ -504,7 +521,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         if "distributed" in names else None
     if twin_trains:
         # first, in its own random stream: the other copies draw as without it
-        twin_copy, made = twin_built
+        twin_copy, made = nudge_twin(twin_built)
         twin_seen = twin_observers(cfg, twin_copy, book)
         began = time.perf_counter()
         with copy_random_stream(int(cfg.seed), ctx.device):
