@@ -201,10 +201,49 @@ def initial_check(standalone: Any, distributed: Any, noise_floor: float) -> Dict
     ``initial_buffer``) or None, "missing": sweep.analysis.trace.missing_names's list}``."""
     from sweep.analysis.trace import Search, first_difference, missing_names
 
+    if initial_equal(standalone, distributed):  # what the gathers below would find: nothing
+        return {"first": None, "missing": []}
     ours = [{"initial": record_tensors(standalone, "weight"), "initial_buffer": record_tensors(standalone, "buffer")}]
     theirs = [{"initial": record_tensors(distributed, "weight"),
                "initial_buffer": record_tensors(distributed, "buffer")}]
     return {"first": first_difference(ours, theirs, Search(noise_floor)), "missing": missing_names(ours, theirs)}
+
+
+def initial_equal(standalone: Any, distributed: Any) -> bool:
+    """Whether, on every rank, the distributed copy's weights and buffers equal the standalone
+    copy's (``torch.equal``: same shape, dtype and values), each dim-0 shard FSDP2 placed on
+    this rank against the same rows of the standalone tensor (``shard_slices``), any other
+    tensor whole, and both copies name the same tensors: one all-reduce of a flag where a
+    process group is up (every rank calls it here, the same tensors on each), no gathers.
+    False sends :func:`initial_check` to its full comparison (a ``DTensor`` placed otherwise,
+    a name on one side only, a value that differs: the gathers then say where and by how
+    much). The gathers took 1.6 s of a passing 42.6M-parameter job's CPU (mesh dp2)."""
+    import torch
+    import torch.distributed as dist
+
+    from sweep.train.torch_tensors import local_part
+
+    slices = shard_slices(distributed)
+    equal = True
+    for kind in ("weight", "buffer"):
+        ours, theirs = named_state(standalone, kind, gather=False), named_state(distributed, kind, gather=False)
+        if set(ours) != set(theirs) or any(hasattr(t, "full_tensor") and n not in slices for n, t in theirs.items()):
+            equal = False
+            break
+        for name, mine in theirs.items():
+            whole = local_part(ours[name])
+            if name in slices:
+                whole = whole[slices[name]["offset"]:slices[name]["offset"] + slices[name]["rows"]]
+            if not torch.equal(local_part(mine).detach(), whole.detach()):
+                equal = False
+                break
+        if not equal:
+            break
+    if dist.is_available() and dist.is_initialized():
+        flag = torch.tensor([int(equal)], device=next(iter(distributed.parameters())).device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        equal = bool(flag.item())
+    return equal
 
 
 @dataclass

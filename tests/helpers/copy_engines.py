@@ -56,6 +56,25 @@ class BufferShiftFSDP2(TorchFSDP2):
         return model
 
 
+class ShardShiftFSDP2(TorchFSDP2):
+    """FSDP2 that adds ``SHIFT`` to the last element of rank 1's shard of ``layer1.weight`` after
+    ``fully_shard``: the copies start apart in one row that only rank 1 holds, which the
+    initial check's shard-by-shard test must see (``sweep.train.torch_rank.initial_equal``) and
+    its gathers then name."""
+
+    SHIFT = 1e-3
+
+    def parallelize(self, model):
+        import torch
+        import torch.distributed as dist
+
+        model = super().parallelize(model)
+        if dist.get_rank() == 1:
+            with torch.no_grad():
+                model.layer1.weight._local_tensor.view(-1)[-1] += self.SHIFT
+        return model
+
+
 class ExtraParamFSDP2(TorchFSDP2):
     """FSDP2 whose distributed copy gets one parameter more, ``extra`` (4 zeros, unused by
     the forward, so the losses stay equal): a copy that holds what the other lacks."""

@@ -79,9 +79,13 @@ def test_an_unsharded_root_is_observed_without_being_changed(tmp_path):
 
 @pytest.mark.exhaustive
 def test_a_changed_buffer_and_an_extra_parameter_are_named(tmp_path):
-    jobs, summary = _multirun(tmp_path, "model=mlp_norm", "steps=8",
-                              f"{ENGINES}BufferShiftFSDP2,{ENGINES[len('engine.impl.torch='):]}ExtraParamFSDP2")
-    shifted, extra = jobs[0], jobs[1]
+    names = ",".join(f"{ENGINES[len('engine.impl.torch='):]}{e}" for e in ("ExtraParamFSDP2", "ShardShiftFSDP2"))
+    jobs, summary = _multirun(tmp_path, "model=mlp_norm", "steps=8", f"{ENGINES}BufferShiftFSDP2,{names}")
+    shifted, extra, shard = jobs[0], jobs[1], jobs[2]
+    # one element of one rank's shard: the initial check compares shard by shard, then gathers to name it
+    assert shard["status"] == "fail" and "the copies do not start equal" in shard["reason"]
+    assert "layer1.weight initial weights (before any step), abs 0.001" in shard["reason"]
+    assert (shard["first_tensor"]["kind"], shard["first_tensor"]["name"]) == ("initial", "layer1.weight")
     # BatchNorm in training mode normalises by the batch: the losses do not show the stale buffer
     assert shifted["comparison"]["passed"] and shifted["status"] == "fail"
     assert "the copies do not start equal: rank 1: buffer norm1.running_mean initial value" in shifted["reason"]
