@@ -126,20 +126,3 @@ def test_a_large_gradient_is_checked_on_some_columns_of_every_row_and_decided_al
     assert found[0]["big"][0] == "sum" and found[0]["bias"][0] == "mean" and found[0]["ok"][0] == "mean"
     assert found[0]["half"] == ("x0.5 the mean", 0.5)
     assert all(s == {"big": 1200, "half": 1200, "bias": 40, "ok": 1200} for s in sizes)
-
-
-def test_the_norm_the_optimizer_read_is_taken_again_only_where_the_gradient_was_written():
-    """``_unwritten``: the same tensor, not written in place since the reduction, holds the same
-    values (its norm is not taken again); clipping's in-place ``mul_``, or a gradient replaced by
-    another, is read anew."""
-    import torch
-
-    from sweep.train.observers.reductions import _unwritten, _version
-
-    grad = torch.ones(3)
-    seen = _version(grad)
-    assert _unwritten(seen, grad)
-    grad.mul_(0.5)  # clipping in place
-    assert not _unwritten(seen, grad)
-    assert not _unwritten(_version(grad), torch.ones(3) * 0.5)  # another tensor, the same values
-    assert not _unwritten(None, grad)

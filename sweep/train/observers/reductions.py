@@ -311,9 +311,7 @@ class TorchGradients(_Gradients):
 
     def _on_read(self, model: Any) -> None:
         if self._read is None:  # the first optimizer.step() of the training step
-            seen, self._versions = getattr(self, "_versions", {}), {}
-            self._read = {n: self._reduced[n] if _unwritten(seen.get(n), p.grad) else _norm_sq(p.grad)
-                          for n, p in self._params(model) if p.grad is not None}
+            self._read = {n: _norm_sq(p.grad) for n, p in self._params(model) if p.grad is not None}
 
     def after_backward(self, step: Step) -> None:
         from sweep.train.torch_tensors import host_copy
@@ -323,8 +321,6 @@ class TorchGradients(_Gradients):
             self.norms["params"] = [n for n, _ in params]
             self._holders = {n: _holders(p, self.world) for n, p in params}
         self._reduced = {n: _norm_sq(p.grad) for n, p in params if p.grad is not None}
-        # what the optimizer reads is this, unless something wrote to the gradients or replaced them since
-        self._versions = {n: _version(p.grad) for n, p in params if p.grad is not None}
         self.graded = set(self._reduced) | (self.graded or set())  # a parameter no loss reads has none
         captured = getattr(self._capture, "grads", None) if self._capture is not None else None
         if captured:
@@ -430,27 +426,6 @@ def _norm_sq(tensor: Any) -> float:
 
     # a gradient needs no detach (it takes none); a DTensor's detach would cost a dispatch a call
     return squared_norm(local_part(tensor))
-
-
-def _version(tensor: Any) -> Tuple[Any, Any, int]:
-    """Which gradient ``tensor`` is and how often it was written in place: it, its local part
-    (a ``DTensor``'s shard; held, so no later tensor takes their place in memory) and the local
-    part's version counter (torch's ``_version``, which every in-place op bumps: clipping's
-    ``mul_``, ``unscale_``, a ``copy_``)."""
-    from sweep.train.torch_tensors import local_part
-
-    local = local_part(tensor)
-    return tensor, local, int(getattr(local, "_version", -1))
-
-
-def _unwritten(before: Optional[Tuple[Any, Any, int]], tensor: Any) -> bool:
-    """Whether gradient ``tensor`` is the one :func:`_version` saw (``before``), not written
-    since: then it holds the same values, and the norm taken after the reduction is the norm
-    the optimizer read (it is taken again otherwise)."""
-    if before is None:
-        return False
-    now = _version(tensor)
-    return now[0] is before[0] and now[1] is before[1] and now[2] == before[2] >= 0
 
 
 def _dim0_shard(tensor: Any) -> Optional[Tuple[int, int]]:
