@@ -194,14 +194,14 @@ def copy_random_stream(seed: int, device: Any) -> Iterator[None]:
             np.random.set_state(numpy_state)
 
 
-def initial_check(standalone: Any, distributed: Any, noise_floor: float) -> Dict[str, Any]:
+def initial_check(standalone: Any, distributed: Any, noise_floor: float, device: Any = "cpu") -> Dict[str, Any]:
     """Both copies' weights and buffers before any step, compared by canonical name
     (full tensors: a sharded ``DTensor`` is gathered, a collective every rank makes here).
     Returns ``{"first": sweep.analysis.trace.first_difference's dict (kind ``initial`` or
     ``initial_buffer``) or None, "missing": sweep.analysis.trace.missing_names's list}``."""
     from sweep.analysis.trace import Search, first_difference, missing_names
 
-    if initial_equal(standalone, distributed):  # what the gathers below would find: nothing
+    if initial_equal(standalone, distributed, device):  # what the gathers below would find: nothing
         return {"first": None, "missing": []}
     ours = [{"initial": record_tensors(standalone, "weight"), "initial_buffer": record_tensors(standalone, "buffer")}]
     theirs = [{"initial": record_tensors(distributed, "weight"),
@@ -209,12 +209,13 @@ def initial_check(standalone: Any, distributed: Any, noise_floor: float) -> Dict
     return {"first": first_difference(ours, theirs, Search(noise_floor)), "missing": missing_names(ours, theirs)}
 
 
-def initial_equal(standalone: Any, distributed: Any) -> bool:
+def initial_equal(standalone: Any, distributed: Any, device: Any = "cpu") -> bool:
     """Whether, on every rank, the distributed copy's weights and buffers equal the standalone
     copy's (``torch.equal``: same shape, dtype and values), each dim-0 shard FSDP2 placed on
     this rank against the same rows of the standalone tensor (``shard_slices``), any other
     tensor whole, and both copies name the same tensors: one all-reduce of a flag where a
-    process group is up (every rank calls it here, the same tensors on each), no gathers.
+    process group is up (every rank calls it here, the same tensors on each; on ``device``, the
+    rank's: NCCL and HCCL reduce on the accelerator), no gathers.
     False sends :func:`initial_check` to its full comparison (a ``DTensor`` placed otherwise,
     a name on one side only, a value that differs: the gathers then say where and by how
     much). The gathers took 1.6 s of a passing 42.6M-parameter job's CPU (mesh dp2)."""
@@ -240,7 +241,7 @@ def initial_equal(standalone: Any, distributed: Any) -> bool:
         if not equal:
             break
     if dist.is_available() and dist.is_initialized():
-        flag = torch.tensor([int(equal)], device=next(iter(distributed.parameters())).device)
+        flag = torch.tensor([int(equal)], device=device)
         dist.all_reduce(flag, op=dist.ReduceOp.MIN)
         equal = bool(flag.item())
     return equal
@@ -556,7 +557,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
                       gather=gather_rows(ctx.device), twin_traced=twin_trains)
     # before the twin trains: its gathers are collectives, and the twin's rank would hold the others
     # at them while it trains (the standalone copy trains on rank 0 meanwhile, not after it)
-    initial = initial_check(standalone.model, distributed.model, float(cfg.compare.noise_floor)) \
+    initial = initial_check(standalone.model, distributed.model, float(cfg.compare.noise_floor), ctx.device) \
         if "distributed" in names else None
     if twin_trains:
         # first, in its own random stream: the other copies draw as without it
