@@ -88,12 +88,13 @@ CHECK_ELEMENTS = 1 << 16  # of each gradient, about as many as the step's reduct
 def check_columns(shape: Sequence[int], cap: int = CHECK_ELEMENTS) -> Optional[int]:
     """How many columns (the elements past dim 0, flattened) of a gradient of ``shape`` the
     reduction check reads on every row: ``cap // rows`` (at least 1) where the tensor has two
-    dims or more and more than ``cap`` elements, else ``None`` (all of it). Every row is kept:
+    dims or more and more than ``cap`` elements, else ``None`` (all of it); which ones:
+    :func:`spread_columns`. Every row is kept:
     the ranks' dim-0 shards (FSDP2, hyper-parallel) stay as they are, and a fault in some rows
     (an embedding's tokens) stays in view. What the check decides is an op over whole tensors
     (a mean, a sum, a reduction in bfloat16, clipping by a rank's norm), which every column
-    shows alike; a fault confined to the columns left out is not seen by this check (the
-    tracing rerun compares every element)."""
+    shows alike; a fault confined to columns left out (one column, a block narrower than the
+    spread's stride) is not seen by this check (the tracing rerun compares every element)."""
     shape = tuple(int(n) for n in shape)
     if len(shape) < 2 or not shape[0]:
         return None
@@ -104,10 +105,10 @@ def check_columns(shape: Sequence[int], cap: int = CHECK_ELEMENTS) -> Optional[i
 
 def sampled(local: Dict[str, Any], reduced: Dict[str, Any],
             cap: int = CHECK_ELEMENTS) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
-    """``(local, reduced)`` cut to the columns :func:`check_columns` keeps of each parameter's
+    """``(local, reduced)`` cut to the columns :func:`check_columns` keeps (:func:`spread_columns`) of each parameter's
     full shape (``local``'s: a rank's gradients before the reduction; ``reduced``: after it, the
     full tensor or the rank's dim-0 shard, the same columns). A parameter whose two sides differ
-    past dim 0 is left whole. Arrays become 2-D ``(rows, kept columns)`` views or copies."""
+    past dim 0 is left whole. Arrays become 2-D ``(rows, kept columns)`` copies."""
     cut_local, cut_reduced = {}, dict(reduced)
     for name, values in local.items():
         shape = np.shape(values)
@@ -122,9 +123,17 @@ def sampled(local: Dict[str, Any], reduced: Dict[str, Any],
     return cut_local, cut_reduced
 
 
+def spread_columns(columns: int, keep: int) -> np.ndarray:
+    """``keep`` column indices spread evenly over ``columns`` (the first and the last among
+    them): a fault on a block of columns wider than ``columns / keep`` lands on some, wherever
+    the block is (a first-``keep`` cut missed one on the upper half of a weight's columns)."""
+    return np.unique(np.linspace(0, columns - 1, num=keep).round().astype(np.int64))
+
+
 def _columns(values: Any, keep: int) -> np.ndarray:
     array = np.asarray(values)
-    return array.reshape(array.shape[0], int(np.prod(array.shape[1:], dtype=np.int64)))[:, :keep]
+    flat = array.reshape(array.shape[0], int(np.prod(array.shape[1:], dtype=np.int64)))
+    return flat[:, spread_columns(flat.shape[1], keep)]
 
 
 def clip_coefficients(local_norms: Sequence[float], max_norm: Optional[float]) -> Optional[np.ndarray]:

@@ -211,7 +211,9 @@ def initial_check(standalone: Any, distributed: Any, noise_floor: float, device:
 
 def initial_equal(standalone: Any, distributed: Any, device: Any = "cpu") -> bool:
     """Whether, on every rank, the distributed copy's weights and buffers equal the standalone
-    copy's (``torch.equal``: same shape, dtype and values), each dim-0 shard FSDP2 placed on
+    copy's (``torch.equal``: the same shape and values; a tensor cast to another dtype whose
+    values it holds exactly is equal, as in the gathers' float32 comparison: the dtype
+    observer names the cast), each dim-0 shard FSDP2 placed on
     this rank against the same rows of the standalone tensor (``shard_slices``), any other
     tensor whole, and both copies name the same tensors: one all-reduce of a flag where a
     process group is up (every rank calls it here, the same tensors on each; on ``device``, the

@@ -126,3 +126,21 @@ def test_a_large_gradient_is_checked_on_some_columns_of_every_row_and_decided_al
     assert found[0]["big"][0] == "sum" and found[0]["bias"][0] == "mean" and found[0]["ok"][0] == "mean"
     assert found[0]["half"] == ("x0.5 the mean", 0.5)
     assert all(s == {"big": 1200, "half": 1200, "bias": 40, "ok": 1200} for s in sizes)
+
+
+def test_a_fault_on_the_upper_columns_of_a_large_gradient_is_still_seen_by_the_check():
+    """The columns the check reads are spread over the whole width (``spread_columns``): a
+    gradient whose upper half of columns was doubled after a correct mean (a fault a new user
+    planted on ``layers.0.up.weight``, 1024 x 256, where the first 64 columns alone read as
+    the mean) is not called the mean."""
+    from sweep.analysis.reductions import spread_columns
+
+    rng = np.random.default_rng(4)
+    local = {"w": rng.standard_normal((40, 30))}
+    after = local["w"][20:40].copy()
+    after[:, 15:] *= 2.0  # the upper half of the columns, after a correct mean
+    ranks = _Exchange(True, until=0, rank=1, world=2)
+    ranks.check_elements = 100  # 2 columns of 30 a row: 0 and 29
+    ranks.check(_step(0), local, {"w": after}, {"w": (1, 2)})
+    assert list(spread_columns(30, 2)) == [0, 29] and list(spread_columns(10, 10)) == list(range(10))
+    assert ranks.found[0]["w"]["op"] != "mean"
