@@ -398,14 +398,14 @@ def nudge(net: Any, dtype: str, sign_seed: int) -> Dict[str, int]:
     standalone copy's twin. Returns ``{"parameters", "elements"}`` nudged."""
     from mindspore import Tensor
 
-    from sweep.analysis.envelope import perturb, twin_signs
+    from sweep.analysis.envelope import nudged
 
     rng = np.random.default_rng(sign_seed)
     count = {"parameters": 0, "elements": 0}
     for param in sorted(net.get_parameters(), key=lambda p: p.name):
         values = param.asnumpy()
         values = values if values.dtype == np.float32 else values.astype(np.float64)  # (as torch's)
-        moved = perturb(values, dtype, twin_signs(values.shape, rng))
+        moved = nudged(values, dtype, rng)
         param.set_data(Tensor(moved.astype(param.asnumpy().dtype)))
         count["parameters"] += 1
         count["elements"] += int(values.size)

@@ -333,7 +333,7 @@ def nudge(model: Any, dtype: str, sign_seed: int) -> Dict[str, int]:
     "elements"}`` nudged."""
     import torch
 
-    from sweep.analysis.envelope import perturb, twin_signs
+    from sweep.analysis.envelope import nudged
     from sweep.train.torch_tensors import local_part
 
     rng = np.random.default_rng(sign_seed)
@@ -347,7 +347,7 @@ def nudge(model: Any, dtype: str, sign_seed: int) -> Dict[str, int]:
             # DTensor's shard is copied out (numpy on its live storage would pin it)
             wide = torch.float32 if local.dtype == torch.float32 else torch.float64
             values = local.detach().to("cpu", wide, copy=local is not param).numpy()
-            moved = perturb(values, dtype, twin_signs(values.shape, rng))
+            moved = nudged(values, dtype, rng)
             local.copy_(torch.from_numpy(moved).to(dtype=local.dtype, device=local.device))
             count["parameters"] += 1
             count["elements"] += int(values.size)

@@ -256,3 +256,19 @@ def test_float32_weights_are_nudged_in_float32_to_the_same_numbers_as_in_float64
     moved = np.isfinite(x) & (x != 0)
     if dtype == "float32":  # every finite, non-zero float32 weight moves to a neighbour
         assert np.all(fast[moved] != x[moved])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64"])
+def test_a_nudge_drawn_in_one_pass_gives_the_same_numbers_from_the_same_draws(dtype):
+    """``nudged`` (the twin's nudge: no array of signs for float32 weights) against ``perturb``
+    with ``twin_signs``: the same values, edges included, and the generator left in the same state."""
+    rng = np.random.default_rng(5)
+    edges = [0.0, -0.0, 2.0 ** -149, -2.0 ** -149, 2.0 ** -126, 1.0, -0.5, 3.4028235e38, np.inf, -np.inf, np.nan]
+    x = np.concatenate([np.asarray(edges, np.float32), (rng.standard_normal(5000) * 0.02).astype(np.float32)])
+    one, two = np.random.default_rng(6), np.random.default_rng(6)
+    with np.errstate(over="ignore", invalid="ignore"):
+        fast = envelope.nudged(x, dtype, one)
+        slow = envelope.perturb(x, dtype, envelope.twin_signs(x.shape, two))
+    assert fast.dtype == slow.dtype and np.array_equal(fast, slow, equal_nan=True)
+    assert np.array_equal(np.signbit(fast), np.signbit(slow))
+    assert one.random() == two.random()
