@@ -20,8 +20,15 @@ the command and every process under it of the proportional set size, ``Pss`` of
 keep (``JOB_DIR/trace/``, the spool gone) and the bytes its staged trace spooled, the
 module and tensor it named. Ratios: passing / floor and failing / passing.
 
+Both the jobs and the floor train under torch's deterministic algorithms (``deterministic=true``,
+the jobs' default; ``--deterministic false`` turns them off in both): with them on, torch fills
+every new tensor's memory (``torch.utils.deterministic.fill_uninitialized_memory``), FSDP2's
+reduce-scatter and all-gather buffers each step among them (0.095 s per 100M float32 elements
+here), a cost of the setting, not of the tool.
+
 Usage: ``python benchmarks/scale.py [--sizes 512x4,512x8,1024x4,1024x8] [--steps 60]
-[--device cpu|cuda] [--capture staged|full] [--out DIR] [--only floor,passing,failing]``.
+[--device cpu|cuda] [--capture staged|full] [--out DIR] [--only floor,passing,failing]
+[--deterministic true|false]``.
 On a GPU host: ``--device cuda`` (NCCL; the floor too).
 """
 
@@ -53,17 +60,18 @@ def parameters(hidden: int, layers: int, vocab: int = 64) -> int:
     return layers * block + 2 * vocab * hidden + hidden
 
 
-def job_cmd(out: Path, hidden: int, layers: int, steps: int, device: str, capture: str, faulty: bool) -> List[str]:
+def job_cmd(out: Path, hidden: int, layers: int, steps: int, device: str, capture: str, faulty: bool,
+            deterministic: str = "true") -> List[str]:
     return [sys.executable, "-m", "sweep", "model=transformer", f"model.hidden_size={hidden}",
             f"model.args.num_layers={layers}", f"model.args.num_heads={max(1, hidden // 64)}", f"steps={steps}",
             f"device={device}", "mesh=dp2", "execution.timeout_s=36000", f"compare.trace_capture={capture}",
-            *([FAULT] if faulty else []), f"hydra.run.dir={out}"]
+            f"deterministic={deterministic}", *([FAULT] if faulty else []), f"hydra.run.dir={out}"]
 
 
-def floor_cmd(hidden: int, layers: int, steps: int, device: str) -> List[str]:
+def floor_cmd(hidden: int, layers: int, steps: int, device: str, deterministic: str = "true") -> List[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
             str(ROOT / "benchmarks" / "scale_floor.py"), str(hidden), str(layers), str(max(1, hidden // 64)),
-            str(steps), device]
+            str(steps), device, deterministic]
 
 
 def _du(path: Path) -> int:
@@ -91,6 +99,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--capture", default="staged", choices=("staged", "full"))
     parser.add_argument("--only", default="floor,passing,failing")
+    parser.add_argument("--deterministic", default="true", choices=("true", "false"),
+                        help="torch's deterministic algorithms in the jobs (their default) and the floor alike")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="sweep-scale-"))
@@ -99,15 +109,15 @@ def main() -> None:
     arms = args.only.split(",")
     rows, notes = [], []
     print(f"transformer preset, mesh dp2, fp32, Adam, {args.steps} steps, device={args.device}, "
-          f"compare.trace_capture={args.capture}; runs under {out}", flush=True)
+          f"compare.trace_capture={args.capture}, deterministic={args.deterministic}; runs under {out}", flush=True)
     for size in args.sizes.split(","):
         hidden, layers = (int(v) for v in size.split("x"))
         n = parameters(hidden, layers)
         got: Dict[str, Dict[str, Any]] = {}
         for arm in arms:
             where = out / f"{size}_{arm}"
-            cmd = floor_cmd(hidden, layers, args.steps, args.device) if arm == "floor" else \
-                job_cmd(where, hidden, layers, args.steps, args.device, args.capture, arm == "failing")
+            cmd = floor_cmd(hidden, layers, args.steps, args.device, args.deterministic) if arm == "floor" else \
+                job_cmd(where, hidden, layers, args.steps, args.device, args.capture, arm == "failing", args.deterministic)
             where.mkdir(parents=True, exist_ok=True)
             got[arm] = measure(cmd, out / f"{size}_{arm}.log", env)
             line = (f"  {n / 1e6:6.1f}M {arm:>8}: {got[arm]['wall']:7.1f} s ({got[arm]['cpu']:7.1f} CPU s), peak "

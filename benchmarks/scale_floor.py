@@ -2,7 +2,8 @@
 preset's model standalone and under FSDP2, as a job does, with nothing observed.
 
 Run by ``torchrun --nproc-per-node WORLD benchmarks/scale_floor.py HIDDEN LAYERS HEADS STEPS
-DEVICE``: every rank seeds torch, builds the model twice (``sweep.models.torch_models
+DEVICE [DETERMINISTIC]``: every rank turns torch's deterministic algorithms on or off as a job's
+``deterministic`` does (``true``, the jobs' default: ``torch.use_deterministic_algorithms``), seeds torch, builds the model twice (``sweep.models.torch_models
 .TinyDecoder``, vocab 64, sequences of 16, batch 4: the preset's), gives the second the
 first's weights, shards it with ``fully_shard`` on a one-dimensional mesh of every rank (the
 job's default ``wrap=root``, ``reshard_after_forward=true``), and trains the standalone copy
@@ -42,6 +43,7 @@ def train(model: torch.nn.Module, samples: list, device: torch.device) -> float:
 def main() -> None:
     hidden, layers, heads, steps = (int(v) for v in sys.argv[1:5])
     device_type = sys.argv[5] if len(sys.argv) > 5 else "cpu"
+    torch.use_deterministic_algorithms((sys.argv[6] if len(sys.argv) > 6 else "true") == "true")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if device_type == "cpu":
         device = torch.device("cpu")
