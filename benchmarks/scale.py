@@ -117,7 +117,8 @@ def main() -> None:
         for arm in arms:
             where = out / f"{size}_{arm}"
             cmd = floor_cmd(hidden, layers, args.steps, args.device, args.deterministic) if arm == "floor" else \
-                job_cmd(where, hidden, layers, args.steps, args.device, args.capture, arm == "failing", args.deterministic)
+                job_cmd(where, hidden, layers, args.steps, args.device, args.capture, arm == "failing",
+                        args.deterministic)
             where.mkdir(parents=True, exist_ok=True)
             got[arm] = measure(cmd, out / f"{size}_{arm}.log", env)
             line = (f"  {n / 1e6:6.1f}M {arm:>8}: {got[arm]['wall']:7.1f} s ({got[arm]['cpu']:7.1f} CPU s), peak "

@@ -3,12 +3,13 @@ preset's model standalone and under FSDP2, as a job does, with nothing observed.
 
 Run by ``torchrun --nproc-per-node WORLD benchmarks/scale_floor.py HIDDEN LAYERS HEADS STEPS
 DEVICE [DETERMINISTIC]``: every rank turns torch's deterministic algorithms on or off as a job's
-``deterministic`` does (``true``, the jobs' default: ``torch.use_deterministic_algorithms``), seeds torch, builds the model twice (``sweep.models.torch_models
-.TinyDecoder``, vocab 64, sequences of 16, batch 4: the preset's), gives the second the
-first's weights, shards it with ``fully_shard`` on a one-dimensional mesh of every rank (the
-job's default ``wrap=root``, ``reshard_after_forward=true``), and trains the standalone copy
-then the sharded one for STEPS steps of Adam (lr 1e-4, the ``optimizer=adam`` preset) on the
-preset's token data (``sweep.models.data.tokens``), cross-entropy. Prints the last losses.
+``deterministic`` does (``true``, the jobs' default: ``torch.use_deterministic_algorithms``),
+seeds torch, builds the model twice (``sweep.models.torch_models.TinyDecoder``, vocab 64,
+sequences of 16, batch 4: the preset's), gives the second the first's weights, shards it with
+``fully_shard`` on a one-dimensional mesh of every rank (the job's default ``wrap=root``,
+``reshard_after_forward=true``), and trains the standalone copy then the sharded one for STEPS
+steps of Adam (lr 1e-4, the ``optimizer=adam`` preset) on the preset's token data
+(``sweep.models.data.tokens``), cross-entropy. Prints the last losses.
 """
 
 from __future__ import annotations

@@ -86,15 +86,15 @@ CHECK_ELEMENTS = 1 << 16  # of each gradient, about as many as the step's reduct
 
 
 def check_columns(shape: Sequence[int], cap: int = CHECK_ELEMENTS) -> Optional[int]:
-    """How many columns (the elements past dim 0, flattened) of a gradient of ``shape`` the
-    reduction check reads on every row: ``cap // rows`` (at least 1) where the tensor has two
-    dims or more and more than ``cap`` elements, else ``None`` (all of it); which ones:
-    :func:`spread_columns`. Every row is kept:
-    the ranks' dim-0 shards (FSDP2, hyper-parallel) stay as they are, and a fault in some rows
-    (an embedding's tokens) stays in view. What the check decides is an op over whole tensors
-    (a mean, a sum, a reduction in bfloat16, clipping by a rank's norm), which every column
-    shows alike; a fault confined to columns left out (one column, a block narrower than the
-    spread's stride) is not seen by this check (the tracing rerun compares every element)."""
+    """How many columns (the elements past dim 0, flattened) of a gradient of ``shape`` the reduction
+    check reads on every row: ``cap // rows`` (at least 1) where the tensor has two dims or more
+    and more than ``cap`` elements, else ``None`` (all of it); which ones:
+    :func:`spread_columns`. Every row is kept: the ranks' dim-0 shards (FSDP2, hyper-parallel)
+    stay as they are, and a fault in some rows (an embedding's tokens) stays in view. What the
+    check decides is an op over whole tensors (a mean, a sum, a reduction in bfloat16, clipping
+    by a rank's norm), which every column shows alike; a fault confined to columns left out (one
+    column, a block narrower than the spread's stride) is not seen by this check (the tracing
+    rerun compares every element)."""
     shape = tuple(int(n) for n in shape)
     if len(shape) < 2 or not shape[0]:
         return None
@@ -105,10 +105,11 @@ def check_columns(shape: Sequence[int], cap: int = CHECK_ELEMENTS) -> Optional[i
 
 def sampled(local: Dict[str, Any], reduced: Dict[str, Any],
             cap: int = CHECK_ELEMENTS) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
-    """``(local, reduced)`` cut to the columns :func:`check_columns` keeps (:func:`spread_columns`) of each parameter's
-    full shape (``local``'s: a rank's gradients before the reduction; ``reduced``: after it, the
-    full tensor or the rank's dim-0 shard, the same columns). A parameter whose two sides differ
-    past dim 0 is left whole. Arrays become 2-D ``(rows, kept columns)`` copies."""
+    """``(local, reduced)`` cut to the columns :func:`check_columns` keeps (:func:`spread_columns`) of
+    each parameter's full shape (``local``'s: a rank's gradients before the reduction;
+    ``reduced``: after it, the full tensor or the rank's dim-0 shard, the same columns). A
+    parameter whose two sides differ past dim 0 is left whole. Arrays become 2-D ``(rows, kept
+    columns)`` copies."""
     cut_local, cut_reduced = {}, dict(reduced)
     for name, values in local.items():
         shape = np.shape(values)

@@ -36,7 +36,7 @@ TORCH = {
     "frozen_lr": [T + "FrozenLrFSDP2", "train.lr_scheduler=cosine"],
     "logging_clip": [T + "LoggingClipFSDP2"],
     "clean": [],
-    "clean_clip": ["train.clip_grad_norm=0.05"],  # clipping writes the FSDP2 gradients in place (foreach, no version bump)
+    "clean_clip": ["train.clip_grad_norm=0.05"],  # clipping writes FSDP2's gradients in place (no version bump)
     "clean_dropout_bn": DROPOUT_BN,
     "clean_bf16_sharded": ["mp_policy=bf16", "data.split=sharded"],
     "clean_hsdp": ["mesh=hsdp2x2", "data.split=sharded"],
