@@ -400,6 +400,26 @@ def nudge_twin(built: Tuple[Copy, Dict[str, Any]]) -> Tuple[Copy, Dict[str, Any]
     return copy, made
 
 
+def train_twin(cfg: Any, built: Tuple[Copy, Dict[str, Any]], book: Any, samples: List[Any],
+               device: Any) -> Tuple[Dict[str, Observer], Any]:
+    """Train the standalone copy's twin (``sweep.train.twin``) that :func:`build_copies` built:
+    nudged (:func:`nudge_twin`), observed (:func:`twin_observers`, into ``book``), trained on
+    ``samples`` (the standalone copy's, on ``device``) in its own random stream, so that the other
+    copies draw as without it, then let go of (its traces stay on its observers). Returns
+    ``(its observers, its record for the rank result)``."""
+    twin_copy, made = nudge_twin(built)
+    seen = twin_observers(cfg, twin_copy, book)
+    began = time.perf_counter()
+    with copy_random_stream(int(cfg.seed), device):
+        losses = train(twin_copy, samples, cfg.train, seen.values())
+    record = twin.record(losses, made["dtype"], made["seed"], made["nudged"], time.perf_counter() - began,
+                         final_record(["twin"], {"twin": lambda: record_tensors(twin_copy.model, "buffer")}),
+                         made["engine"])
+    twin_copy = made = built = None  # its model and optimizer go before the other copies train
+    twin.release()
+    return seen, record
+
+
 def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str], with_twin: bool = False,
                  twin_trains: bool = True) -> Tuple[Copy, Copy, Dict[str, Any], Optional[Tuple[Copy, Dict[str, Any]]]]:
     """Both copies of the job's model on this rank, in the report's order of RNG use
@@ -548,33 +568,30 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     def to_device(pairs: List[Any]) -> List[Any]:
         return [(torch.from_numpy(x).to(ctx.device), torch.from_numpy(y).to(ctx.device)) for x, y in pairs]
 
-    twin_seen: Dict[str, Observer] = {}
-    twin_record = None
     twin_trains = twin_built is not None and twin_trains
     here = "distributed" in names
+    # in a tracing rerun the twin trains right after a standalone copy that trains first here: it
+    # compares with that copy's spool and spools nothing (``rerun_book``'s ``twin_after``)
+    twin_after = "standalone" if twin_trains and here and names[0] == "standalone" and \
+        cfg.compare.get("trace_until") is not None else None
     book = rerun_book(cfg, job_dir, ctx.rank, names, lambda: shard_layout(distributed.model) if here else {},
                       slices=lambda: _traced_slices(distributed.model, twin_trains,
                                                     cfg.compare.get("twin_rows_from", TWIN_ROWS_FROM))
                       if here else {"distributed": {}},
-                      gather=gather_rows(ctx.device), twin_traced=twin_trains)
+                      gather=gather_rows(ctx.device), twin_traced=twin_trains, twin_after=twin_after)
     # before the twin trains: its gathers are collectives, and the twin's rank would hold the others
     # at them while it trains (the standalone copy trains on rank 0 meanwhile, not after it)
     initial = initial_check(standalone.model, distributed.model, float(cfg.compare.noise_floor), ctx.device) \
-        if "distributed" in names else None
-    if twin_trains:
-        # first, in its own random stream: the other copies draw as without it
-        twin_copy, made = nudge_twin(twin_built)
-        twin_seen = twin_observers(cfg, twin_copy, book)
-        began = time.perf_counter()
-        with copy_random_stream(int(cfg.seed), ctx.device):
-            twin_losses = train(twin_copy, to_device(global_np), cfg.train, twin_seen.values())
-        twin_record = twin.record(twin_losses, made["dtype"], made["seed"], made["nudged"],
-                                  time.perf_counter() - began,
-                                  final_record(["twin"], {"twin": lambda: record_tensors(twin_copy.model, "buffer")}),
-                                  made["engine"])
-        twin_copy = made = None  # its model and optimizer go before the other copies train
-        twin.release()  # (its traces stay on its observers)
-    twin_built = None
+        if here else None
+    twin_done: List[Any] = [{}, None]  # the twin's observers and record, once it has trained
+    pending, twin_built = ([twin_built] if twin_trains else []), None
+
+    def twin_phase() -> None:
+        if pending:
+            twin_done[:] = train_twin(cfg, pending.pop(), book, to_device(global_np), ctx.device)
+
+    if twin_after is None:
+        twin_phase()
     copies = {"standalone": standalone, "distributed": distributed}
     samples = {"standalone": global_np, "distributed": local_np}
     ends = EndBuffers(names, {name: partial(record_tensors, copy.model, "buffer") for name, copy in copies.items()})
@@ -586,6 +603,8 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
                 losses = train(copies[name], to_device(samples[name]), cfg.train, seen[name].values())
             if name == "standalone" and names[-1] != name:
                 release_training_state(copies[name])
+            if name == twin_after:
+                twin_phase()
             return losses
         return run
 
@@ -594,8 +613,9 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
         snapshot={"standalone": lambda: local_params(standalone.model),
                   "distributed": lambda: local_params(distributed.model)},
     )
+    twin_seen, result_twin = twin_done
     result = rank_result(cfg, ctx, distributed, seen, losses, moved, applied, twin_seen, book)
-    result.twin = twin_record
+    result.twin = result_twin
     if crosses_frameworks(cfg):  # the other copy traces in the other framework's process: hand this one over
         from sweep.train import trace_files
 

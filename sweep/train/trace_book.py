@@ -701,12 +701,15 @@ def _unpacked(vector: np.ndarray) -> Optional[PairRow]:
 def rerun_book(cfg: Any, job_dir: Path | str, rank: int, names: Sequence[str], layout: Any = None,
                shard_rank: Optional[int] = None, slices: Any = None,
                gather: Optional[Callable[[Any, np.ndarray], np.ndarray]] = None, twin_traced: bool = False,
-               shard_shapes: Any = None) -> Optional[TraceBook]:
+               shard_shapes: Any = None, twin_after: Optional[str] = None) -> Optional[TraceBook]:
     """The :class:`TraceBook` of a tracing rerun (``compare.trace_until`` set; its files in the
     rerun's ``ranks/``, ``compare.trace_capture``), else ``None``. ``names``: the copies this
-    process trains, in order; ``twin_traced``: the standalone copy's twin trains (first) and is
-    traced here (``sweep.train.twin``): its pairs are the envelope (``compare.envelope_margin``,
-    ``sweep.train.twin.perturbation_dtype``). ``layout``, ``slices``, ``shard_shapes``: as
+    process trains, in order; ``twin_traced``: the standalone copy's twin trains and is traced
+    here (``sweep.train.twin``): its pairs are the envelope (``compare.envelope_margin``,
+    ``sweep.train.twin.perturbation_dtype``). It trains first, or right after copy
+    ``twin_after`` (the standalone copy where it trains first here: the twin then compares
+    with the standalone copy's spool, which the distributed copy reads anyway, and spools
+    nothing itself: half the scratch bytes). ``layout``, ``slices``, ``shard_shapes``: as
     the book's, or functions that give them (called only for a rerun). A copy whose partner
     trains in another process (``baseline.framework``: each hands its trace over in a file,
     ``sweep.train.trace_files``) is held whole (``full``)."""
@@ -718,7 +721,10 @@ def rerun_book(cfg: Any, job_dir: Path | str, rank: int, names: Sequence[str], l
         return None
     capture = "full" if crosses_frameworks(cfg) else str(compare.get("trace_capture") or "staged")
     envelope = (float(compare.get("envelope_margin", 4.0)), twin.perturbation_dtype(cfg)) if twin_traced else None
-    return TraceBook((["twin"] if twin_traced else []) + list(names), capture, JobDir(job_dir).ranks, rank,
+    order = list(names)
+    if twin_traced:
+        order.insert(order.index(twin_after) + 1 if twin_after in order else 0, "twin")
+    return TraceBook(order, capture, JobDir(job_dir).ranks, rank,
                      layout() if callable(layout) else layout, shard_rank, float(compare.noise_floor),
                      slices=slices() if callable(slices) else slices, gather=gather, envelope=envelope,
                      shard_shapes=shard_shapes() if callable(shard_shapes) else shard_shapes)

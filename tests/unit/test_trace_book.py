@@ -174,9 +174,10 @@ ENVELOPE = (4.0, "float32")  # (compare.envelope_margin, the twin's nudge dtype)
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
-@pytest.mark.parametrize("order", [("twin", "standalone", "distributed"), ("twin", "distributed", "standalone")])
+@pytest.mark.parametrize("order", [("twin", "standalone", "distributed"), ("twin", "distributed", "standalone"),
+                                   ("standalone", "twin", "distributed")])
 def test_the_twin_is_the_envelope_of_the_staged_trace_as_of_the_full_one(tmp_path, fault, order):
-    """The standalone copy's twin, trained first, is a third copy of the book: its pairs with
+    """The standalone copy's twin, trained first or right after it, is a third copy of the book: its pairs with
     the standalone copy give every tensor's envelope (bounds, envelope ratio, the first
     beyond it, the update onset's envelope) as the traces held whole do, bit for bit; the
     first tensor beyond its envelope is captured whole, never a twin's tensor."""
@@ -198,7 +199,7 @@ def test_the_twin_is_the_envelope_of_the_staged_trace_as_of_the_full_one(tmp_pat
     with np.load(book.dir / "capture_1.npz") if (book.dir / "capture_1.npz").exists() else _empty() as captured:
         assert not any("/twin" in key or key.startswith("twin/") for key in captured)
         beyond = want.get("beyond_rounding") or (want if want.get("bound") is not None else None)
-        if beyond and order[1] == "standalone":  # the twin's pairs complete first: the capture reads its whole window
+        if beyond and order[-1] == "distributed":  # the twin's pairs complete first: the capture reads its whole window
             assert f"distributed/beyond/{beyond['kind']}/{beyond['step']}/{beyond['name']}/distributed" in captured
         elif beyond:  # else as measured so far, and the summary says where that is not the whole window's
             key = f"distributed/beyond/{beyond['kind']}/{beyond['step']}/{beyond['name']}/distributed"
@@ -289,11 +290,12 @@ def _slices(index):
     return out
 
 
-def _two_ranks(tmp_path, fault, twin_rows=False):
+def _two_ranks(tmp_path, fault, twin_rows=False, order=("twin", "standalone", "distributed")):
     """Two ranks (threads) of one book each, recording the distributed copy's dim-0 shards of
     the sharded parameters (and, ``twin_rows``, only the same rows of the twin, which trains
-    whole), merging their statistics over a played all-gather: ``({rank: (distributed pairs,
-    twin pairs)}, {rank: the closed book's summary}, (ours, theirs, twin))``."""
+    whole), the copies trained in ``order``, merging their statistics over a played all-gather:
+    ``({rank: (distributed pairs, twin pairs)}, {rank: the closed book's summary}, (ours,
+    theirs, twin))``."""
     import threading
 
     ours, theirs = _trace(3, 6, FAULTS[fault])
@@ -311,13 +313,12 @@ def _two_ranks(tmp_path, fault, twin_rows=False):
 
     def rank(index):
         slices = {"distributed": _slices(index), **({"twin": _slices(index)} if twin_rows else {})}
-        book = TraceBook(["twin", "standalone", "distributed"], "staged", tmp_path / f"r{index}-{twin_rows}",
+        book = TraceBook(list(order), "staged", tmp_path / f"r{index}-{twin_rows}-{order[0]}",
                          rank=index, slices=slices, gather=lambda g, r: gather(g, r, index), envelope=ENVELOPE)
-        _feed(book, "twin", twin)
-        _feed(book, "standalone", ours)
         local = [{kind: ({n: _shard(v, n, index) for n, v in step[kind].items()} if kind in ("initial", "grad", "weight")
                          else step[kind]) for kind in step} for step in theirs]
-        _feed(book, "distributed", local)
+        for copy in order:
+            _feed(book, copy, {"twin": twin, "standalone": ours, "distributed": local}[copy])
         found[index] = (book.pairs("distributed"), book.pairs("twin"))
         done[index] = book.close()
 
@@ -347,14 +348,16 @@ def test_shards_compared_apart_and_merged_give_the_whole_tensors_findings(tmp_pa
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
-def test_a_twin_compared_by_rows_and_merged_is_the_envelope_of_the_whole_tensors(tmp_path, fault):
+@pytest.mark.parametrize("order", [("twin", "standalone", "distributed"), ("standalone", "twin", "distributed")])
+def test_a_twin_compared_by_rows_and_merged_is_the_envelope_of_the_whole_tensors(tmp_path, fault, order):
     """The twin trains whole on every rank of a rerun; given the distributed copy's slices,
     each rank compares only those rows of it (and spools only them, and the standalone copy
     only its rows), and the merged rows are the whole tensors' bit for bit: the same bounds as
     the twin's whole traces give, the same envelope pairs as a full capture laid out by shard,
-    the same findings as a whole twin."""
+    the same findings as a whole twin; trained right after the standalone copy, it spools
+    nothing (it compares with the standalone copy's spool, which the distributed copy reads)."""
     whole, whole_done, _ = _two_ranks(tmp_path, fault)
-    rows, rows_done, (ours, theirs, twin) = _two_ranks(tmp_path, fault, twin_rows=True)
+    rows, rows_done, (ours, theirs, twin) = _two_ranks(tmp_path, fault, twin_rows=True, order=order)
     layout = {name: shards for name, shards in SHARDED.items()}
     _, full = _run(tmp_path, "full", ("twin", "standalone", "distributed"),
                    {"standalone": ours, "distributed": theirs, "twin": twin}, layout, envelope=ENVELOPE)
@@ -368,6 +371,9 @@ def test_a_twin_compared_by_rows_and_merged_is_the_envelope_of_the_whole_tensors
                      locate_in(whole[index][0], 5, Search(rank=index, known={"world_size": 2.0}),
                                twin=whole[index][1]))
         assert rows_done[index]["spooled_bytes"] < whole_done[index]["spooled_bytes"]
+        if order[0] == "standalone":  # no twin rows: about half what the twin-first order spools
+            _, first_done, _ = _two_ranks(tmp_path / "first", fault, twin_rows=True)
+            assert 0 < rows_done[index]["spooled_bytes"] < 0.6 * first_done[index]["spooled_bytes"]
 
 
 def test_a_capture_read_against_the_envelope_so_far_says_where_the_whole_window_holds_it(tmp_path):
@@ -384,12 +390,13 @@ def test_a_capture_read_against_the_envelope_so_far_says_where_the_whole_window_
     traces = {"standalone": ours, "distributed": theirs, "twin": twin}
     want = locate(ours, theirs, 5, twin=twin)
     assert want["name"] == "a.w" and want["step"] == 1 and want["beyond_rounding"] is None
-    for order in (("twin", "standalone", "distributed"), ("twin", "distributed", "standalone")):
+    for order in (("twin", "standalone", "distributed"), ("twin", "distributed", "standalone"),
+                  ("standalone", "twin", "distributed")):
         book, pairs = _run(tmp_path, "staged", order, traces, envelope=ENVELOPE)
         assert _same(locate_in(pairs["distributed"], 5, twin=pairs["twin"]), want)
         done = book.close()
         early = [key for key in done["captured"] if "/beyond/" in key]
-        if order[1] == "standalone":  # the whole window's envelope from the start: nothing beyond it
+        if order[-1] == "distributed":  # the whole window's envelope from the start: nothing beyond it
             assert early == [] and "notes" not in done
         else:
             assert early and any("within the whole window's envelope" in note for note in done["notes"])
