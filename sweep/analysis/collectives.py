@@ -199,12 +199,15 @@ def _divide_notes(entries: Sequence[Dict[str, Any]], expected: Dict[str, Any], w
 def _replica_notes(entries: Sequence[Dict[str, Any]], replicate: Optional[Dict[str, Any]],
                    groups: Dict[str, List[int]], steps: Sequence[int]) -> List[Note]:
     """Each step with more all-reduces of more than one element over the replicate dim's
-    group (``replicate``: the contract's ``all_reduce`` entry) than gradient reductions
-    (divide-factors entries): an all-reduce FSDP2 does not make. Stops at the first step
-    without a gradient reduction."""
+    group (``replicate``: the contract's ``all_reduce`` entry) than gradient reductions that
+    all-reduce (divide-factors entries with an ``all_reduce_group``): an all-reduce FSDP2 does
+    not make. Stops at the first step without one (``fully_shard`` over a sub-mesh without the
+    replicate dim all-reduces nothing: an engine that reduces that dim by hand is judged by the
+    parameters its calls carried, ``sweep.analysis.reductions.coverage_notes``)."""
     notes: List[Note] = []
     for step in steps:  # an all-reduce over the replicate dim for each gradient reduction, no more
-        reductions = sum(1 for e in entries if e["step"] == step and e["op"] == "divide_factors")
+        reductions = sum(1 for e in entries if e["step"] == step and e["op"] == "divide_factors"
+                         and e.get("all_reduce_group", [None]))
         if not replicate or not reductions:
             break
         members = groups.get(replicate["dim"], [])

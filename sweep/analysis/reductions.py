@@ -346,17 +346,21 @@ def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[st
     """Where a gradient was not reduced exactly once over each group it must cross
     (:func:`crossing_needed`; a call over every rank crosses them all), from the ledger's
     entries that name the parameters they carried (``params`` on an entry; engines that do
-    not say are not judged here) in the ``grads`` span: never reduced (with the elements the
+    not say are not judged here) in the ``grads`` span, and, where there are such, the
+    reductions an engine gave a gradient itself in the ``update`` span (``"params_from":
+    "grad"``: a replicate dim reduced by hand before stepping): never reduced (with the elements the
     step's reductions carried against the total of ``params``, where ``sizes`` knows them), not across a dim,
     or twice over one group (``N141``, ``N142``, ``N143``). One note per way, the first step."""
     from sweep.analysis.collectives import dim_groups
 
     if not expected or world <= 1:
         return []
-    reductions = [e for e in entries if e.get("span") in (None, "grads") and e.get("params") is not None
-                  and str(e.get("op", "")).startswith(("reduce_scatter", "all_reduce"))]
+    kept = [e for e in entries if e.get("params") is not None and str(e.get("op", "")).startswith(
+        ("reduce_scatter", "all_reduce"))]
+    reductions = [e for e in kept if e.get("span") in (None, "grads")]
     if not reductions:
         return []
+    reductions += [e for e in kept if e.get("span") == "update" and e.get("params_from") == "grad"]
     groups = dim_groups(expected["mesh_shape"], expected["mesh_dim_names"], rank)
     need = crossing_needed(expected)
     notes: List[Note] = []

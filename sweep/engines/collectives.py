@@ -9,7 +9,10 @@ Each call is one entry, ``{"op", "dtype", "numel", "group": [global ranks], "red
 ``span``: the part of the step that made it, ``grads``, ``clip`` or ``update``, set by the step's
 observer; ``params``: the parameters whose gradients the call carried (names from the root
 module; readers drop wrapper segments), where
-the engine says (FSDP2: ``foreach_reduce``'s parameters; ``None`` where unknown)). What each
+the engine says (FSDP2: ``foreach_reduce``'s parameters; ``None`` where unknown), or, in the
+``update`` span, where the tensor a reduction is given *is* a parameter's gradient (this rank's
+local tensor of it, the same memory and size: an engine that reduces gradients by hand before
+stepping), that parameter, with ``"params_from": "grad"``). What each
 gradient *became* (the op that ran) is judged from the values, not from the call's arguments
 (``sweep.train.observers.reductions``, ``sweep.analysis.reductions``). FSDP2's reduction
 adds ``{"op": "divide_factors", "predivide", "postdivide", "factor", "reduce_scatter_op",
@@ -23,7 +26,7 @@ through unchanged. Collectives issued from C++ (DDP's reducer buckets) or throug
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 # name -> (position of the tensor sent, its keyword, position of the reduce op or None)
 WATCHED = {
@@ -97,7 +100,18 @@ class Ledger:
         self.step = 0
         self.span: Optional[str] = None  # the part of the step entered for (grads, clip, update)
         self.carrying: Optional[List[str]] = None  # the parameters the gradient reduction under way carries
+        self.grad_owners: Dict[Tuple[int, int], str] = {}  # (data_ptr, numel) of a local gradient -> its parameter
         self._saved: Dict[str, Any] = {}
+
+    def _carrying_now(self, name: str, tensor: Any) -> Tuple[Optional[List[str]], Optional[str]]:
+        """``(params, where from)`` of a call: the reduction under way's (the engine says), else
+        the parameter whose local gradient a reduction was given (:attr:`grad_owners`, by its memory
+        and size), else ``(None, None)``."""
+        reduces = name.lstrip("_").startswith(("all_reduce", "reduce"))
+        if self.carrying is not None or not self.grad_owners or not reduces or not hasattr(tensor, "data_ptr"):
+            return self.carrying, None
+        found = self.grad_owners.get((int(tensor.data_ptr()), int(tensor.numel())))
+        return ([found], "grad") if found is not None else (None, None)
 
     def _watch(self, name: str, original: Any, position: int, keyword: str, op_position: Optional[int]) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -106,9 +120,10 @@ class Ledger:
                             else None)
             if op is None and op_position is not None:
                 op = "SUM"  # the signature's default
+            params, source = self._carrying_now(name, tensor)
             self.entries.append({"op": name.lstrip("_"), "dtype": _dtype(tensor), "numel": _numel(tensor),
                                  "group": _ranks(kwargs.get("group")), "reduce_op": op_name(op), "step": self.step,
-                                 "span": self.span, "params": self.carrying})
+                                 "span": self.span, "params": params, **({"params_from": source} if source else {})})
             return original(*args, **kwargs)
 
         return wrapper
@@ -206,6 +221,20 @@ def _fsdp_param_group() -> Any:
     except ImportError:
         return None
     return _fsdp_param_group if hasattr(_fsdp_param_group, "foreach_reduce") else None
+
+
+def local_grads(model: Any) -> Dict[Tuple[int, int], str]:
+    """``{(data_ptr, numel): parameter name}`` of ``model``'s gradients as this rank holds them
+    (a ``DTensor``'s local tensor), for :attr:`Ledger.grad_owners`; empty tensors left out."""
+    out: Dict[Tuple[int, int], str] = {}
+    for name, param in model.named_parameters():
+        grad = getattr(param, "grad", None)
+        if grad is None:
+            continue
+        local = grad.to_local() if hasattr(grad, "to_local") else grad
+        if local.numel():
+            out[(int(local.data_ptr()), int(local.numel()))] = name
+    return out
 
 
 def fqn_name(fsdp_param: Any) -> str:

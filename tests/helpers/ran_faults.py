@@ -8,6 +8,9 @@ the call the ledger sees), ``ReplicateOffHSDP`` (FSDP2's replicate all-reduce sw
 ``UnreducedBiasFSDP2 (one parameter kept out of ``fully_shard``:
 replicated on every rank, its gradient never reduced), ``IgnoredWeightDDP`` (DDP told to
 ignore a parameter), ``SumOpHPTorch`` (hyper-parallel's reduce op set to sum).
+Hand-made reductions: ``HandReplicateHSDP`` (correct: ``fully_shard`` over the ``dp_shard``
+sub-mesh only, the gradients' mean over ``dp_replicate`` all-reduced by hand before stepping),
+``HandReplicateTwiceHSDP`` (the same, the sum all-reduced twice: x2 the mean).
 Replicas: ``SkewedReplicaHSDP`` (the second replica row steps one parameter with a larger
 gradient), ``SkewedStatsFSDP2`` (one rank's BatchNorm momentum differs: its buffers part),
 ``FrozenStatsFSDP2`` (every rank's BatchNorm momentum 0: the statistics never move).
@@ -285,3 +288,42 @@ class PortedMomentumFSDP2(TorchFSDP2):
             if isinstance(module, torch.nn.BatchNorm1d):
                 module.momentum = 0.5
         return model
+
+
+class HandReplicateHSDP(TorchFSDP2):
+    """HSDP by hand: ``fully_shard`` over the ``dp_shard`` sub-mesh of the 2-D mesh only (FSDP2
+    then all-reduces nothing across replicas), and the gradients' mean over ``dp_replicate``
+    taken before the optimizer steps, one ``all_reduce`` of each local gradient shard (then
+    divided by the replicate degree). Correct: every gradient crosses both dims once."""
+
+    passes = 1
+
+    def parallelize(self, model):
+        from torch.distributed.device_mesh import init_device_mesh
+
+        from sweep.engines.torch_fsdp2 import shard_on
+
+        self.mesh2 = init_device_mesh(self.device.type, tuple(int(n) for n in self.cfg.mesh.mesh_shape),
+                                      mesh_dim_names=tuple(self.cfg.mesh.mesh_dim_names))
+        model, self.units = shard_on(model, self.cfg, self.mesh2["dp_shard"], self.notes)
+        return model
+
+    def optimizer_step(self, optimizer, grads=None, *, scaler=None):
+        import torch.distributed as dist
+
+        group = self.mesh2.get_group("dp_replicate")
+        for param_group in optimizer.param_groups:
+            for p in param_group["params"]:
+                if p.grad is not None:
+                    local = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
+                    for _ in range(self.passes):
+                        dist.all_reduce(local, group=group)
+                    local.div_(dist.get_world_size(group))
+        super().optimizer_step(optimizer, grads, scaler=scaler)
+
+
+class HandReplicateTwiceHSDP(HandReplicateHSDP):
+    """:class:`HandReplicateHSDP` whose sum over ``dp_replicate`` runs twice before the divide:
+    the gradients are x2 their mean (the replicate degree)."""
+
+    passes = 2

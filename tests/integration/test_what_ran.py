@@ -27,6 +27,7 @@ TORCH = {
     "ddp_ignored": ["engine=data_parallel", T + "IgnoredWeightDDP", "data.split=sharded"],
     "hp_sum": ["engine=hyper_parallel", T + "SumOpHPTorch", "reshard_after_forward=false"],
     "replica": [T + "SkewedReplicaHSDP", "mesh=hsdp2x2"],
+    "hand_twice": [T + "HandReplicateTwiceHSDP", "mesh=hsdp2x2", "data.split=sharded"],
     "stats": [T + "SkewedStatsFSDP2"] + BN,
     "frozen_stats": [T + "FrozenStatsFSDP2"] + BN,
     "autocast": [T + "AutocastHeadFSDP2"],
@@ -40,6 +41,7 @@ TORCH = {
     "clean_dropout_bn": DROPOUT_BN,
     "clean_bf16_sharded": ["mp_policy=bf16", "data.split=sharded"],
     "clean_hsdp": ["mesh=hsdp2x2", "data.split=sharded"],
+    "clean_hand_hsdp": [T + "HandReplicateHSDP", "mesh=hsdp2x2", "data.split=sharded"],
     "clean_ddp": ["engine=data_parallel", "data.split=sharded"],
     "clean_hp": ["engine=hyper_parallel", "reshard_after_forward=false"],
 }
@@ -144,6 +146,19 @@ def test_a_replicate_reduction_that_never_runs_is_named_where_the_shard_dim_has_
 
 @pytest.mark.hyper_parallel
 @hp_only
+def test_a_replicate_dim_reduced_by_hand_is_judged_by_the_gradients_its_calls_carried(torch_jobs):
+    """``fully_shard`` over the shard sub-mesh and the replicate dim all-reduced by hand before
+    stepping: each call is given a gradient itself, so the ledger names its parameter. Done once
+    it is correct (``clean_hand_hsdp`` names nothing: no "never across dp_replicate", no
+    "reduced across the replicas more than once"); done twice it is named as twice."""
+    record = torch_jobs["hand_twice"]
+    assert record["status"] == "fail"
+    _note(record, "layer0.bias, layer0.weight, layer1.bias, layer1.weight were reduced more than once over "
+                  "dp_replicate in step 0")
+    assert not any("never across" in n or "all_reduce calls over" in n or "ran the mean over dp_shard only" in n
+                   for n in record["notes"]), record["notes"]
+
+
 def test_a_sum_on_the_hyper_parallel_torch_path_is_named_by_factor(torch_jobs):
     hp = torch_jobs["hp_sum"]
     note = _note(hp, "the gradient reduction of step 0 ran a sum over the ranks, not their mean")

@@ -260,6 +260,44 @@ def test_an_all_reduce_fsdp2_does_not_make_is_named():
                             "(reduce_op AVG, SUM)") for n in notes), notes
 
 
+def test_all_reduces_over_the_replicas_of_a_shard_sub_mesh_are_not_counted_against_fsdp2():
+    """``fully_shard`` over the ``dp_shard`` sub-mesh makes no replicate all-reduce (its divide
+    factors give no all-reduce group): an engine's own all-reduces over ``dp_replicate`` are not
+    extra ones FSDP2 did not make (the parameters they carried judge them)."""
+    hand = dict(_call("all_reduce", "float32", [0, 2]), reduce_op="SUM", span="update", params=["w"],
+                params_from="grad")
+    entries = [_call("reduce_scatter_single", "float32", [0, 1]), _divide([0, 1], []), hand,
+               dict(hand, params=["b"])]
+    notes = _rendered(ledger_notes, entries, FSDP_HSDP, rank=0, world_size=4)
+    assert not any("all_reduce calls over dp_replicate" in n for n in notes), notes
+
+
+def test_the_ledger_names_the_parameter_whose_gradient_a_reduction_is_given():
+    """In the update span a reduction given a parameter's local gradient itself (its memory and
+    size) names that parameter, ``params_from: grad``; any other tensor names none."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    from sweep.engines.collectives import Ledger, local_grads
+
+    model = torch.nn.Linear(3, 2)
+    model(torch.ones(1, 3)).sum().backward()
+    started = not dist.is_initialized()
+    if started:
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        with Ledger() as ledger:
+            ledger.span, ledger.grad_owners = "update", local_grads(model)
+            dist.all_reduce(model.weight.grad)
+            dist.all_reduce(model.bias.grad.clone())
+            dist.all_reduce(model.weight.grad[0])  # a view of part of it: not the gradient
+    finally:
+        if started:
+            dist.destroy_process_group()
+    assert [(e["params"], e.get("params_from")) for e in ledger.entries] == [
+        (["weight"], "grad"), (None, None), (None, None)]
+
+
 def test_the_first_floating_output_is_found_in_a_dict_or_tuple():
     torch = pytest.importorskip("torch")
     from sweep.train.torch_tensors import first_floating

@@ -158,6 +158,14 @@ def test_every_gradient_is_reduced_once_over_each_group_it_must_cross():
     assert twice == ["w was reduced more than once over dp_replicate in step 0: a gradient is reduced once per group "
                      "it crosses"]
     assert coverage_notes([dict(c, params=None) for c in fine], HSDP, ["w", "b"], sizes, 0, 4) == []  # unknown: no claim
+    # the replicate dim reduced by hand before stepping (calls given the gradients themselves) is a crossing;
+    # twice, it is named; without the engine saying what its own reductions carried, nothing is judged
+    shard = [_call("reduce_scatter_tensor", [0, 1], ["w", "b"])]
+    hand = [dict(_call("all_reduce", [0, 2], [n]), span="update", params_from="grad") for n in ("w", "b")]
+    assert coverage_notes(shard + hand, HSDP, ["w", "b"], sizes, 0, 4) == []
+    assert coverage_notes(shard + hand + hand[:1], HSDP, ["w", "b"], sizes, 0, 4) == [
+        "w was reduced more than once over dp_replicate in step 0: a gradient is reduced once per group it crosses"]
+    assert coverage_notes(hand, HSDP, ["w", "b"], sizes, 0, 4) == []
 
 
 def _norms(rows):

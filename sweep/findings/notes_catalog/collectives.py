@@ -54,7 +54,9 @@ REPLICAS_TWICE = NoteKind(
     code="N106", name="gradients reduced across the replicas more than once", family=FAMILY,
     template="{calls} all_reduce calls over {dim} in step {step} for {reductions} gradient reduction(s) (reduce_op "
              "{ops}): an all-reduce FSDP2 does not make, the gradients are reduced across the replicas more than once",
-    rests_on=LEDGER + "; all-reduces over the replicate dim's group against the step's divide-factors entries",
+    rests_on=LEDGER + "; all-reduces over the replicate dim's group against the step's divide-factors entries that "
+                      "all-reduce (fully_shard over a sub-mesh without the replicate dim makes none: an engine's own "
+                      "all-reduces there are judged by the parameters they carried, N142 and N143)",
     not_claimed="which code made the extra all-reduce",
     example={"calls": 2, "dim": "dp_replicate", "step": 0, "reductions": 1, "ops": ["AVG"]},
 )

@@ -118,7 +118,8 @@ NOT_ACROSS = NoteKind(
     code="N142", name="gradients never reduced across a dim", family=FAMILY,
     template="{names} {were} reduced over {crossed} but never across {dim} in step {step}: the ranks along {dim} keep "
              "gradients that differ",
-    rests_on="the ledger's gradient reductions with the parameters each carried, against the mesh dims of more than "
+    rests_on="the ledger's gradient reductions with the parameters each carried (an engine's own call in its "
+             "optimizer step given a parameter's gradient itself included), against the mesh dims of more than "
              "one rank each gradient must cross (a call over every rank crosses them all)",
     not_claimed="which call should have crossed it",
     example={"parameters": ["w"], "crossed": ["dp_shard"], "dim": "dp_replicate", "step": 0},

@@ -32,6 +32,10 @@ class CollectiveLedger(Observer):
         if self.current is None or name not in ("grads", "clip", "update"):
             return None
         self.current.span = name  # each entry says which part of the step made it
+        if name == "update":  # a reduction given a gradient itself names its parameter (an engine's own, by hand)
+            from sweep.engines.collectives import local_grads
+
+            self.current.grad_owners = local_grads(step.copy.model)
         return self.current
 
     def after_update(self, step: Step) -> None:

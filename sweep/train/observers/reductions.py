@@ -551,7 +551,8 @@ def reduction_findings(observer: Optional[_Gradients], ledger: List[Dict[str, An
                        carried: Optional[List[str]] = None, unseen: Optional[str] = None) -> List[Any]:
     """The distributed copy's notes on its gradient reductions as they ran, for
     ``RankResult.collectives["notes"]``: what each gradient became against the mean over the
-    ranks (``sweep.analysis.reductions.reduction_notes``), the calls that carried each one
+    ranks (``sweep.analysis.reductions.reduction_notes``; not a gradient the engine reduced
+    again in its optimizer step, by hand: the check saw it before that), the calls that carried each one
     against the groups the mesh says it must cross (``coverage_notes``), and parameters an
     engine's reducer leaves out of its list (``carried``: DDP's); ``unseen``: why the engine's
     calls are out of the ledger's sight (``collectives_unchecked``)."""
@@ -567,7 +568,13 @@ def reduction_findings(observer: Optional[_Gradients], ledger: List[Dict[str, An
 
     ledger = [dict(e, params=[canonical_name(n) for n in e["params"]]) if e.get("params") else e for e in ledger]
     calls = [e for e in ledger if e.get("params") is not None]
-    notes = reduction_notes(observer.found, known, Carriers(groups, world, calls, unseen), observer.sizes)
+    # a gradient the engine reduced again before stepping (a call given the gradient itself, by hand):
+    # the check held it as the backward's reduction left it, not as it ended; the calls judge it
+    later = {(int(e["step"]), n) for e in calls if e.get("span") == "update" and e.get("params_from") == "grad"
+             for n in e["params"]}
+    found = {step: {n: v for n, v in per.items() if (int(step), n) not in later}
+             for step, per in observer.found.items()}
+    notes = reduction_notes(found, known, Carriers(groups, world, calls, unseen), observer.sizes)
     params = observer.norms["params"]
     sizes = observer.sizes or {}
     graded = [n for n in params if observer.graded is None or n in observer.graded]  # no reduction owed the rest
