@@ -150,11 +150,14 @@ def test_a_replicate_dim_reduced_by_hand_is_judged_by_the_gradients_its_calls_ca
     """``fully_shard`` over the shard sub-mesh and the replicate dim all-reduced by hand before
     stepping: each call is given a gradient itself, so the ledger names its parameter. Done once
     it is correct (``clean_hand_hsdp`` names nothing: no "never across dp_replicate", no
-    "reduced across the replicas more than once"); done twice it is named as twice."""
+    "reduced across the replicas more than once"); done twice it is named as twice, and the
+    gradient norm departs x2 where the optimizer read it."""
     record = torch_jobs["hand_twice"]
     assert record["status"] == "fail"
     _note(record, "layer0.bias, layer0.weight, layer1.bias, layer1.weight were reduced more than once over "
                   "dp_replicate in step 0")
+    # the norms after the backward are not the reduced ones here: the departure is where the optimizer read them
+    assert "(x2; " in _note(record, "the gradient norm departs at step 0 as the optimizer read them")
     assert not any("never across" in n or "all_reduce calls over" in n or "ran the mean over dp_shard only" in n
                    for n in record["notes"]), record["notes"]
 

@@ -539,10 +539,16 @@ def gradients_record(observer: Optional[_Gradients]) -> Optional[Dict[str, Any]]
     """``RankResult.reductions`` of one copy: its per-step ``norms``, and, for the distributed
     copy, ``found`` (step -> parameter -> the op that ran), ``sizes`` (elements per parameter)
     and ``held`` (the first step whose gradient buffers still held the last step's, or ``None``);
-    ``None`` without an observer."""
+    ``None`` without an observer. Where the engine reduced gradients again in its optimizer step
+    (ledger entries ``params_from: grad``, by hand), ``norms["reduced"]`` is left empty: those
+    norms were taken after the backward, before that reduction, and ``read`` holds the result."""
     if observer is None:
         return None
-    return {"norms": observer.norms, "found": {str(k): v for k, v in observer.found.items()},
+    norms = observer.norms
+    entries = getattr(getattr(observer, "ledger", None), "entries", None) or []
+    if any(e.get("span") == "update" and e.get("params_from") == "grad" for e in entries):
+        norms = dict(norms, reduced=[])  # read before the engine's own reductions in its optimizer step: not them
+    return {"norms": norms, "found": {str(k): v for k, v in observer.found.items()},
             "sizes": observer.sizes, "held": observer.held}
 
 
