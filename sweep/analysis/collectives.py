@@ -116,8 +116,10 @@ def ledger_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[str,
         return []
     groups = dim_groups(expected["mesh_shape"], expected["mesh_dim_names"], rank)
     steps = sorted({int(e["step"]) for e in entries})
-    found = clip_notes(entries, expected.get("clip"), groups, world_size)
-    entries = [e for e in entries if e.get("span") != "clip"]  # the gradients' own reductions below
+    # a call in the clip span given a gradient itself reduces it (by hand): not the norm, one of the reductions below
+    found = clip_notes([e for e in entries if e.get("params_from") != "grad"], expected.get("clip"), groups,
+                       world_size)
+    entries = [e for e in entries if e.get("span") != "clip" or e.get("params_from") == "grad"]
     for kind in ("reduce_scatter", "all_reduce", "all_gather"):
         want = expected.get(kind)
         if want:
@@ -273,7 +275,9 @@ def ledger_summary(entries: Sequence[Dict[str, Any]], rank: int, world_size: int
                    expected: Optional[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The ledger's calls folded by ``(step, op, dtype, group, reduce_op)`` with their count
     and element total: ``[{"step", "span", "op", "dtype", "group": name, "reduce_op", "calls",
-    "numel"}]`` (``span``: the part of the step, ``grads``, ``clip`` or ``update``) (divide-factor entries left out), for the record and ``sweep.load_trace``."""
+    "numel"}]`` (``span``: the part of the step, ``grads``, ``clip`` or ``update``; ``"given_grads"``:
+    how many of the calls were given a parameter's gradient itself, where any) (divide-factor entries
+    left out), for the record and ``sweep.load_trace``."""
     groups = dim_groups(expected["mesh_shape"], expected["mesh_dim_names"], rank) if expected else {}
     folded: Dict[tuple, Dict[str, Any]] = {}
     for e in entries:
@@ -286,6 +290,8 @@ def ledger_summary(entries: Sequence[Dict[str, Any]], rank: int, world_size: int
                                       "reduce_op": e.get("reduce_op"), "calls": 0, "numel": 0})
         row["calls"] += 1
         row["numel"] += int(e.get("numel") or 0)
+        if e.get("params_from") == "grad":  # calls given a parameter's gradient itself (an engine's own, by hand)
+            row["given_grads"] = row.get("given_grads", 0) + 1
     return list(folded.values())
 
 

@@ -341,16 +341,73 @@ def coverage(calls: Sequence[Dict[str, Any]], params: Sequence[str], groups: Dic
     return out
 
 
+def later_reductions(entries: Sequence[Dict[str, Any]]) -> Dict[int, Optional[set]]:
+    """Per step, the gradients an engine reduced after the backward, by hand: in its clipping
+    or its optimizer step (the ``clip`` and ``update`` spans), calls given a parameter's
+    gradient itself (``"params_from": "grad"``, ``sweep.engines.collectives``) name their
+    parameters; a reduction of more than one element in the ``update`` span that names none (a
+    flat buffer of gradients) makes the step's ``None``: which gradients it carried is unknown.
+    Steps without such calls are absent."""
+    out: Dict[int, Optional[set]] = {}
+    for e in entries:
+        if e.get("span") not in ("clip", "update") or not str(e.get("op", "")).startswith(("reduce", "all_reduce")):
+            continue
+        step = int(e.get("step", 0))
+        if e.get("params_from") == "grad":
+            if out.get(step, set()) is not None:
+                out.setdefault(step, set()).update(e.get("params") or ())
+        elif e.get("span") == "update" and e.get("params") is None and int(e.get("numel") or 0) > 1:
+            out[step] = None
+    return out
+
+
+def reduced_by_hand(calls: Optional[Sequence[Dict[str, Any]]]) -> bool:
+    """Whether a ledger summary (``sweep.analysis.collectives.ledger_summary``'s rows: ``{"span",
+    "op", "calls", "numel", "given_grads", ...}``) shows gradients an engine reduced by hand after
+    the backward, as :func:`later_reductions` reads the entries themselves: calls in the clipping
+    or the optimizer step given a parameter's gradient itself, or reductions of more than one
+    element a call in the optimizer step (a flat buffer of gradients; the clipping's own are its
+    norms)."""
+    return any(r.get("span") in ("clip", "update") and r.get("given_grads") or r.get("span") == "update"
+               and str(r.get("op", "")).startswith(("reduce", "all_reduce"))
+               and int(r.get("numel") or 0) > int(r.get("calls") or 1) for r in calls or ())
+
+
+def _unnamed_crossings(entries: Sequence[Dict[str, Any]], step: int, groups: Dict[str, List[int]],
+                       world: int) -> set:
+    """The groups (dim names, or ``world``) crossed in ``step`` by reductions of more than one
+    element in the ``update`` span that name no parameter (:func:`later_reductions`)."""
+    return {group_name(e.get("group") or [], groups, world, with_ranks=False) if e.get("group") else "unknown"
+            for e in entries if int(e.get("step", -1)) == step and e.get("span") == "update"
+            and e.get("params") is None and int(e.get("numel") or 0) > 1
+            and str(e.get("op", "")).startswith(("reduce", "all_reduce"))}
+
+
+def _twice(found: Dict[str, Dict[str, Any]], need: Sequence[str]) -> Dict[str, str]:
+    """``{parameter: a group it was reduced over more than once}`` of :func:`coverage`'s
+    ``found``: the same group twice, or a dim and then every rank (a reduce-scatter over
+    ``dp_shard``, then an all-reduce over the world: rows of different shards summed)."""
+    out: Dict[str, str] = {}
+    for name, c in found.items():
+        groups = c["groups"]
+        hits = [g for g in groups if groups.count(g) > 1] + [d for d in need if d in groups and "world" in groups]
+        if hits:
+            out[name] = hits[0]
+    return out
+
+
 def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[str, Any]], params: Sequence[str],
                    sizes: Dict[str, int], rank: int, world: int) -> List[Note]:
     """Where a gradient was not reduced exactly once over each group it must cross
     (:func:`crossing_needed`; a call over every rank crosses them all), from the ledger's
     entries that name the parameters they carried (``params`` on an entry; engines that do
     not say are not judged here) in the ``grads`` span, and, where there are such, the
-    reductions an engine gave a gradient itself in the ``update`` span (``"params_from":
-    "grad"``: a replicate dim reduced by hand before stepping): never reduced (with the elements the
+    reductions an engine gave a gradient itself in its clipping or optimizer step
+    (:func:`later_reductions`: a replicate dim reduced by hand): never reduced (with the elements the
     step's reductions carried against the total of ``params``, where ``sizes`` knows them), not across a dim,
-    or twice over one group (``N141``, ``N142``, ``N143``). One note per way, the first step."""
+    or twice over one group (``N141``, ``N142``, ``N143``). One note per way, the first step. A
+    hand reduction that names no parameter (a flat buffer) leaves "never reduced", and "never
+    across" the dims it crossed, unsaid: it may have carried them."""
     from sweep.analysis.collectives import dim_groups
 
     if not expected or world <= 1:
@@ -360,7 +417,7 @@ def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[st
     reductions = [e for e in kept if e.get("span") in (None, "grads")]
     if not reductions:
         return []
-    reductions += [e for e in kept if e.get("span") == "update" and e.get("params_from") == "grad"]
+    reductions += [e for e in kept if e.get("span") in ("clip", "update") and e.get("params_from") == "grad"]
     groups = dim_groups(expected["mesh_shape"], expected["mesh_dim_names"], rank)
     need = crossing_needed(expected)
     notes: List[Note] = []
@@ -368,8 +425,9 @@ def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[st
     for step in sorted({int(e["step"]) for e in reductions}):
         mine = [e for e in reductions if int(e["step"]) == step]
         found = coverage(mine, params, groups, world)
+        unnamed = _unnamed_crossings(entries, step, groups, world)
         never = [n for n, c in found.items() if not c["groups"]]
-        if never and "never" not in done:
+        if never and "never" not in done and not unnamed:
             done.add("never")
             carried = sum(int(sizes.get(n, 0)) for n, c in found.items() if c["groups"])
             total = sum(int(v) for n, v in sizes.items() if n in found)
@@ -379,11 +437,11 @@ def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[st
         for dim in need:
             missed = [n for n, c in found.items() if c["groups"] and dim not in c["groups"]
                       and "world" not in c["groups"] and not (len(need) == 1 and "unknown" in c["groups"])]
-            if missed and ("dim", dim) not in done:
+            if missed and ("dim", dim) not in done and not unnamed & {dim, "world", "unknown"}:
                 done.add(("dim", dim))
                 crossed = sorted({g for n in missed for g in found[n]["groups"]})
                 notes.append(note("N142", parameters=missed, crossed=crossed, dim=dim, step=step))
-        twice = {n: g for n, c in found.items() for g in c["groups"] if c["groups"].count(g) > 1}
+        twice = _twice(found, need)
         if twice and "twice" not in done:
             done.add("twice")
             names = sorted(twice)
@@ -512,5 +570,6 @@ def norm_notes(standalone: Optional[Dict[str, Any]], distributed: Optional[Dict[
     unclipped = kind == "read" and max_norm is not None and b > float(max_norm) * (1 + 1e-3) \
         and a <= float(max_norm) * (1 + 1e-3)
     return [note("N144", step=int(step), stage=kind, equal=_equal_before(norms, kind, step, rel, sharded),
+                 by_hand=bool(distributed.get("by_hand")),
                  distributed=b, standalone=a, ratio=b / a if a else float("inf"), parameter=names[worst],
                  max_norm=float(max_norm) if unclipped else None, loss_step=losses.step, loss_word=losses.word)]

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 import sweep
 from sweep.analysis.evidence import first_diff_over_ranks, first_module_over_ranks, first_tensor_over_ranks, place
 from sweep.analysis.judging import each_ranks_shards, ranked_notes
+from sweep.analysis.reductions import reduced_by_hand
 from sweep.analysis.rounding import twin_dtype
 from sweep.config import presets
 from sweep.config.enums import as_str
@@ -418,13 +419,17 @@ def _trace_pass(cfg: DictConfig, framework: Type[Framework], job_dir: Path, reco
                 launch: Tuple[int, Dict[str, str], float, Optional[Path]], anchor: int, onset_until: int) -> tuple:
     """One tracing rerun into ``JOB_DIR/trace/`` (what was there goes): gradients, weights and
     modules recorded from step 0 to ``compare.trace_after`` past ``anchor``, weights on to
-    ``onset_until``. ``launch``: ``(world, env, limit, pools)``. Returns ``(the ranks' results,
+    ``onset_until`` (gradients as the optimizer read them where the run's ledger shows the engine
+    reducing them by hand after the backward, ``compare.grads_read``). ``launch``: ``(world, env, limit, pools)``. Returns ``(the ranks' results,
     [(first tensor, rank)], [(modules, rank)], the launch's outcome, the last gradient-traced step)``."""
     world, env, limit, pools = launch
     other = foreign_framework(cfg)
     until = min(int(cfg.steps) - 1, anchor + int(cfg.compare.trace_after))
+    # an engine that reduced gradients by hand after the backward: its gradients traced as the optimizer read them
+    read = reduced_by_hand((record.collectives or {}).get("calls"))
     config = dict(record.config, steps=max(until, onset_until) + 1,
-                  compare=dict(record.config["compare"], trace_until=until, onset_until=max(onset_until, until)))
+                  compare=dict(record.config["compare"], trace_until=until, onset_until=max(onset_until, until),
+                               grads_read=read))
     trace_dir = job_dir / TRACE_DIR
     shutil.rmtree(trace_dir, ignore_errors=True)
     trace_dir.mkdir(parents=True)

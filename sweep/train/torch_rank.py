@@ -498,7 +498,8 @@ def copy_observers(cfg: Any, name: str, copy: Copy, device: Any, rank: int = 0, 
                                     max_norm=cfg.train.clip_grad_norm, clears=copy.clear_grads,
                                     ledger=found["ledger"])
     if until is not None:
-        found["trace"] = TorchTensorTrace(until_step, weights_step, book.sink(name) if book is not None else None)
+        found["trace"] = TorchTensorTrace(until_step, weights_step, book.sink(name) if book is not None else None,
+                                          grads_read=bool(cfg.compare.get("grads_read", False)))
         if cfg.compare.get("module_trace", True):  # the tracing rerun: inside the model too
             found["modules"] = ModuleTrace(copy.model, until_step, found["trace"])
     if distributed:
@@ -538,7 +539,8 @@ def twin_observers(cfg: Any, copy: Copy, book: Any = None) -> Dict[str, Observer
         return {}
     weights_step = max(int(until), int(cfg.compare.get("onset_until") or -1))
     found: Dict[str, Observer] = {"trace": TorchTensorTrace(int(until), weights_step,
-                                                            book.sink("twin") if book is not None else None)}
+                                                            book.sink("twin") if book is not None else None,
+                                                            grads_read=bool(cfg.compare.get("grads_read", False)))}
     if cfg.compare.get("module_trace", True):
         found["modules"] = ModuleTrace(copy.model, int(until), found["trace"])
     return found

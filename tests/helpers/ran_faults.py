@@ -10,7 +10,9 @@ replicated on every rank, its gradient never reduced), ``IgnoredWeightDDP`` (DDP
 ignore a parameter), ``SumOpHPTorch`` (hyper-parallel's reduce op set to sum).
 Hand-made reductions: ``HandReplicateHSDP`` (correct: ``fully_shard`` over the ``dp_shard``
 sub-mesh only, the gradients' mean over ``dp_replicate`` all-reduced by hand before stepping),
-``HandReplicateTwiceHSDP`` (the same, the sum all-reduced twice: x2 the mean).
+``HandReplicateTwiceHSDP`` (the same, the sum all-reduced twice: x2 the mean),
+``HandReplicateFlatHSDP`` (correct: the same mean, of one flat buffer of every gradient),
+``HandReplicateInClipHSDP`` (correct: the mean taken in ``clip_grad_norm``, before clipping).
 Replicas: ``SkewedReplicaHSDP`` (the second replica row steps one parameter with a larger
 gradient), ``SkewedStatsFSDP2`` (one rank's BatchNorm momentum differs: its buffers part),
 ``FrozenStatsFSDP2`` (every rank's BatchNorm momentum 0: the statistics never move).
@@ -327,3 +329,42 @@ class HandReplicateTwiceHSDP(HandReplicateHSDP):
     the gradients are x2 their mean (the replicate degree)."""
 
     passes = 2
+
+
+class HandReplicateFlatHSDP(HandReplicateHSDP):
+    """:class:`HandReplicateHSDP` whose mean over ``dp_replicate`` is of one flat buffer of every
+    local gradient, copied back: correct, and its call names no parameter."""
+
+    def optimizer_step(self, optimizer, grads=None, *, scaler=None):
+        import torch
+        import torch.distributed as dist
+
+        group = self.mesh2.get_group("dp_replicate")
+        grads = [p.grad.to_local() for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        flat = torch.cat([t.reshape(-1) for t in grads])
+        dist.all_reduce(flat, group=group)
+        flat.div_(dist.get_world_size(group))
+        start = 0
+        for t in grads:
+            t.copy_(flat[start:start + t.numel()].view_as(t))
+            start += t.numel()
+        TorchFSDP2.optimizer_step(self, optimizer, grads=None, scaler=scaler)
+
+
+class HandReplicateInClipHSDP(HandReplicateHSDP):
+    """:class:`HandReplicateHSDP` with ``train.clip_grad_norm``: the mean over ``dp_replicate``
+    taken in ``clip_grad_norm``, before the norm (correct: clipping reads reduced gradients)."""
+
+    def clip_grad_norm(self, model, max_norm):
+        import torch.distributed as dist
+
+        group = self.mesh2.get_group("dp_replicate")
+        for p in model.parameters():
+            if p.grad is not None:
+                local = p.grad.to_local()
+                dist.all_reduce(local, group=group)
+                local.div_(dist.get_world_size(group))
+        return super().clip_grad_norm(model, max_norm)
+
+    def optimizer_step(self, optimizer, grads=None, *, scaler=None):
+        TorchFSDP2.optimizer_step(self, optimizer, grads, scaler=scaler)

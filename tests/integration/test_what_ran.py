@@ -42,6 +42,9 @@ TORCH = {
     "clean_bf16_sharded": ["mp_policy=bf16", "data.split=sharded"],
     "clean_hsdp": ["mesh=hsdp2x2", "data.split=sharded"],
     "clean_hand_hsdp": [T + "HandReplicateHSDP", "mesh=hsdp2x2", "data.split=sharded"],
+    "clean_hand_flat": [T + "HandReplicateFlatHSDP", "mesh=hsdp2x2", "data.split=sharded"],
+    "clean_hand_clip": [T + "HandReplicateInClipHSDP", "mesh=hsdp2x2", "data.split=sharded",
+                        "train.clip_grad_norm=0.05"],
     "clean_ddp": ["engine=data_parallel", "data.split=sharded"],
     "clean_hp": ["engine=hyper_parallel", "reshard_after_forward=false"],
 }
@@ -144,24 +147,31 @@ def test_a_replicate_reduction_that_never_runs_is_named_where_the_shard_dim_has_
     assert record["replicas"]["first_step"] is None  # (no gradient, no update: the replicas stay equal)
 
 
-@pytest.mark.hyper_parallel
-@hp_only
 def test_a_replicate_dim_reduced_by_hand_is_judged_by_the_gradients_its_calls_carried(torch_jobs):
     """``fully_shard`` over the shard sub-mesh and the replicate dim all-reduced by hand before
     stepping: each call is given a gradient itself, so the ledger names its parameter. Done once
     it is correct (``clean_hand_hsdp`` names nothing: no "never across dp_replicate", no
-    "reduced across the replicas more than once"); done twice it is named as twice, and the
-    gradient norm departs x2 where the optimizer read it."""
+    "reduced across the replicas more than once"), and so is one of a flat buffer of every
+    gradient (its call names none: nothing is said of what it may have carried) or one made
+    in ``clip_grad_norm``; their gradients are traced as the optimizer read them, within
+    rounding. Done twice it is named as twice, and the gradient norm departs x2 where the
+    optimizer read it."""
     record = torch_jobs["hand_twice"]
     assert record["status"] == "fail"
     _note(record, "layer0.bias, layer0.weight, layer1.bias, layer1.weight were reduced more than once over "
                   "dp_replicate in step 0")
     # the norms after the backward are not the reduced ones here: the departure is where the optimizer read them
-    assert "(x2; " in _note(record, "the gradient norm departs at step 0 as the optimizer read them")
+    norm = _note(record, "the gradient norm departs at step 0 as the optimizer read them")
+    assert "(x2; " in norm and "in the engine's own reductions in its clipping or optimizer step" in norm
+    for name in ("clean_hand_hsdp", "clean_hand_flat", "clean_hand_clip"):  # (their notes: the clean models' test)
+        first = torch_jobs[name]["first_tensor"]  # traced as the optimizer read them: within rounding
+        assert first.get("beyond_rounding") is None and first["rel_diff"] <= first["bound"], (name, first)
     assert not any("never across" in n or "all_reduce calls over" in n or "ran the mean over dp_shard only" in n
                    for n in record["notes"]), record["notes"]
 
 
+@pytest.mark.hyper_parallel
+@hp_only
 def test_a_sum_on_the_hyper_parallel_torch_path_is_named_by_factor(torch_jobs):
     hp = torch_jobs["hp_sum"]
     note = _note(hp, "the gradient reduction of step 0 ran a sum over the ranks, not their mean")

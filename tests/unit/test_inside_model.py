@@ -270,6 +270,12 @@ def test_all_reduces_over_the_replicas_of_a_shard_sub_mesh_are_not_counted_again
                dict(hand, params=["b"])]
     notes = _rendered(ledger_notes, entries, FSDP_HSDP, rank=0, world_size=4)
     assert not any("all_reduce calls over dp_replicate" in n for n in notes), notes
+    # made in clip_grad_norm: a reduction of the gradients, not the clipping norm's, and the replicate dim's
+    norm = dict(_call("all_reduce", "float32", [0, 1], numel=1), span="clip", reduce_op="SUM")
+    clipped = [dict(e, span="clip") if e is hand or e.get("params") == ["b"] else e for e in entries] + [norm]
+    want = dict(FSDP_HSDP, clip={"groups": ["dp_shard"], "size": 2, "why": "the norm of the whole gradient"})
+    notes = _rendered(ledger_notes, clipped, want, rank=0, world_size=4)
+    assert not any("clipping norm" in n or "no all_reduce over dp_replicate" in n for n in notes), notes
 
 
 def test_the_ledger_names_the_parameter_whose_gradient_a_reduction_is_given():

@@ -166,6 +166,24 @@ def test_every_gradient_is_reduced_once_over_each_group_it_must_cross():
     assert coverage_notes(shard + hand + hand[:1], HSDP, ["w", "b"], sizes, 0, 4) == [
         "w was reduced more than once over dp_replicate in step 0: a gradient is reduced once per group it crosses"]
     assert coverage_notes(hand, HSDP, ["w", "b"], sizes, 0, 4) == []
+    in_clip = [dict(c, span="clip") for c in hand]
+    assert coverage_notes(shard + in_clip, HSDP, ["w", "b"], sizes, 0, 4) == []
+    # a flat buffer over dp_replicate names no parameter: "never across dp_replicate" is not said of any
+    flat = dict(_call("all_reduce", [0, 2], None), span="update", numel=1625)
+    assert coverage_notes(shard + [flat], HSDP, ["w", "b"], sizes, 0, 4) == []
+    assert reductions.later_reductions(shard + hand + [flat]) == {0: None}
+    assert reductions.later_reductions(shard + in_clip) == {0: {"w", "b"}}
+    assert reductions.later_reductions(shard) == {}
+    # the run's ledger summary: calls given gradients in the clipping or optimizer step, or a flat buffer in the
+    # optimizer step, are gradients reduced by hand; the clipping's norms (FSDP2's: a vector a call) are not
+    row = {"step": 0, "span": "update", "op": "all_reduce", "calls": 1, "numel": 1836}
+    assert reductions.reduced_by_hand([row]) and reductions.reduced_by_hand([dict(row, span="clip", given_grads=1)])
+    assert not reductions.reduced_by_hand([dict(row, span="clip", numel=23), dict(row, span="grads"), {}])
+    # a shard reduced over dp_shard, then all-reduced over every rank: dp_shard crossed twice (rows of
+    # different shards summed)
+    world = [dict(_call("all_reduce", [0, 1, 2, 3], [n]), span="update", params_from="grad") for n in ("w", "b")]
+    assert coverage_notes(shard + world, HSDP, ["w", "b"], sizes, 0, 4) == [
+        "b, w were reduced more than once over dp_shard in step 0: a gradient is reduced once per group it crosses"]
 
 
 def _norms(rows):

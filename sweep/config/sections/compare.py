@@ -75,6 +75,11 @@ class CompareConfig:
         doc="Set by the job in its tracing rerun only: record gradients and weights up to this step.")
     onset_until: Optional[int] = affects(
         default=None, doc="Set by the job in its tracing rerun only: record weights up to this step.")
+    grads_read: bool = affects(
+        default=False,
+        doc="Set by the job in its tracing rerun only (torch): trace the gradients as the optimizer read them, "
+            "after the engine's ``optimizer_step``, where its run saw the engine reduce gradients by hand in its "
+            "clipping or optimizer step; else as the backward's reduction and the clipping left them.")
 
     @staticmethod
     def check(compare: Any) -> None:

@@ -79,7 +79,10 @@ def _norm(values: Dict[str, Any]) -> Dict[str, Any]:
     ratio = values.get("ratio")  # a NaN norm has no ratio to give (inf: a standalone norm of 0, said so)
     nan = isinstance(ratio, float) and math.isnan(ratio) or str(ratio).lower() == "nan"
     place = NORM_PLACE[values["stage"]]
-    if values["stage"] == "reduced" and values.get("ran_other"):  # sweep.run.judge: an N140 of the same step
+    if values["stage"] == "read" and values.get("by_hand"):  # the engine reduced again after the backward
+        place = ("in the engine's own reductions in its clipping or optimizer step, or after them (clipping, scaling "
+                 "or code that touches the gradients)")
+    elif values["stage"] == "reduced" and values.get("ran_other"):  # sweep.run.judge: an N140 of the same step
         place = "in the reduction (it ran another op than the mean, above)"
     elif values["stage"] == "reduced" and not values.get("equal"):  # the norms before it were not compared
         place = ("in the forward, the backward or the reduction (the gradients before it were not compared: with "

@@ -32,7 +32,7 @@ class CollectiveLedger(Observer):
         if self.current is None or name not in ("grads", "clip", "update"):
             return None
         self.current.span = name  # each entry says which part of the step made it
-        if name == "update":  # a reduction given a gradient itself names its parameter (an engine's own, by hand)
+        if name in ("clip", "update"):  # a reduction given a gradient itself names its parameter (by hand)
             from sweep.engines.collectives import local_grads
 
             self.current.grad_owners = local_grads(step.copy.model)

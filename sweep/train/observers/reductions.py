@@ -539,15 +539,17 @@ def gradients_record(observer: Optional[_Gradients]) -> Optional[Dict[str, Any]]
     """``RankResult.reductions`` of one copy: its per-step ``norms``, and, for the distributed
     copy, ``found`` (step -> parameter -> the op that ran), ``sizes`` (elements per parameter)
     and ``held`` (the first step whose gradient buffers still held the last step's, or ``None``);
-    ``None`` without an observer. Where the engine reduced gradients again in its optimizer step
-    (ledger entries ``params_from: grad``, by hand), ``norms["reduced"]`` is left empty: those
-    norms were taken after the backward, before that reduction, and ``read`` holds the result."""
+    ``None`` without an observer. Where the engine reduced gradients again in its clipping or
+    optimizer step (by hand, ``sweep.analysis.reductions.later_reductions``), ``norms["reduced"]`` is left empty: those
+    norms were taken after the backward, before that reduction, and ``read`` holds the result
+    (``norms["by_hand"]``: ``True``)."""
     if observer is None:
         return None
+    from sweep.analysis.reductions import later_reductions
+
     norms = observer.norms
-    entries = getattr(getattr(observer, "ledger", None), "entries", None) or []
-    if any(e.get("span") == "update" and e.get("params_from") == "grad" for e in entries):
-        norms = dict(norms, reduced=[])  # read before the engine's own reductions in its optimizer step: not them
+    if later_reductions(getattr(getattr(observer, "ledger", None), "entries", None) or []):
+        norms = dict(norms, reduced=[], by_hand=True)  # read before the engine's own reductions: not them
     return {"norms": norms, "found": {str(k): v for k, v in observer.found.items()},
             "sizes": observer.sizes, "held": observer.held}
 
@@ -563,7 +565,7 @@ def reduction_findings(observer: Optional[_Gradients], ledger: List[Dict[str, An
     engine's reducer leaves out of its list (``carried``: DDP's); ``unseen``: why the engine's
     calls are out of the ledger's sight (``collectives_unchecked``)."""
     from sweep.analysis.collectives import dim_groups
-    from sweep.analysis.reductions import Carriers, coverage_notes, reduction_notes
+    from sweep.analysis.reductions import Carriers, coverage_notes, later_reductions, reduction_notes
 
     if observer is None or world <= 1:
         return []
@@ -574,12 +576,16 @@ def reduction_findings(observer: Optional[_Gradients], ledger: List[Dict[str, An
 
     ledger = [dict(e, params=[canonical_name(n) for n in e["params"]]) if e.get("params") else e for e in ledger]
     calls = [e for e in ledger if e.get("params") is not None]
-    # a gradient the engine reduced again before stepping (a call given the gradient itself, by hand):
-    # the check held it as the backward's reduction left it, not as it ended; the calls judge it
-    later = {(int(e["step"]), n) for e in calls if e.get("span") == "update" and e.get("params_from") == "grad"
-             for n in e["params"]}
-    found = {step: {n: v for n, v in per.items() if (int(step), n) not in later}
-             for step, per in observer.found.items()}
+    # a gradient the engine reduced again in its clipping or optimizer step (by hand): the check held
+    # it as the backward's reduction left it, not as it ended; the calls judge it (all of the step's
+    # where a call names none)
+    later = later_reductions(ledger)
+
+    def judged(step: Any, name: str) -> bool:
+        names = later.get(int(step), set())
+        return names is not None and name not in names
+
+    found = {step: {n: v for n, v in per.items() if judged(step, n)} for step, per in observer.found.items()}
     notes = reduction_notes(found, known, Carriers(groups, world, calls, unseen), observer.sizes)
     params = observer.norms["params"]
     sizes = observer.sizes or {}

@@ -52,8 +52,10 @@ class TorchTensorTrace(_Trace):
     """A torch copy's trace: ``begin_step`` (step 0): ``"initial"`` and ``"initial_buffer"``,
     the weights and buffers before it; ``after_backward``: ``"buffer"`` (BatchNorm's running
     statistics, updated by the forward); ``before_optimizer``, up to ``until``: ``"grad"``
-    (clipped, unscaled); ``after_step``:
-    ``"weight"``. Each a ``{canonical name: float32 ndarray}`` of full tensors
+    (reduced, clipped, unscaled), or, with ``grads_read``, ``after_update``: as the optimizer
+    read them (what the engine's ``optimizer_step`` did to them first included: an engine that
+    reduces a mesh dim by hand there; torch's optimizers read gradients without writing them);
+    ``after_step``: ``"weight"``. Each a ``{canonical name: float32 ndarray}`` of full tensors
     (``sweep.train.torch_tensors.record_tensors``: a sharded ``DTensor`` is gathered, a
     collective every rank makes at the same point, outside the ledger's spans)."""
 
@@ -69,8 +71,16 @@ class TorchTensorTrace(_Trace):
         if self.traced(step):
             self.sink.record("buffer", self._copies(step.copy.model, "buffer"))
 
+    def __init__(self, until: int, weights_until: int = -1, sink: Any = None, grads_read: bool = False) -> None:
+        super().__init__(until, weights_until, sink)
+        self.grads_read = bool(grads_read)
+
     def before_optimizer(self, step: Step) -> None:
-        if step.index <= self.until:
+        if step.index <= self.until and not self.grads_read:
+            self.sink.record("grad", self._copies(step.copy.model, "grad"))
+
+    def after_update(self, step: Step) -> None:
+        if step.index <= self.until and self.grads_read:
             self.sink.record("grad", self._copies(step.copy.model, "grad"))
 
     def after_step(self, step: Step) -> None:
