@@ -420,8 +420,9 @@ def _trace_pass(cfg: DictConfig, framework: Type[Framework], job_dir: Path, reco
     """One tracing rerun into ``JOB_DIR/trace/`` (what was there goes): gradients, weights and
     modules recorded from step 0 to ``compare.trace_after`` past ``anchor``, weights on to
     ``onset_until`` (gradients as the optimizer read them where the run's ledger shows the engine
-    reducing them by hand after the backward, ``compare.grads_read``). ``launch``: ``(world, env, limit, pools)``. Returns ``(the ranks' results,
-    [(first tensor, rank)], [(modules, rank)], the launch's outcome, the last gradient-traced step)``."""
+    reducing them by hand after the backward, ``compare.grads_read``). ``launch``: ``(world,
+    env, limit, pools)``. Returns ``(the ranks' results, [(first tensor, rank)], [(modules,
+    rank)], the launch's outcome, the last gradient-traced step)``."""
     world, env, limit, pools = launch
     other = foreign_framework(cfg)
     until = min(int(cfg.steps) - 1, anchor + int(cfg.compare.trace_after))
