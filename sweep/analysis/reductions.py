@@ -341,6 +341,16 @@ def coverage(calls: Sequence[Dict[str, Any]], params: Sequence[str], groups: Dic
     return out
 
 
+def _reduces(e: Dict[str, Any]) -> bool:
+    return str(e.get("op", "")).startswith(("reduce", "all_reduce"))
+
+
+def _unnamed_update(e: Dict[str, Any]) -> bool:
+    """A ledger entry of a reduction of more than one element in the ``update`` span that names
+    no parameter (a flat buffer of gradients an engine reduced by hand)."""
+    return e.get("span") == "update" and e.get("params") is None and int(e.get("numel") or 0) > 1 and _reduces(e)
+
+
 def later_reductions(entries: Sequence[Dict[str, Any]]) -> Dict[int, Optional[set]]:
     """Per step, the gradients an engine reduced after the backward, by hand: in its clipping
     or its optimizer step (the ``clip`` and ``update`` spans), calls given a parameter's
@@ -350,13 +360,11 @@ def later_reductions(entries: Sequence[Dict[str, Any]]) -> Dict[int, Optional[se
     Steps without such calls are absent."""
     out: Dict[int, Optional[set]] = {}
     for e in entries:
-        if e.get("span") not in ("clip", "update") or not str(e.get("op", "")).startswith(("reduce", "all_reduce")):
-            continue
         step = int(e.get("step", 0))
-        if e.get("params_from") == "grad":
+        if e.get("span") in ("clip", "update") and e.get("params_from") == "grad" and _reduces(e):
             if out.get(step, set()) is not None:
                 out.setdefault(step, set()).update(e.get("params") or ())
-        elif e.get("span") == "update" and e.get("params") is None and int(e.get("numel") or 0) > 1:
+        elif _unnamed_update(e):
             out[step] = None
     return out
 
@@ -369,8 +377,7 @@ def reduced_by_hand(calls: Optional[Sequence[Dict[str, Any]]]) -> bool:
     element a call in the optimizer step (a flat buffer of gradients; the clipping's own are its
     norms)."""
     return any(r.get("span") in ("clip", "update") and r.get("given_grads") or r.get("span") == "update"
-               and str(r.get("op", "")).startswith(("reduce", "all_reduce"))
-               and int(r.get("numel") or 0) > int(r.get("calls") or 1) for r in calls or ())
+               and _reduces(r) and int(r.get("numel") or 0) > int(r.get("calls") or 1) for r in calls or ())
 
 
 def _unnamed_crossings(entries: Sequence[Dict[str, Any]], step: int, groups: Dict[str, List[int]],
@@ -378,9 +385,7 @@ def _unnamed_crossings(entries: Sequence[Dict[str, Any]], step: int, groups: Dic
     """The groups (dim names, or ``world``) crossed in ``step`` by reductions of more than one
     element in the ``update`` span that name no parameter (:func:`later_reductions`)."""
     return {group_name(e.get("group") or [], groups, world, with_ranks=False) if e.get("group") else "unknown"
-            for e in entries if int(e.get("step", -1)) == step and e.get("span") == "update"
-            and e.get("params") is None and int(e.get("numel") or 0) > 1
-            and str(e.get("op", "")).startswith(("reduce", "all_reduce"))}
+            for e in entries if int(e.get("step", -1)) == step and _unnamed_update(e)}
 
 
 def _twice(found: Dict[str, Dict[str, Any]], need: Sequence[str]) -> Dict[str, str]:
