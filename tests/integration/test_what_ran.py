@@ -28,6 +28,7 @@ TORCH = {
     "hp_sum": ["engine=hyper_parallel", T + "SumOpHPTorch", "reshard_after_forward=false"],
     "replica": [T + "SkewedReplicaHSDP", "mesh=hsdp2x2"],
     "hand_twice": [T + "HandReplicateTwiceHSDP", "mesh=hsdp2x2", "data.split=sharded"],
+    "hand_clip_first": [T + "HandReplicateHSDP", "mesh=hsdp2x2", "data.split=sharded", "train.clip_grad_norm=0.05"],
     "stats": [T + "SkewedStatsFSDP2"] + BN,
     "frozen_stats": [T + "FrozenStatsFSDP2"] + BN,
     "autocast": [T + "AutocastHeadFSDP2"],
@@ -155,7 +156,8 @@ def test_a_replicate_dim_reduced_by_hand_is_judged_by_the_gradients_its_calls_ca
     gradient (its call names none: nothing is said of what it may have carried) or one made
     in ``clip_grad_norm``; their gradients are traced as the optimizer read them, within
     rounding. Done twice it is named as twice, and the gradient norm departs x2 where the
-    optimizer read it."""
+    optimizer read it. Clipped before the hand reduction (in the optimizer step), the order is
+    named from the calls (N146), where a reduction in ``clip_grad_norm`` before the norm names none."""
     record = torch_jobs["hand_twice"]
     assert record["status"] == "fail"
     _note(record, "layer0.bias, layer0.weight, layer1.bias, layer1.weight were reduced more than once over "
@@ -168,6 +170,10 @@ def test_a_replicate_dim_reduced_by_hand_is_judged_by_the_gradients_its_calls_ca
         assert first.get("beyond_rounding") is None and first["rel_diff"] <= first["bound"], (name, first)
     assert not any("never across" in n or "all_reduce calls over" in n or "ran the mean over dp_shard only" in n
                    for n in record["notes"]), record["notes"]
+    late = _note(torch_jobs["hand_clip_first"], "train.clip_grad_norm=0.05 clipped the gradients of step 0 before the "
+                                                "engine reduced them by hand")
+    assert "over dp_replicate in its optimizer step" in late, late
+    assert not any("before the engine reduced" in n for n in torch_jobs["clean_hand_clip"]["notes"])
 
 
 @pytest.mark.hyper_parallel

@@ -186,6 +186,33 @@ def test_every_gradient_is_reduced_once_over_each_group_it_must_cross():
         "b, w were reduced more than once over dp_shard in step 0: a gradient is reduced once per group it crosses"]
 
 
+def test_gradients_clipped_before_the_engine_reduces_them_by_hand_are_named_from_the_calls_order():
+    """N146: train.clip_grad_norm read the gradients before the engine's own reduction of them (in its
+    optimizer step, or in its clipping after the norm's all-reduce); reduced first, then clipped: no note."""
+    shard = [_call("reduce_scatter_tensor", [0, 1], ["w", "b"])]
+    norm = dict(_call("all_reduce", [0, 1], None), span="clip", numel=1)  # the clipping's norm (FSDP2: a scalar)
+    hand = [dict(_call("all_reduce", [0, 2], [n]), span="update", params_from="grad") for n in ("w", "b")]
+    late = reductions.clip_order_notes(shard + [norm] + hand, 1.0, GROUPS, 4)
+    assert [(n.code, n.values["step"], n.values["groups"], n.values["calls"]) for n in late] == [
+        ("N146", 0, ["dp_replicate"], 2)]
+    assert _rendered(late) == ["train.clip_grad_norm=1 clipped the gradients of step 0 before the engine reduced "
+                               "them by hand (2 call(s) over dp_replicate in its optimizer step): each rank clipped "
+                               "by the norm of its own unreduced gradients, not of their mean"]
+    in_clip = [dict(c, span="clip") for c in hand]
+    assert reductions.clip_order_notes(shard + in_clip + [norm], 1.0, GROUPS, 4) == []  # reduced, then the norm
+    after_norm = reductions.clip_order_notes(shard + [norm] + in_clip, 1.0, GROUPS, 4)
+    assert after_norm[0].values["where"] == ["its clipping, after the norm"]
+    flat = dict(_call("all_reduce", [0, 2], None), span="update", numel=1625)  # a flat buffer of gradients
+    assert reductions.clip_order_notes(shard + [norm, flat], 1.0, GROUPS, 4)[0].values["calls"] == 1
+    # no clipping, one rank, or only the backward's own reductions (FSDP2, DDP): nothing to say
+    assert reductions.clip_order_notes(shard + [norm] + hand, None, GROUPS, 4) == []
+    assert reductions.clip_order_notes(shard + [norm] + hand, 1.0, GROUPS, 1) == []
+    assert reductions.clip_order_notes(shard + [norm], 1.0, GROUPS, 4) == []
+    # a later step's order is named at that step
+    later = [dict(e, step=3) for e in [norm] + hand]
+    assert reductions.clip_order_notes(shard + in_clip + [norm] + later, 1.0, GROUPS, 4)[0].values["step"] == 3
+
+
 def _norms(rows):
     return {"params": ["w", "b"], "pre": rows, "reduced": rows, "read": rows}
 

@@ -1,6 +1,7 @@
-"""N140-N144: the gradient reduction as it ran (``sweep.analysis.reductions``): what each gradient
+"""N140-N146: the gradient reduction as it ran (``sweep.analysis.reductions``): what each gradient
 became against the mean over the ranks (``reduction_notes``), which calls carried it
-(``coverage_notes``), and where the gradient norm first departs (``norm_notes``)."""
+(``coverage_notes``), where the gradient norm first departs (``norm_notes``), and clipping that
+read the gradients before the engine reduced them by hand (``clip_order_notes``)."""
 
 from __future__ import annotations
 
@@ -164,4 +165,17 @@ IGNORED = NoteKind(
                          "theirs": "their gradients are" if len(values["parameters"]) > 1 else "its gradient is"},
 )
 
-KINDS = [REDUCTION, NEVER_CARRIED, NOT_ACROSS, TWICE, NORM, IGNORED]
+CLIPPED_FIRST = NoteKind(
+    code="N146", name="gradients clipped before the engine reduced them", family=FAMILY,
+    template="train.clip_grad_norm={max_norm:g} clipped the gradients of step {step} before the engine reduced them "
+             "by hand ({calls} call(s) over {groups} in {where}): each rank clipped by the norm of its own "
+             "unreduced gradients, not of their mean",
+    rests_on="the ledger's calls in the order they ran: reductions given a parameter's gradient itself, or a flat "
+             "buffer of them, in the engine's optimizer step, or in its clipping after the norm's own all-reduce",
+    not_claimed="that the clipped gradients differ: ranks whose unreduced gradients agree (the same data on every "
+                "replica), or a norm under the threshold, clip alike",
+    example={"max_norm": 1.0, "step": 0, "calls": 4, "groups": ["dp_replicate"], "where": ["its optimizer step"]},
+    fill=lambda values: {"groups": ", ".join(values["groups"]), "where": " and ".join(values["where"])},
+)
+
+KINDS = [REDUCTION, NEVER_CARRIED, NOT_ACROSS, TWICE, NORM, IGNORED, CLIPPED_FIRST]

@@ -561,11 +561,12 @@ def reduction_findings(observer: Optional[_Gradients], ledger: List[Dict[str, An
     ``RankResult.collectives["notes"]``: what each gradient became against the mean over the
     ranks (``sweep.analysis.reductions.reduction_notes``; not a gradient the engine reduced
     again in its optimizer step, by hand: the check saw it before that), the calls that carried each one
-    against the groups the mesh says it must cross (``coverage_notes``), and parameters an
+    against the groups the mesh says it must cross (``coverage_notes``), clipping that read the
+    gradients before the engine reduced them by hand (``clip_order_notes``), and parameters an
     engine's reducer leaves out of its list (``carried``: DDP's); ``unseen``: why the engine's
     calls are out of the ledger's sight (``collectives_unchecked``)."""
     from sweep.analysis.collectives import dim_groups
-    from sweep.analysis.reductions import Carriers, coverage_notes, later_reductions, reduction_notes
+    from sweep.analysis.reductions import Carriers, clip_order_notes, coverage_notes, later_reductions, reduction_notes
 
     if observer is None or world <= 1:
         return []
@@ -591,6 +592,7 @@ def reduction_findings(observer: Optional[_Gradients], ledger: List[Dict[str, An
     sizes = observer.sizes or {}
     graded = [n for n in params if observer.graded is None or n in observer.graded]  # no reduction owed the rest
     notes += coverage_notes(ledger, expected, graded, sizes, rank, world)
+    notes += clip_order_notes(ledger, observer.max_norm, groups, world)
     if carried is not None:
         carried = [canonical_name(n) for n in carried]
         left = [n for n in params if n not in carried]
