@@ -24,7 +24,7 @@ A job dir (``hydra.runtime.output_dir``; ``SWEEP_DIR/<job num>/`` in a multirun)
     trace/                    the tracing rerun (sweep.run.job), a job dir of its own; with
                               compare.trace_capture=staged its ranks/ also hold, per rank r
                               (sweep.train.trace_book): tensors_<r>.jsonl (every traced tensor's
-                              sha1 and statistics), pairs_<r>.jsonl (each pair's statistics),
+                              digest and statistics), pairs_<r>.jsonl (each pair's statistics),
                               capture_<r>.npz (the decisive tensors, both copies); spool_<r>/ is
                               the scratch spool while the rerun runs
     .pools/<name>/            a single run's shared launch (the job and its tracing rerun),

@@ -215,8 +215,8 @@ class RankResult(_Record):
     (sharded data: each rank's statistics are its shard's; copies trained apart).
     ``replica``: the distributed copy's local weights per step, ``{"key": which shards
     this rank holds, "coords": its mesh coordinates, "mesh_dims": their names,
-    "digests": [sha1 hex of the local weights after each step]}``; ranks with one key
-    must give equal digests (``sweep.analysis.judging.replica_check``); ``None`` where not recorded.
+    "digests": [digest hex of the local weights after each step, sweep.train.digests]}``; ranks
+    with one key must give equal digests (``sweep.analysis.judging.replica_check``); ``None`` where not recorded.
     
     ``collectives``: the distributed copy's ledger (``sweep.engines.collectives``) folded
     per step (``calls``), the engine's ``expected`` contract (or ``unchecked``: why none),

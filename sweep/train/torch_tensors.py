@@ -69,14 +69,15 @@ def record_tensors(model: Any, kind: str) -> Dict[str, np.ndarray]:
 
 
 def local_digest(model: Any) -> str:
-    """sha1 (hex) of this rank's local parameter values, in ``named_parameters`` order:
+    """The digest (hex, ``sweep.train.digests``) of this rank's local parameter values, in
+    ``named_parameters`` order:
     each parameter's local shard (a ``DTensor``'s ``to_local()``) as float32 bytes,
     copied out of live storage (:func:`host_copy`). Ranks that hold the same shards
     (replicas across an HSDP mesh's replicate dim, or DDP's ranks) must give equal
     digests."""
-    import hashlib
+    from sweep.train.digests import hasher
 
-    digest = hashlib.sha1()
+    digest = hasher()
     for _, param in model.named_parameters():
         digest.update(np.ascontiguousarray(host_copy(param)).tobytes())
     return digest.hexdigest()

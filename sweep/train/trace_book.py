@@ -5,8 +5,8 @@ one sink per traced copy (``sweep.train.observers.tensor_trace`` records into it
 Two ways, ``compare.trace_capture``:
 
 - ``staged`` (the default): nothing a copy records is held. Each tensor, as the copy
-  records it, gets a line in ``ranks/tensors_<rank>.jsonl`` (its sha1 and small statistics:
-  ``absmax``, ``mean``, ``norm``, ``nonfinite``), and the pair statistics the rules read
+  records it, gets a line in ``ranks/tensors_<rank>.jsonl`` (its digest, ``sweep.train.digests``,
+  and small statistics: ``absmax``, ``mean``, ``norm``, ``nonfinite``), and the pair statistics the rules read
   (``sweep.analysis.pairs.pair_stats``) are computed the moment both copies' tensors are at
   hand: the copies train one after the other in this process, so the one that trains first
   streams its tensors to a scratch spool (``ranks/spool_<rank>/<copy>/<step>.bin``, deleted
@@ -47,7 +47,6 @@ capture so taken lies within the whole window's envelope. The findings themselve
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -59,6 +58,7 @@ from sweep.analysis.pairs import (BLOCK, PairRow, PairTrace, equal_stats, merge_
                                   partial_stats)
 from sweep.analysis.trace import (KINDS, UNBOUNDED, Search, envelope_bound, first_difference_in, kind_envelope,
                                   to_shard, to_shards)
+from sweep.train.digests import of_bytes
 
 CAPTURES = ("staged", "full")
 Key = Tuple[int, str, str]  # (step, kind, name)
@@ -90,11 +90,11 @@ class Entries:
 
 
 def digest(values: np.ndarray) -> Tuple[str, Dict[str, Any]]:
-    """``(sha1 of the float32 bytes, {"absmax", "mean", "norm", "nonfinite"})`` of a float32
+    """``(digest of the float32 bytes, sweep.train.digests, {"absmax", "mean", "norm", "nonfinite"})`` of a float32
     array: the digest is equal exactly where the values are equal bit for bit; the
     statistics are float64 (``nonfinite``: how many elements are NaN or infinite)."""
     flat = np.ascontiguousarray(values, np.float32).reshape(-1)
-    sha = hashlib.sha1(memoryview(flat).cast("B") if flat.size else b"").hexdigest()
+    sha = of_bytes(memoryview(flat).cast("B") if flat.size else b"")
     if not flat.size:
         return sha, {"absmax": 0.0, "mean": 0.0, "norm": 0.0, "nonfinite": 0}
     absmax = float(np.maximum(flat.max(), -flat.min()))
@@ -431,7 +431,7 @@ class StagedSink:
             sha, stats = digest(stored)
             self.digests[key] = sha
             line = {"copy": self.name, "step": step, "kind": kind, "name": name, "shape": list(stored.shape),
-                    "sha1": sha, **stats}
+                    "digest": sha, **stats}
             if stored is not values or name in self.local:
                 line["rows"] = self._rows_of(name, stored, first_row)
             self.book.stream("tensors").write(json.dumps(line) + "\n")

@@ -128,7 +128,7 @@ def test_the_staged_trace_finds_what_the_full_one_does(tmp_path, fault, order):
     assert not (files / "spool_1").exists()  # the scratch spool is gone
     lines = [json.loads(line) for line in (files / "tensors_1.jsonl").read_text().splitlines()]
     assert {line["copy"] for line in lines} == {"standalone", "distributed"}
-    assert all(len(line["sha1"]) == 40 and line["nonfinite"] >= 0 for line in lines)
+    assert all(len(line["digest"]) == 32 and line["nonfinite"] >= 0 for line in lines)
     assert done["spooled_bytes"] == sum(4 * int(np.prod(line["shape"])) for line in lines if line["copy"] == order[0])
     if "step" in want:  # the decisive tensors, both copies, captured whole
         with np.load(files / "capture_1.npz") as captured:

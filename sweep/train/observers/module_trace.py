@@ -8,7 +8,7 @@ copied out of live storage
 bit as one without (``tests/integration/test_inside_model.py``).
 
 A tensor is kept as a *summary* (:func:`summarize`), not whole: its dtype, shape,
-``absmax``/``mean``/``norm`` (float64), a sha1 of its float32 values, and a *sample*: the
+``absmax``/``mean``/``norm`` (float64), a digest of its float32 values (``sweep.train.digests``), and a *sample*: the
 tensor as ``(rows, columns)`` (dim 0 kept, the rest flattened), every row and up to
 :data:`SAMPLE_COLUMNS` evenly spaced columns (whole when it has no more columns). Rows are
 kept because dim 0 is the batch: with sharded data a rank's rows are a slice of the
@@ -19,11 +19,11 @@ many rows each has (like for like).
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, ContextManager, Dict, List, Optional
 
 import numpy as np
 
+from sweep.train.digests import of_bytes
 from sweep.train.observers.base import Observer, Step
 
 SAMPLE_COLUMNS = 256  # columns kept per row of a wide tensor (evenly spaced, the same in both copies)
@@ -41,7 +41,7 @@ def summarize(tensor: Any) -> Dict[str, Any]:
 def summarize_values(values: np.ndarray, dtype: str) -> Dict[str, Any]:
     """A tensor's summary (module docstring) from its float32 values ``values`` (any shape)
     and its dtype's name: ``{"dtype": str, "shape": [int], "absmax", "mean", "norm": float,
-    "sha1": hex of the float32 values, "sample": float32 ndarray (rows, k), "columns": total
+    "digest": hex of the float32 values, "sample": float32 ndarray (rows, k), "columns": total
     columns or None when whole}``."""
     table = values.reshape(values.shape[0], -1) if values.ndim and values.shape[0] else values.reshape(1, -1)
     sample, columns = table, None
@@ -52,7 +52,7 @@ def summarize_values(values: np.ndarray, dtype: str) -> Dict[str, Any]:
     return {"dtype": dtype, "shape": [int(n) for n in values.shape],
             "absmax": float(np.max(np.abs(wide))) if wide.size else 0.0,
             "mean": float(np.mean(wide)) if wide.size else 0.0, "norm": float(np.linalg.norm(wide.ravel())),
-            "sha1": hashlib.sha1(np.ascontiguousarray(values).tobytes()).hexdigest(),
+            "digest": of_bytes(np.ascontiguousarray(values).reshape(-1).view(np.uint8)),
             "sample": np.ascontiguousarray(sample, np.float32), "columns": columns}
 
 
@@ -128,7 +128,7 @@ class ModuleTrace(Observer):
 
         import torch
 
-        # compile=true: dynamo would trace into the hook (its numpy and hashlib calls, a dict it guards on) and
+        # compile=true: dynamo would trace into the hook (its numpy and digest calls, a dict it guards on) and
         # recompile at every call until it gives up, leaving the rows of whatever ran unrecorded; run it eagerly
         return torch.compiler.disable(hook)
 

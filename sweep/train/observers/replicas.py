@@ -1,4 +1,5 @@
-"""Replica digests (``RankResult.replica``), tensor by tensor: after each step, a sha1 of
+"""Replica digests (``RankResult.replica``), tensor by tensor: after each step, a digest
+(``sweep.train.digests``) of
 this rank's local part of every parameter and buffer (``digests``: one ``{name: hex}`` a
 step), and which part of each it holds (``tensors``: ``{name: key}``), so that the job holds
 every rank that holds the same shard of a tensor against the others holding it
@@ -9,19 +10,19 @@ rank) and the buffers (FSDP2 and hyper-parallel shard parameters, not buffers). 
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from sweep.train.digests import hasher, of_bytes
 from sweep.train.observers.base import Observer, Step
 
-DIGEST_CHARS = 16  # of a sha1's hex: a collision between two different shards is not a concern
+DIGEST_CHARS = 16  # of a digest's hex: a collision between two different shards is not a concern
 
 
 def _digest(values: np.ndarray) -> str:
     # (the array's own buffer, not a tobytes() copy: the same bytes hashed)
-    return hashlib.sha1(np.ascontiguousarray(values, np.float32).reshape(-1).view(np.uint8)).hexdigest()[:DIGEST_CHARS]
+    return of_bytes(np.ascontiguousarray(values, np.float32).reshape(-1).view(np.uint8))[:DIGEST_CHARS]
 
 
 def torch_tensor_keys(model: Any) -> Dict[str, str]:
@@ -132,9 +133,9 @@ def mindspore_digests(net: Any) -> Dict[str, str]:
 
 
 def mindspore_digest(net: Any) -> str:
-    """sha1 (hex) of this rank's local parameter values of a MindSpore ``net``
+    """The digest (hex, ``sweep.train.digests``) of this rank's local parameter values of a MindSpore ``net``
     (``trainable_params`` order, float32 bytes; a sharding engine's local shards)."""
-    digest = hashlib.sha1()
+    digest = hasher()
     for param in net.trainable_params():
         digest.update(np.ascontiguousarray(param.asnumpy().astype(np.float32)).tobytes())
     return digest.hexdigest()
