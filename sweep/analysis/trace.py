@@ -470,8 +470,10 @@ UPDATE_ONSET_RULE = (
     f"trend), from all other steps, by at least {PERIOD_GAP:g} x the series' largest size; abrupt and over "
     f"(until: its last step) if the large steps (rel >= {OVER_SHARE:g} x the largest) start at the first real "
     f"step and the steps after the last of them, {QUIET_STEPS} or more and at least twice as many as the large "
-    "steps span, are small and do not all keep the first real step's sign along the update (a fault on one step "
-    "or a few, then none: what differs later is its aftermath; one that keeps its sign is still there, fading); "
+    "steps span, are small and do not keep the first real step's sign along the update by count (the mean of "
+    f"sign(along_t) over them, signed by the first real step's, under {NOISE_BALANCE:g}: a fault on one step "
+    "or a few, then none: what differs later is its aftermath, which undoes it or takes both signs; one that "
+    "keeps its sign is still there, lasting or fading); "
     f"noise if along takes both signs alike, by count or by size: |mean of sign(along_t)| < {NOISE_BALANCE:g} "
     f"or |sum of along_t| / sum of |along_t| < {NOISE_BALANCE:g}, over 3 or more real steps, as for random "
     "noise (fresh random noise on n steps keeps both near 1/sqrt(n); by size as well, because the steps after a "
@@ -597,10 +599,13 @@ def update_onset(series: Dict[str, Sequence[float]], twin_rel: Optional[Sequence
     large = np.flatnonzero(~np.isfinite(rel) | (rel >= OVER_SHARE * largest))
     span, quiet = int(large[-1]) - int(real[0]) + 1, rel.size - 1 - int(large[-1])
     after = along[int(large[-1]) + 1:]
-    after = np.sign(after[np.isfinite(after) & (after != 0)])
-    # a fault that fades keeps its sign along the update after its large steps; the aftermath of
-    # one that stopped (weights that differ, then gradients that differ) takes both signs
-    fading = after.size >= QUIET_STEPS and bool(np.all(after == np.sign(along[int(real[0])])))
+    after = after[np.isfinite(after) & (after != 0)]
+    # a fault that lasts or fades keeps its sign along the update after its large steps, by count as noise is
+    # told (an odd step of the other sign allowed: a lasting scale under Adam); the aftermath of one that
+    # stopped (weights that differ, then gradients that differ) undoes it or takes both signs (by count: one
+    # large step of the aftermath does not outvote the rest)
+    fading = after.size >= QUIET_STEPS and \
+        float(np.mean(np.sign(after))) * float(np.sign(along[int(real[0])])) >= NOISE_BALANCE
     if large[0] == real[0] and quiet >= max(QUIET_STEPS, 2 * span) and not fading:  # over: it stopped
         return dict(out, pattern="abrupt", events=[int(t) for t in large], until=int(large[-1]))
     signs, sized = np.sign(along[real]), along[real][np.isfinite(rel[real])]

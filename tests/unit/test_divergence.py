@@ -548,9 +548,9 @@ def test_searched_beyond_the_envelope_the_step_before_is_within_it_never_identic
 
 
 def test_a_fault_that_fades_keeping_its_sign_is_not_over():
-    """A one-signed fault that fades smoothly (an lr x(1 + 0.5 * 0.7^t)) keeps its sign along
-    every update after its large steps: still there, never "over after update N". The
-    aftermath of one that stopped (a single doubled step) takes both signs: over."""
+    """A one-signed fault that fades smoothly (an lr x(1 + 0.5 * 0.7^t)) or lasts keeps its sign
+    along the updates after its large steps (by count): still there, never "over after update N".
+    The aftermath of one that stopped (a single doubled step, a skipped one) takes both signs: over."""
     from sweep.analysis.trace import update_onset
 
     fading = [0.5 * 0.7 ** t for t in range(20)]
@@ -559,6 +559,18 @@ def test_a_fault_that_fades_keeping_its_sign_is_not_over():
     stopped_along = [1.0] + [(-1) ** t * 1e-3 for t in range(1, 20)]
     stopped = update_onset({"rel": [abs(a) for a in stopped_along], "along": stopped_along})
     assert stopped["until"] == 0 and stopped["pattern"] == "abrupt"
+    # a lasting scale of one rank's gradients under Adam (a new user's DDP comm hook, x1.1 on rank 1 every step):
+    # the first update's difference peaks, then stays level at a fifth of it, one-signed but for one step: still
+    # there, not over (it read "over after update 3" when every step had to keep the sign)
+    rel = [0.187, 0.069, 0.054, 0.047] + [0.041] * 15 + [0.037]
+    along = [-0.017, -0.003, -0.002, -0.001] + [-0.003] * 15 + [0.0004]
+    lasting = update_onset({"rel": rel, "along": along}, [4.5e-4 / 4])
+    assert "until" not in lasting and lasting["pattern"] == "abrupt" and lasting["real_step"] == 0
+    # a skipped first update under SGD: its aftermath takes both signs, one of its steps far larger than the rest
+    after = [(-1) ** t * 2e-4 for t in range(1, 25)]
+    after[20] = -0.024
+    skipped = update_onset({"rel": [1.0] + [0.002] * 20 + [0.15] + [0.002] * 3, "along": [-1.0] + after})
+    assert skipped["until"] == 0
 
 
 def test_buffers_after_the_last_step_differ_beyond_their_envelope_only():
