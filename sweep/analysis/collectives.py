@@ -229,12 +229,28 @@ def _unit_notes(entries: Sequence[Dict[str, Any]], expected: Dict[str, Any], ste
     units = int(expected.get("units") or 0)
     notes: List[Note] = []
     for step in steps:
-        count = sum(1 for e in entries if e["step"] == step and e["op"] == "divide_factors")
+        count = _reductions_in(entries, step)
         if units and count > units:
             accum = int(expected.get("grad_accum_steps") or 1)
             notes.append(note("N107", count=count, step=int(step), units=units, accum=accum) if accum > 1 else
                          note("N108", count=count, step=int(step), units=units))
     return notes
+
+
+def _reductions_in(entries: Sequence[Dict[str, Any]], step: int) -> int:
+    """The gradient reductions of ``step``: its divide-factors entries (FSDP2 makes one a reduction)."""
+    return sum(1 for e in entries if e["step"] == step and e["op"] == "divide_factors")
+
+
+def synced_micro_batches(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[str, Any]]) -> set:
+    """The steps whose micro-batches each reduced their gradients (``N107``'s: more reductions than
+    ``fully_shard`` units with ``grad_accum_steps`` > 1, gradient sync not off between them): such a
+    step's result is the sum of its micro-batches' means, not one reduction of the accumulated local
+    gradients, which is what ``sweep.analysis.reductions`` holds the values against."""
+    units = int((expected or {}).get("units") or 0)
+    if not units or int((expected or {}).get("grad_accum_steps") or 1) <= 1:
+        return set()
+    return {int(e["step"]) for e in entries if e["op"] == "divide_factors" and _reductions_in(entries, e["step"]) > units}
 
 
 def clip_notes(entries: Sequence[Dict[str, Any]], want: Optional[Dict[str, Any]], groups: Dict[str, List[int]],

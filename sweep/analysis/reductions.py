@@ -446,10 +446,11 @@ def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[st
     reductions an engine gave a gradient itself in its clipping or optimizer step
     (:func:`later_reductions`: a replicate dim reduced by hand): never reduced (with the elements the
     step's reductions carried against the total of ``params``, where ``sizes`` knows them), not across a dim,
-    or twice over one group (``N141``, ``N142``, ``N143``). One note per way, the first step. A
+    or twice over one group (``N141``, ``N142``, ``N143``; not twice in a step whose micro-batches
+    each reduced, ``synced_micro_batches``: ``N107`` says so). One note per way, the first step. A
     hand reduction that names no parameter (a flat buffer) leaves "never reduced", and "never
     across" the dims it crossed, unsaid: it may have carried them."""
-    from sweep.analysis.collectives import dim_groups
+    from sweep.analysis.collectives import dim_groups, synced_micro_batches
 
     if not expected or world <= 1:
         return []
@@ -461,6 +462,7 @@ def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[st
     reductions += [e for e in kept if e.get("span") in ("clip", "update") and e.get("params_from") == "grad"]
     groups = dim_groups(expected["mesh_shape"], expected["mesh_dim_names"], rank)
     need = crossing_needed(expected)
+    synced = synced_micro_batches(entries, expected)
     notes: List[Note] = []
     done = set()
     for step in sorted({int(e["step"]) for e in reductions}):
@@ -482,7 +484,7 @@ def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[st
                 done.add(("dim", dim))
                 crossed = sorted({g for n in missed for g in found[n]["groups"]})
                 notes.append(note("N142", parameters=missed, crossed=crossed, dim=dim, step=step))
-        twice = _twice(found, need)
+        twice = _twice(found, need) if step not in synced else {}  # (each micro-batch reduced: N107 says so)
         if twice and "twice" not in done:
             done.add("twice")
             names = sorted(twice)

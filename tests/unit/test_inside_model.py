@@ -197,6 +197,17 @@ def test_reductions_on_every_micro_batch_are_named():
                _call("reduce_scatter_single", "float32", [0, 1]), _divide([0, 1], [])]
     notes = _rendered(ledger_notes, entries, expected, rank=0, world_size=2)
     assert any("gradient sync is not off between micro-batches" in n for n in notes), notes
+    # such a step's gradients are the sum of its micro-batches' means: no one reduction to hold the values
+    # against (the step-0 check), and a gradient reduced once per micro-batch is not "reduced more than once"
+    from sweep.analysis.collectives import synced_micro_batches
+    from sweep.analysis.reductions import coverage_notes
+
+    assert synced_micro_batches(entries, expected) == {0}
+    assert synced_micro_batches(entries[:2], expected) == set()
+    assert synced_micro_batches(entries, dict(expected, grad_accum_steps=1)) == set()  # N108's: judged
+    named = [dict(e, params=["w"]) if e["op"] != "divide_factors" else e for e in entries]
+    assert coverage_notes(named, expected, ["w"], {"w": 8}, 0, 2) == []
+    assert coverage_notes(named, dict(expected, grad_accum_steps=1), ["w"], {"w": 8}, 0, 2)[0].code == "N143"
 
 
 def test_an_optimizer_hyper_parameter_that_ran_otherwise_is_named_with_both_values():

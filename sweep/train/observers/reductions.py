@@ -560,12 +560,13 @@ def reduction_findings(observer: Optional[_Gradients], ledger: List[Dict[str, An
     """The distributed copy's notes on its gradient reductions as they ran, for
     ``RankResult.collectives["notes"]``: what each gradient became against the mean over the
     ranks (``sweep.analysis.reductions.reduction_notes``; not a gradient the engine reduced
-    again in its optimizer step, by hand: the check saw it before that), the calls that carried each one
+    again in its optimizer step, by hand: the check saw it before that; nor a step whose
+    micro-batches each reduced theirs, ``synced_micro_batches``), the calls that carried each one
     against the groups the mesh says it must cross (``coverage_notes``), clipping that read the
     gradients before the engine reduced them by hand (``clip_order_notes``), and parameters an
     engine's reducer leaves out of its list (``carried``: DDP's); ``unseen``: why the engine's
     calls are out of the ledger's sight (``collectives_unchecked``)."""
-    from sweep.analysis.collectives import dim_groups
+    from sweep.analysis.collectives import dim_groups, synced_micro_batches
     from sweep.analysis.reductions import Carriers, clip_order_notes, coverage_notes, later_reductions, reduction_notes
 
     if observer is None or world <= 1:
@@ -582,9 +583,11 @@ def reduction_findings(observer: Optional[_Gradients], ledger: List[Dict[str, An
     # where a call names none)
     later = later_reductions(ledger)
 
+    synced = synced_micro_batches(ledger, expected)  # each micro-batch reduced: not one reduction to hold
+
     def judged(step: Any, name: str) -> bool:
         names = later.get(int(step), set())
-        return names is not None and name not in names
+        return names is not None and name not in names and int(step) not in synced
 
     found = {step: {n: v for n, v in per.items() if judged(step, n)} for step, per in observer.found.items()}
     notes = reduction_notes(found, known, Carriers(groups, world, calls, unseen), observer.sizes)
