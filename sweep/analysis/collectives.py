@@ -250,7 +250,8 @@ def synced_micro_batches(entries: Sequence[Dict[str, Any]], expected: Optional[D
     units = int((expected or {}).get("units") or 0)
     if not units or int((expected or {}).get("grad_accum_steps") or 1) <= 1:
         return set()
-    return {int(e["step"]) for e in entries if e["op"] == "divide_factors" and _reductions_in(entries, e["step"]) > units}
+    steps = {int(e["step"]) for e in entries if e["op"] == "divide_factors"}
+    return {step for step in steps if _reductions_in(entries, step) > units}
 
 
 def clip_notes(entries: Sequence[Dict[str, Any]], want: Optional[Dict[str, Any]], groups: Dict[str, List[int]],
