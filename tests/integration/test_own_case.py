@@ -220,3 +220,19 @@ def test_a_per_module_policy_the_engine_never_applied_is_named_with_its_modules(
     assert "Note: a per-module policy not applied (N161) (1 job)." in summary["verdict"]  # V154, by code
     # the copies agree (the standalone copy runs the engine's wrapping too), yet the headline says it
     assert "ran another precision than configured" in flat(summary["headline"])
+
+
+def test_the_fault_docs_using_gives_is_named_as_the_page_says(tmp_path):
+    """docs/using.md's own fault (its first Python block, written out as the page says) under the
+    command it gives: the culprit, exposed by SGD and hidden by Adam, with its first tensor and shard."""
+    page = (ROOT / "docs" / "using.md").read_text()
+    code = page.split("```python\n# my_faults.py", 1)[1].split("```", 1)[0]
+    (tmp_path / "my_faults.py").write_text("# my_faults.py" + code)
+    command = page.split("PYTHONPATH=. python -m sweep ", 1)[1].split("```", 1)[0].replace("\\\n", " ").split()
+    proc = subprocess.run([sys.executable, "-m", "sweep", *command, f"hydra.sweep.dir={tmp_path}/multirun"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)])))
+    verdict = _summary(tmp_path)["verdict"]
+    assert "Culprit: engine.impl.torch=my_faults.OneRankScale" in verdict, proc.stdout[-3000:]
+    assert "exposed by optimizer=sgd, which optimizer=adam hides below tolerance" in verdict
+    assert "layer0.weight weight at step 0" in verdict and "only dim-0 shard 1 of 2 differs, held by rank 1" in verdict
