@@ -20,7 +20,7 @@ def check(ctx: Context) -> List[Finding]:
 
 KIND = Kind(
     code="V113", name="below tolerance", tier="decides",
-    template=OPENING + ". {n} of {judged} differ below tolerance, up to {size:.1e}[, {ratio:.1g}x the tolerance]"
+    template=OPENING + ". {n} of {judged} differ below tolerance, up to {size:.1e}[, {ratio:.2g}x the tolerance]"
              "[, from step {since}].",
     rests_on="jobs differ beyond their rounding envelope (or without one measured), under tolerance, and no level "
              "holds them",

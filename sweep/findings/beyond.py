@@ -29,7 +29,7 @@ def check(ctx: Context) -> List[Finding]:
 KIND = Kind(
     code="V112", name="levels beyond the envelope", tier="decides",
     template=OPENING + ". Only {names|and} {verb} the losses beyond their rounding envelope: {n} [of {whose} {held} ]"
-             "job{count|s}[ {each}], up to {size:.1e}[, {ratio:.1g}x the tolerance][, from step {since}]"
+             "job{count|s}[ {each}], up to {size:.1e}[, {ratio:.2g}x the tolerance][, from step {since}]"
              "[; the other {rest} differ{rest|?s:} by rounding only][; {equal} job{equal|s} equal to standalone bit "
              "for bit].",
     rests_on="every job beyond its rounding envelope (its losses, a traced tensor or an update beyond the twin's) "

@@ -25,10 +25,10 @@ def check(ctx: Context) -> List[Finding]:
 KIND = Kind(
     code="V110", name="rounding only", tier="decides",
     template=OPENING + ". {n} of {judged} differ by float rounding only, each within {margin:g}x its rounding "
-             "envelope ({dtypes|or}), up to {size:.1e}[, {ratio:.1g}x the tolerance]; nearest that bound: job {job}, "
+             "envelope ({dtypes|or}), up to {size:.1e}[, {ratio:.2g}x the tolerance]; nearest that bound: job {job}, "
              "at {times:.2g}x its envelope; no factor moves them beyond rounding, and no sign or size of theirs is a contrast.",
     headline=OPENING + ". {n} of {judged} differ by float rounding only, each within its rounding envelope "
-             "({dtypes|or}), up to {size:.1e}[, {ratio:.1g}x the tolerance].",
+             "({dtypes|or}), up to {size:.1e}[, {ratio:.2g}x the tolerance].",
     rests_on="every differing job's losses, traced tensors and updates stay within their rounding envelope (the "
              "standalone copy's twin, nudged by one unit in the last place, measures it)",
     not_claimed="a cause: rounding has a size and a sign, but no cause; nor that no fault exists: one smaller than "

@@ -102,6 +102,10 @@ def build(cfg: Any, rows: int) -> List[Tuple[np.ndarray, np.ndarray]]:
     samples = instantiate({"_target_": target, **kwargs}, cfg.steps, batch_size=rows,
                           seed_offset=cfg.data.seed_offset, _convert_="all")
     if len(samples) != cfg.steps or any(len(s) != 2 or len(s[0]) != rows or len(s[1]) != rows for s in samples):
+        odd = next((i for i, s in enumerate(samples) if len(s) != 2 or len(s[0]) != rows or len(s[1]) != rows), None)
+        got = f"it returned {len(samples)}" if len(samples) != cfg.steps else \
+            f"pair {odd} holds {' and '.join(str(len(part)) for part in samples[odd])} rows" if len(samples[odd]) == 2 \
+            else f"item {odd} holds {len(samples[odd])} parts"
         raise ConfigError(f"data._target_={target} must return {cfg.steps} (inputs, targets) pairs of "
-                          f"{rows} rows each")
+                          f"{rows} rows each: {got}")
     return samples
