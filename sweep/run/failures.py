@@ -81,7 +81,8 @@ def failure_cause(returncode: Optional[int], tails: Dict[str, str], who: str = "
 def _exception_text(lines: List[str], index: int) -> str:
     """The exception line ``lines[index]``, and, when its message is empty (MindSpore puts
     it on the lines after ``TypeError:``, between rules of dashes), the message lines that
-    follow, up to the next blank line or its C++ call stack."""
+    follow, up to the next blank line, its C++ call stack or a Python one (faulthandler's
+    ``Current thread 0x...``, written when the rank was stopped)."""
     head = lines[index].strip()
     if not head.endswith(":"):
         return head
@@ -90,7 +91,7 @@ def _exception_text(lines: List[str], index: int) -> str:
         if line.strip() and set(line.strip()) <= {"-"}:
             continue  # a rule of dashes
         text = line.strip().lstrip("- ").strip()
-        if (not text and body) or "Call Stack" in text:
+        if (not text and body) or "Call Stack" in text or STACK_HEAD.match(text) or text.startswith('File "'):
             break
         if text:
             body.append(text)

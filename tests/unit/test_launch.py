@@ -176,6 +176,14 @@ def test_a_crash_cause_keeps_an_exception_message_that_follows_its_line():
         "fail! Unsupported data type! The supported data types are input[Float32], output[Float32]; but get "
         "input[BFloat16 ]; worker_1.log: ValueError: bad shape"
     )
+    # a factory's error wrapped by Hydra (its message on the next line), then the stacks the rank wrote when stopped
+    wrapped = ("hydra.errors.InstantiationException: Error in call to target 'my_models.build':\n"
+               "ValueError('refuses hidden_size=64')\n"
+               "Current thread 0x00007f76e540bb80 (most recent call first):\n"
+               '  File "/work/sweep/train/__main__.py", line 116 in serve\n')
+    assert failure_cause(1, {"worker_0.log": wrapped}) == (
+        "launcher exited with code 1; worker_0.log: hydra.errors.InstantiationException: Error in call to target "
+        "'my_models.build': ValueError('refuses hidden_size=64')")
 
 
 def test_a_rank_that_dies_while_the_others_wait_ends_the_launch_at_once(tmp_path):
