@@ -14,10 +14,11 @@ from sweep.findings.base import Context
 from sweep.analysis.rounding import envelope
 from sweep.findings.shared import differ, faults, real, rounding, tolerance_jobs, worst
 
-# How every quiet case opens: "No job fails", unless some jobs fail the tolerance within their rounding
-# envelope (not a fault, V109 says so): then it says that, never "No job fails" beside failing jobs.
-OPENING = ("[{nofail|if}No job fails][No job fails for a cause: {tolerance} fail{tolerance|?s:} the tolerance only, "
-           "within {tolerance|?its:their} rounding envelope]")
+# How every quiet case opens: "No job fails" ("No job that ran fails" beside errors and time-outs), unless some
+# jobs fail the tolerance within their rounding envelope (not a fault, V109 says so): then it says that, never
+# "No job fails" beside failing jobs.
+OPENING = ("[{nofail|if}No job[{unjudged|if} that ran] fails][No job[{unjudged|if} that ran] fails for a cause: "
+           "{tolerance} fail{tolerance|?s:} the tolerance only, within {tolerance|?its:their} rounding envelope]")
 
 
 def case(ctx: Context) -> Optional[str]:
