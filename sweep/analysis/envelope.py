@@ -284,6 +284,25 @@ def twin_signs(shape: Sequence[int], rng: np.random.Generator) -> np.ndarray:
     return np.where(rng.random(tuple(shape)) < 0.5, -1.0, 1.0)
 
 
+def twin_unlike(probes: Dict[int, Optional[str]], twin_rank: Optional[int]) -> Optional[str]:
+    """Why a twin trained on another rank than the standalone copy does not measure the standalone
+    copy's rounding, or ``None``: ``probes`` holds, by rank, the standalone model's loss on the
+    first step's rows from its initial weights (``float.hex``, forward only: the same code, weights
+    and data on every rank, so bit for bit the same number, ``sweep.train.torch_rank.probe_loss``);
+    where rank 0's (the standalone copy's) and the twin's rank's differ, that rank computes the model
+    otherwise (a forward that reads its rank), and the twin's losses would measure that, not rounding.
+    ``None`` where either probe is missing or the twin trained on rank 0."""
+    if twin_rank is None or twin_rank == 0 or probes.get(0) is None or probes.get(twin_rank) is None:
+        return None
+    if probes[0] == probes[twin_rank]:
+        return None
+    ours, theirs = float.fromhex(probes[0]), float.fromhex(probes[twin_rank])
+    return (f"the twin trained on rank {twin_rank}, where the standalone model's first loss is {theirs:.9g} against "
+            f"rank 0's {ours:.9g} (its initial weights, forward only): the model computes otherwise on that rank "
+            "(a forward that reads its rank?), so its twin would not measure rounding; order=separate trains both "
+            "in one process of their own")
+
+
 def within(found: Optional[Dict[str, Any]]) -> bool:
     """Whether an envelope record (``JobRecord.envelope``) was measured and the losses stay
     within it at every step (``loss.within``); ``False`` without a measured envelope."""

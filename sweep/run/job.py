@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional, Tuple, Type
 from omegaconf import DictConfig, OmegaConf
 
 import sweep
+from sweep.analysis.envelope import twin_unlike
 from sweep.analysis.evidence import first_diff_over_ranks, first_module_over_ranks, first_tensor_over_ranks, place
 from sweep.analysis.judging import each_ranks_shards, ranked_notes
 from sweep.analysis.reductions import reduced_by_hand
@@ -230,6 +231,9 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
         baseline.store(sweep_dir, fields, standalone, job_dir, dtypes_observed=observed_standalone, lrs=lrs,
                        buffers=buffers, grad_norms=norms)
     twin_made = twin_cached or _twin_trained(paths, present)
+    unlike = None if twin_cached else twin_unlike({r.rank: (r.initial or {}).get("probe") for r in present},
+                                                  next((r.rank for r in present if r.twin), None))
+    twin_made = None if unlike else twin_made  # its losses measure the twin's rank, not rounding: not kept either
     if twin_fields and twin_made and not twin_cached:
         baseline.store_twin(sweep_dir, twin_fields, twin_made, job_dir)
     judge(cfg, record, present, standalone, lrs, standalone_buffers=buffers, standalone_norms=norms,
@@ -238,6 +242,8 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
           if twin_cached else "twin")
     if twin_note:  # (after judge, which sets the notes)
         record.notes.append(twin_note)
+    if unlike and record.envelope is not None and not record.envelope.get("measured"):
+        record.envelope["why"] = unlike
     if other and not cached:  # (after judge, which sets the notes)
         _across_record(record, other, read_json(paths.standalone_result))
     record.dtypes["observed_standalone"] = observed_standalone  # what the standalone copy ran (baseline.precision)

@@ -194,6 +194,41 @@ def copy_random_stream(seed: int, device: Any) -> Iterator[None]:
             np.random.set_state(numpy_state)
 
 
+def probe_loss(copy: Copy, pair: Any, cfg: Any) -> Optional[str]:
+    """The standalone copy's loss on the first step's rows ``pair`` (``(inputs, targets)`` on the
+    device) from its initial weights, forward only: in eval mode (no dropout draw, no running
+    statistic moved), without gradients, the CPU random stream forked; ``float.hex`` of it, bit for
+    bit. Every rank computes the same number from the same weights, data and code, unless the model
+    computes otherwise there (``sweep.analysis.envelope.twin_unlike``). ``None`` where a forward
+    outside training would change what trains: ``compile.enabled`` (another graph compiled) or
+    ``baseline.precision=policy`` (a ``fully_shard`` model, whose forward gathers)."""
+    import torch
+
+    from sweep.train.torch_step import loss_function
+
+    if cfg.compile.enabled or as_str(cfg.baseline.precision) == "policy":
+        return None
+    x, y = pair
+    if copy.input_dtype is not None and x.is_floating_point():
+        x = x.to(copy.input_dtype)
+    model, was = copy.model, copy.model.training
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            model.eval()
+            loss = loss_function(str(cfg.train.loss))(model(x), y)
+    finally:
+        model.train(was)
+    return float(loss.detach().float().cpu()).hex()
+
+
+def initial_record(cfg: Any, ctx: RankContext, standalone: Copy, distributed: Copy, probe: Any) -> Dict[str, Any]:
+    """``RankResult.initial``: :func:`initial_check` of the copies, and where ``probe`` (the first
+    step's ``(inputs, targets)``) is given, ``"probe"``: :func:`probe_loss` of the standalone copy
+    (``sweep.train.twin.probed``: does the twin's rank compute the model as rank 0 does?)."""
+    found = initial_check(standalone.model, distributed.model, float(cfg.compare.noise_floor), ctx.device)
+    return dict(found, probe=probe_loss(standalone, probe, cfg)) if probe is not None else found
+
+
 def initial_check(standalone: Any, distributed: Any, noise_floor: float, device: Any = "cpu") -> Dict[str, Any]:
     """Both copies' weights and buffers before any step, compared by canonical name
     (full tensors: a sharded ``DTensor`` is gathered, a collective every rank makes here).
@@ -583,8 +618,8 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
                       gather=gather_rows(ctx.device), twin_traced=twin_trains, twin_after=twin_after)
     # before the twin trains: its gathers are collectives, and the twin's rank would hold the others
     # at them while it trains (the standalone copy trains on rank 0 meanwhile, not after it)
-    initial = initial_check(standalone.model, distributed.model, float(cfg.compare.noise_floor), ctx.device) \
-        if here else None
+    probe = to_device(global_np[:1])[0] if twin.probed(cfg, job_dir, phase, apart, ctx.rank, ctx.world) else None
+    initial = initial_record(cfg, ctx, standalone, distributed, probe) if here else None
     twin_done: List[Any] = [{}, None]  # the twin's observers and record, once it has trained
     pending, twin_built = ([twin_built] if twin_trains else []), None
 

@@ -67,6 +67,15 @@ def trains(cfg: Any, job_dir: Path | str, phase: str, apart: bool, rank: int, wo
     return built_here(cfg, job_dir, phase, apart) and (tracing(cfg) or rank == world - 1)
 
 
+def probed(cfg: Any, job_dir: Path | str, phase: str, apart: bool, rank: int, world: int) -> bool:
+    """Whether this rank records the standalone model's first loss, forward only (``probe_loss``
+    of ``sweep.train.torch_rank``; ``sweep.analysis.envelope.twin_unlike`` holds the two against
+    each other): rank 0, whose standalone copy the job compares with, and the last rank, which
+    trains its twin (:func:`trains`), in a launch of more than one rank that builds the twin
+    (:func:`built_here`; not a tracing rerun, where every rank trains both)."""
+    return world > 1 and rank in (0, world - 1) and built_here(cfg, job_dir, phase, apart) and not tracing(cfg)
+
+
 def plain(cfg: Any) -> Dict[str, Any]:
     """The job's config as a plain dict (``sweep.analysis`` reads plain dicts)."""
     from omegaconf import OmegaConf

@@ -272,3 +272,16 @@ def test_a_nudge_drawn_in_one_pass_gives_the_same_numbers_from_the_same_draws(dt
     assert fast.dtype == slow.dtype and np.array_equal(fast, slow, equal_nan=True)
     assert np.array_equal(np.signbit(fast), np.signbit(slow))
     assert one.random() == two.random()
+
+
+def test_a_twin_whose_rank_computes_the_first_loss_otherwise_is_not_the_standalone_copys():
+    from sweep.analysis.envelope import twin_unlike
+
+    same, other = (1.1844211816787720).hex(), (1.1845099925994873).hex()
+    assert twin_unlike({0: same, 1: same}, 1) is None
+    assert twin_unlike({0: same, 1: None}, 1) is None  # (compile, a policy baseline: not probed)
+    assert twin_unlike({0: same, 1: other}, None) is None and twin_unlike({0: same}, 0) is None
+    why = twin_unlike({0: same, 1: other, 2: same}, 1)
+    assert why.startswith("the twin trained on rank 1, where the standalone model's first loss is 1.18450999 against "
+                          "rank 0's 1.18442118"), why
+    assert twin_unlike({0: same, 1: other, 3: same}, 3) is None  # the twin's own rank computes it alike
