@@ -273,7 +273,8 @@ def _repeats_explain(record: JobRecord) -> bool:
 
 DRIFT_CLASSES = {
     "step0": "the copies differ before any update: initial weights, initialisation, data, "
-             "or the forward's precision (param_dtype)",
+             "a forward that computes otherwise (a module, its inputs' handling), or the forward's precision "
+             "(param_dtype)",
     "first_update": "the first update differs: gradient reduction, scaling, accumulation, the optimizer, "
                     "or their precision (reduce_dtype)",
     "periodic": "an event every n steps: accumulation boundaries, a schedule, a periodic sync",

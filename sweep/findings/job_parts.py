@@ -32,6 +32,7 @@ KIND = Kind(
     not_claimed="the cause: the class points at where to look",
     check=check,
     example={"step": 0, "cls": "step0", "gloss": "the copies differ before any update: initial weights, "
-             "initialisation, data, or the forward's precision (param_dtype)", "onset": "an abrupt onset",
+             "initialisation, data, a forward that computes otherwise (a module, its inputs' handling), or the "
+             "forward's precision (param_dtype)", "onset": "an abrupt onset",
              "until": None, "fails_on": None},
 )
