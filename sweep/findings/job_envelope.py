@@ -48,7 +48,8 @@ KIND = Kind(
     template="[{measured|if}rounding envelope ({dtype}: {source})][{within|if}: the losses stay within {margin:g}x it "
              "at every step (at most {ratio:.2g}x)][{tolerance|if}; rtol={rtol}, atol={atol} is finer than this "
              "precision holds[, {hold} would hold]][{beyond|if}: the losses leave {margin:g}x it from step {step} "
-             "({count} step{count|s}[, up to {ratio:.3g}x it][{nonfinite|if}, a loss non-finite in one copy][, {sign}])]"
+             "({count} step{count|s}[, up to {ratio:.3g}x it][{nonfinite|if}, a loss non-finite in one copy]"
+             "[, {sign}])]"
              "[rounding envelope not measured ({why}): nothing is "
              "called rounding]",
     rests_on="the job's record: the standalone copy's twin (its weights nudged by one unit in the last place) "

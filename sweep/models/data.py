@@ -8,7 +8,7 @@ fresh ``RandomState`` as the report's reproducer does (so ``y`` equals the first
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
@@ -101,11 +101,18 @@ def build(cfg: Any, rows: int) -> List[Tuple[np.ndarray, np.ndarray]]:
     kwargs.update(OmegaConf.to_container(cfg.data.args, resolve=True) if cfg.data.args else {})
     samples = instantiate({"_target_": target, **kwargs}, cfg.steps, batch_size=rows,
                           seed_offset=cfg.data.seed_offset, _convert_="all")
-    if len(samples) != cfg.steps or any(len(s) != 2 or len(s[0]) != rows or len(s[1]) != rows for s in samples):
-        odd = next((i for i, s in enumerate(samples) if len(s) != 2 or len(s[0]) != rows or len(s[1]) != rows), None)
-        got = f"it returned {len(samples)}" if len(samples) != cfg.steps else \
-            f"pair {odd} holds {' and '.join(str(len(part)) for part in samples[odd])} rows" if len(samples[odd]) == 2 \
-            else f"item {odd} holds {len(samples[odd])} parts"
+    odd = next((i for i, s in enumerate(samples) if len(s) != 2 or len(s[0]) != rows or len(s[1]) != rows), None)
+    if len(samples) != cfg.steps or odd is not None:
         raise ConfigError(f"data._target_={target} must return {cfg.steps} (inputs, targets) pairs of "
-                          f"{rows} rows each: {got}")
+                          f"{rows} rows each: {_what_came(samples, cfg.steps, odd)}")
     return samples
+
+
+def _what_came(samples: List[Any], steps: int, odd: Optional[int]) -> str:
+    """What a data factory returned instead (:func:`build`'s error): how many items, or the first item
+    that is not a pair of ``rows`` rows each."""
+    if len(samples) != steps:
+        return f"it returned {len(samples)}"
+    if len(samples[odd]) != 2:
+        return f"item {odd} holds {len(samples[odd])} parts"
+    return f"pair {odd} holds {' and '.join(str(len(part)) for part in samples[odd])} rows"

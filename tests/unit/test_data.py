@@ -28,3 +28,28 @@ def test_samples_equal_the_fresh_randomstate_definition_for_every_shape():
         for i, (x, y) in enumerate(make_samples(20, batch_size=batch, in_size=n_in, out_size=n_out, seed_offset=5)):
             np.testing.assert_array_equal(x, np.random.RandomState(5 + i).randn(batch, n_in).astype(np.float32))
             np.testing.assert_array_equal(y, np.random.RandomState(5 + i).randn(batch, n_out).astype(np.float32))
+
+
+def short_data(steps, *, batch_size, seed_offset, in_size, out_size):
+    """A user's data factory that returns 3 items too few (the last of them a pair of too few rows)."""
+    return make_samples(steps, batch_size=batch_size, in_size=in_size, out_size=out_size,
+                        seed_offset=seed_offset)[:steps - 3]
+
+
+def one_row_data(steps, *, batch_size, seed_offset, in_size, out_size):
+    """A user's data factory that ignores ``batch_size``: one row a step."""
+    return make_samples(steps, batch_size=1, in_size=in_size, out_size=out_size, seed_offset=seed_offset)
+
+
+def test_a_data_factory_that_returns_too_few_pairs_is_told_what_it_returned(compose_cfg):
+    import pytest
+
+    from sweep.errors import ConfigError
+    from sweep.models.data import build
+
+    cfg = compose_cfg(["steps=10", "data._target_=tests.unit.test_data.short_data"])
+    with pytest.raises(ConfigError, match=r"must return 10 \(inputs, targets\) pairs of 1 rows each: it returned 7"):
+        build(cfg, 1)
+    one_row = compose_cfg(["steps=3", "data._target_=tests.unit.test_data.one_row_data"])
+    with pytest.raises(ConfigError, match=r"pairs of 2 rows each: pair 0 holds 1 and 1 rows"):
+        build(one_row, 2)
