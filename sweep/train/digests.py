@@ -14,8 +14,6 @@ from typing import Any
 
 import xxhash
 
-NAME = "xxh3_128"  # what a digest is, for the record
-
 
 def of_bytes(buffer: Any) -> str:
     """The digest (hex) of ``buffer`` (anything exposing the buffer protocol, read as its bytes:
