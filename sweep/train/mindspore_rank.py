@@ -142,6 +142,34 @@ def local_params(net: Any) -> List[np.ndarray]:
     return [p.asnumpy().copy() for p in net.trainable_params()]
 
 
+def probe_loss(copy: Copy, pair: Any, cfg: Any) -> Optional[str]:
+    """The standalone copy's loss on the first step's rows ``pair`` (numpy ``(inputs, targets)``)
+    from its initial weights, forward only: in inference mode (``set_train(False)``: no dropout
+    draw, no moving statistic moved), outside ``value_and_grad``; ``float.hex`` of it, bit for bit
+    (as ``sweep.train.torch_rank.probe_loss``, read by ``sweep.analysis.envelope.twin_unlike``).
+    ``None`` under ``baseline.precision=policy`` (the standalone copy runs the engine)."""
+    from mindspore import Tensor, nn
+
+    if as_str(cfg.baseline.precision) == "policy":
+        return None
+    net, was = copy.model, bool(getattr(copy.model, "training", False))
+    try:
+        net.set_train(False)
+        loss = nn.MSELoss()(net(Tensor(pair[0])), Tensor(pair[1]))
+    finally:
+        net.set_train(was)
+    return float(np.asarray(loss.asnumpy(), np.float64)).hex()
+
+
+def probed(cfg: Any, launch: Tuple[Path, str, bool], ctx: RankContext, standalone: Copy, pair: Any) -> Dict[str, Any]:
+    """``{"probe": probe_loss(...)}`` on a rank that records it (``sweep.train.twin.probed``;
+    ``launch``: ``(job_dir, phase, apart)``), else ``{}``: ``RankResult.initial``'s part."""
+    job_dir, phase, apart = launch
+    if not twin.probed(cfg, job_dir, phase, apart, ctx.rank, ctx.world):
+        return {}
+    return {"probe": probe_loss(standalone, pair, cfg)}
+
+
 def initial_check(standalone: Any, distributed: Any, rank: int, noise_floor: float,
                   frozen: List[str]) -> Dict[str, Any]:
     """Both copies' parameters and buffers (``requires_grad=False`` parameters: BatchNorm's
@@ -514,8 +542,8 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     twin_built = None
     copies, samples = {"standalone": standalone, "distributed": distributed}, {"standalone": global_np,
                                                                                "distributed": local_np}
-    initial = initial_check(standalone.model, distributed.model, rank, float(cfg.compare.noise_floor), frozen) \
-        if "distributed" in names else None
+    initial = dict(initial_check(standalone.model, distributed.model, rank, float(cfg.compare.noise_floor), frozen),
+                   **probed(cfg, (job_dir, phase, apart), ctx, standalone, global_np[0])) if here else None
     full_shapes = {p.name: tuple(p.shape) for p in standalone.model.get_parameters()}
     ends = EndBuffers(names, {n: partial(mindspore_state, c.model, "buffer", frozen) for n, c in copies.items()})
     seen = {name: copy_observers(cfg, name, copies[name], frozen, rank, world, full_shapes, book) for name in names}

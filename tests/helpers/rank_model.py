@@ -5,7 +5,8 @@ group) -> ``l1`` Linear(hidden_size, out_size). Input ``(rows, in_size)`` float3
 ``(rows, out_size)``. The standalone copy trains on rank 0 and its twin on the last rank
 (``sweep.train.twin.trains``): at two ranks the twin takes the branch the standalone copy does
 not, so its losses would measure the branch, not rounding (``sweep.analysis.envelope.twin_unlike``).
-torch only.
+On MindSpore the same, as a Cell (``nn.Dense``; the rank read with ``get_rank()`` where the
+process group is up).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ OFFSET = 1e-3
 
 
 def rank_branch_mlp(*, framework: str, in_size: int, hidden_size: int, out_size: int, **_: object):
-    """The model of the module docstring (torch)."""
+    """The model of the module docstring."""
+    if framework == "mindspore":
+        return _rank_branch_cell(in_size, hidden_size, out_size)
     import torch
     import torch.distributed as dist
     from torch import nn
@@ -34,4 +37,27 @@ def rank_branch_mlp(*, framework: str, in_size: int, hidden_size: int, out_size:
     return RankBranch()
 
 
-rank_branch_mlp.frameworks = ("torch",)
+def _rank_branch_cell(in_size: int, hidden_size: int, out_size: int):
+    from mindspore import nn
+
+    try:
+        from mindspore.communication import get_rank
+
+        offset = OFFSET if get_rank() == 1 else 0.0
+    except Exception:  # no process group (a standalone-only process): rank 0's branch
+        offset = 0.0
+
+    class RankBranch(nn.Cell):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l0 = nn.Dense(in_size, hidden_size)
+            self.l1 = nn.Dense(hidden_size, out_size)
+            self.relu = nn.ReLU()
+
+        def construct(self, x):
+            return self.l1(self.relu(self.l0(x)) + offset)
+
+    return RankBranch()
+
+
+rank_branch_mlp.frameworks = ("torch", "mindspore")

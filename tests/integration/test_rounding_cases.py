@@ -219,3 +219,14 @@ def test_a_twin_on_a_rank_that_computes_the_model_otherwise_measures_no_envelope
     assert branch["status"] == "fail" and not branch["envelope"]["measured"], branch["envelope"]
     assert branch["envelope"]["why"].startswith("the twin trained on rank 1, where the standalone model's first "
                                                 "loss is"), branch["envelope"]
+
+
+def test_on_mindspore_too_a_twin_on_a_rank_that_computes_the_model_otherwise_measures_no_envelope(tmp_path):
+    """As above, on MindSpore (engine=data_parallel, msrun): the Cell adds 1e-3 on rank 1."""
+    jobs, _ = multirun_jobs(tmp_path, "steps=12", "framework=mindspore", "engine=data_parallel",
+                            "model._target_=sweep.models.mlp,tests.helpers.rank_model.rank_branch_mlp")
+    plain, branch = jobs[0], jobs[1]
+    assert plain["status"] == "ok" and plain["envelope"]["measured"], plain["envelope"]
+    assert branch["status"] == "fail" and not branch["envelope"]["measured"], branch["envelope"]
+    assert branch["envelope"]["why"].startswith("the twin trained on rank 1, where the standalone model's first "
+                                                "loss is"), branch["envelope"]
