@@ -380,14 +380,18 @@ def reduced_by_hand(calls: Optional[Sequence[Dict[str, Any]]]) -> bool:
                and _reduces(r) and int(r.get("numel") or 0) > int(r.get("calls") or 1) for r in calls or ())
 
 
-def _after_clipping(entries: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def _after_clipping(entries: Sequence[Dict[str, Any]], params: int) -> List[Dict[str, Any]]:
     """A step's gradient reductions by hand (:func:`later_reductions`'s calls) that come after the
     clipping has read the gradients: every one in the optimizer step (the ``update`` span, which
     follows the clipping), and those in the clipping step after its norm's own reduction (a call
-    of the ``clip`` span not given a gradient); ``entries`` in the order they ran."""
+    of the ``clip`` span not given a gradient); ``entries`` in the order they ran. A call that names
+    no parameter counts as a flat buffer of gradients only where it carries more elements than
+    there are ``params``: a vector of norms (``get_total_norm`` of DTensor gradients, one a
+    parameter) carries at most that many."""
     out, normed = [], False
     for e in entries:
-        by_hand = _reduces(e) and (e.get("params_from") == "grad" or _unnamed_update(e))
+        flat = _unnamed_update(e) and int(e.get("numel") or 0) > params
+        by_hand = _reduces(e) and (e.get("params_from") == "grad" or flat)
         if e.get("span") == "clip" and _reduces(e) and e.get("params_from") != "grad":
             normed = True
         elif by_hand and (e.get("span") == "update" or e.get("span") == "clip" and normed):
@@ -396,17 +400,18 @@ def _after_clipping(entries: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 
 def clip_order_notes(entries: Sequence[Dict[str, Any]], max_norm: Optional[float], groups: Dict[str, List[int]],
-                     world: int) -> List[Note]:
+                     world: int, params: int = 0) -> List[Note]:
     """``N146`` where ``train.clip_grad_norm`` (``max_norm``; ``None``: no clipping, no note)
     clipped gradients that the engine reduced by hand only afterwards (:func:`_after_clipping`):
     the clipping's norm was each rank's own, of its unreduced gradients, where a mean's is owed
     (``torch.nn.utils.clip_grad_norm_`` after DDP's or FSDP2's reduction). The first step, with
-    the groups the late calls crossed. A clipping that reduces nothing for its norm and an engine
-    that reduces inside it leave their order unseen: no note."""
+    the groups the late calls crossed (``params``: how many parameters have gradients). A clipping
+    that reduces nothing for its norm and an engine that reduces inside it leave their order
+    unseen: no note."""
     if max_norm is None or world <= 1:
         return []
     for step in sorted({int(e.get("step", 0)) for e in entries}):
-        late = _after_clipping([e for e in entries if int(e.get("step", 0)) == step])
+        late = _after_clipping([e for e in entries if int(e.get("step", 0)) == step], params)
         if late:
             crossed = sorted({group_name(e.get("group") or [], groups, world, with_ranks=False) if e.get("group")
                               else "unknown" for e in late})

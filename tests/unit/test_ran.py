@@ -203,7 +203,11 @@ def test_gradients_clipped_before_the_engine_reduces_them_by_hand_are_named_from
     after_norm = reductions.clip_order_notes(shard + [norm] + in_clip, 1.0, GROUPS, 4)
     assert after_norm[0].values["where"] == ["its clipping, after the norm"]
     flat = dict(_call("all_reduce", [0, 2], None), span="update", numel=1625)  # a flat buffer of gradients
-    assert reductions.clip_order_notes(shard + [norm, flat], 1.0, GROUPS, 4)[0].values["calls"] == 1
+    assert reductions.clip_order_notes(shard + [norm, flat], 1.0, GROUPS, 4, 2)[0].values["calls"] == 1
+    # a vector of norms in the optimizer step (a "logging" clip: get_total_norm of DTensor gradients, one
+    # a parameter) is not a flat buffer of gradients
+    norms = dict(_call("all_reduce", [0, 1], None), span="update", numel=2)
+    assert reductions.clip_order_notes(shard + [norm, norms], 1.0, GROUPS, 4, 2) == []
     # no clipping, one rank, or only the backward's own reductions (FSDP2, DDP): nothing to say
     assert reductions.clip_order_notes(shard + [norm] + hand, None, GROUPS, 4) == []
     assert reductions.clip_order_notes(shard + [norm] + hand, 1.0, GROUPS, 1) == []

@@ -595,7 +595,7 @@ def reduction_findings(observer: Optional[_Gradients], ledger: List[Dict[str, An
     sizes = observer.sizes or {}
     graded = [n for n in params if observer.graded is None or n in observer.graded]  # no reduction owed the rest
     notes += coverage_notes(ledger, expected, graded, sizes, rank, world)
-    notes += clip_order_notes(ledger, observer.max_norm, groups, world)
+    notes += clip_order_notes(ledger, observer.max_norm, groups, world, len(graded))
     if carried is not None:
         carried = [canonical_name(n) for n in carried]
         left = [n for n in params if n not in carried]
