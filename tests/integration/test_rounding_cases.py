@@ -205,25 +205,16 @@ def test_a_one_rank_fault_past_the_first_passs_traced_steps_is_traced_again_wher
            "than float rounding]" in flat(proc.stdout)
 
 
-
-def test_a_twin_on_a_rank_that_computes_the_model_otherwise_measures_no_envelope(tmp_path):
-    """A model whose forward reads the rank (+1e-3 on rank 1, tests/helpers/rank_model.py): the twin
-    trains on the last rank, where the model is not the standalone copy's, so its losses would
-    measure the branch (a new user's job failed with its losses "within their envelope"). Rank 0's
-    and the twin's rank's first loss from the initial weights differ: the envelope is not measured,
-    and says why; the mlp preset's two ranks compute it alike, bit for bit, and measure it."""
-    jobs, _ = multirun_jobs(tmp_path, "steps=12",
-                            "model._target_=sweep.models.mlp,tests.helpers.rank_model.rank_branch_mlp")
-    plain, branch = jobs[0], jobs[1]
-    assert plain["status"] == "ok" and plain["envelope"]["measured"], plain["envelope"]
-    assert branch["status"] == "fail" and not branch["envelope"]["measured"], branch["envelope"]
-    assert branch["envelope"]["why"].startswith("the twin trained on rank 1, where the standalone model's first "
-                                                "loss is"), branch["envelope"]
-
-
-def test_on_mindspore_too_a_twin_on_a_rank_that_computes_the_model_otherwise_measures_no_envelope(tmp_path):
-    """As above, on MindSpore (engine=data_parallel, msrun): the Cell adds 1e-3 on rank 1."""
-    jobs, _ = multirun_jobs(tmp_path, "steps=12", "framework=mindspore", "engine=data_parallel",
+@pytest.mark.parametrize("framework", [[], ["framework=mindspore", "engine=data_parallel"]],
+                         ids=["torch", "mindspore"])
+def test_a_twin_on_a_rank_that_computes_the_model_otherwise_measures_no_envelope(tmp_path, framework):
+    """A model whose forward reads the rank (+1e-3 on rank 1, tests/helpers/rank_model.py; on
+    MindSpore a Cell, msrun): the twin trains on the last rank, where the model is not the
+    standalone copy's, so its losses would measure the branch (a new user's job failed with its
+    losses "within their envelope"). Rank 0's and the twin's rank's first loss from the initial
+    weights differ: the envelope is not measured, and says why; the mlp preset's two ranks compute
+    it alike, bit for bit, and measure it."""
+    jobs, _ = multirun_jobs(tmp_path, "steps=12", *framework,
                             "model._target_=sweep.models.mlp,tests.helpers.rank_model.rank_branch_mlp")
     plain, branch = jobs[0], jobs[1]
     assert plain["status"] == "ok" and plain["envelope"]["measured"], plain["envelope"]
