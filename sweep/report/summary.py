@@ -54,12 +54,13 @@ METRICS = (
     "runs_low_pct", "trend", "final_ratio", "ranks_agree", "repeats", "dtypes_configured", "dtypes_ran", "notes", "wall_s",
 )
 BRIEF_METRICS = (
-    "status", "drift", "first_diff_step", "first_module", "first_tensor", "first_fail_step", "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff",
-    "runs_low_pct", "notes",
+    "status", "drift", "first_diff_step", "first_real_step", "first_module", "first_tensor", "first_fail_step", "n_fail",
+    "max_abs_diff", "mean_signed_diff", "step0_diff", "runs_low_pct", "notes",
 )
 # The terminal's job table (at most 120 columns with the default grid's five factors); the
-# rest with --wide and in the files.
-TERMINAL_METRICS = ("status", "drift", "first_diff_step", "max_abs_diff")
+# rest with --wide and in the files. ``first_real_step`` beside ``first_diff_step``: the step the
+# headline and the findings give (a column left out where every difference is rounding).
+TERMINAL_METRICS = ("status", "drift", "first_diff_step", "first_real_step", "max_abs_diff")
 LEVEL_COLUMNS = (
     "factor", "level", "jobs", "judged", "not_judged", "pass_rate_pct", "mean_signed_diff", "worst_abs_diff",
 )
@@ -72,7 +73,8 @@ LEGEND = {
                        "compare.noise_floor is set)",
     "first_real_step": "first step a difference beyond its rounding envelope reaches (the losses, or a traced "
                        "tensor or update beyond its own; the envelope: the standalone copy's twin, nudged by one "
-                       "unit in the last place); empty when every difference stays within its envelope",
+                       "unit in the last place); empty when every difference stays within its envelope (in the "
+                       "terminal's table, 'beyond rounding': only where later than the first differing step)",
     "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts, from the update "
              "differences of traced jobs, else from the losses (rules in summary.json)",
     "first_module": "the first module whose inputs agree and whose forward output (or, if every forward agrees, "
@@ -315,6 +317,13 @@ def _fmt(value: Any) -> Any:
     return "" if value is None else value
 
 
+def _later_only(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The rows with ``first_real_step`` left blank where it is the first differing step (the
+    terminal's tables: a column only where a job parts beyond rounding later than it first differs)."""
+    return [dict(r, first_real_step=None) if r.get("first_real_step") == r.get("first_diff_step") else r
+            for r in rows]
+
+
 def _failing_first(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Fail, timeout, error, missing, then ok; within a status the largest drift first."""
     def key(row: Dict[str, Any]) -> tuple:
@@ -324,7 +333,8 @@ def _failing_first(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return sorted(rows, key=key)
 
 
-TERMINAL_LABELS = {"first_diff_step": "first\nstep", "max_abs_diff": "max abs\ndiff"}
+TERMINAL_LABELS = {"first_diff_step": "first\nstep", "first_real_step": "beyond\nrounding",
+                   "max_abs_diff": "max abs\ndiff"}
 
 
 def _terminal_header(name: str) -> str:
@@ -413,9 +423,9 @@ def _sections(
 ) -> List[Tuple[str, str]]:
     """``(title, body)`` of each report section after the headline: the findings, the factor
     tables, the jobs (with the columns' legend where ``legend``)."""
-    levels, contrasts = _factor_tables(att, tablefmt, max_rows,
-                                       terminal=metrics is TERMINAL_METRICS or metrics is BRIEF_METRICS)
-    header, body = table_rows(_failing_first(rows), metrics)
+    terminal = metrics is TERMINAL_METRICS or metrics is BRIEF_METRICS
+    levels, contrasts = _factor_tables(att, tablefmt, max_rows, terminal=terminal)
+    header, body = table_rows(_failing_first(_later_only(rows) if terminal else rows), metrics)
     jobs = _table(header, body, tablefmt, max_rows, narrow=metrics is TERMINAL_METRICS)
     return [
         ("Findings (codes: python -m sweep explain CODE)", findings_listing(att, max_rows, tablefmt == "github")),

@@ -408,3 +408,26 @@ def test_a_terminal_header_keeps_a_keys_own_underscores():
 
     assert _terminal_header("model._target_") == "model._target_"
     assert _terminal_header("mp_policy") == "mp policy" and _terminal_header("first_diff_step") == "first\nstep"
+
+
+def test_the_terminal_table_gives_the_step_beyond_rounding_beside_the_first_differing_step(tmp_path, capsys):
+    """A fault from step 5 under bf16 (the copies differ by rounding from step 0): the headline
+    gives step 5, and so does the terminal's job table, beside the first differing step 0 (a
+    new user read 0 in the table and 5 in the headline); a column left out where every
+    difference is rounding."""
+    cmp = dict(_cmp(False, 5, 0.01), first_diff_step=0)
+    envelope = {"measured": True, "dtype": "bfloat16", "loss": {"first_beyond_step": 5, "within": False}}
+    _job(tmp_path, 0, ["mp_policy=bf16", "optimizer=adam"], "fail", cmp, "3/10 steps", envelope=envelope)
+    _job(tmp_path, 1, ["mp_policy=fp32", "optimizer=adam"], "ok", _cmp(True, None, 0.0))
+    (tmp_path / "multirun.yaml").write_text("{}")
+    text = write_report(tmp_path)
+    table = text[text.index("Jobs (failing first):"):].split("\n\n")[0]
+    header, row = table.splitlines()[1:3], table.splitlines()[4]
+    assert "beyond" in header[0] and "rounding" in header[1], table
+    beyond = header[1].index("rounding")
+    assert row.split()[:4] == ["0", "bf16", "fail", "from_step"] and row[beyond:].split()[0] == "5", table
+    assert row.split()[4] == "0", table  # the first differing step stays beside it
+    assert main([str(tmp_path), "--wide"]) == 0
+    assert "first_real_step" in capsys.readouterr().out
+    (tmp_path / "0" / "result.json").unlink()  # every difference rounding, or none: no such column
+    assert "rounding" not in write_report(tmp_path).split("Jobs (failing first):")[1].split("\n\n")[0].splitlines()[2]
