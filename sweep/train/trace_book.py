@@ -240,6 +240,7 @@ class TraceBook:
         self.bounded: Dict[Tuple[int, str], frozenset] = {}  # the names the envelope bounds per (step, kind)
         self.beyond: Dict[str, Dict[str, Any]] = {}  # per copy: the first beyond the envelope, as captured
         self.captured: Dict[str, np.ndarray] = {}
+        self.same_as: Dict[str, str] = {}  # a capture's name -> the name it is stored under (one tensor, two roles)
         self.spooled_bytes = 0
         self._streams: Dict[str, Any] = {}
 
@@ -352,7 +353,9 @@ class TraceBook:
     def close(self) -> Dict[str, Any]:
         """Close the streams, delete the spools, write the captured tensors
         (``ranks/capture_<rank>.npz``). Returns what the staged trace wrote: ``{"capture",
-        "spooled_bytes", "captured": [array names]}`` and, where a tensor captured as the first
+        "spooled_bytes", "captured": [array names]}``, ``"same_as"`` (``{beyond name: first
+        name}``: the first differing tensor is also the first beyond its envelope, stored once,
+        under ``first``) and, where a tensor captured as the first
         beyond the envelope measured so far lies within the whole window's envelope,
         ``"notes"`` saying so (``{"capture": "full"}`` for ``full``)."""
         for handle in self._streams.values():
@@ -368,6 +371,8 @@ class TraceBook:
         if self.captured and self.dir is not None:
             np.savez(self.dir / f"capture_{self.rank}.npz", **self.captured)
         out = {"capture": "staged", "spooled_bytes": self.spooled_bytes, "captured": sorted(self.captured)}
+        if self.same_as:
+            out["same_as"] = dict(sorted(self.same_as.items()))
         notes = []
         for copy, found in self.beyond.items():
             bound = self.bound_now(found["step"], found["kind"], found["name"])
@@ -652,9 +657,12 @@ class StagedSink:
                 self.book.beyond[against] = dict(found, step=step)
             pair = held.get((step, kind, found["name"]))
             if pair is not None:
-                base = f"{against}/{what}/{kind}/{step}/{found['name']}"
-                self.book.captured[f"{base}/{self.book.reference}"] = pair[0]
-                self.book.captured[f"{base}/{against}"] = pair[1]
+                base, first = (f"{against}/{role}/{kind}/{step}/{found['name']}" for role in (what, "first"))
+                for copy, value in zip((self.book.reference, against), pair):
+                    if what == "beyond" and f"{first}/{copy}" in self.book.captured:  # the first is beyond: once
+                        self.book.same_as[f"{base}/{copy}"] = f"{first}/{copy}"
+                    else:
+                        self.book.captured[f"{base}/{copy}"] = value
         for key in [k for k in held if k[0] == step and k[1] == kind]:
             del held[key]
 
