@@ -603,7 +603,10 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     global_np, local_np = rank_samples(cfg, ctx.rank)
 
     def to_device(pairs: List[Any]) -> List[Any]:
-        return [(torch.from_numpy(x).to(ctx.device), torch.from_numpy(y).to(ctx.device)) for x, y in pairs]
+        # each copy (and each step) its own tensors: from_numpy shares the arrays, and on CPU ``.to`` would
+        # not copy, so a forward that changes its input in place (``x.mul_(0.5)``) would change the others' data
+        return [(torch.from_numpy(x).to(ctx.device, copy=True), torch.from_numpy(y).to(ctx.device, copy=True))
+                for x, y in pairs]
 
     twin_trains = twin_built is not None and twin_trains
     here = "distributed" in names

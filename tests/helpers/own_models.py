@@ -38,3 +38,21 @@ def tied_chain(*, framework: str, in_size: int, hidden_size: int, out_size: int)
             return self.out(self.mid2(torch.tanh(self.mid(torch.tanh(self.inp(x))))))
 
     return TiedChain()
+
+
+def input_in_place(*, framework: str, in_size: int, hidden_size: int, out_size: int):
+    """``Linear`` -> tanh -> ``Linear`` whose forward halves its input in place (``x.mul_(0.5)``):
+    correct maths, a side effect on the data it is given (a new user's model). Torch."""
+    import torch
+
+    class InputInPlace(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inp = torch.nn.Linear(in_size, hidden_size)
+            self.out = torch.nn.Linear(hidden_size, out_size)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x.mul_(0.5)
+            return self.out(torch.tanh(self.inp(x)))
+
+    return InputInPlace()

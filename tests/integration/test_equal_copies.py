@@ -154,3 +154,19 @@ def test_a_single_run_says_where_the_copies_part_and_names_shared_storage(tmp_pa
                                "weights moved by") for line in headline), headline
     r = json.loads((tmp_path / "run" / "result.json").read_text())
     assert any("share storage" in note for note in r["notes"])
+
+
+def test_a_forward_that_changes_its_input_in_place_changes_no_other_copys_data(tmp_path):
+    """A new user's model halves its input in place (``x.mul_(0.5)``): each copy, the twin and
+    the probe get their own tensors, so the copies stay bit-equal and the rounding envelope is
+    float32's, not the 5% of the loss that data halved once more made it (it was called rounding
+    with rtol = atol = 2e-01 'would hold'; on CPU ``.to(device)`` of a ``from_numpy`` tensor copies
+    nothing)."""
+    jobs, summary = _multirun(tmp_path, "model._target_=tests.helpers.own_models.input_in_place", "steps=6",
+                              "order=standalone_first,distributed_first")
+    assert [r["status"] for r in jobs.values()] == ["ok", "ok"], {n: r["reason"] for n, r in jobs.items()}
+    for r in jobs.values():
+        assert all(c["max_abs_diff"] == 0.0 for c in r["rank_comparisons"])
+        assert r["envelope"]["measured"] and r["envelope"]["loss"]["ratio"] is not None
+        assert r["envelope"]["loss"]["band"] < 1e-4 * max(r["losses"]["standalone"]), r["envelope"]["loss"]
+    assert not culprits_named(summary)
