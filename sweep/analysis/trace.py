@@ -157,7 +157,8 @@ def first_difference(standalone: Trace, distributed: Trace, search: Search = Sea
     matches one of ``search.known`` (``{"world_size": 4, ...}``,
     ``sweep.analysis.collectives.scale_causes``), ``"scale_causes"``; where the other
     gradients are not, ``"scale_alone": True`` (or, where some others are scaled alike,
-    ``"scale_shared"``: their names).
+    ``"scale_shared"``: their names), with ``"scale_causes"`` too where the factor matches
+    (that tensor's own reduction: a hand engine reducing each gradient apart).
     """
     return first_difference_in(pair_trace(standalone, distributed, search.layout), search, bounds)
 
@@ -214,7 +215,9 @@ def first_difference_in(pairs: PairTrace, search: Search = Search(),
                     sharing = [n for n in shared if n != name and same_scale(rows[n], ratio)]
                     # several gradients scaled alike while others are not: two reduction paths (a sharded
                     # and an unsharded one) that scale otherwise, still a reduction's factor
-                    causes = scale_causes(ratio, search.known or {}) if alike or sharing else None
+                    # alone, a factor a reduction would make (x2 = world_size) is this tensor's own reduction
+                    # (a hand engine reducing each gradient apart); another (x1.1) is no reduction's
+                    causes = scale_causes(ratio, search.known or {})
                     if causes:
                         found["scale_causes"] = causes
                     if not alike and sharing:

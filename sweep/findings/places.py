@@ -176,7 +176,9 @@ def _scale_text(found: Place) -> str:
     if named and updates.get("until") is not None:  # a fault that stopped (sweep.analysis.trace.update_onset)
         named += (f"; but the difference is over after update {updates['until']}, and an op the reduction runs at "
                   "every step would not stop")
-    if named:
+    if named and found.get("scale_alone"):  # a known factor on one gradient: that gradient's own reduction
+        text += f" ({named}; this tensor only, the other gradients are not scaled alike: its own reduction)"
+    elif named:
         text += f" ({named})"
     elif found.get("scale_alone"):
         text += " (this tensor only, the other gradients are not scaled alike: not a reduction's factor)"

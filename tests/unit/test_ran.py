@@ -420,3 +420,21 @@ def test_a_pair_of_replicas_that_disagree_on_several_tensors_is_said_once():
     reason = str(replica_reason(found))
     assert reason.count("rank 1 (r x s [0, 1]) and rank 3 (r x s [1, 1])") == 1, reason
     assert "hold the same layer0.bias, layer0.weight and layer1.bias (dim-0 shard 1 of 2) but different values" in reason
+
+
+def test_one_gradient_alone_summed_over_the_ranks_is_named_as_its_own_reduction():
+    """A hand engine that reduces each gradient apart and sums one of them (a new user's case):
+    x2 = world_size on that tensor alone is its own reduction's sum, not "no reduction's factor"
+    (the MindSpore note N140 said sum for the same job); a factor no reduction makes stays
+    unnamed."""
+    from sweep.analysis.trace import Search, first_difference
+
+    grads = {"layer1.bias": np.full(3, 2.0), "layer1.weight": np.ones((2, 3))}
+    order = {"grad": ["layer1.bias", "layer1.weight"]}
+    for factor, says in ((2.0, "x2 = world_size: a sum where a mean was expected; this tensor only, the other "
+                               "gradients are not scaled alike: its own reduction"),
+                         (1.1, "this tensor only, the other gradients are not scaled alike: not a reduction's factor")):
+        scaled = dict(grads, **{"layer1.bias": grads["layer1.bias"] * factor})
+        found = first_difference([{"grad": grads, "order": order}], [{"grad": scaled}],
+                                 Search(known={"world_size": 2.0}))
+        assert found["name"] == "layer1.bias" and found["scale_alone"] and says in tensor_text(found), tensor_text(found)
