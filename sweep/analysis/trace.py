@@ -213,10 +213,8 @@ def first_difference_in(pairs: PairTrace, search: Search = Search(),
                     # a reduction scales every gradient alike: a factor on this tensor alone is no reduction's
                     alike = all(same_scale(rows[n], ratio) for n in shared)
                     sharing = [n for n in shared if n != name and same_scale(rows[n], ratio)]
-                    # several gradients scaled alike while others are not: two reduction paths (a sharded
-                    # and an unsharded one) that scale otherwise, still a reduction's factor
-                    # alone, a factor a reduction would make (x2 = world_size) is this tensor's own reduction
-                    # (a hand engine reducing each gradient apart); another (x1.1) is no reduction's
+                    # several scaled alike, others not: two reduction paths (sharded, unsharded), still a
+                    # reduction's factor; alone, a known one (x2 = world_size) is its own reduction's
                     causes = scale_causes(ratio, search.known or {})
                     if causes:
                         found["scale_causes"] = causes

@@ -171,15 +171,17 @@ def _scale_text(found: Place) -> str:
     other gradients share the factor (``scale_shared``, ``scale_alone``)."""
     shared = found.get("scale_shared")
     text = f"; the distributed {found['kind']} is x{float(found['scale']):.4g} the standalone one"
-    named = signature(found.get("scale_causes")) or found.get("scale_signature")  # (an older record: its text)
+    causes = found.get("scale_causes")
+    named = signature(causes) or found.get("scale_signature")  # (an older record: its text)
     updates = found.get("updates") if isinstance(found.get("updates"), dict) else {}
-    if named and updates.get("until") is not None:  # a fault that stopped (sweep.analysis.trace.update_onset)
-        named += (f"; but the difference is over after update {updates['until']}, and an op the reduction runs at "
-                  "every step would not stop")
-    if named and found.get("scale_alone"):  # a known factor on one gradient: that gradient's own reduction
-        text += f" ({named}; this tensor only, the other gradients are not scaled alike: its own reduction)"
+    stopped = (f"; but the difference is over after update {updates['until']}, and an op the reduction runs at every "
+               "step would not stop") if updates.get("until") is not None else ""  # sweep.analysis.trace.update_onset
+    if causes and found.get("scale_alone"):  # a known factor on one gradient: its own reduction, or a factor on it
+        text += (f" (x{float(causes['ratio']):.4g} = {' or '.join(causes['factors'])}, this tensor only: the other "
+                 f"gradients are not scaled alike; {', or '.join(causes['causes']) or 'a factor'} in its own reduction, "
+                 f"or a factor on it alone{stopped})")
     elif named:
-        text += f" ({named})"
+        text += f" ({named}{stopped})"
     elif found.get("scale_alone"):
         text += " (this tensor only, the other gradients are not scaled alike: not a reduction's factor)"
     if shared:

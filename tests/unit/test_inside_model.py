@@ -245,12 +245,15 @@ def test_the_module_trace_only_looks_and_records_in_execution_and_autograd_order
     assert optimizer_ran(opt)[0]["eps"] == 1e-6 and optimizer_ran(opt)[0]["betas"] == [0.9, 0.999]
 
 
-def test_a_factor_on_one_gradient_alone_is_not_named_a_reductions():
+def test_a_factor_on_one_gradient_alone_is_not_named_a_reductions_of_them_all():
+    """x2 = world_size on one gradient alone: no reduction of every gradient; its own reduction's
+    sum (a hand engine reducing each apart) or a factor on it alone, both said."""
     g = np.array([0.5, -1.0, 2.0])
     ours = [{"grad": {"a": g, "b": g}}]
     found = first_difference(ours, [{"grad": {"a": g * 2, "b": g}}], Search(known={"world_size": 2}))
-    assert found["scale"] == pytest.approx(2.0) and "scale_causes" not in found
-    assert "this tensor only" in tensor_text(found) and "world_size" not in tensor_text(found)
+    assert found["scale"] == pytest.approx(2.0) and found["scale_alone"]
+    assert ("(x2 = world_size, this tensor only: the other gradients are not scaled alike; a sum where a mean was "
+            "expected in its own reduction, or a factor on it alone)") in tensor_text(found)
     both = first_difference(ours, [{"grad": {"a": g * 2, "b": g * 2}}], Search(known={"world_size": 2}))
     assert both["scale_causes"]["factors"] == ["world_size"]
     assert signature(both["scale_causes"]).startswith("x2 = world_size")
