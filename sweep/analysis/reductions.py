@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -442,7 +442,8 @@ def _twice(found: Dict[str, Dict[str, Any]], need: Sequence[str]) -> Dict[str, s
     return out
 
 
-def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[str, Any]], params: Sequence[str],
+def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[str, Any]],
+                   params: Union[Sequence[str], Callable[[int], Sequence[str]]],
                    sizes: Dict[str, int], rank: int, world: int) -> List[Note]:
     """Where a gradient was not reduced exactly once over each group it must cross
     (:func:`crossing_needed`; a call over every rank crosses them all), from the ledger's
@@ -452,7 +453,9 @@ def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[st
     (:func:`later_reductions`: a replicate dim reduced by hand): never reduced (with the elements the
     step's reductions carried against the total of ``params``, where ``sizes`` knows them), not across a dim,
     or twice over one group (``N141``, ``N142``, ``N143``; not twice in a step whose micro-batches
-    each reduced, ``synced_micro_batches``: ``N107`` says so). One note per way, the first step. A
+    each reduced, ``synced_micro_batches``: ``N107`` says so). One note per way, the first step.
+    ``params``: the parameters owed a reduction, or a function of the step giving them (a parameter
+    without a gradient in a step is owed none in it: one the loss reads from a later step on). A
     hand reduction that names no parameter (a flat buffer) leaves "never reduced", and "never
     across" the dims it crossed, unsaid: it may have carried them."""
     from sweep.analysis.collectives import dim_groups, synced_micro_batches
@@ -472,7 +475,7 @@ def coverage_notes(entries: Sequence[Dict[str, Any]], expected: Optional[Dict[st
     done = set()
     for step in sorted({int(e["step"]) for e in reductions}):
         mine = [e for e in reductions if int(e["step"]) == step]
-        found = coverage(mine, params, groups, world)
+        found = coverage(mine, params(step) if callable(params) else params, groups, world)
         unnamed = _unnamed_crossings(entries, step, groups, world)
         never = [n for n, c in found.items() if not c["groups"]]
         if never and "never" not in done and not unnamed:

@@ -149,6 +149,10 @@ def test_every_gradient_is_reduced_once_over_each_group_it_must_cross():
         "b was carried by no gradient reduction in step 0: each rank keeps its own gradient for it"]
     # a parameter no loss reads has no gradient (the observer leaves it out of ``params``): no reduction owed
     assert coverage_notes(fine[:2], HSDP, ["w"], sizes, 0, 4) == []
+    # one the loss reads from step 1 on (a branch taken later) is owed none in step 0, one from step 1 on
+    later = fine[:2] + [dict(c, step=1) for c in fine[:2]]
+    owed = lambda step: ["w"] if step == 0 else ["w", "b"]  # noqa: E731
+    assert coverage_notes(later, HSDP, owed, sizes, 0, 4) == [skipped[0].replace("step 0", "step 1")]
     # a shard dim of size 1 reduce-scatters nothing: the replicate all-reduce is checked all the same
     one = {"mesh_shape": [2, 1], "mesh_dim_names": ["dp_replicate", "dp_shard"]}
     missing = coverage_notes([_call("all_reduce", [0], ["w"])], one, ["w"], {"w": 8}, 0, 2)
@@ -424,15 +428,15 @@ def test_a_pair_of_replicas_that_disagree_on_several_tensors_is_said_once():
 
 def test_one_gradient_alone_summed_over_the_ranks_is_named_as_its_own_reduction():
     """A hand engine that reduces each gradient apart and sums one of them (a new user's case):
-    x2 = world_size on that tensor alone is its own reduction's sum, not "no reduction's factor"
-    (the MindSpore note N140 said sum for the same job); a factor no reduction makes stays
-    unnamed."""
+    x2 = world_size on that tensor alone may be its own reduction's sum, not "no reduction's
+    factor" (the MindSpore note N140 said sum for the same job); a factor no reduction makes
+    stays unnamed."""
     from sweep.analysis.trace import Search, first_difference
 
     grads = {"layer1.bias": np.full(3, 2.0), "layer1.weight": np.ones((2, 3))}
     order = {"grad": ["layer1.bias", "layer1.weight"]}
-    for factor, says in ((2.0, "x2 = world_size: a sum where a mean was expected; this tensor only, the other "
-                               "gradients are not scaled alike: its own reduction"),
+    for factor, says in ((2.0, "x2 = world_size, this tensor only: the other gradients are not scaled alike; a sum "
+                               "where a mean was expected in its own reduction, or a factor on it alone"),
                          (1.1, "this tensor only, the other gradients are not scaled alike: not a reduction's factor")):
         scaled = dict(grads, **{"layer1.bias": grads["layer1.bias"] * factor})
         found = first_difference([{"grad": grads, "order": order}], [{"grad": scaled}],

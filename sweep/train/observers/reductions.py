@@ -62,6 +62,7 @@ class _Gradients(Observer):
         self.found: Dict[int, Dict[str, Dict[str, Any]]] = {}
         self.sizes: Dict[str, int] = {}
         self.graded: Optional[set] = None  # parameters that had a gradient in some step (None: every one)
+        self.ungraded: Dict[int, set] = {}  # per step, the parameters without a gradient in it (where any)
         self.held: Optional[Dict[str, Any]] = None  # the first step whose buffers held the last step's gradients
         self._capture: Any = None
         self._pre: Dict[str, float] = {}
@@ -322,6 +323,8 @@ class TorchGradients(_Gradients):
             self._holders = {n: _holders(p, self.world) for n, p in params}
         self._reduced = {n: _norm_sq(p.grad) for n, p in params if p.grad is not None}
         self.graded = set(self._reduced) | (self.graded or set())  # a parameter no loss reads has none
+        if len(self._reduced) < len(params):  # one the loss reads from a later step on has none before it
+            self.ungraded[step.index] = {n for n, _ in params if n not in self._reduced}
         captured = getattr(self._capture, "grads", None) if self._capture is not None else None
         if captured:
             from sweep.analysis.trace import canonical_name
@@ -594,7 +597,8 @@ def reduction_findings(observer: Optional[_Gradients], ledger: List[Dict[str, An
     params = observer.norms["params"]
     sizes = observer.sizes or {}
     graded = [n for n in params if observer.graded is None or n in observer.graded]  # no reduction owed the rest
-    notes += coverage_notes(ledger, expected, graded, sizes, rank, world)
+    owed = lambda step: [n for n in graded if n not in observer.ungraded.get(step, ())]  # noqa: E731
+    notes += coverage_notes(ledger, expected, owed, sizes, rank, world)
     notes += clip_order_notes(ledger, observer.max_norm, groups, world, len(graded))
     if carried is not None:
         carried = [canonical_name(n) for n in carried]
