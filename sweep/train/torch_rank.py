@@ -581,6 +581,15 @@ def twin_observers(cfg: Any, copy: Copy, book: Any = None) -> Dict[str, Observer
     return found
 
 
+def own_tensors(pairs: List[Any], device: Any) -> List[Any]:
+    """numpy ``(inputs, targets)`` pairs as tensors on ``device``, each a copy of its own:
+    ``from_numpy`` shares the array and on CPU ``.to`` copies nothing, so a forward that changes
+    its input in place (``x.mul_(0.5)``) would change the data of every other copy given them."""
+    import torch
+
+    return [(torch.from_numpy(x).to(device, copy=True), torch.from_numpy(y).to(device, copy=True)) for x, y in pairs]
+
+
 def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both") -> None:
     """Train this process's copies for one job and write its result file (see
     ``sweep.train``). Everything a job's numbers depend on is (re)set here, so a job
@@ -603,10 +612,7 @@ def run_job(cfg: Any, job_dir: Path | str, ctx: RankContext, phase: str = "both"
     global_np, local_np = rank_samples(cfg, ctx.rank)
 
     def to_device(pairs: List[Any]) -> List[Any]:
-        # each copy (and each step) its own tensors: from_numpy shares the arrays, and on CPU ``.to`` would
-        # not copy, so a forward that changes its input in place (``x.mul_(0.5)``) would change the others' data
-        return [(torch.from_numpy(x).to(ctx.device, copy=True), torch.from_numpy(y).to(ctx.device, copy=True))
-                for x, y in pairs]
+        return own_tensors(pairs, ctx.device)
 
     twin_trains = twin_built is not None and twin_trains
     here = "distributed" in names
