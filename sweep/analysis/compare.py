@@ -187,6 +187,23 @@ def printed_note(resolution: Dict[str, float], rtol: float, atol: float, scale: 
                 coarse=bool(q / 2 > atol + rtol * scale), atol=float(atol), rtol=float(rtol))
 
 
+def summed_loss_note(standalone: Sequence[float], distributed: Sequence[float], shards: int,
+                     loss: str) -> Optional[Note]:
+    """The note (``N191``) of a loss that sums over the batch on sharded data: at step 0 (equal
+    weights) the distributed loss is ``1/shards`` the standalone one, within
+    ``sweep.analysis.collectives.SCALE_TOL`` (each rank's loss is over its ``1/shards`` of the
+    rows; the mean over the ranks is the whole's ``1/shards``). ``None`` where it does not hold
+    (or ``shards`` < 2, or no finite, non-zero step-0 loss)."""
+    from sweep.analysis.collectives import SCALE_TOL
+
+    if shards < 2 or not len(standalone) or not len(distributed):
+        return None
+    a, b = float(standalone[0]), float(distributed[0])
+    if not (np.isfinite(a) and np.isfinite(b)) or a == 0.0 or abs(b / a - 1 / shards) > SCALE_TOL / shards:
+        return None
+    return note("N191", ratio=b / a, shards=int(shards), loss=str(loss))
+
+
 def drift_metrics(standalone: Sequence[float], distributed: Sequence[float]) -> dict:
     """Shape of the drift ``distributed - standalone``, from the two loss sequences alone.
 

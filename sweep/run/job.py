@@ -51,7 +51,8 @@ from sweep.records import JobRecord, Note, RankResult
 from sweep.run import baseline, checks, pool
 from sweep.run.failures import failure_cause, hung_ranks, log_tails, timeout_s
 from sweep.report.notes import text_of
-from sweep.run.judge import across_verdict, batch_stats_note, judge, never_silent, replicas_after_trace
+from sweep.run.judge import (across_verdict, batch_stats_note, judge, never_silent, replicas_after_trace,
+                             summed_loss_cause)
 from sweep.run.repeats import Again, run_repeats, run_sequences
 
 
@@ -510,6 +511,7 @@ def _trace(
     elif again is not None:
         record.first_tensor["second_pass_from"] = again  # the anchor of the pass whose trace this is
     record.first_module = place(record.first_module, record.first_tensor)  # a module computing on weights that differ
+    summed_loss_cause(record)
     note = batch_stats_note(cfg, record.first_module, record.first_tensor)
     if note and note not in record.notes:
         record.notes.append(note)

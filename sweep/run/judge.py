@@ -17,7 +17,8 @@ from omegaconf import DictConfig
 
 from sweep.analysis.collectives import lr_notes
 from sweep.analysis.dtypes import dtype_name, override_notes, precision_notes
-from sweep.analysis.compare import MISSING_PREFIX, RANDOM_DRAWS_NOTE, compare_losses, printed_note, printed_resolution
+from sweep.analysis.compare import (MISSING_PREFIX, RANDOM_DRAWS_NOTE, compare_losses, printed_note, printed_resolution,
+                                    summed_loss_note)
 from sweep.report.notes import text_of
 from sweep.analysis.judging import (Disagreements, JudgedLosses, arises_after_reduction, key_shards, ranked_notes,
                                     ranks_apart, replica_check, replica_reason, start_tensor, verdict, worst_rank)
@@ -25,6 +26,7 @@ from sweep.analysis.rounding import twin_dtype
 from sweep.findings.places import missing_text
 from sweep import frameworks
 from sweep.config.enums import as_str
+from sweep.config.schema import world_size
 from sweep.io import read_array, read_floats
 from sweep.records import JobRecord, Note, RankResult
 
@@ -90,6 +92,9 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
         else None
     if record.random_draws and sharded:
         record.notes.append(RANDOM_DRAWS_NOTE)
+    summed = summed_loss_note(ref, distributed, world_size(cfg), as_str(cfg.train.loss)) if sharded else None
+    if summed is not None:  # a loss that sums over the batch: each rank's is its shard's part
+        record.notes.append(summed)
     missing = list({(m["name"], m["only_in"]): m for r in ranks for m in (r.initial or {}).get("missing", [])}
                    .values())
     if missing:
@@ -555,6 +560,17 @@ def batch_stats_note(cfg: DictConfig, module: Optional[Dict[str, Any]], tensor: 
             "data.split=sharded each rank's batch is its shard, not the global batch the standalone copy normalises "
             "over, so the copies differ by design; SyncBatchNorm (torch), or data.split=replicated, gives them one "
             "batch")
+
+
+def summed_loss_cause(record: JobRecord) -> None:
+    """Where the job's notes say its loss sums over the batch (``N191``), the first tensor's
+    factor (``x0.5 = 1/world_size``) is that loss's, not a reduction dividing twice: its causes
+    say so (``scale_causes["causes"]``, read by ``sweep.findings.places``)."""
+    summed = next((n for n in record.notes if isinstance(n, Note) and n.code == "N191"), None)
+    causes = (record.first_tensor or {}).get("scale_causes")
+    if summed is not None and causes and abs(float(causes["ratio"]) - float(summed.values["ratio"])) \
+            <= 1e-3 * float(summed.values["ratio"]):
+        causes["causes"] = ["the loss sums over the batch (N191): each rank's is its shard's part"]
 
 
 def replicas_after_trace(record: JobRecord) -> None:

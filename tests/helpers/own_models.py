@@ -56,3 +56,18 @@ def input_in_place(*, framework: str, in_size: int, hidden_size: int, out_size: 
             return self.out(torch.tanh(self.inp(x)))
 
     return InputInPlace()
+
+
+def sum_mse(output, target):
+    """``F.mse_loss(..., reduction="sum")``: a loss that sums over the batch (a new user's), where
+    ``train.loss`` must average. Torch."""
+    import torch.nn.functional as F
+
+    return F.mse_loss(output, target, reduction="sum")
+
+
+def per_row_mse(output, target):
+    """``F.mse_loss(..., reduction="none")``: a loss of one element per value (a new user's). Torch."""
+    import torch.nn.functional as F
+
+    return F.mse_loss(output, target, reduction="none")

@@ -165,3 +165,19 @@ def test_a_killed_sweep_process_leaves_no_shared_launch_behind(tmp_path):
     while tagged_processes(job_id) and time.monotonic() < gone_by:
         time.sleep(0.5)
     assert tagged_processes(job_id) == []
+
+
+def test_a_loss_that_sums_over_the_batch_is_named_on_sharded_data_not_a_reduction_dividing_twice(tmp_path):
+    """A new user's ``reduction='sum'`` loss with ``data.split=sharded``: each rank's loss and
+    gradient are its shard's part, x0.5 of the standalone ones at step 0. The note (N191) says
+    so, and the first tensor's factor points to it; it was "divided by world_size twice"."""
+    proc = run_cli(["steps=4", "optimizer=sgd", "data.split=sharded", "train.batch_size=2",
+                    "train.loss=tests.helpers.own_models.sum_mse"], tmp_path)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    result = _result(tmp_path / "run")
+    summed = [n for n in result["note_data"] if n["code"] == "N191"]
+    assert summed and summed[0]["values"]["shards"] == 2, result["note_data"]
+    assert "train.loss=tests.helpers.own_models.sum_mse sums over the batch" in flat(proc.stdout)
+    assert result["first_tensor"]["scale_causes"]["causes"] == [
+        "the loss sums over the batch (N191): each rank's is its shard's part"]
+    assert "divided by world_size twice" not in proc.stdout

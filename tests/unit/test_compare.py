@@ -71,3 +71,21 @@ def test_drift_metrics_of_identical_runs_and_of_non_finite_steps():
 def test_drift_metrics_bad_arguments_raise(ref, got):
     with pytest.raises(ValueError):
         drift_metrics(ref, got)
+
+
+def test_a_loss_that_sums_over_the_batch_on_sharded_data_is_noted_from_step_0():
+    """A new user's loss with ``reduction='sum'`` on sharded data: each rank's loss is its shard's
+    part, so the mean over the ranks at step 0 (equal weights) is 1/world_size the standalone
+    loss; it was called "divided by world_size twice". A mean loss (ratio 1), a ratio near but
+    not at 1/world_size, one rank or a zero loss: no note."""
+    from sweep.analysis.compare import summed_loss_note
+    from sweep.report.notes import text_of
+
+    found = summed_loss_note([96.70468, 90.0], [48.352335, 47.0], 2, "my_losses.sum_mse")
+    assert found.code == "N191" and text_of(found).startswith(
+        "summed loss: the distributed loss at step 0, the copies' weights still equal, is x0.5 = 1/2 the standalone "
+        "one: train.loss=my_losses.sum_mse sums over the batch")
+    assert summed_loss_note([8.0], [2.0], 4, "s").values["shards"] == 4
+    for standalone, distributed, shards in (([1.0], [1.0], 2), ([1.0], [0.49], 2), ([1.0], [0.5], 1), ([0.0], [0.0], 2),
+                                            ([], [], 2), ([float("nan")], [0.5], 2)):
+        assert summed_loss_note(standalone, distributed, shards, "mse") is None

@@ -1,5 +1,5 @@
 """N190: the losses as they were read (``sweep.analysis.compare.printed_note``: losses read from
-rounded text)."""
+rounded text); N191: a loss that sums over the batch, on sharded data (``summed_loss_note``)."""
 
 from __future__ import annotations
 
@@ -27,4 +27,16 @@ PRINTED = NoteKind(
     fill=_which,
 )
 
-KINDS = [PRINTED]
+SUMMED = NoteKind(
+    code="N191", name="summed loss", family=FAMILY,
+    template="summed loss: the distributed loss at step 0, the copies' weights still equal, is x{ratio:.4g} = "
+             "1/{shards} the standalone one: train.loss={loss} sums over the batch, so with data.split=sharded each "
+             "rank's loss, and its gradient, is its shard's part of the whole; a loss that averages over the batch "
+             "(reduction='mean') or data.split=replicated gives the copies one loss",
+    rests_on="the two copies' losses at step 0 (before any update, from equal weights), against 1/the number of "
+             "data shards (sweep.analysis.collectives.SCALE_TOL)",
+    not_claimed="that the loss is a sum in its code: only that its value scales with the batch's rows",
+    example={"ratio": 0.5, "shards": 2, "loss": "my_losses.sum_mse"},
+)
+
+KINDS = [PRINTED, SUMMED]
