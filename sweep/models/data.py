@@ -101,18 +101,31 @@ def build(cfg: Any, rows: int) -> List[Tuple[np.ndarray, np.ndarray]]:
     kwargs.update(OmegaConf.to_container(cfg.data.args, resolve=True) if cfg.data.args else {})
     samples = instantiate({"_target_": target, **kwargs}, cfg.steps, batch_size=rows,
                           seed_offset=cfg.data.seed_offset, _convert_="all")
-    odd = next((i for i, s in enumerate(samples) if len(s) != 2 or len(s[0]) != rows or len(s[1]) != rows), None)
-    if len(samples) != cfg.steps or odd is not None:
-        raise ConfigError(f"data._target_={target} must return {cfg.steps} (inputs, targets) pairs of "
-                          f"{rows} rows each: {_what_came(samples, cfg.steps, odd)}")
+    came = _what_came(samples, cfg.steps, rows)
+    if came:
+        raise ConfigError(f"data._target_={target} must return {cfg.steps} (inputs, targets) pairs of numpy arrays "
+                          f"of {rows} rows each: {came}")
     return samples
 
 
-def _what_came(samples: List[Any], steps: int, odd: Optional[int]) -> str:
-    """What a data factory returned instead (:func:`build`'s error): how many items, or the first item
-    that is not a pair of ``rows`` rows each."""
+def _what_came(samples: Any, steps: int, rows: int) -> Optional[str]:
+    """What a data factory returned instead of ``steps`` pairs of numpy arrays of ``rows`` rows
+    (:func:`build`'s error): how many items, or the first item that is not such a pair;
+    ``None`` where it is."""
+    if not isinstance(samples, (list, tuple)):
+        return f"it returned a {type(samples).__name__}"
     if len(samples) != steps:
         return f"it returned {len(samples)}"
-    if len(samples[odd]) != 2:
-        return f"item {odd} holds {len(samples[odd])} parts"
-    return f"pair {odd} holds {' and '.join(str(len(part)) for part in samples[odd])} rows"
+    for i, item in enumerate(samples):
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            what = f"{len(item)} parts" if isinstance(item, (list, tuple)) else f"a {type(item).__name__}"
+            return f"item {i} is {what}"
+        if not all(isinstance(part, np.ndarray) and part.ndim > 0 for part in item):
+            return f"pair {i} holds a {' and a '.join(_kind(part) for part in item)}"
+        if any(len(part) != rows for part in item):
+            return f"pair {i} holds {' and '.join(str(len(part)) for part in item)} rows"
+    return None
+
+
+def _kind(part: Any) -> str:
+    return f"{part.ndim}-d numpy array" if isinstance(part, np.ndarray) else type(part).__name__

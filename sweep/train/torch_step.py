@@ -43,8 +43,25 @@ def loss_function(name: str) -> Callable[[Any, Any], Any]:
     if "." in name:
         from sweep.config.factories import locate
 
-        return locate(name)
+        return _scalar(locate(name), name)
     raise ValueError(f"train.loss={name!r}; allowed: mse, cross_entropy, or a dotted path")
+
+
+def _scalar(loss: Callable[[Any, Any], Any], name: str) -> Callable[[Any, Any], Any]:
+    """A user's ``loss`` held to its contract: one element (a mean over the batch).
+
+    Raises:
+        ValueError: it returned a tensor of more than one element (``reduction="none"``), naming
+            ``train.loss`` and the shape.
+    """
+    def scalar_loss(out: Any, target: Any) -> Any:
+        value = loss(out, target)
+        if getattr(value, "numel", lambda: 1)() != 1:
+            raise ValueError(f"train.loss={name} returned a tensor of shape {tuple(value.shape)}: a loss returns one "
+                             "element, a mean over the batch (reduction='mean')")
+        return value
+
+    return scalar_loss
 
 
 def train(copy: Copy, samples: List[Any], train_cfg: Any, observers: Iterable[Observer] = ()) -> List[float]:

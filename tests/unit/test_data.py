@@ -41,6 +41,20 @@ def one_row_data(steps, *, batch_size, seed_offset, in_size, out_size):
     return make_samples(steps, batch_size=1, in_size=in_size, out_size=out_size, seed_offset=seed_offset)
 
 
+def list_data(steps, *, batch_size, seed_offset, in_size, out_size):
+    """A user's data factory that returns Python lists, not numpy arrays (a new user's)."""
+    return [(x.tolist(), y.tolist()) for x, y in one_row_data(steps, batch_size=batch_size, seed_offset=seed_offset,
+                                                              in_size=in_size, out_size=out_size)]
+
+
+def scalar_targets(steps, *, batch_size, seed_offset, in_size, out_size):
+    """Inputs of ``batch_size`` rows, a numpy scalar for a target."""
+    import numpy as np
+
+    return [(x, np.float32(0.0) * np.ones(())) for x, _ in make_samples(
+        steps, batch_size=batch_size, in_size=in_size, out_size=out_size, seed_offset=seed_offset)]
+
+
 def test_a_data_factory_that_returns_too_few_pairs_is_told_what_it_returned(compose_cfg):
     import pytest
 
@@ -48,8 +62,15 @@ def test_a_data_factory_that_returns_too_few_pairs_is_told_what_it_returned(comp
     from sweep.models.data import build
 
     cfg = compose_cfg(["steps=10", "data._target_=tests.unit.test_data.short_data"])
-    with pytest.raises(ConfigError, match=r"must return 10 \(inputs, targets\) pairs of 1 rows each: it returned 7"):
+    with pytest.raises(ConfigError, match=r"must return 10 \(inputs, targets\) pairs of numpy arrays of 1 rows each: "
+                                          r"it returned 7"):
         build(cfg, 1)
     one_row = compose_cfg(["steps=3", "data._target_=tests.unit.test_data.one_row_data"])
-    with pytest.raises(ConfigError, match=r"pairs of 2 rows each: pair 0 holds 1 and 1 rows"):
+    with pytest.raises(ConfigError, match=r"of 2 rows each: pair 0 holds 1 and 1 rows"):
         build(one_row, 2)
+    lists = compose_cfg(["steps=3", "data._target_=tests.unit.test_data.list_data"])
+    with pytest.raises(ConfigError, match=r"of 2 rows each: pair 0 holds a list and a list$"):
+        build(lists, 2)
+    scalars = compose_cfg(["steps=3", "data._target_=tests.unit.test_data.scalar_targets"])
+    with pytest.raises(ConfigError, match=r"pair 0 holds a 2-d numpy array and a float64$"):
+        build(scalars, 2)

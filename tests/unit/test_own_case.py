@@ -207,3 +207,17 @@ def test_per_layer_units_of_a_container_child_are_its_entries():
             self.layers = torch.nn.ModuleDict({"first": torch.nn.Linear(2, 2), "second": torch.nn.Linear(2, 2)})
 
     assert wrapping.layer_names(Named()) == ["layers.first", "layers.second"]
+
+
+def test_a_loss_of_more_than_one_element_is_refused_naming_train_loss():
+    """A new user's ``reduction='none'`` loss failed with torch's "only one element tensors can be
+    converted to Python scalars"; it is refused at its first call, naming the setting."""
+    import torch
+
+    from sweep.train.torch_step import loss_function
+
+    out, target = torch.ones(4, 3), torch.zeros(4, 3)
+    with pytest.raises(ValueError, match=r"^train.loss=tests.helpers.own_models.per_row_mse returned a tensor of "
+                                         r"shape \(4, 3\): a loss returns one element"):
+        loss_function("tests.helpers.own_models.per_row_mse")(out, target)
+    assert float(loss_function("tests.helpers.own_models.sum_mse")(out, target)) == 12.0
