@@ -148,6 +148,9 @@ def _update_text(found: Place) -> str:
         text += (f"; only the {found['grad_only_in']} copy has a gradient for it at that step: requires_grad or "
                  "the parameter's use differs between the copies, or the engine never handed the optimizer the "
                  "reduced gradient (a reduction left pending)")
+    elif found.get("forward_writes"):  # sweep.run.judge.forward_writes: N192
+        text += (f"; gradients of that step {_agree(found)} (as reduced): the standalone copy's forward changes it in "
+                 "place, a change a sharding engine's gathered copy does not keep")
     elif found.get("grads_recorded", True):
         # searched beyond the envelope: the gradients may differ within it, never "identical"
         text += f"; gradients of that step {_agree(found)} (as reduced): it arises after the reduction, in clipping, " \

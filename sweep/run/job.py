@@ -51,8 +51,8 @@ from sweep.records import JobRecord, Note, RankResult
 from sweep.run import baseline, checks, pool
 from sweep.run.failures import failure_cause, hung_ranks, log_tails, timeout_s
 from sweep.report.notes import text_of
-from sweep.run.judge import (across_verdict, batch_stats_note, judge, never_silent, replicas_after_trace,
-                             summed_loss_cause)
+from sweep.run.judge import (across_verdict, batch_stats_note, forward_writes, judge, never_silent,
+                             replicas_after_trace, summed_loss_cause)
 from sweep.run.repeats import Again, run_repeats, run_sequences
 
 
@@ -512,6 +512,7 @@ def _trace(
         record.first_tensor["second_pass_from"] = again  # the anchor of the pass whose trace this is
     record.first_module = place(record.first_module, record.first_tensor)  # a module computing on weights that differ
     summed_loss_cause(record)
+    forward_writes(record, [r.features for r in rerun])  # (where the first pass reused a cached baseline)
     note = batch_stats_note(cfg, record.first_module, record.first_tensor)
     if note and note not in record.notes:
         record.notes.append(note)

@@ -22,6 +22,7 @@ from sweep.analysis.compare import (MISSING_PREFIX, RANDOM_DRAWS_NOTE, compare_l
 from sweep.report.notes import text_of
 from sweep.analysis.judging import (Disagreements, JudgedLosses, arises_after_reduction, key_shards, ranked_notes,
                                     ranks_apart, replica_check, replica_reason, start_tensor, verdict, worst_rank)
+from sweep.analysis.evidence import first_diff_over_ranks
 from sweep.analysis.rounding import twin_dtype
 from sweep.findings.places import missing_text
 from sweep import frameworks
@@ -156,6 +157,7 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
         ("replicas disagree", (record.replicas or {}).get("first_step") is not None),
         ("the copies end apart", ended), ("a non-finite loss", both_nonfinite)) if found]
     gradient_notes(cfg, record, ranks, standalone_norms)
+    forward_writes(record, [r.features for r in ranks])
     never_silent(cfg, record)
 
 
@@ -560,6 +562,25 @@ def batch_stats_note(cfg: DictConfig, module: Optional[Dict[str, Any]], tensor: 
             "data.split=sharded each rank's batch is its shard, not the global batch the standalone copy normalises "
             "over, so the copies differ by design; SyncBatchNorm (torch), or data.split=replicated, gives them one "
             "batch")
+
+
+def forward_writes(record: JobRecord, features: List[Optional[Dict[str, Any]]]) -> None:
+    """Where the standalone copy's forward changed parameters in place (``features``: the ranks'
+    ``RankResult.features``, ``forward_writes``, ``sweep.train.observers.forward_writes``) and the
+    copies' losses differ: the note ``N192``, and a first differing weight that is one of them
+    marked ``forward_writes`` (``sweep.findings.places`` then says the forward, not the optimizer
+    step, changed it)."""
+    names = next((list(f["forward_writes"]) for f in features if f and f.get("forward_writes")), None)
+    if not names or first_diff_over_ranks(record.rank_comparisons or [record.comparison]) is None:
+        return
+    from sweep.records import note
+
+    found = note("N192", parameters=names)
+    if found not in record.notes:
+        record.notes.append(found)
+    tensor = record.first_tensor or {}
+    if tensor.get("kind") == "weight" and tensor.get("name") in names:
+        tensor["forward_writes"] = True
 
 
 def summed_loss_cause(record: JobRecord) -> None:

@@ -57,6 +57,7 @@ from sweep.train.observers import Copy, Observer
 from sweep.train.observers.dtypes import TorchDtypes, override_targets
 from sweep.train.observers.ledger import CollectiveLedger
 from sweep.train.observers.lr_log import LearningRates
+from sweep.train.observers.forward_writes import ForwardWrites
 from sweep.train.observers.module_trace import ModuleTrace
 from sweep.train.observers.offload import ActivationOffload
 from sweep.train.observers.optimizer_log import OptimizerLog, optimizer_record
@@ -525,6 +526,8 @@ def copy_observers(cfg: Any, name: str, copy: Copy, device: Any, rank: int = 0, 
     weights_step = max(until_step, int(cfg.compare.get("onset_until") or -1))  # weights only past until_step
     distributed = name == "distributed"
     found: Dict[str, Observer] = {"draws": RandomDraws(device)}
+    if name == "standalone":  # the model's own forward: does it change its parameters in place?
+        found["writes"] = ForwardWrites()
     found["ledger"] = CollectiveLedger(copy.engine, until=max(until_step, 0), keep=distributed)
     targets = (lambda model: override_targets(model, cfg)) if cfg.mp_policy.get("overrides") else None
     found["dtypes"] = TorchDtypes(found["ledger"], targets=targets)
@@ -714,10 +717,18 @@ def rank_result(cfg: Any, ctx: RankContext, distributed: Copy, seen: Dict[str, D
         reductions={name: gradients_record(obs.get("grads")) for name, obs in seen.items()},
         optimizer=optimizer_record(cfg, {name: obs["optimizer"].groups for name, obs in seen.items()},
                                    {name: obs["optimizer"] for name, obs in seen.items()}),
-        features=dict(features_record(cfg, applied), lr=lrs or None),
+        features=dict(features_record(cfg, applied), lr=lrs or None,
+                      **({"forward_writes": writes} if (writes := _forward_writes(seen)) else {})),
     )
     traced(cfg, seen, result, twin_seen or {}, book)
     return result
+
+
+def _forward_writes(seen: Dict[str, Dict[str, Observer]]) -> Optional[List[str]]:
+    """The parameters the standalone copy's first forward changed in place, where it trained
+    here (``sweep.train.observers.forward_writes``); ``None`` where none or not read."""
+    observer = seen.get("standalone", {}).get("writes")
+    return list(observer.changed) if observer is not None and observer.changed else None
 
 
 def replica_record(cfg: Any, ctx: RankContext, model: Any, digests: List[str]) -> Dict[str, Any]:

@@ -71,3 +71,21 @@ def per_row_mse(output, target):
     import torch.nn.functional as F
 
     return F.mse_loss(output, target, reduction="none")
+
+
+def renorm_embedding(*, framework: str, vocab_size: int, dim: int = 16, max_norm: float = 0.5):
+    """``nn.Embedding(vocab_size, dim, max_norm=max_norm)`` -> ``Linear(dim, vocab_size)``: the
+    embedding renorms the rows it looks up in place, in the forward (a new user's tagger). Torch;
+    ``train.loss=cross_entropy`` on ``sweep.models.data.tokens``."""
+    import torch
+
+    class Tagger(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = torch.nn.Embedding(vocab_size, dim, max_norm=max_norm)
+            self.head = torch.nn.Linear(dim, vocab_size)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.emb(x))
+
+    return Tagger()

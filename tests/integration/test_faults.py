@@ -181,3 +181,25 @@ def test_a_loss_that_sums_over_the_batch_is_named_on_sharded_data_not_a_reductio
     assert result["first_tensor"]["scale_causes"]["causes"] == [
         "the loss sums over the batch (N191): each rank's is its shard's part"]
     assert "divided by world_size twice" not in proc.stdout
+
+
+def test_a_forward_that_changes_a_weight_in_place_is_named_in_the_forward_not_the_optimizer_step(tmp_path):
+    """``nn.Embedding(max_norm=...)`` renorms rows in the forward; FSDP2 runs the forward on an
+    all-gathered copy that resharding frees, so the change is lost. The first differing weight
+    (gradients equal) was put "after the reduction, in clipping, scaling or the optimizer step";
+    the job now names the forward (N192). The same model under engine=data_parallel keeps the
+    change in both copies: equal, and no note."""
+    model = ["model._target_=tests.helpers.own_models.renorm_embedding", "+model.args.vocab_size=32",
+             "data._target_=sweep.models.data.tokens", "+data.args.vocab_size=32", "+data.args.seq_len=8",
+             "train.loss=cross_entropy", "train.batch_size=4", "steps=4"]
+    proc = run_cli(model, tmp_path / "fsdp2")
+    result = _result(tmp_path / "fsdp2" / "run")  # (within the tolerance in 4 steps, beyond the envelope)
+    assert result["envelope"]["loss"]["first_beyond_step"] == 1, proc.stdout[-3000:]
+    assert [n["values"]["parameters"] for n in result["note_data"] if n["code"] == "N192"] == [["emb.weight"]]
+    tensor = result["first_tensor"]
+    assert tensor["name"] == "emb.weight" and tensor["kind"] == "weight" and tensor["forward_writes"]
+    assert "the standalone copy's forward changes it in place" in flat(proc.stdout)
+    assert "optimizer step" not in tensor["description"]
+    proc = run_cli(model + ["engine=data_parallel"], tmp_path / "ddp")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert not any(n["code"] == "N192" for n in _result(tmp_path / "ddp" / "run").get("note_data") or [])

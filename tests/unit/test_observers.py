@@ -93,6 +93,7 @@ def test_a_planted_observer_is_called_at_every_point_of_the_torch_step(compose_c
 def test_every_torch_observer_only_looks(compose_cfg):
     torch = pytest.importorskip("torch")
     from sweep.train.observers.dtypes import TorchDtypes
+    from sweep.train.observers.forward_writes import ForwardWrites
     from sweep.train.observers.ledger import CollectiveLedger
     from sweep.train.observers.lr_log import LearningRates
     from sweep.train.observers.module_trace import ModuleTrace
@@ -113,7 +114,7 @@ def test_every_torch_observer_only_looks(compose_cfg):
     found = {"draws": RandomDraws(torch.device("cpu")), "ledger": ledger, "dtypes": TorchDtypes(ledger),
              "trace": trace, "modules": ModuleTrace(copy.model, 1, trace), "digests": ReplicaDigests(),
              "optimizer": OptimizerLog(), "lrs": LearningRates(), "offload": ActivationOffload(),
-             "grads": TorchGradients(False, max_norm=0.5, ledger=ledger)}
+             "grads": TorchGradients(False, max_norm=0.5, ledger=ledger), "writes": ForwardWrites()}
     watched = train(copy, _torch_samples(cfg), cfg.train, found.values())
     found["modules"].remove()
     assert watched == plain  # bit for bit
@@ -132,6 +133,7 @@ def test_every_torch_observer_only_looks(compose_cfg):
     assert any(sum(x * x for x in row) ** 0.5 > 0.5 for row in norms["reduced"])
     assert found["grads"].held is None  # the copy clears its gradients every step
     assert found["draws"].drew is False
+    assert found["writes"].changed == []  # (norm0's running statistics are buffers, not parameters)
     assert [sorted(e) for e in trace.entries] == [
         ["buffer", "grad", "initial", "initial_buffer", "order", "weight"], ["buffer", "grad", "order", "weight"],
         ["buffer", "weight"]]
@@ -243,3 +245,22 @@ def test_a_mindspore_weight_decay_set_after_build_is_recorded_as_it_runs():
     assert mindspore_optimizer_ran(late, 1e-3)[0]["weight_decay"] == 0.0
     built = nn.Adam(net.trainable_params(), learning_rate=1e-3, weight_decay=0.01)
     assert mindspore_optimizer_ran(built, 1e-3)[0]["weight_decay"] == pytest.approx(0.01)
+
+
+def test_a_forward_that_changes_its_parameters_in_place_is_seen():
+    """``nn.Embedding(max_norm=...)`` renorms the rows it looks up, in the forward: the observer
+    names that weight, read before step 0 and after its first forward (``N192``)."""
+    torch = pytest.importorskip("torch")
+    from sweep.train.observers.base import Step
+    from sweep.train.observers.forward_writes import ForwardWrites
+    from tests.helpers.own_models import renorm_embedding
+
+    torch.manual_seed(0)
+    model = renorm_embedding(framework="torch", vocab_size=8)
+    copy = Copy(model=model, engine=None, optimizer=None)
+    writes = ForwardWrites()
+    writes.begin_step(Step(index=0, copy=copy))
+    writes.after_forward(Step(index=0, copy=copy), model(torch.tensor([[1, 2, 3]])))
+    assert writes.changed == ["emb.weight"]
+    writes.after_forward(Step(index=1, copy=copy), None)  # read once: the first forward of step 0
+    assert writes.changed == ["emb.weight"]

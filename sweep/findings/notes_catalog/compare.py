@@ -1,5 +1,6 @@
 """N190: the losses as they were read (``sweep.analysis.compare.printed_note``: losses read from
-rounded text); N191: a loss that sums over the batch, on sharded data (``summed_loss_note``)."""
+rounded text); N191: a loss that sums over the batch, on sharded data (``summed_loss_note``); N192: a
+forward that changes the model's parameters in place (``sweep.run.judge.forward_writes``)."""
 
 from __future__ import annotations
 
@@ -39,4 +40,24 @@ SUMMED = NoteKind(
     example={"ratio": 0.5, "shards": 2, "loss": "my_losses.sum_mse"},
 )
 
-KINDS = [PRINTED, SUMMED]
+def _writes(values: Dict[str, Any]) -> Dict[str, Any]:
+    from sweep.findings.notes_catalog.reductions import names_text
+
+    names = values["parameters"]
+    return {"names": names_text(names), "them": "them" if len(names) > 1 else "it"}
+
+
+WRITES = NoteKind(
+    code="N192", name="forward writes parameters", family=FAMILY,
+    template="forward writes parameters: the standalone copy's first forward changed {names} in place "
+             "(nn.Embedding(max_norm=...) renorms the rows it looks up); a sharding engine (fully_shard) runs the "
+             "forward on an all-gathered copy that resharding frees, so the distributed copy loses such a change: "
+             "make {them} outside the forward (under torch.no_grad(), in the training step) or drop it",
+    rests_on="a digest of every parameter of the standalone copy before step 0 and after its first micro-batch's "
+             "forward (sweep.train.observers.forward_writes); said where the copies' losses differ",
+    not_claimed="that the change is the only difference: the first differing tensor says where the copies part",
+    example={"parameters": ["emb.weight"]},
+    fill=_writes,
+)
+
+KINDS = [PRINTED, SUMMED, WRITES]

@@ -1,0 +1,47 @@
+"""Which parameters a copy's forward changes in place (``RankResult.features["forward_writes"]``):
+``nn.Embedding(max_norm=...)`` renorms the rows it looks up, a hand-written weight
+normalisation assigns to its weight. In a plain module that change stays; under a sharding
+engine (FSDP2's ``fully_shard``) the forward runs on an all-gathered copy of the parameter that
+resharding frees, so the change is lost and the copies part at step 0's weights with their
+gradients equal (``sweep.findings.places`` says so where the first differing weight is one of
+these; note ``N192``). Read on the standalone copy, whose forward is the model's own.
+
+Cost: a digest (``sweep.train.digests``) of every parameter before step 0 and after its first
+micro-batch's forward, nothing after."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from sweep.train.observers.base import Observer, Step
+
+
+def _digests(model: Any) -> Dict[str, str]:
+    """``{canonical name: digest}`` of ``model``'s parameters (their local values, copied out)."""
+    from sweep.train.digests import of_bytes
+    from sweep.train.torch_tensors import host_copy, iter_state
+
+    return {name: of_bytes(np.ascontiguousarray(host_copy(p))) for name, p in iter_state(model, "weight", gather=False)}
+
+
+class ForwardWrites(Observer):
+    """``begin_step`` of step 0: each parameter's digest; ``after_forward`` of its first
+    micro-batch: :attr:`changed`, the names whose digest the forward changed (``[]``: none;
+    ``None``: not read, no step ran)."""
+
+    def __init__(self) -> None:
+        self.changed: Optional[List[str]] = None
+        self._before: Optional[Dict[str, str]] = None
+
+    def begin_step(self, step: Step) -> None:
+        if step.index == 0:
+            self._before = _digests(step.copy.model)
+
+    def after_forward(self, step: Step, output: Any) -> None:
+        if self._before is None:
+            return
+        after = _digests(step.copy.model)
+        self.changed = sorted(name for name, digest in after.items() if self._before.get(name) != digest)
+        self._before = None
