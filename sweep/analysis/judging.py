@@ -151,8 +151,11 @@ def part_text(key: str) -> str:
 def arises_after_reduction(place: Optional[Dict[str, Any]]) -> bool:
     """Whether a job's first differing tensor (``JobRecord.first_tensor``) places the fault after
     the gradient reduction: a weight at a traced step whose gradients agree as reduced (the
-    sentence ``sweep.findings.places`` ends "it arises after the reduction")."""
+    sentence ``sweep.findings.places`` ends "it arises after the reduction"); where the first
+    difference is float rounding, the first beyond its envelope (``beyond_rounding``) decides."""
     place = place or {}
+    if isinstance(place.get("beyond_rounding"), dict):  # rounding first (sharded data): the real difference
+        place = place["beyond_rounding"]
     return place.get("kind") == "weight" and place.get("step") is not None and not place.get("grad_only_in") \
         and place.get("grads_recorded", True) and not place.get("note")
 

@@ -137,6 +137,11 @@ def test_replicas_apart_after_an_agreeing_reduction_are_not_blamed_on_it():
     weight = {"kind": "weight", "step": 0, "name": "fc1.weight", "rel_diff": 1e-3}
     assert arises_after_reduction(weight) and not arises_after_reduction(dict(weight, kind="grad"))
     assert not arises_after_reduction(dict(weight, grad_only_in="standalone")) and not arises_after_reduction(None)
+    # sharded data: the first difference is a gradient within rounding, the first beyond it that weight (HSDP, a
+    # fault on one rank after a correct reduction: it was "the reduction across replicas is missing or wrong")
+    rounding = {"kind": "grad", "step": 0, "name": "layer1.bias", "rel_diff": 1e-7}
+    assert arises_after_reduction(dict(rounding, beyond_rounding=weight)) and not arises_after_reduction(rounding)
+    assert not arises_after_reduction(dict(weight, beyond_rounding=dict(weight, kind="grad")))
     replicas = {"first_step": 1, "pairs": [[1, 3]], "ranks": [1, 3], "coords": {}, "mesh_dims": []}
     assert "it arises after the reduction" in text_of(replica_reason(replicas, (), True))
     blamed = text_of(replica_reason(replicas))
