@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from sweep.findings import (also, alike, below, beyond, confounded, copies, counts, culprit, departed, equal, evidence,
                             exposed, exposer, fix, flips, hides, indistinguishable, lower_precision, no_effect, no_pairs,
                             no_single, nondeterministic, not_judged, notes, nothing_judged, one_level, only_with,
-                            precision, printed, random_draws, repeats_agree, replicas, replicas_decide, rounding_only,
+                            passing_beyond, precision, printed, random_draws, repeats_agree, replicas, replicas_decide, rounding_only,
                             scales, together, tolerance, unmeasured, where)
 from sweep.findings import job_envelope, job_notes, job_parts, job_place
 from sweep.findings.base import TIERS, Context, Finding, Kind, Row
@@ -38,7 +38,7 @@ KINDS: List[Kind] = [
     # proof
     evidence.KIND, where.KIND, only_with.KIND, exposer.KIND, indistinguishable.KIND, fix.KIND, hides.KIND,
     # contrasts
-    also.KIND, scales.KIND, flips.KIND, no_effect.KIND,
+    also.KIND, passing_beyond.KIND, scales.KIND, flips.KIND, no_effect.KIND,
     # context and limits
     replicas.KIND, lower_precision.KIND, nondeterministic.KIND, repeats_agree.KIND, copies.KIND, departed.KIND,
     notes.KIND, unmeasured.KIND, not_judged.KIND,

@@ -339,3 +339,18 @@ def test_a_mean_of_the_other_sign_than_the_drift_says_where_it_comes_from():
     (found,) = [f for f in find(rows) if f.code == "V120"]
     assert "distributed runs low (mean signed diff +0.00012, from a few large steps the other way; below " \
            "standalone on 87% of steps)" in sentence(found)
+
+
+def test_a_passing_job_beyond_its_envelope_beside_a_culprit_is_named():
+    """Two faults in one sweep (a new user's): one fails (the culprit), the other stays within the
+    tolerance but leaves its rounding envelope. The quiet cases' V112 does not apply beside a
+    failing job, so it went unsaid; V157 names it. A passing job within its envelope: not named."""
+    rows = [_measured(_row(0, "ok", 1e-7, 0, e="correct")), _measured(_row(1, "fail", -0.5, 1, e="sum"), within=False),
+            _measured(_row(2, "ok", 8e-7, 0, e="rank1"), within=False)]
+    found = find(rows)
+    assert [f.code for f in found][1] in ("V101", "V102")  # (a culprit, or culprits weighed alike)
+    extra = next(f for f in found if f.code == "V157")
+    assert extra.jobs == (2,) and extra.levels == ("e=rank1",)
+    assert sentence(extra).startswith("Passing, yet beyond their rounding envelope: 1 job (e=rank1) (job 2), up to 8.0e-07")
+    assert "V157" not in _codes([rows[0], rows[1]])  # the other passing job differs by rounding only
+    assert "V157" not in _codes([rows[0], rows[2]])  # nothing fails: V112 says it
