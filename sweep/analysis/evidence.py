@@ -248,9 +248,24 @@ def job_evidence(record: JobRecord) -> Dict[str, Any]:
     beyond = tensor.get("beyond_rounding")  # the size of the first real difference
     out["first_tensor_rel"] = beyond["rel_diff"] if beyond else tensor.get("rel_diff")
     out.update(real)
+    if out.get("onset_until") is not None:  # the lr's own span, where a note gives it, is the fault's extent
+        out["onset_until"] = _lr_until(record, int(out["onset_until"]))
     if judged and out.get("onset") not in ("none", "noise") and _repeats_explain(record):
         out.update(onset="noise", period=None, onset_from="repeats", onset_until=None)
     return out
+
+
+def _lr_until(record: JobRecord, until: int) -> int:
+    """The last update of a fault that stopped (``until``, from the update differences: the last
+    large one), or, where the job's lr note says the lr differed on consecutive steps that hold it
+    (``N123``: ``first`` to ``last``, exact), ``last``: a small last difference (a warmup's lr,
+    near the schedule's) is still the fault's."""
+    for found in record.notes or []:
+        values = getattr(found, "values", None) or {}
+        if getattr(found, "code", None) == "N123" and values.get("last") is not None \
+                and int(values.get("first", until)) <= until <= int(values["last"]):
+            return int(values["last"])
+    return until
 
 
 REPEATS_EXPLAIN = 0.5  # noise from repeats: launches of one config differ by this share of the drift or more

@@ -340,3 +340,20 @@ def test_a_buffer_that_differs_first_is_glossed_as_the_buffer_not_the_update():
         class_gloss(row, "first_update")
     assert class_gloss(dict(row, first_tensor_kind="grad"), "first_update") == DRIFT_CLASSES["first_update"]
     assert class_gloss(row, "step0") == DRIFT_CLASSES["step0"]
+
+
+def test_a_fault_that_stopped_ends_where_its_lr_note_says():
+    """An lr changed on updates 1-8 (a warmup's, whose last difference is small): the update
+    differences' last large step (7) said "over after update 7" while the lr note (N123) said
+    steps 1-8; the note's exact span decides. A note on other steps changes nothing."""
+    from sweep.records import note
+
+    got = [1.0, 0.9 + 1e-3, 0.8 + 2e-3, 0.7 + 1e-3, 0.6 + 1e-3, 0.5 + 1e-3]
+    stopped = dict(_tensor(1, "weight", 0.1),
+                   updates={"pattern": "abrupt", "period": None, "real_step": 1, "until": 7, "events": [1]})
+    lr = note("N123", step=1, distributed=0.002, standalone=0.001, first=1, last=8, after=9, ratio=2.0)
+    record = _record("fail", got, first_tensor=stopped, notes=[lr])
+    assert job_evidence(record)["onset_until"] == 8
+    elsewhere = note("N123", step=12, distributed=0.002, standalone=0.001, first=12, last=13, after=14, ratio=2.0)
+    assert job_evidence(_record("fail", got, first_tensor=stopped, notes=[elsewhere]))["onset_until"] == 7
+    assert job_evidence(_record("fail", got, first_tensor=stopped))["onset_until"] == 7
