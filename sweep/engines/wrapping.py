@@ -119,8 +119,9 @@ def units(model: Any, cfg: Any, notes: Optional[List[str]] = None) -> List[Tuple
                              "with a policy of its own (FSDP2 manages a tied parameter in one unit)")
         names.discard(name)
         if notes is not None:
-            notes.append(f"wrap={as_str(cfg.wrap)}: {name} {why}, so it is no fully_shard unit of its own: the root's "
-                         "unit holds it (FSDP2 manages a tied parameter in one unit)")
+            notes.append(f"a tied unit left to the root (wrap={as_str(cfg.wrap)}): {name} {why}, so it is no "
+                         "fully_shard unit of its own: the root's unit holds it (FSDP2 manages a tied parameter in one "
+                         "unit)")
     ordered = sorted(names, key=lambda n: (-n.count("."), n))
     return [(name, model.get_submodule(name), policy_for(cfg.mp_policy, chosen.get(name))) for name in ordered]
 

@@ -122,9 +122,11 @@ def test_units_that_share_a_parameter_are_left_to_the_root_and_said(compose_cfg)
     cfg = compose_cfg(["wrap=per_layer", "model._target_=tests.helpers.own_models.tied_chain"])
     notes = []
     assert [name for name, _, _ in wrapping.units(models.build(cfg, "torch"), cfg, notes)] == ["inp", "out"]
-    assert notes == ["wrap=per_layer: mid shares mid.weight with mid2, so it is no fully_shard unit of its own: the "
+    assert notes == ["a tied unit left to the root (wrap=per_layer): mid shares mid.weight with mid2, so it is no "
+                     "fully_shard unit of its own: the "
                      "root's unit holds it (FSDP2 manages a tied parameter in one unit)",
-                     "wrap=per_layer: mid2 shares mid.weight with mid, so it is no fully_shard unit of its own: the "
+                     "a tied unit left to the root (wrap=per_layer): mid2 shares mid.weight with mid, so it is no "
+                     "fully_shard unit of its own: the "
                      "root's unit holds it (FSDP2 manages a tied parameter in one unit)"]
     # one of the two a unit of its own: the root would take the other's (the same) parameter
     cfg = compose_cfg(["model._target_=tests.helpers.own_models.tied_chain", "+mp_policy.overrides.mid.param_dtype=float32"])
