@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from sweep.findings import (also, alike, below, beyond, confounded, copies, counts, culprit, departed, equal, evidence,
-                            exposed, exposer, fix, flips, hides, indistinguishable, lower_precision, no_effect, no_pairs,
-                            no_single, nondeterministic, not_judged, notes, nothing_judged, one_level, only_with,
-                            passing_beyond, precision, printed, random_draws, repeats_agree, replicas, replicas_decide, rounding_only,
-                            scales, together, tolerance, unmeasured, where)
+from sweep.findings import (also, alike, below, beyond, confounded, copies, counts, culprit, departed, equal,
+                            evidence, exposed, exposer, fix, flips, hides, indistinguishable, lower_precision,
+                            no_effect, no_pairs, no_single, nondeterministic, not_judged, notes, nothing_judged,
+                            one_level, only_with, passing_beyond, precision, printed, random_draws, repeats_agree,
+                            replicas, replicas_decide, rounding_only, scales, together, tolerance, unmeasured, where)
 from sweep.findings import job_envelope, job_notes, job_parts, job_place
 from sweep.findings.base import TIERS, Context, Finding, Kind, Row
 

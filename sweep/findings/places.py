@@ -180,9 +180,9 @@ def _scale_text(found: Place) -> str:
     stopped = (f"; but the difference is over after update {updates['until']}, and an op the reduction runs at every "
                "step would not stop") if updates.get("until") is not None else ""  # sweep.analysis.trace.update_onset
     if causes and found.get("scale_alone"):  # a known factor on one gradient: its own reduction, or a factor on it
+        why = ", or ".join(causes["causes"]) or "a factor"
         text += (f" (x{float(causes['ratio']):.4g} = {' or '.join(causes['factors'])}, this tensor only: the other "
-                 f"gradients are not scaled alike; {', or '.join(causes['causes']) or 'a factor'} in its own reduction, "
-                 f"or a factor on it alone{stopped})")
+                 f"gradients are not scaled alike; {why} in its own reduction, or a factor on it alone{stopped})")
     elif named:
         text += f" ({named}{stopped})"
     elif found.get("scale_alone"):

@@ -98,7 +98,8 @@ def chart(name: str) -> str:
 
 COLUMNS = (  # (metric, header, width of a shortened cell; 0: a number)
     ("status", "status", 10), ("drift", "drift", 14), ("first_diff_step", "first diff step", 0),
-    ("first_real_step", "beyond rounding from", 0), ("first_fail_step", "first fail step", 0), ("n_fail", "failing steps", 0), ("max_abs_diff", "max |diff|", 0),
+    ("first_real_step", "beyond rounding from", 0), ("first_fail_step", "first fail step", 0),
+    ("n_fail", "failing steps", 0), ("max_abs_diff", "max |diff|", 0),
     ("mean_signed_diff", "mean diff", 0), ("first_tensor", "first tensor", 34), ("notes", "notes", 34),
 )
 WRAPPED = ("first_tensor", "notes")

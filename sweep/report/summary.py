@@ -54,8 +54,8 @@ METRICS = (
     "runs_low_pct", "trend", "final_ratio", "ranks_agree", "repeats", "dtypes_configured", "dtypes_ran", "notes", "wall_s",
 )
 BRIEF_METRICS = (
-    "status", "drift", "first_diff_step", "first_real_step", "first_module", "first_tensor", "first_fail_step", "n_fail",
-    "max_abs_diff", "mean_signed_diff", "step0_diff", "runs_low_pct", "notes",
+    "status", "drift", "first_diff_step", "first_real_step", "first_module", "first_tensor", "first_fail_step",
+    "n_fail", "max_abs_diff", "mean_signed_diff", "step0_diff", "runs_low_pct", "notes",
 )
 # The terminal's job table (at most 120 columns with the default grid's five factors); the
 # rest with --wide and in the files. ``first_real_step`` beside ``first_diff_step``: the step the
