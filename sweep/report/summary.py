@@ -59,7 +59,7 @@ BRIEF_METRICS = (
 )
 # The terminal's job table (at most 120 columns with the default grid's five factors); the
 # rest with --wide and in the files. ``first_real_step`` beside ``first_diff_step``: the step the
-# headline and the findings give (a column left out where every difference is rounding).
+# headline and the findings give (left out where it is the first differing step in every row).
 TERMINAL_METRICS = ("status", "drift", "first_diff_step", "first_real_step", "max_abs_diff")
 LEVEL_COLUMNS = (
     "factor", "level", "jobs", "judged", "not_judged", "pass_rate_pct", "mean_signed_diff", "worst_abs_diff",
@@ -74,7 +74,7 @@ LEGEND = {
     "first_real_step": "first step a difference beyond its rounding envelope reaches (the losses, or a traced "
                        "tensor or update beyond its own; the envelope: the standalone copy's twin, nudged by one "
                        "unit in the last place); empty when every difference stays within its envelope (in the "
-                       "terminal's table, 'beyond rounding': only where later than the first differing step)",
+                       "terminal's table, 'beyond rounding': only where it is another step than the first differing one)",
     "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts, from the update "
              "differences of traced jobs, else from the losses (rules in summary.json)",
     "first_module": "the first module whose inputs agree and whose forward output (or, if every forward agrees, "
@@ -319,7 +319,9 @@ def _fmt(value: Any) -> Any:
 
 def _later_only(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """The rows with ``first_real_step`` left blank where it is the first differing step (the
-    terminal's tables: a column only where a job parts beyond rounding later than it first differs)."""
+    terminal's tables: a column only where a job parts beyond rounding at another step than it
+    first differs: later, after differences by rounding; or earlier, a traced weight beyond its
+    envelope before the losses differ)."""
     return [dict(r, first_real_step=None) if r.get("first_real_step") == r.get("first_diff_step") else r
             for r in rows]
 
