@@ -74,7 +74,8 @@ LEGEND = {
     "first_real_step": "first step a difference beyond its rounding envelope reaches (the losses, or a traced "
                        "tensor or update beyond its own; the envelope: the standalone copy's twin, nudged by one "
                        "unit in the last place); empty when every difference stays within its envelope (in the "
-                       "terminal's table, 'beyond rounding': only where it is another step than the first differing one)",
+                       "terminal's table, 'beyond rounding': only where it is another step than the first "
+                       "differing one)",
     "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts, from the update "
              "differences of traced jobs, else from the losses (rules in summary.json)",
     "first_module": "the first module whose inputs agree and whose forward output (or, if every forward agrees, "
