@@ -18,12 +18,21 @@ from sweep.analysis.evidence import masks, rounding_only
 from sweep.analysis.grid import (Pair, Row, by_overrides, departures, factors, failed, flips_to_fail, has_note,
                                  judged, key_of, label, largest, level, levels, mean, one_factor_pairs, oriented,
                                  passed, shift, workload_factor)
-from sweep.analysis.rounding import departure, drift_sign, losses_within
+from sweep.analysis.rounding import departure, drift_sign, losses_within, measured
+
+
+def _unexplained(row: Row) -> bool:
+    """A job whose copies differ and not by rounding only (:func:`rounding_only`; without a measured
+    envelope every difference counts): no fix passes through it."""
+    return row.get("first_diff_step") is not None and not rounding_only(row)
 
 
 def _hidden(row: Row) -> bool:
-    """A passing job whose copies differ beyond rounding (not :func:`rounding_only`)."""
-    return row.get("first_diff_step") is not None and not rounding_only(row)
+    """A passing job whose copies differ beyond a measured rounding envelope
+    (``sweep.analysis.rounding.measured``): a drift hidden below the tolerance. Without an envelope
+    (a command job without repeats) a correct script's float rounding cannot be told from such a
+    drift, and no level is called an exposer on it."""
+    return _unexplained(row) and measured(row)
 
 
 def resolving(both: Sequence[Tuple[Row, Row]]) -> Tuple[List[Tuple[Row, Row]], List[Tuple[Row, Row]]]:
@@ -122,7 +131,7 @@ def ties(ranked: Sequence[Dict[str, Any]], rows: Sequence[Row]) -> List[Dict[str
         hidden = passes and _hidden(ran)
         found.append({"factor": c["factor"], "level": c["level"], "other_level": other,
                       "separate_with": sorted(f"{k}={v}" for k, v in overrides.items() if v is not None),
-                      "together": passes and not hidden, "exposes": hidden,
+                      "together": passes and not _unexplained(ran), "exposes": hidden,
                       "separating_job": ran["job"] if ran is not None else None,
                       "separating_max_abs": float(ran.get("max_abs_diff") or 0.0) if ran is not None else None,
                       "separating_first_diff": ran.get("first_diff_step") if ran is not None else None})
@@ -182,7 +191,7 @@ def fixes(rows: Sequence[Row], workload: bool = False) -> List[Dict[str, Any]]:
             jobs = []
             for x in failing:
                 y = index.get(key_of(dict(x["overrides"], **{factor: value})))
-                if y is None or y is x or not passed(y) or _hidden(y) or (departures(x) & departures(y)) \
+                if y is None or y is x or not passed(y) or _unexplained(y) or (departures(x) & departures(y)) \
                         or masks(y, departure(x)):  # within an envelope too wide to show x's departure
                     break
                 jobs.append([x["job"], y["job"]])

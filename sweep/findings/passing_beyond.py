@@ -1,20 +1,25 @@
 """V157 passing beyond the envelope: beside jobs that fail for a cause, passing jobs whose
-differences leave their rounding envelope (a second, smaller fault the tolerance does not fail)."""
+differences leave their rounding envelope (a second, smaller fault the tolerance does not fail),
+but those an exposer's finding names already (the drift its other level hides, V102, V123)."""
 
 from __future__ import annotations
 
 from typing import List
 
 from sweep.analysis.grid import carrier, label
+from sweep.analysis.rounding import measured
 from sweep.findings.base import Context, Finding, Kind
 from sweep.findings.quiet import sizes
-from sweep.findings.shared import faults, real
+from sweep.findings.shared import decision, faults, real
 
 
 def check(ctx: Context) -> List[Finding]:
     if not faults(ctx):  # no job fails for a cause: the quiet cases (V112) say where the losses leave it
         return []
-    jobs = [r for r in real(ctx) if r["status"] == "ok"]
+    found = decision(ctx) or {"kind": None, "named": [], "exposers": []}
+    hidden = found["named"] if found["kind"] == "exposed" else []  # the drift an exposer's other level hides (V102)
+    said = {j for c in hidden for j in c.get("hidden_jobs") or []} | {t["separating_job"] for t in found["exposers"]}
+    jobs = [r for r in real(ctx) if r["status"] == "ok" and measured(r) and r["job"] not in said]  # (unmeasured: V160)
     if not jobs:
         return []
     held = carrier(ctx.rows, jobs)
