@@ -108,15 +108,19 @@ def sequences(found: List[Entry], copy: str, steps: int) -> Dict[Optional[int], 
     """Each rank's loss list of ``copy`` (rank ``None``: lines that named no rank), in
     step order, each exactly ``steps`` long and without a gap (counted from the first
     step reported: 0 or 1). The same step reported twice by one rank (or by lines without
-    a rank) counts once when the values are equal.
+    a rank) counts once when the values are equal. Lines without a rank beside ranked ones are
+    left out (a launcher's echo of its workers' logs: ``msrun --join=True``).
 
     Raises:
         LossError: no entry of ``copy``; a step reported twice with different values; a
             gap, or another number of steps than ``steps``.
     """
     per_rank: Dict[Optional[int], Dict[int, float]] = {}
+    # lines without a rank beside ranked ones are a copy of the ranks' (msrun --join=True echoes every worker's
+    # log into the command's output): the ranked ones are the ranks, whatever the unranked ones hold
+    ranked = any(e["copy"] == copy and e["rank"] is not None for e in found)
     for e in found:
-        if e["copy"] != copy:
+        if e["copy"] != copy or (ranked and e["rank"] is None):
             continue
         steps_of = per_rank.setdefault(e["rank"], {})
         old = steps_of.get(e["step"])
@@ -143,8 +147,6 @@ def sequences(found: List[Entry], copy: str, steps: int) -> Dict[Optional[int], 
                 + (f", missing {', '.join(map(str, gaps[:5]))}{'...' if len(gaps) > 5 else ''}" if gaps else "")
                 + f"); steps={steps} expects steps 0-{steps - 1}" + (f" ({INTERLEAVED}?)" if holes else ""))
         out[rank] = [steps_of[s] for s in got]
-    if None in out and len(out) > 1:  # lines without a rank beside ranked ones: the ranked ones are the ranks
-        out.pop(None)
     return out
 
 

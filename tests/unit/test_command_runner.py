@@ -58,6 +58,10 @@ def test_sequences_per_rank_and_what_does_not_fit_the_steps():
         sequences([e("distributed", 0, 1.0), e("distributed", 0, 2.0)], "distributed", 1)
     with pytest.raises(LossError, match="no standalone loss reported"):
         sequences(ranked, "standalone", 3)
+    # msrun --join=True echoes every worker's log, rank-less, beside the ranked worker_<r>.log files: ranks whose
+    # losses differ (a per-rank bug, sharded data) made the echo "reported twice"; the ranked lines are the ranks
+    echo = [dict(x, rank=None) for x in ranked]
+    assert as_ranks(sequences(echo + ranked, "distributed", 3)) == {0: [0.0, 1.0, 2.0], 1: [1.0, 2.0, 3.0]}
 
 
 def test_lines_glued_by_ranks_sharing_a_stream_still_count_and_holes_say_why():
