@@ -37,14 +37,33 @@ def loss_function(name: str) -> Callable[[Any, Any], Any]:
     import torch.nn.functional as F
 
     if name == "mse":
-        return F.mse_loss
+        return _tensor_output(F.mse_loss, name)
     if name == "cross_entropy":
-        return lambda out, target: F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
+        return _tensor_output(lambda out, target: F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1)),
+                              name)
     if "." in name:
         from sweep.config.factories import locate
 
         return _scalar(locate(name), name)
     raise ValueError(f"train.loss={name!r}; allowed: mse, cross_entropy, or a dotted path")
+
+
+def _tensor_output(loss: Callable[[Any, Any], Any], name: str) -> Callable[[Any, Any], Any]:
+    """A built-in ``loss`` that first checks the model returned one tensor.
+
+    Raises:
+        TypeError: the model returned something else (a tuple, a dict), naming ``train.loss``.
+    """
+    import torch
+
+    def checked(out: Any, target: Any) -> Any:
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"train.loss={name} reads one output tensor, and the model returned a "
+                            f"{type(out).__name__}: return the output tensor, or give train.loss a function of "
+                            "(output, target) that reads what the model returns")
+        return loss(out, target)
+
+    return checked
 
 
 def _scalar(loss: Callable[[Any, Any], Any], name: str) -> Callable[[Any, Any], Any]:
