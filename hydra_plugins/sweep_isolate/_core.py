@@ -29,13 +29,24 @@ from omegaconf import OmegaConf
 
 from sweep.analysis import isolate
 from sweep.analysis.isolate import ERROR, FAIL, PASS, UNRESOLVED, Change, Subset
+from sweep.analysis.evidence import rounding_only
 from sweep.analysis.grid import failed, passed
+from sweep.analysis.rounding import measured
 from sweep.report.isolate_report import ISOLATE_JSON, reason_text, verdict, write_isolation
 
 log = logging.getLogger(__name__)
 
 Overrides = Dict[str, Optional[str]]
 VERDICT_OF_STATUS = {"ok": PASS, "fail": FAIL, "error": ERROR, "timeout": ERROR}
+
+
+def clean_passes(passes: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The passing report rows (``sweep.report.summary.collect``) a passing endpoint is taken
+    from: those whose copies are equal or differ within their rounding envelope, where any are; a
+    passing job beyond its measured envelope carries a drift below the tolerance (a fault Adam
+    hides), so it is an endpoint only where no other job passes."""
+    clean = [r for r in passes if not (r.get("first_diff_step") is not None and not rounding_only(r) and measured(r))]
+    return clean or list(passes)
 
 
 def _pairs(items: Sequence[str]) -> Overrides:
@@ -262,7 +273,7 @@ class Isolation:
                     self.levels[key].append(value)
         self.levels = {k: v for k, v in self.levels.items() if len(v) > 1 and k.lstrip("+") not in fixed}
         bad = fails[0]
-        good, _ = self._pick_passing(bad["ran"], [(r, r["ran"]) for r in passes])
+        good, _ = self._pick_passing(bad["ran"], [(r, r["ran"]) for r in clean_passes(passes)])
         failing, passing = {**bad["ran"], **fixed}, {**good["ran"], **fixed}
         how = (f"from {self.sweeper.from_sweep}: failing job {bad['job']}, its {self.sweeper.pick} passing job "
                f"{good['job']}, each probe with the overrides its grid job ran with; the endpoints are run again here")

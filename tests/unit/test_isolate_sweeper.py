@@ -233,3 +233,23 @@ def test_a_probe_that_passes_only_within_an_envelope_too_wide_to_show_the_fault_
     text = verdict({"status": "done", "minimal": [0, 1], "answer": "a=1 + b=2", "probes": [], "jobs": [],
                          "removals": {"a": "pass", "b": "unresolved"}})
     assert "not proven an interaction" in text and "fail only together" not in text
+
+
+def test_from_sweep_takes_no_passing_endpoint_that_carries_a_drift_below_the_tolerance():
+    """A new user's grid: the fault under Adam passes but leaves its rounding envelope; the nearest
+    passing job by overrides was that one, so the isolation's minimal change was the optimizer and
+    the fault only a condition. A passing job equal to standalone (or within rounding) is taken
+    first; one beyond its envelope only where no other passes."""
+    from types import SimpleNamespace
+
+    from hydra_plugins.sweep_isolate._core import clean_passes
+
+    def row(job, first_diff, first_real, measured=True):
+        return {"job": job, "status": "ok", "first_diff_step": first_diff, "first_real_step": first_real,
+                "result": SimpleNamespace(envelope={"measured": measured})}
+
+    hidden, equal, rounding = row(1, 1, 1), row(2, None, None), row(3, 0, None)
+    assert clean_passes([hidden, equal, rounding]) == [equal, rounding]
+    assert clean_passes([hidden]) == [hidden]
+    unmeasured = row(4, 1, 1, measured=False)  # nothing measured: not told from rounding, kept
+    assert clean_passes([hidden, unmeasured]) == [unmeasured]
