@@ -271,6 +271,21 @@ def fields_with(role: str, schema: type = SweepConfig, prefix: str = "") -> List
     return paths
 
 
+def field_default(path: str, schema: type = SweepConfig) -> Any:
+    """The schema's default of the dotted field ``path`` (``mp_policy.cast_forward_inputs``:
+    ``True``); ``dataclasses.MISSING`` where it has none or ``path`` names no field."""
+    head, _, rest = path.partition(".")
+    for f in dataclasses.fields(schema):
+        if f.name != head:
+            continue
+        if rest:
+            section = _SECTIONS.get(f.type, f.type) if isinstance(f.type, str) else f.type
+            return field_default(rest, section) if dataclasses.is_dataclass(section) else dataclasses.MISSING
+        return f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
+    return dataclasses.MISSING
+
+
 def baseline_fields(config: Dict[str, Any]) -> List[str]:
     """Dotted paths of the fields a job's standalone sequence depends on, for this
     ``config`` (a plain dict, :func:`to_container`): those of role ``baseline``, and with

@@ -342,7 +342,10 @@ def effect_notes(cfg: DictConfig, record: JobRecord) -> List[str]:
     engine copied the parameters); a copy whose weights moved while the other trained
     (shared storage: the copies are not independent); ``zero_grad=true`` set by the
     overrides when the engine's gradients are functional (nothing to clear)."""
+    from omegaconf import OmegaConf
+
     from sweep import engines
+    from sweep.config.schema import field_default
 
     notes: List[str] = []
     if as_str(cfg.runner.name) == "command":  # no engine ran: the user's command did
@@ -350,7 +353,9 @@ def effect_notes(cfg: DictConfig, record: JobRecord) -> List[str]:
     engine = engines.engine_class(cfg, str(cfg.framework.name))
     overridden = {str(o).partition("=")[0].lstrip("+~") for o in record.overrides}
     for key in engine.unused_fields:
-        if key in overridden or key.split(".")[0] in overridden:
+        # set itself, or by a group the overrides chose (mp_policy=bf16) to another value than its default
+        group = key.split(".")[0] in overridden and OmegaConf.select(cfg, key) != field_default(key)
+        if key in overridden or group:
             notes.append(f"{key} had no effect: engine={cfg.engine.name} does not use it")
     own = str(cfg.framework.name)
     for key in sorted(k for k in overridden if k.startswith("engine.impl.") and k != f"engine.impl.{own}"):

@@ -173,3 +173,10 @@ def test_settings_without_effect_are_noted(compose_cfg):
         "engine.impl.torch had no effect: framework=mindspore builds its engine from engine.impl.mindspore"]
     assert effect_notes(compose_cfg(impl[2:]), JobRecord(overrides=impl[2:])) == []
     assert effect_notes(compose_cfg(["reshard_after_forward=false"]), JobRecord(overrides=["reshard_after_forward=false"])) == []
+    # a group chosen on the command line (mp_policy=fp32) sets an unused field only where it moves it off its default
+    # (a new user's mp_policy=fp32 with engine=data_parallel was told cast_forward_inputs, never set, had no effect)
+    group = ["engine=data_parallel", "mp_policy=fp32"]
+    assert effect_notes(compose_cfg(group), JobRecord(overrides=group)) == []
+    moved = group + ["mp_policy.cast_forward_inputs=false"]
+    assert effect_notes(compose_cfg(moved), JobRecord(overrides=moved)) == [
+        "mp_policy.cast_forward_inputs had no effect: engine=data_parallel does not use it"]
