@@ -128,10 +128,12 @@ def ties(ranked: Sequence[Dict[str, Any]], rows: Sequence[Row]) -> List[Dict[str
         overrides = dict(job["overrides"], **{c["factor"]: other}) if other is not None else job["overrides"]
         ran = next((r for r in rows if r["overrides"] == overrides and r["status"] in ("ok", "fail")), None)
         passes = ran is not None and passed(ran)
-        hidden = passes and _hidden(ran)
+        # the separating job ran and passes, differing otherwise than by rounding: the tie only exposes the drift
+        # (without a measured envelope too: the job ran, so no tie is left to separate)
+        hidden = passes and _unexplained(ran)
         found.append({"factor": c["factor"], "level": c["level"], "other_level": other,
                       "separate_with": sorted(f"{k}={v}" for k, v in overrides.items() if v is not None),
-                      "together": passes and not _unexplained(ran), "exposes": hidden,
+                      "together": passes and not hidden, "exposes": hidden,
                       "separating_job": ran["job"] if ran is not None else None,
                       "separating_max_abs": float(ran.get("max_abs_diff") or 0.0) if ran is not None else None,
                       "separating_first_diff": ran.get("first_diff_step") if ran is not None else None})
