@@ -592,10 +592,12 @@ def summed_loss_cause(record: JobRecord) -> None:
     """Where the job's notes say its loss sums over the batch (``N191``), the first tensor's
     factor (``x0.5 = 1/world_size``) is that loss's, not a reduction dividing twice: its causes
     say so (``scale_causes["causes"]``, read by ``sweep.findings.places``)."""
+    from sweep.analysis.collectives import SCALE_TOL
+
     summed = next((n for n in record.notes if isinstance(n, Note) and n.code == "N191"), None)
     causes = (record.first_tensor or {}).get("scale_causes")
     if summed is not None and causes and abs(float(causes["ratio"]) - float(summed.values["ratio"])) \
-            <= 1e-3 * float(summed.values["ratio"]):
+            <= SCALE_TOL * float(summed.values["ratio"]):
         causes["causes"] = ["the loss sums over the batch (N191): each rank's is its shard's part"]
 
 
