@@ -15,9 +15,9 @@ import numpy as np
 
 from sweep.analysis.compare import RANDOM_DRAWS_NOTE
 from sweep.analysis.evidence import masks, rounding_only
-from sweep.analysis.grid import (Pair, Row, by_overrides, departures, factors, failed, flips_to_fail, has_note,
-                                 judged, key_of, label, largest, level, levels, mean, one_factor_pairs, oriented,
-                                 passed, shift, workload_factor)
+from sweep.analysis.grid import (Pair, Row, by_overrides, copies_unequal, departures, factors, failed, flips_to_fail,
+                                 has_note, judged, key_of, label, largest, level, levels, mean, one_factor_pairs,
+                                 oriented, passed, shift, workload_factor)
 from sweep.analysis.rounding import departure, drift_sign, losses_within, measured
 
 
@@ -149,7 +149,7 @@ def interactions(rows: Sequence[Row], ranked: Sequence[Dict[str, Any]]) -> List[
     ``without_failing`` (of the latter, the pairs whose job without the level fails too)."""
     pairs = one_factor_pairs(rows)
     found, seen = [], set()
-    for c in ranked:
+    for c in (c for c in ranked if not c.get("random_draws_only")):  # V153/V105 speak for those
         both = resolving(oriented(pairs, c["factor"], c["level"]))[0]
         for other in (g for g in factors(rows) if g != c["factor"]):
             by_level: Dict[Optional[str], List[Tuple[Row, Row]]] = defaultdict(list)
@@ -205,13 +205,15 @@ def fixes(rows: Sequence[Row], workload: bool = False) -> List[Dict[str, Any]]:
 def scalers(rows: Sequence[Row]) -> List[Dict[str, Any]]:
     """Factors that scale the drift or flip its sign, from one-factor pairs in which both jobs
     differ beyond their rounding envelope (neither rounding only nor with losses within their
-    envelope): ``{factor, level, other, ratio, pairs, sign_flips, scales, flips}``. ``ratio``:
+    envelope) and neither job's copies are unequal (:func:`sweep.analysis.grid.copies_unequal`):
+    ``{factor, level, other, ratio, pairs, sign_flips, scales, flips}``. ``ratio``:
     the geometric mean of ``max_abs_diff`` at ``level`` over ``other`` (``scales`` when >= 2);
     ``sign_flips``: pairs whose signs (``sweep.analysis.rounding.drift_sign``: from the steps
     beyond the envelope, where one holds on most) are opposite (``flips`` when most are)."""
     pairs = [(f, a, b) for f, a, b in one_factor_pairs(rows)
              if (a.get("max_abs_diff") or 0) > 0 and (b.get("max_abs_diff") or 0) > 0
-             and not (rounding_only(a) or rounding_only(b)) and not (losses_within(a) or losses_within(b))]
+             and not (rounding_only(a) or rounding_only(b)) and not (losses_within(a) or losses_within(b))
+             and not (copies_unequal(a) or copies_unequal(b))]  # copies that are not one experiment: no fault's size
     out = []
     for factor in factors(rows):
         for value in levels(rows, factor):

@@ -25,6 +25,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from sweep.analysis.compare import COPY_NOTE_KINDS
 from sweep.analysis.evidence import tolerance_only
 
 Row = Dict[str, Any]
@@ -182,6 +183,13 @@ def notes_of(row: Row) -> List[str]:
 def has_note(row: Row, note: str) -> bool:
     """Whether ``note`` is one of the row's notes (:func:`notes_of`)."""
     return note in notes_of(row)
+
+
+def copies_unequal(row: Row) -> bool:
+    """Whether the job's copies are not the same experiment: a note of
+    ``sweep.analysis.compare.COPY_NOTE_KINDS`` (they draw different random numbers on sharded
+    data, or only one holds some tensor), so its drift measures no fault (V153)."""
+    return any(n.split(":")[0] in COPY_NOTE_KINDS for n in notes_of(row))
 
 
 def departures(row: Row) -> set:

@@ -27,7 +27,8 @@ KIND = Kind(
     template="{name} scales the drift {ratio:.1f}x against {factor}={other} ({pairs} one-factor pair{pairs|s} where "
              "both differ).",
     rests_on="the geometric mean of max |diff| at the level over the other level's, in one-factor pairs where both "
-             "jobs differ beyond their rounding envelope (losses too); reported from 2x",
+             "jobs differ beyond their rounding envelope (losses too) and neither job's copies differ in what they "
+             "draw or hold (V153); reported from 2x",
     not_claimed="a cause: a factor can change a drift's size without causing it",
     check=check, example={"name": "mesh=dp4", "ratio": 2.8, "factor": "mesh", "other": "dp2", "pairs": 2},
 )

@@ -153,6 +153,21 @@ def test_levels_weighed_alike_and_random_draws():
     assert _codes(drawn)[1] == "V105" and "V153" in _codes(drawn)
 
 
+def test_jobs_whose_copies_draw_apart_weigh_in_no_contrast():
+    """A new user's grid: a fault (eng=bad) x data.split; with sharded data the dropout masks of
+    the copies differ, so both sharded jobs fail by far more than the fault. V153 says no culprit
+    follows from that: it is no "also" (V140), no "only with" subject (V122), nor a scale of the
+    drift (V141)."""
+    rows = [_row(0, "ok", eng="good", split="replicated"), _row(1, "fail", -5e-4, 1, eng="bad", split="replicated"),
+            _row(2, "fail", 0.06, 0, RANDOM_DRAWS_NOTE, eng="good", split="sharded"),
+            _row(3, "fail", 0.06, 0, RANDOM_DRAWS_NOTE, eng="bad", split="sharded")]
+    found = find(rows)
+    codes = [f.code for f in found]
+    assert next(f for f in found if f.code == "V101").levels == ("eng=bad",) and "V153" in codes
+    assert "V140" not in codes and "V141" not in codes, codes
+    assert all(f.values["name"] != "split=sharded" for f in found if f.code == "V122")
+
+
 def _hidden_by_bf16(ratio):
     """A new user's grid: a fault (engine=bad) x mp_policy fp32/bf16; the fp32 fault job parts by
     ``ratio`` x the tolerance, both bf16 jobs fail the tolerance only, within a band of 0.03."""
