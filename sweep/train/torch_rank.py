@@ -164,6 +164,30 @@ def copy_weights(dst: Any, src: Any, how: str, path: Path) -> None:
         dst.load_state_dict(torch.load(path, weights_only=True))
     else:
         raise ValueError(f"weights.transfer={how!r}; allowed: shared, independent, checkpoint")
+    copy_unsaved_buffers(dst, src, everyone=how == "shared")
+
+
+def copy_unsaved_buffers(dst: Any, src: Any, everyone: bool = False) -> List[str]:
+    """Copy into ``dst``'s buffers the values of ``src``'s of the same name that no
+    ``state_dict`` carries (``register_buffer(..., persistent=False)``: a random projection,
+    a mask drawn at construction), every buffer with ``everyone`` (``weights.transfer=shared``
+    shares parameters only). In one training run there is one model, so its buffers are the
+    same in both copies: without this a buffer drawn at random would differ from step 0, a
+    difference of this tool's making. Returns the names copied (dst's, in ``named_buffers``
+    order)."""
+    import torch
+
+    saved = set(dst.state_dict()) if not everyone else set()
+    theirs = dict(src.named_buffers())
+    copied = []
+    with torch.no_grad():
+        for name, buf in dst.named_buffers():
+            other = theirs.get(name)
+            if name in saved or other is None or other.shape != buf.shape or other is buf:
+                continue
+            buf.copy_(other.to(device=buf.device, dtype=buf.dtype))
+            copied.append(name)
+    return copied
 
 
 def local_params(model: Any) -> List[np.ndarray]:
@@ -495,6 +519,7 @@ def build_copies(cfg: Any, job_dir: Path, ctx: RankContext, names: List[str], wi
 
         materialize(distributed, device, int(cfg.seed))
         initial_weights(standalone, full_state(distributed), cfg.weights.transfer, ckpt)
+        copy_unsaved_buffers(standalone, distributed)
     across = weights_across(cfg, job_dir, ctx, names, standalone)
     if across is not None:
         applied["initial_weights"] = across

@@ -58,6 +58,25 @@ def input_in_place(*, framework: str, in_size: int, hidden_size: int, out_size: 
     return InputInPlace()
 
 
+def random_projection(*, framework: str, in_size: int, hidden_size: int, out_size: int, persistent: bool = False):
+    """A fixed random projection of the input (a buffer drawn with ``torch.randn`` at
+    construction, ``persistent=False`` by default: in no ``state_dict``), then ``Linear`` ->
+    tanh -> ``Linear`` (a new user's model). Torch."""
+    import torch
+
+    class RandomProjection(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("proj", torch.randn(in_size, in_size) / in_size ** 0.5, persistent=persistent)
+            self.inp = torch.nn.Linear(in_size, hidden_size)
+            self.out = torch.nn.Linear(hidden_size, out_size)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.out(torch.tanh(self.inp(x @ self.proj)))
+
+    return RandomProjection()
+
+
 def sum_mse(output, target):
     """``F.mse_loss(..., reduction="sum")``: a loss that sums over the batch (a new user's), where
     ``train.loss`` must average. Torch."""

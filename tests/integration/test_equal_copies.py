@@ -170,3 +170,16 @@ def test_a_forward_that_changes_its_input_in_place_changes_no_other_copys_data(t
         assert r["envelope"]["measured"] and r["envelope"]["loss"]["ratio"] is not None
         assert r["envelope"]["loss"]["band"] < 1e-4 * max(r["losses"]["standalone"]), r["envelope"]["loss"]
     assert not culprits_named(summary)
+
+
+def test_a_buffer_in_no_state_dict_is_the_same_in_both_copies(tmp_path):
+    """A new user's model draws a random projection buffer at construction with
+    ``persistent=False``: ``load_state_dict`` does not carry it, so the standalone copy drew
+    its own and the job failed from step 0 naming ``proj``, a difference of this tool's making
+    (one training run has one model). Every way of giving the weights carries it now."""
+    jobs, summary = _multirun(tmp_path, "model._target_=tests.helpers.own_models.random_projection", "steps=4",
+                              "weights.transfer=independent,checkpoint")
+    assert [r["status"] for r in jobs.values()] == ["ok", "ok"], {n: r["reason"] for n, r in jobs.items()}
+    for r in jobs.values():
+        assert all(c["max_abs_diff"] == 0.0 for c in r["rank_comparisons"])
+    assert not culprits_named(summary)

@@ -3,6 +3,7 @@ one copy lacks never dropped, replicas judged by digest, and notes on unequal co
 stated in the verdict."""
 
 import numpy as np
+import pytest
 
 from sweep.report.findings import attribute
 from sweep.analysis.compare import RANDOM_DRAWS_NOTE
@@ -166,3 +167,21 @@ def test_each_copy_draws_from_its_own_stream_seeded_alike():
         layer(torch.ones(2)).sum().backward()  # a step that draws nothing
         draws.end(1)
     assert draws.drew is False
+
+
+@pytest.mark.parametrize("how", ["independent", "checkpoint", "shared"])
+def test_every_way_of_giving_the_weights_gives_buffers_no_state_dict_carries(tmp_path, how):
+    import torch
+
+    from sweep.train.torch_rank import copy_weights
+    from tests.helpers.own_models import random_projection
+
+    def built(persistent):
+        return random_projection(framework="torch", in_size=4, hidden_size=3, out_size=2, persistent=persistent)
+
+    for persistent in (False, True):
+        src, dst = built(persistent), built(persistent)
+        assert not torch.equal(src.proj, dst.proj)  # each construction drew its own
+        copy_weights(dst, src, how, tmp_path / "w.pt")
+        assert torch.equal(src.proj, dst.proj) and dst.proj is not src.proj, (how, persistent)
+        assert all(torch.equal(p, q) for p, q in zip(src.parameters(), dst.parameters()))

@@ -34,7 +34,10 @@ class WeightsConfig:
                                        doc="How the standalone copy gets the distributed copy's initial "
                                            "weights: ``independent`` (a copy of the values), ``shared`` (shared "
                                            "storage: MindSpore ``set_data(param)`` as in the report, torch "
-                                           "``.data =``), ``checkpoint`` (a checkpoint round trip).")
+                                           "``.data =``), ``checkpoint`` (a checkpoint round trip). On torch "
+                                           "the buffers no ``state_dict`` carries (``persistent=False``; every "
+                                           "buffer with ``shared``) are copied too "
+                                           "(``sweep.train.torch_rank.copy_unsaved_buffers``).")
     copy: Optional[WeightTransfer] = affects(default=None,
                                              doc="Deprecated: the old name of ``weights.transfer`` (moved "
                                                  "there with a warning).")
