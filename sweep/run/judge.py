@@ -522,7 +522,8 @@ def never_silent(cfg: DictConfig, record: JobRecord) -> None:
                                               .values()) and bool((record.optimizer or {}).get("loss_scale")),
                                  "no gradient scaler (train.grad_scaler.enabled=false): the loss is not scaled"),
         "features.lr": (lambda: record.features is not None and not (record.features or {}).get("lr"),
-                        "no train.lr_scheduler: every step runs optimizer.lr"),
+                        "no copy recorded the lr its steps ran with (MindSpore's steps: optimizer.lr, or "
+                        "train.lr_scheduler's)"),
         "reductions.held": (lambda: record.reductions is not None and not record.reductions.get("held"),
                             "every step began with the distributed copy's gradients cleared (or it keeps none)"),
     }

@@ -568,8 +568,7 @@ def copy_observers(cfg: Any, name: str, copy: Copy, device: Any, rank: int = 0, 
     if distributed:
         found["digests"] = ReplicaDigests(world)
     found["optimizer"] = OptimizerLog()
-    if copy.scheduler is not None:
-        found["lrs"] = LearningRates()
+    found["lrs"] = LearningRates()  # with a scheduler or without: an engine may move the lr itself
     if cfg.activation_offload:
         found["offload"] = ActivationOffload()
     return found

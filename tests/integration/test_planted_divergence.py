@@ -250,6 +250,20 @@ def test_an_lr_that_ran_otherwise_in_one_copy_is_named_with_its_step_and_both_va
     assert "Note: lr changed for some steps in one copy (N123) (1 job)." in summary["verdict"]  # V154, by code
 
 
+def test_an_lr_an_engine_moves_without_any_scheduler_is_named(tmp_path):
+    """A new user's engine halves the lr from step 3 with no ``train.lr_scheduler`` set: the lr
+    each copy's steps read is recorded with a scheduler or without (it was only with one, and
+    the job said no more than "from_step")."""
+    engine = "engine.impl.torch=tests.helpers.planted_step_faults.LateHalvedLrFSDP2"
+    summary, jobs, records = _sweep(tmp_path, "steps=6", "optimizer=sgd", engine)
+    record = records[0]
+    assert record["status"] == "fail", record["reason"]
+    notes = [n for n in record["notes"] if n.startswith("lr differs")]
+    assert len(notes) == 1 and notes[0].startswith("lr differs from step 3: distributed 0.005, standalone 0.01"), \
+        record["notes"]
+    assert record["features"]["lr"]["standalone"] == [0.01] * 6
+
+
 @pytest.mark.exhaustive
 def test_a_fault_on_one_mesh_that_adam_hides_names_the_mesh_and_says_sgd_only_exposes_it(tmp_path):
     # gradients summed over the replicas (HSDP only): Adam hides the x2 below tolerance, SGD fails

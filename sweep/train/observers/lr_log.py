@@ -1,4 +1,5 @@
-"""The lr each step ran with (``RankResult.features["lr"]``, with a ``train.lr_scheduler``)."""
+"""The lr each step ran with (``RankResult.features["lr"]``; torch, with a ``train.lr_scheduler``
+or without: an engine that moves the lr itself is seen either way)."""
 
 from __future__ import annotations
 
