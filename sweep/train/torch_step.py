@@ -72,10 +72,17 @@ def _scalar(loss: Callable[[Any, Any], Any], name: str) -> Callable[[Any, Any], 
     Raises:
         ValueError: it returned a tensor of more than one element (``reduction="none"``), naming
             ``train.loss`` and the shape.
+        TypeError: it returned no tensor (a Python float: ``.item()``, or a number), naming
+            ``train.loss``: a backward needs the tensor.
     """
+    import torch
+
     def scalar_loss(out: Any, target: Any) -> Any:
         value = loss(out, target)
-        if getattr(value, "numel", lambda: 1)() != 1:
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"train.loss={name} returned a {type(value).__name__}, not a tensor: a loss returns the "
+                            "tensor the backward starts from (no .item(), no float())")
+        if value.numel() != 1:
             raise ValueError(f"train.loss={name} returned a tensor of shape {tuple(value.shape)}: a loss returns one "
                              "element, a mean over the batch (reduction='mean')")
         return value

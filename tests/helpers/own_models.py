@@ -77,6 +77,14 @@ def random_projection(*, framework: str, in_size: int, hidden_size: int, out_siz
     return RandomProjection()
 
 
+def item_mse(output, target):
+    """The mean squared error as a Python float (``.item()``): a new user's loss that no backward
+    can start from. Torch."""
+    import torch.nn.functional as F
+
+    return F.mse_loss(output, target).item()
+
+
 def sum_mse(output, target):
     """``F.mse_loss(..., reduction="sum")``: a loss that sums over the batch (a new user's), where
     ``train.loss`` must average. Torch."""

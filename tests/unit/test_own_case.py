@@ -223,6 +223,10 @@ def test_a_loss_of_more_than_one_element_is_refused_naming_train_loss():
                                          r"shape \(4, 3\): a loss returns one element"):
         loss_function("tests.helpers.own_models.per_row_mse")(out, target)
     assert float(loss_function("tests.helpers.own_models.sum_mse")(out, target)) == 12.0
+    # a Python float: named, not "'float' object has no attribute 'detach'"
+    with pytest.raises(TypeError, match=r"^train.loss=tests.helpers.own_models.item_mse returned a float, not a "
+                                        r"tensor"):
+        loss_function("tests.helpers.own_models.item_mse")(out, target)
     # a model that returns a tuple, with a built-in loss: named, not "'tuple' object has no attribute 'size'"
     with pytest.raises(TypeError, match=r"^train.loss=mse reads one output tensor, and the model returned a tuple"):
         loss_function("mse")((out, out), target)
