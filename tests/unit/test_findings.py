@@ -316,6 +316,9 @@ def test_a_job_has_findings_of_its_own():
     assert [f.code for f in found] == ["J101", "J102", "J104", "J106"]
     assert sentence(found[1]).endswith("the losses leave 4x it from step 0 (3 steps, up to 9x it, running low)")
     assert kind("J101").tier == "decides"
+    # a periodic job says its period, as the sweep's V121 does (a new user's "every 4th gradient x1.5")
+    periodic = dict(row, first_real_step=4, first_diff_step=4, onset="periodic", period=4)
+    assert sentence(find_job(periodic)[0]).startswith("the copies part at step 4: periodic, every 4 steps (an event")
 
 
 def test_a_job_that_fails_with_equal_losses_says_why_in_its_first_tensor():
