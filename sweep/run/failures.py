@@ -79,11 +79,17 @@ def failure_cause(returncode: Optional[int], tails: Dict[str, str], who: str = "
 
 
 def _exception_text(lines: List[str], index: int) -> str:
-    """The exception line ``lines[index]``, and, when its message is empty (MindSpore puts
+    """The exception line ``lines[index]`` (a C++ exception's abort, :data:`TERMINATE`: its type
+    and the message of the ``what():`` line after it), and, when its message is empty (MindSpore puts
     it on the lines after ``TypeError:``, between rules of dashes), the message lines that
     follow, up to the next blank line, its C++ call stack or a Python one (faulthandler's
     ``Current thread 0x...``, written when the rank was stopped)."""
     head = lines[index].strip()
+    aborted = TERMINATE.search(head)
+    if aborted:  # "<type>: <what()'s message>", the message on one of the next lines
+        what = next((line.split("what():", 1)[1].strip() for line in lines[index + 1:index + 4] if "what():" in line),
+                    "")
+        return f"{aborted.group(1)}: {what}" if what else head
     if not head.endswith(":"):
         return head
     body = []
@@ -99,7 +105,11 @@ def _exception_text(lines: List[str], index: int) -> str:
 
 
 
-EXCEPTION = re.compile(r"\b[A-Z]\w*(Error|Exception|Interrupt)\b:")  # a Python exception line, any prefix
+# A C++ exception no one caught: the process aborts (SIGABRT) after two lines, "terminate called after
+# throwing an instance of 'gloo::EnforceNotMet'" and "  what():  [enforce fail at ...] ... Is there a
+# distributed collective mismatch in your code?"; read as one exception line (:func:`_exception_text`)
+TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'")
+EXCEPTION = re.compile(r"\b[A-Z]\w*(Error|Exception|Interrupt)\b:|" + TERMINATE.pattern)  # any prefix
 # A survivor's error once a peer died: its connection or collective broke. Never the cause
 # while another line names one (gloo: "Connection closed by peer"; NCCL: "communicator was
 # aborted"; torchrun's own summary: ChildFailedError; its agent's SignalException).
@@ -183,11 +193,14 @@ def worker_errors(tails: Dict[str, str]) -> List[str]:
     found = []
     for name, text in tails.items():
         lines = text.splitlines()
-        errors = [i for i, line in enumerate(lines) if re.search(r"Error|Exception|Traceback|error:", line)]
+        errors = [i for i, line in enumerate(lines)
+                  if re.search(r"Error|Exception|Traceback|error:", line) or TERMINATE.search(line)]
         errors = [j for j in errors if not _in_message(lines, errors, j)]
         if errors:
             causes = [i for i in errors if not FOLLOW_ON.search(_exception_text(lines, i)) and "Traceback" not in lines[i]]
-            found.append((not causes, f"{name}: {_exception_text(lines, (causes or errors)[-1])[:300]}"))
+            # an uncaught C++ exception before "Fatal Python error: Aborted", the abort it caused
+            chosen = next((i for i in causes if TERMINATE.search(lines[i])), (causes or errors)[-1])
+            found.append((not causes, f"{name}: {_exception_text(lines, chosen)[:300]}"))
     return [text for _, text in sorted(found, key=lambda f: f[0])]
 
 

@@ -186,6 +186,29 @@ def test_a_crash_cause_keeps_an_exception_message_that_follows_its_line():
         "'my_models.build': ValueError('refuses hidden_size=64')")
 
 
+def test_a_rank_aborted_by_an_uncaught_cpp_exception_is_the_cause_not_its_peers_broken_connection(tmp_path):
+    """A new user's model took a branch on one rank only (sharded data): FSDP2's reduce-scatters
+    differ in size, gloo's ``EnforceNotMet`` aborts that rank (two lines at the top of its log,
+    then its stacks), and its peer sees "Connection reset by peer". The reason quoted the peer."""
+    from sweep.run.failures import failure_cause, log_tails
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    frames = "".join(f'  File "/x/torch/distributed/f{i}.py", line {i} in g{i}\n' for i in range(60))
+    (logs / "worker_1.log").write_text(
+        "terminate called after throwing an instance of 'gloo::EnforceNotMet'\n"
+        "  what():  [enforce fail at pair.cc:456] op.preamble.length <= op.nbytes. 1208 vs 936. Received data size "
+        "doesn't match expected size. Is there a distributed collective mismatch in your code?\n"
+        "Fatal Python error: Aborted\n\nThread 0x00007f31bdff9b80 (most recent call first):\n" + frames)
+    (logs / "worker_0.log").write_text("RuntimeError: [pair.cc:537] Read error [127.0.0.1]:23468: Connection reset "
+                                       "by peer. This is typically caused by a remote worker hanging\n")
+    cause = failure_cause(1, log_tails(tmp_path))
+    assert cause.startswith(
+        "launcher exited with code 1; worker_1.log: gloo::EnforceNotMet: [enforce fail at pair.cc:456] "
+        "op.preamble.length <= op.nbytes. 1208 vs 936. Received data size doesn't match expected size. Is there a "
+        "distributed collective mismatch in your code?; worker_0.log: RuntimeError: "), cause
+
+
 def test_a_rank_that_dies_while_the_others_wait_ends_the_launch_at_once(tmp_path):
     """msrun logs a worker that died, then waits for the others (which wait for it): the
     launch ends at that line, not at its time limit (issue 28)."""
