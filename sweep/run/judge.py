@@ -158,6 +158,7 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
         ("the copies end apart", ended), ("a non-finite loss", both_nonfinite)) if found]
     gradient_notes(cfg, record, ranks, standalone_norms)
     forward_writes(record, [r.features for r in ranks])
+    stray_collectives(record, [r.features for r in ranks])
     never_silent(cfg, record)
 
 
@@ -568,6 +569,24 @@ def batch_stats_note(cfg: DictConfig, module: Optional[Dict[str, Any]], tensor: 
             "data.split=sharded each rank's batch is its shard, not the global batch the standalone copy normalises "
             "over, so the copies differ by design; SyncBatchNorm (torch), or data.split=replicated, gives them one "
             "batch")
+
+
+def stray_collectives(record: JobRecord, features: List[Optional[Dict[str, Any]]]) -> None:
+    """Where the model called ``torch.distributed`` collectives in the standalone copy's or the
+    twin's steps on any rank (``features``: the ranks' ``RankResult.features``,
+    ``stray_collectives``, ``sweep.train.observers.single_device``): the note ``N193``, the
+    calls summed over the ranks by copy and op."""
+    calls: Dict[str, Dict[str, int]] = {}
+    for found in features:
+        for copy, ops in ((found or {}).get("stray_collectives") or {}).items():
+            for op, n in ops.items():
+                calls.setdefault(copy, {})[op] = calls.get(copy, {}).get(op, 0) + int(n)
+    if calls:
+        from sweep.records import note
+
+        found_note = note("N193", calls=calls)
+        if found_note not in record.notes:
+            record.notes.append(found_note)
 
 
 def forward_writes(record: JobRecord, features: List[Optional[Dict[str, Any]]]) -> None:

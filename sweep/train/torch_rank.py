@@ -63,6 +63,7 @@ from sweep.train.observers.offload import ActivationOffload
 from sweep.train.observers.optimizer_log import OptimizerLog, optimizer_record
 from sweep.train.observers.random_draws import RandomDraws
 from sweep.train.observers.reductions import TorchGradients, gradients_record, reduction_findings
+from sweep.train.observers.single_device import SingleDevice
 from sweep.train.observers.replicas import ReplicaDigests
 from sweep.train.observers.tensor_trace import TorchTensorTrace
 from sweep.train.schedules import torch_scheduler
@@ -553,6 +554,8 @@ def copy_observers(cfg: Any, name: str, copy: Copy, device: Any, rank: int = 0, 
     found: Dict[str, Observer] = {"draws": RandomDraws(device)}
     if name == "standalone":  # the model's own forward: does it change its parameters in place?
         found["writes"] = ForwardWrites()
+    if not distributed:  # trains as on one device: no process group in its steps (collectives counted)
+        found["alone"] = SingleDevice()
     found["ledger"] = CollectiveLedger(copy.engine, until=max(until_step, 0), keep=distributed)
     targets = (lambda model: override_targets(model, cfg)) if cfg.mp_policy.get("overrides") else None
     found["dtypes"] = TorchDtypes(found["ledger"], targets=targets)
@@ -592,17 +595,18 @@ def _traced_slices(model: Any, twin_traced: bool, twin_rows_from: int) -> Dict[s
 
 
 def twin_observers(cfg: Any, copy: Copy, book: Any = None) -> Dict[str, Observer]:
-    """The twin's observers: in a tracing rerun (``compare.trace_until`` set) the tensor trace
-    (into ``book``'s sink ``twin``, as the other copies') and the module trace, as the other
-    copies' (their differences from the standalone copy's are the envelope of each traced
-    tensor and module); none otherwise."""
+    """The twin's observers: as the standalone copy's, one device's view
+    (``sweep.train.observers.single_device``); in a tracing rerun (``compare.trace_until`` set)
+    the tensor trace (into ``book``'s sink ``twin``, as the other copies') and the module trace,
+    as the other copies' (their differences from the standalone copy's are the envelope of each
+    traced tensor and module)."""
     until = cfg.compare.get("trace_until")
+    found: Dict[str, Observer] = {"alone": SingleDevice()}  # as the standalone copy: one device
     if until is None:
-        return {}
+        return found
     weights_step = max(int(until), int(cfg.compare.get("onset_until") or -1))
-    found: Dict[str, Observer] = {"trace": TorchTensorTrace(int(until), weights_step,
-                                                            book.sink("twin") if book is not None else None,
-                                                            grads_read=bool(cfg.compare.get("grads_read", False)))}
+    found["trace"] = TorchTensorTrace(int(until), weights_step, book.sink("twin") if book is not None else None,
+                                      grads_read=bool(cfg.compare.get("grads_read", False)))
     if cfg.compare.get("module_trace", True):
         found["modules"] = ModuleTrace(copy.model, int(until), found["trace"])
     return found
@@ -742,10 +746,20 @@ def rank_result(cfg: Any, ctx: RankContext, distributed: Copy, seen: Dict[str, D
         optimizer=optimizer_record(cfg, {name: obs["optimizer"].groups for name, obs in seen.items()},
                                    {name: obs["optimizer"] for name, obs in seen.items()}),
         features=dict(features_record(cfg, applied), lr=lrs or None,
-                      **({"forward_writes": writes} if (writes := _forward_writes(seen)) else {})),
+                      **({"forward_writes": writes} if (writes := _forward_writes(seen)) else {}),
+                      **({"stray_collectives": stray} if (stray := _stray(seen, twin_seen)) else {})),
     )
     traced(cfg, seen, result, twin_seen or {}, book)
     return result
+
+
+def _stray(seen: Dict[str, Dict[str, Observer]], twin_seen: Optional[Dict[str, Observer]]) -> Dict[str, Any]:
+    """``{copy: {op: calls}}``: the ``torch.distributed`` collectives the standalone copy or the
+    twin called in its steps though it trains as on one device
+    (``sweep.train.observers.single_device``); ``{}``: none."""
+    observers = {name: obs.get("alone") for name, obs in seen.items()}
+    observers["twin"] = (twin_seen or {}).get("alone")
+    return {name: dict(o.called) for name, o in observers.items() if o is not None and o.called}
 
 
 def _forward_writes(seen: Dict[str, Dict[str, Observer]]) -> Optional[List[str]]:

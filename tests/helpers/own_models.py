@@ -77,6 +77,32 @@ def random_projection(*, framework: str, in_size: int, hidden_size: int, out_siz
     return RandomProjection()
 
 
+def synced_centre(*, framework: str, in_size: int, hidden_size: int, out_size: int, ask: bool = True):
+    """``Linear`` -> centring by the batch mean averaged over the ranks (``all_reduce``, a
+    hand-written SyncBatchNorm) -> tanh -> ``Linear`` (a new user's model). ``ask``: only where
+    ``torch.distributed.is_initialized()``, as single-device-and-distributed code does; else
+    always. Torch."""
+    import torch
+    import torch.distributed as dist
+
+    class SyncedCentre(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inp = torch.nn.Linear(in_size, hidden_size)
+            self.out = torch.nn.Linear(hidden_size, out_size)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.inp(x)
+            mean = h.mean(0, keepdim=True)
+            if not ask or dist.is_initialized():
+                mean = mean.clone()
+                dist.all_reduce(mean)
+                mean = mean / dist.get_world_size()
+            return self.out(torch.tanh(h - mean))
+
+    return SyncedCentre()
+
+
 def item_mse(output, target):
     """The mean squared error as a Python float (``.item()``): a new user's loss that no backward
     can start from. Torch."""

@@ -183,3 +183,25 @@ def test_a_buffer_in_no_state_dict_is_the_same_in_both_copies(tmp_path):
     for r in jobs.values():
         assert all(c["max_abs_diff"] == 0.0 for c in r["rank_comparisons"])
     assert not culprits_named(summary)
+
+
+def test_the_standalone_copy_trains_as_on_one_device_beside_the_ranks(tmp_path):
+    """A new user's model all-reduces its batch mean where ``torch.distributed.is_initialized()``
+    (a hand-written SyncBatchNorm). Trained beside the ranks, the standalone copy's forward
+    all-reduced with the twin's on the last rank, so its losses changed with ``order``; it now
+    sees one device, as in the standalone process of ``order=separate`` (a world of one). A model
+    that calls the collective without asking is named (N193)."""
+    model = "model._target_=tests.helpers.own_models.synced_centre"
+    jobs, summary = _multirun(tmp_path / "ask", model, "steps=4", "data.split=sharded",
+                              "order=standalone_first,separate")
+    # (the distributed copy's gradient misses the all-reduce's part: no autograd through it; both orders alike)
+    assert jobs[0]["status"] == jobs[1]["status"] and jobs[0]["losses"] == jobs[1]["losses"]
+    assert not any("collectives in the standalone copy" in n for r in jobs.values() for n in r["notes"])
+    jobs, summary = _multirun(tmp_path / "always", model, "+model.args.ask=false", "steps=3", "data.split=sharded",
+                              "order=standalone_first")
+    record = jobs[0]
+    assert record["features"]["stray_collectives"] == {"standalone": {"all_reduce": 3}}  # rank 0's
+    assert any(n.startswith("collectives in the standalone copy: the model called torch.distributed.all_reduce in "
+                            "the steps of the standalone copy and its twin (6 calls)") for n in record["notes"]), \
+        record["notes"]
+    assert "Note: collectives in the standalone copy (N193) (1 job)." in summary["verdict"]

@@ -168,6 +168,17 @@ def test_jobs_whose_copies_draw_apart_weigh_in_no_contrast():
     assert all(f.values["name"] != "split=sharded" for f in found if f.code == "V122")
 
 
+def test_jobs_below_tolerance_yet_beyond_their_envelope_are_said_to_be_more_than_rounding():
+    """A new user's model all-reduced inside its forward (a hand-written SyncBatchNorm): every job
+    passes the tolerance at 0.2x it while its losses leave their envelope 645x; the headline said
+    only "differ below tolerance"."""
+    rows = [_measured(_row(j, "ok", -3.8e-5, 1, order=o), within=False)
+            for j, o in enumerate(("standalone_first", "separate"))]
+    below = next(f for f in find(rows) if f.code == "V113")
+    assert sentence(below).endswith("; 2 of them beyond their rounding envelope (the losses up to 40x it): more "
+                                    "than float rounding."), sentence(below)
+
+
 def _hidden_by_bf16(ratio):
     """A new user's grid: a fault (engine=bad) x mp_policy fp32/bf16; the fp32 fault job parts by
     ``ratio`` x the tolerance, both bf16 jobs fail the tolerance only, within a band of 0.03."""

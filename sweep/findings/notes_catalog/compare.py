@@ -1,6 +1,8 @@
 """N190: the losses as they were read (``sweep.analysis.compare.printed_note``: losses read from
 rounded text); N191: a loss that sums over the batch, on sharded data (``summed_loss_note``); N192: a
-forward that changes the model's parameters in place (``sweep.run.judge.forward_writes``)."""
+forward that changes the model's parameters in place (``sweep.run.judge.forward_writes``); N193: a
+model that calls collectives in the standalone copy, which trains as on one device
+(``sweep.run.judge.stray_collectives``)."""
 
 from __future__ import annotations
 
@@ -60,4 +62,26 @@ WRITES = NoteKind(
     fill=_writes,
 )
 
-KINDS = [PRINTED, SUMMED, WRITES]
+def _stray(values: Dict[str, Any]) -> Dict[str, Any]:
+    calls = values["calls"]
+    copies = sorted(calls)
+    ops = sorted({op for ops in calls.values() for op in ops})
+    return {"copies": " and ".join(f"the {c} copy" if c != "twin" else "its twin" for c in copies),
+            "ops": ", ".join(f"torch.distributed.{op}" for op in ops), "n": sum(sum(o.values()) for o in calls.values())}
+
+
+STRAY = NoteKind(
+    code="N193", name="collectives in the standalone copy", family=FAMILY,
+    template="collectives in the standalone copy: the model called {ops} in the steps of {copies} ({n} call{n|s}), "
+             "though torch.distributed.is_initialized() reads False there (one device's view); it trains in a rank "
+             "process beside the ranks, so each call met whatever another rank called then, and its losses are not a "
+             "single device's: ask torch.distributed.is_initialized() before a collective, or order=separate (the "
+             "standalone copy in a process of its own, a world of one)",
+    rests_on="the torch.distributed collectives called in the standalone copy's (and the twin's) forward, backward "
+             "and optimizer step (sweep.train.observers.single_device), on any rank",
+    not_claimed="that the distributed copy is wrong: only that the baseline is not one device's",
+    example={"calls": {"standalone": {"all_reduce": 8}}},
+    fill=_stray,
+)
+
+KINDS = [PRINTED, SUMMED, WRITES, STRAY]

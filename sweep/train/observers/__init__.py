@@ -21,6 +21,11 @@ file                      observer: what it records (``RankResult`` field)
 ``random_draws.py``       ``RandomDraws``: whether training drew random numbers
                           (``random_draws``)
 ``offload.py``            ``ActivationOffload``: activation offload, a context
+``forward_writes.py``     ``ForwardWrites``: parameters the first forward changes
+                          (``features["forward_writes"]``)
+``single_device.py``      ``SingleDevice``: the standalone copy and the twin see no
+                          process group; collectives called anyway
+                          (``features["stray_collectives"]``)
 ========================  ==========================================================
 """
 
