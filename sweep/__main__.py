@@ -36,6 +36,11 @@ def main(cfg: DictConfig) -> dict:
     # Shared launches: a multirun's jobs, where they run one after another in this process;
     # a single run's job and its tracing rerun, under the run's own dir.
     pools_dir = hc.runtime.output_dir if single else sweep_dir if pool.runs_jobs_in_process(hc.launcher) else None
+    refused = job.refused_over_earlier(cfg, hc.runtime.output_dir) if single else None
+    if refused:  # a typo must not cost the earlier run in this dir: nothing cleared, nothing written
+        print(f"[  error] {refused}; nothing written: {hc.runtime.output_dir} keeps its earlier run", flush=True)
+        _RUN_FAILED.append("error")
+        return {"status": "error", "reason": refused}
     record = job.run(
         # (unresolved: an override's own ${...}, e.g. in runner.command, stays as typed)
         cfg, hc.runtime.output_dir, overrides=list(OmegaConf.to_container(hc.overrides.task, resolve=False)),

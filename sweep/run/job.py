@@ -538,6 +538,24 @@ def _builtin_again(cfg: DictConfig, framework: Type[Framework], world: int, env:
     return again
 
 
+def refused_over_earlier(cfg: DictConfig, job_dir: Path | str) -> Optional[str]:
+    """Where ``job_dir`` holds an earlier run's ``result.json`` and this config is refused by the
+    checks that need nothing but the config (``sweep.config.schema.check_fields``: ``steps=0``,
+    a negative tolerance, a mesh against ``world_size``): the reason, one line, so that a single
+    run given a typo keeps the earlier run's files (:func:`run` would clear them first); else
+    ``None`` (then :func:`run` writes the refusal as the job's record, as in a fresh dir)."""
+    from sweep.config.schema import check_fields
+
+    if not JobDir(job_dir).result.exists():
+        return None
+    try:
+        normalize(cfg)
+        check_fields(cfg)
+    except ConfigError as exc:
+        return f"invalid config: {exc}"
+    return None
+
+
 def clear_earlier(job_dir: Path, cfg: DictConfig) -> List[str]:
     """Remove what an earlier run left in ``job_dir`` before this one writes its own, so one
     dir holds one run's files (a single run into a used ``hydra.run.dir``, a sweep run

@@ -113,6 +113,17 @@ def test_bad_inputs_never_start_a_process(tmp_path):
         assert r["launch"] is None and not (run_dir / "logs").exists()
 
 
+def test_a_refused_config_keeps_the_earlier_run_in_its_dir(tmp_path):
+    """A new user reran a good single run's dir with ``steps=0``: the refusal came after the
+    earlier run's files were cleared. Now nothing is cleared or written, and it exits 2."""
+    assert run_cli(["steps=2"], tmp_path).returncode == 0
+    before = (tmp_path / "run" / "result.json").read_text()
+    proc = run_cli(["steps=0"], tmp_path)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "invalid config: steps=0: must be > 0; nothing written:" in flat(proc.stdout)
+    assert (tmp_path / "run" / "result.json").read_text() == before and (tmp_path / "run" / "ranks").is_dir()
+
+
 @pytest.mark.exhaustive
 def test_an_interrupted_multirun_resumes_to_completion(tmp_path):
     sweep_dir = tmp_path / "multirun"
