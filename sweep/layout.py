@@ -62,7 +62,7 @@ LAUNCHER_LOG = "launcher.log"
 HYDRA_OVERRIDES = ".hydra/overrides.yaml"
 
 MULTIRUN_YAML = "multirun.yaml"
-SUMMARY_FILES = ("summary.md", "summary.csv", "summary.json")
+SUMMARY_FILES = ("summary.md", "summary.csv", "summary.json", "summary.html", "junit.xml", "plotly.min.js")
 PLOTS_DIR = "plots"
 BASELINES_DIR = ".baselines"
 POOLS_DIR = ".pools"

@@ -100,13 +100,16 @@ def claim(sweep_dir: Path | str, planned: Optional[List[List[str]]], previous: O
                 f"jobs to {layout.path / REPLACED}/ and run this grid there"
             )
         _move_aside(layout)
-    elif planned is not None and previous is not None and not resume and _results(layout):
+    elif (previous is not None or planned is None) and not resume and _results(layout):
+        # (planned None: a sweeper that picks its jobs as it goes, an isolation or a bisection: its results too)
         if not replace_grid:
             held.release()
+            done = len(_results(layout))
+            held_of = (f"the results of this grid ({done} of {len(previous)} jobs)" if planned is not None and previous
+                       else f"the results of an earlier run of this sweeper ({done} jobs)")
             raise ConfigError(
-                f"hydra.sweep.dir={layout.path} already holds the results of this grid ({len(_results(layout))} "
-                f"of {len(previous)} jobs). Add resume=true to run only the jobs that are not complete, or "
-                f"replace_grid=true to move them to {layout.path / REPLACED}/ and run the grid anew "
+                f"hydra.sweep.dir={layout.path} already holds {held_of}. Add resume=true to run only the jobs "
+                f"that are not complete, or replace_grid=true to move them to {layout.path / REPLACED}/ and run the grid anew "
                 "(or use another hydra.sweep.dir)"
             )
         _move_aside(layout)

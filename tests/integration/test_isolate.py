@@ -36,6 +36,12 @@ def test_isolation_names_the_interaction_then_resumes(tmp_path):
         assert json.loads((sweep_dir / str(n) / "result.json").read_text())["status"] in ("ok", "fail")
     assert (sweep_dir / "summary.md").exists() and (sweep_dir / "isolate.md").exists()
 
+    # run again without resume: refused, its results kept (a new user's isolation was run anew over them)
+    kept = (sweep_dir / "0" / "result.json").read_text()
+    refused = run_cli(ARGS, tmp_path, timeout=300)
+    assert refused.returncode == 2 and "already holds the results of an earlier run" in flat(refused.stderr), \
+        refused.stdout[-2000:] + refused.stderr[-2000:]
+    assert (sweep_dir / "0" / "result.json").read_text() == kept
     again = run_cli([*ARGS, "resume=true"], tmp_path, timeout=600)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     resumed = json.loads((sweep_dir / "isolate.json").read_text())

@@ -41,6 +41,21 @@ def test_a_dir_whose_jobs_never_finished_or_an_unknown_plan_is_taken(tmp_path):
     held.release()
     (tmp_path / "other").mkdir()
     _with_results(tmp_path / "other")
-    held = claim(tmp_path / "other", None, GRID)  # another sweeper: its plan is not known here
+    # a sweeper that picks its jobs as it goes (an isolation, a bisection): its plan is not known here, and its
+    # results are not overwritten silently either (a new user's isolation, run again, ran every job anew)
+    with pytest.raises(ConfigError, match=r"already holds the results of an earlier run of this sweeper \(2 jobs\)"):
+        claim(tmp_path / "other", None, GRID)
+    held = claim(tmp_path / "other", None, GRID, resume=True)
     assert held.fd >= 0 and (tmp_path / "other" / "0" / "result.json").exists()
     held.release()
+
+
+def test_replace_grid_moves_the_whole_report_aside(tmp_path):
+    _with_results(tmp_path)
+    for name in ("summary.md", "summary.html", "junit.xml", "plotly.min.js"):
+        (tmp_path / name).write_text("old")
+    claim(tmp_path, GRID, GRID, replace_grid=True).release()
+    moved = next((tmp_path / REPLACED).iterdir())
+    assert all((moved / name).read_text() == "old" for name in ("summary.md", "summary.html", "junit.xml",
+                                                                 "plotly.min.js"))
+    assert not (tmp_path / "summary.html").exists()
