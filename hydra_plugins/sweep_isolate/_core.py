@@ -49,6 +49,25 @@ def clean_passes(passes: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return clean or list(passes)
 
 
+def from_sweep_error(path: str, failing_job: Optional[int] = None) -> Optional[str]:
+    """Why a finished multirun at ``path`` gives no isolation's endpoints, in one line (no job
+    failing for a cause, none passing, ``failing_job`` not one that failed), else ``None``;
+    the same rule as :meth:`Isolation._from_sweep` (``failed``/``passed`` of its rows), read
+    before Hydra starts (``sweep.run.preflight`` builds the sweeper)."""
+    from sweep.report.summary import collect
+
+    rows = collect(path)
+    fails = [r for r in rows if failed(r)]
+    passes = [r for r in rows if passed(r)]
+    if failing_job is not None and not any(r["job"] == failing_job for r in fails):
+        return (f"job {failing_job} of {path} did not fail for a cause (it passed, or failed its tolerance only, "
+                "within its rounding envelope)")
+    if not fails or not passes:
+        return (f"hydra.sweeper.from_sweep={path} needs a failing and a passing job ({len(fails)} fail, "
+                f"{len(passes)} ok): nothing to isolate")
+    return None
+
+
 def _pairs(items: Sequence[str]) -> Overrides:
     """``["a=1", "b=2"]`` -> ``{"a": "1", "b": "2"}``.
 

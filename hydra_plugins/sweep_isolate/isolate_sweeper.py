@@ -32,7 +32,8 @@ class IsolateSweeper(Sweeper):
 
     Raises:
         ValueError: ``repeat < 1``, ``max_jobs < 1``, ``scout_batch < 1``, an unknown
-            ``pick``, only one of ``failing`` / ``passing``, or a ``from_sweep`` that is no dir.
+            ``pick``, only one of ``failing`` / ``passing``, or a ``from_sweep`` that is no dir or holds no
+            failing and passing job (``_core.from_sweep_error``).
     """
 
     def __init__(
@@ -58,6 +59,12 @@ class IsolateSweeper(Sweeper):
         if from_sweep is not None and not Path(str(from_sweep)).is_dir():
             raise ValueError(f"hydra.sweeper.from_sweep={from_sweep}: no such dir; give a finished multirun's dir "
                              "(e.g. outputs/multirun/2026-12-01_10-00-00)")
+        if from_sweep is not None:
+            from hydra_plugins.sweep_isolate._core import from_sweep_error
+
+            unusable = from_sweep_error(str(from_sweep), failing_job)
+            if unusable:
+                raise ValueError(unusable)
         if repeat < 1:
             raise ValueError(f"hydra.sweeper.repeat={repeat} must be >= 1")
         if max_jobs is not None and max_jobs < 1:

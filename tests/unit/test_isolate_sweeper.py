@@ -119,6 +119,18 @@ def test_from_sweep_nearest_and_farthest(tmp_path):
     assert far["answer"] == "a=1 + b=1" and far["interaction"] and far["n_jobs"] == 4
 
 
+def test_from_sweep_with_nothing_to_isolate_is_refused_when_the_sweeper_is_built(tmp_path):
+    """A new user's from_sweep named a grid where every job passes: Hydra's traceback and exit 1
+    (numerics); the sweeper refuses it as it is built, so the command line's check says it in one
+    line, exit 2."""
+    from hydra_plugins.sweep_isolate.isolate_sweeper import IsolateSweeper
+
+    grid = tmp_path / "grid"
+    isolate(["cause=[]", "a=0,1"], grid, sweeper="basic")
+    with pytest.raises(ValueError, match=r"needs a failing and a passing job \(0 fail, 2 ok\): nothing to isolate"):
+        IsolateSweeper(from_sweep=str(grid))
+
+
 def test_from_sweep_runs_every_probe_with_its_grid_jobs_config(tmp_path):
     """Issue 52: the grid set steps=20 and added a key (+tag); the isolating process's own
     default grid (as ablation=report's params in the real tree) says steps=200. Every probe
