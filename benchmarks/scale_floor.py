@@ -42,6 +42,9 @@ def train(model: torch.nn.Module, samples: list, device: torch.device) -> float:
 
 
 def main() -> None:
+    if len(sys.argv) < 5 or any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print(__doc__)  # a torchrun worker: its arguments are positional (the docstring's usage)
+        sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
     hidden, layers, heads, steps = (int(v) for v in sys.argv[1:5])
     device_type = sys.argv[5] if len(sys.argv) > 5 else "cpu"
     torch.use_deterministic_algorithms((sys.argv[6] if len(sys.argv) > 6 else "true") == "true")

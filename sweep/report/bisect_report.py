@@ -7,6 +7,7 @@ for a skip, the reason), then the first failing commit with the proof.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -76,11 +77,15 @@ def render(state: Dict[str, Any]) -> str:
 
 
 def main(argv: List[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m sweep.report.bisect_report SWEEP_DIR", file=sys.stderr)
+    parser = argparse.ArgumentParser(prog="python -m sweep.report.bisect_report", description=__doc__.splitlines()[0])
+    parser.add_argument("sweep_dir", type=Path, help="the sweep dir of a bisection (holds bisect.json)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    path = args.sweep_dir / "bisect.json"
+    if not path.exists():  # (as isolate_report: one line, exit 2)
+        print(f"error: no bisect.json in {args.sweep_dir} (not a bisection's sweep dir: hydra/sweeper=bisect)",
+              file=sys.stderr)
         return 2
-    print(render(json.loads((Path(args[0]) / "bisect.json").read_text())), end="")
+    print(render(json.loads(path.read_text())), end="")
     return 0
 
 

@@ -125,3 +125,10 @@ def test_the_command_line_of_a_bisection_is_checked_before_hydra_starts():
 def test_a_runtime_python_that_is_no_python_is_refused():
     with pytest.raises(ConfigError, match="not a Python 3 interpreter"):
         RuntimeConfig.check(RuntimeConfig(python="/bin/true"))
+
+
+def test_the_report_of_a_dir_that_is_no_bisection_is_one_line_and_exit_2(tmp_path, capsys):
+    from sweep.report.bisect_report import main
+
+    assert main([str(tmp_path)]) == 2  # (a FileNotFoundError's traceback, before)
+    assert capsys.readouterr().err.startswith(f"error: no bisect.json in {tmp_path}")
