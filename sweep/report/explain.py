@@ -86,12 +86,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     the terminal's width), or one line naming the finding and the note codes for an
     unknown one (exit 2)."""
     codes = list(argv if argv is not None else sys.argv[1:])
+    if any(c in ("-h", "--help") for c in codes):
+        print("usage: python -m sweep explain [CODE ...]\n\nEach code's page (a finding's V/J code, a note's N "
+              "code); without a code, every code's line, with an example of what it says.")
+        return 0
     if not codes:  # a line a code, cut to the terminal's width (a wrapped line reads as two codes)
         width = max(shutil.get_terminal_size((100, 24)).columns - 1, 60)
         rows = [(k.code, k.name, render(k.template, k.example)) for k in all_kinds()]
         rows += [(n.code, n.name, kind_text(n, n.example)) for n in NOTE_KINDS]
+        named = max(len(name) for _, name, _ in rows)  # every example starts in one column, after every name
         for code, name, example in rows:
-            line = f"{code}  {name:<36} {example}"
+            line = f"{code}  {name:<{named}}  {example}"
             print(line if len(line) <= width else line[:width - 3] + "...")
         return 0
     for code in codes:

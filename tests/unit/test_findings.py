@@ -40,7 +40,15 @@ def test_explain_prints_a_codes_page_and_refuses_an_unknown_one(capsys):
     assert main(["X999"]) == 2 and "no finding has code 'X999'" in capsys.readouterr().err
     err = (main(["V1O1"]), capsys.readouterr().err)[1]  # any code: both lists (a V typo named only V/J codes)
     assert "no note has code 'V1O1'" in err and "N101" in err and "V101" in err
-    assert main([]) == 0 and max(len(line) for line in capsys.readouterr().out.splitlines()) <= 99
+    assert main([]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in listed) <= 99
+    # every name in its column: a long one does not run into the example after it (N103's)
+    from sweep.findings.notes_catalog import NOTE_KINDS
+
+    column = 6 + max(len(k.name) for k in [*all_kinds(), *NOTE_KINDS]) + 2
+    assert all(line[column - 2:column] == "  " and line[column] != " " for line in listed)
+    assert main(["--help"]) == 0 and capsys.readouterr().out.startswith("usage: python -m sweep explain")
     assert all(f"### {k.code} " in reference() for k in all_kinds())
 
 
