@@ -165,6 +165,12 @@ def job_row(num: int, overrides: List[str], record: Dict[str, Any], **extra: Any
     for key in ("first_fail_step", "n_fail", "n_steps", "max_abs_diff", "mean_signed_diff"):
         value = comparison.get(key)
         row[key] = float(value) if key in ("max_abs_diff", "mean_signed_diff") and value is not None else value
+    losses = record.get("losses") or {}
+    if losses.get("standalone") and losses.get("distributed"):  # one copy's loss non-finite: its finite steps' diff
+        from sweep.analysis.compare import nonfinite_in_one
+        from sweep.io import read_floats
+
+        row["nonfinite_in"] = nonfinite_in_one(read_floats(losses["standalone"]), read_floats(losses["distributed"]))
     row["resumed"] = bool(record.get("resumed"))
     row.update(extra)
     return row

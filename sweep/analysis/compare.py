@@ -204,6 +204,20 @@ def summed_loss_note(standalone: Sequence[float], distributed: Sequence[float], 
     return note("N191", ratio=b / a, shards=int(shards), loss=str(loss))
 
 
+def nonfinite_in_one(standalone: Sequence[float], distributed: Sequence[float]) -> Optional[Dict[str, Any]]:
+    """Where one copy's loss turns non-finite (NaN or infinite) while the other's is still finite
+    at that step: ``{"copy": "distributed" | "standalone", "step": the first such step}``, the
+    earlier of the two copies' where both do at different steps; ``None`` where neither does, or
+    both from the same step. Such a job's ``max_abs_diff`` covers its finite steps only."""
+    a, b = np.asarray(standalone, np.float64), np.asarray(distributed, np.float64)
+    n = min(a.size, b.size)
+    alone = np.flatnonzero(~np.isfinite(a[:n]) ^ ~np.isfinite(b[:n]))
+    if not alone.size:
+        return None
+    step = int(alone[0])
+    return {"copy": "distributed" if not np.isfinite(b[step]) else "standalone", "step": step}
+
+
 def drift_metrics(standalone: Sequence[float], distributed: Sequence[float]) -> dict:
     """Shape of the drift ``distributed - standalone``, from the two loss sequences alone.
 

@@ -80,14 +80,20 @@ def signature(failing: Sequence[Row]) -> Dict[str, Any]:
     """Which way ``failing`` jobs drift, as data: ``direction`` (``runs low``, ``runs high``,
     ``runs low in a and high in b of n jobs`` where each holds a sign, ``differs``), ``mean``
     (their mean signed difference, loss units), ``low_pct`` (their mean share of steps below
-    standalone, %) and ``nonfinite`` (the first step both copies' losses turn non-finite, where
-    every job's did). A job's sign comes from its steps beyond its envelope
+    standalone, %), ``nonfinite`` (the first step both copies' losses turn non-finite, where
+    every job's did), ``nonfinite_in`` and ``nonfinite_from`` (the copy whose loss alone turns
+    non-finite in every job, and the first step; ``sweep.analysis.compare.nonfinite_in_one``).
+    A job's sign comes from its steps beyond its envelope
     (``sweep.analysis.rounding.drift_sign``)."""
     failing = list({r["job"]: r for r in failing}.values())
     diverged = [int(m.group(1)) for m in (NONFINITE.match(r.get("reason") or "") for r in failing) if m]
+    alone = [r.get("nonfinite_in") for r in failing]  # one copy's loss non-finite, the other's finite
+    copies = {a["copy"] for a in alone if a}
     out: Dict[str, Any] = {"jobs": len(failing), "mean": mean(r["mean_signed_diff"] for r in failing),
                            "low_pct": mean(r.get("runs_low_pct") for r in failing),
-                           "nonfinite": min(diverged) if diverged and len(diverged) == len(failing) else None}
+                           "nonfinite": min(diverged) if diverged and len(diverged) == len(failing) else None,
+                           "nonfinite_in": copies.pop() if all(alone) and len(copies) == 1 else None,
+                           "nonfinite_from": min(a["step"] for a in alone) if alone and all(alone) else None}
     signs = [drift_sign(r) for r in failing]
     low, high = signs.count("low"), signs.count("high")
     if low and high:

@@ -58,6 +58,9 @@ def _drift(row: Dict[str, Any]) -> str:
         return ""
     if row.get("status") != "fail" or math.isnan(mean):
         return ""
+    where = row.get("nonfinite_in")
+    if where:  # its max |diff| is the finite steps' only (0 beside a NaN)
+        return f"; the {where['copy']} loss non-finite from step {where['step']}, the other copy's finite"
     if row.get("first_fail_step") is None:  # failed on something else than its losses (replicas that disagree)
         return f"; its losses within tolerance, it fails on: {row['reason']}" if row.get("reason") else ""
     direction = "runs low" if mean < 0 else "runs high" if mean > 0 else "differs"

@@ -33,7 +33,7 @@ from tabulate import tabulate, tabulate_formats
 
 from sweep.analysis.grid import factors, label
 from sweep.report.findings import attribute
-from sweep.analysis.compare import drift_metrics, tolerance_ratio
+from sweep.analysis.compare import drift_metrics, nonfinite_in_one, tolerance_ratio
 from sweep.analysis.dtypes import dtype_evidence
 from sweep.report.terminal import fit
 from sweep.analysis.evidence import DRIFT_CLASSES, DRIFT_RULE, drift_class, job_evidence, tensor_text_in_class
@@ -118,6 +118,7 @@ def _result_metrics(result: JobRecord) -> Dict[str, Any]:
     if result.comparison and result.losses:
         ref, got = read_floats(result.losses["standalone"]), read_floats(result.losses["distributed"])
         metrics.update(drift_metrics(ref, got))
+        metrics["nonfinite_in"] = nonfinite_in_one(ref, got)  # max_abs_diff is the finite steps' then
         metrics["tolerance_ratio"] = tolerance_ratio(ref, got, result.comparison.get("rtol"),
                                                      result.comparison.get("atol"))
     metrics.update(job_evidence(result))
@@ -306,8 +307,18 @@ def table_rows(rows: Sequence[Dict[str, Any]], metrics: Sequence[str] = METRICS)
     """Header and cell values, one row per job in the given order: job, each factor, then ``metrics``."""
     keys = factors(rows)
     header = ["job", *keys, *metrics]
-    body = [[row["job"], *(row["overrides"].get(k, "") for k in keys), *(row[m] for m in metrics)] for row in rows]
+    body = [[row["job"], *(row["overrides"].get(k, "") for k in keys), *(_cell(row, m) for m in metrics)]
+            for row in rows]
     return header, body
+
+
+def _cell(row: Dict[str, Any], metric: str) -> Any:
+    """A job's value of ``metric`` for its table: ``max_abs_diff`` says which copy's loss turned
+    non-finite where one did (the number is the finite steps' only: a 0 beside a NaN misleads)."""
+    where = row.get("nonfinite_in")
+    if metric == "max_abs_diff" and where:
+        return f"nan ({where['copy']})"
+    return row[metric]
 
 
 def _fmt(value: Any) -> Any:

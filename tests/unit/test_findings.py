@@ -187,6 +187,25 @@ def test_jobs_below_tolerance_yet_beyond_their_envelope_are_said_to_be_more_than
                                     "than float rounding."), sentence(below)
 
 
+def test_a_job_whose_loss_turns_non_finite_in_one_copy_says_so_not_a_zero_difference():
+    """A new user's NaN from step 4 in the distributed copy: the table said max |diff| 0 (the
+    finite steps') and V120 "mean signed diff +0"."""
+    from sweep.analysis.compare import nonfinite_in_one
+    from sweep.report.summary import table_rows
+
+    nan = float("nan")
+    assert nonfinite_in_one([1.0, 0.9, 0.8], [1.0, nan, nan]) == {"copy": "distributed", "step": 1}
+    assert nonfinite_in_one([1.0, nan], [1.0, nan]) is None and nonfinite_in_one([1.0], [1.0]) is None
+    assert nonfinite_in_one([1.0, 0.9, float("inf")], [1.0, 0.9, 0.8]) == {"copy": "standalone", "step": 2}
+    rows = [_row(0, "ok", eng="good"), dict(_row(1, "fail", 0.0, 4, eng="bad"), max_abs_diff=0.0,
+                                            nonfinite_in={"copy": "distributed", "step": 4})]
+    evidence = next(f for f in find(rows) if f.code == "V120")
+    assert "; the distributed loss non-finite from step 4, the other copy's finite." in sentence(evidence)
+    assert "mean signed diff" not in sentence(evidence)
+    header, body = table_rows(rows, ("status", "max_abs_diff"))
+    assert body[1][-1] == "nan (distributed)" and body[0][-1] == 0.0
+
+
 def _hidden_by_bf16(ratio):
     """A new user's grid: a fault (engine=bad) x mp_policy fp32/bf16; the fp32 fault job parts by
     ``ratio`` x the tolerance, both bf16 jobs fail the tolerance only, within a band of 0.03."""
