@@ -26,7 +26,7 @@ KIND = Kind(
     code="V140", name="also", tier="contrast",
     template="Also failing where another level passes, fewer times: {names}[ (+{more})].",
     rests_on="other levels whose one-factor pairs turn more passes into fails than the reverse, ranked below the one "
-             "named (the Culprits table lists each with its numbers), but for one whose failing jobs only draw "
+             "named (summary.json's `culprits` lists each with its numbers), but for one whose failing jobs only draw "
              "random numbers on sharded data (V153 says what that shows)",
     not_claimed="that they cause anything: their pairs are fewer or weaker",
     check=check, example={"names": ["mesh=dp4", "mp_policy=bf16"], "more": None},
