@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import List
 
 from sweep.analysis.grid import carrier, judged, label
+from sweep.analysis.rounding import envelope
 from sweep.findings.base import Context, Finding, Kind
 from sweep.findings.quiet import OPENING, case, sizes, opening
 from sweep.findings.shared import differ, real
@@ -17,7 +18,11 @@ def check(ctx: Context) -> List[Finding]:
     names = [f"{factor}=" + " or ".join(label(v) for v in values) for factor, values in found]
     jobs = real(ctx)
     one, share = len(names) == 1, held != len(jobs)  # several factors tie: each level holds ``held`` jobs
+    # the losses where every such job's left their envelope; else the copies (an update or a traced tensor did)
+    by_losses = all((envelope(r).get("loss") or {}).get("within") is False for r in jobs)
     return [KIND.make(**opening(ctx), jobs=[r["job"] for r in jobs], levels=names,
+                      what="the losses" if by_losses else "the copies",
+                      how=None if by_losses else "their updates or traced tensors, if not their losses",
                       evidence=("first_real_step", "envelope"), names=names, n=len(jobs),
                       held=held if share else None, count=held if share else len(jobs),
                       verb="moves" if one else "move", whose="its" if one else "the",
@@ -28,7 +33,8 @@ def check(ctx: Context) -> List[Finding]:
 
 KIND = Kind(
     code="V112", name="levels beyond the envelope", tier="decides",
-    template=OPENING + ". Only {names|and} {verb} the losses beyond their rounding envelope: {n} [of {whose} {held} ]"
+    template=OPENING + ". Only {names|and} {verb} {what} beyond their rounding envelope[ ({how})]: {n} "
+             "[of {whose} {held} ]"
              "job{count|s}[ {each}], up to {size:.1e}[, {ratio:.2g}x the tolerance][, from step {since}]"
              "[; the other {rest} differ{rest|?s:} by rounding only][; {equal} job{equal|s} equal to standalone bit "
              "for bit].",
@@ -40,6 +46,7 @@ KIND = Kind(
                 "tighter tolerance, or its sign",
     check=check,
     example={"nofail": True, "tolerance": None, "unjudged": None, "names": ["engine=faulty"], "n": 2, "held": None,
+             "what": "the losses", "how": None,
              "verb": "moves", "count": 2, "whose": "its", "each": None, "size": 4e-5, "ratio": 0.4, "since": 1,
              "rest": 2, "equal": None},
 )

@@ -87,7 +87,12 @@ def _envelope_text(found: Place) -> str:
         return ""
     if found["beyond_rounding"]:
         return "; first beyond its rounding envelope: " + _tensor(found["beyond_rounding"])
-    return f"; every traced tensor within its rounding envelope in steps 0-{found.get('last_step')}"
+    text = f"; every traced tensor within its rounding envelope in steps 0-{found.get('last_step')}"
+    updates = found.get("updates") or {}
+    if updates.get("real_step") is not None:  # the sum over the parameters is measured against its own envelope
+        text += (f", but not their update differences summed over every parameter, beyond float rounding from "
+                 f"update {updates['real_step']}")
+    return text
 
 
 def _tensor(found: Place) -> str:

@@ -61,7 +61,7 @@ KIND = Kind(
     headline="They part from standalone[{one|if} from step {parting}; drift class{classes|?:es} {classes}]"
              "[: {each|and}].",
     template="The earliest parts from standalone at step {lead} (job {job}[; by float rounding, beyond it from step "
-             "{beyond}][; its weights beyond float rounding after update {earlier}, its losses from step {losses}]"
+             "{beyond}][; beyond float rounding after update {earlier}, its losses differing from step {losses}]"
              "[; first outside "
              "tolerance at step {fail}]), {cls}[, every {period} steps] ({gloss})[; the job fails on what its losses "
              "do not show: {fails_on}][; mp_policy.param_dtype={precision} "

@@ -201,6 +201,12 @@ def test_each_traced_tensor_is_judged_against_its_twins_difference():
     found = locate(standalone, rounded, 0, twin=twin)
     assert found["name"] == "w" and found["beyond_rounding"] is None
     assert "every traced tensor within its rounding envelope" in tensor_text(found)
+    assert "but not their update differences" not in tensor_text(found)
+    # each tensor within its own, their updates' sum beyond its envelope: both said, no contradiction
+    summed = dict(found, updates={"pattern": "abrupt", "real_step": 0})
+    assert tensor_text(summed).endswith("every traced tensor within its rounding envelope in steps 0-0, but not their "
+                                        "update differences summed over every parameter, beyond float rounding from "
+                                        "update 0"), tensor_text(summed)
     faulty = [{"initial": {"w": w}, "grad": {"w": g * (1 + 1e-4)}, "weight": {"w": w - 0.1 * g}}]
     beyond = locate(standalone, faulty, 0, twin=twin)
     assert "beyond_rounding" not in beyond and "(100x its rounding envelope)" in tensor_text(beyond)

@@ -206,6 +206,19 @@ def test_a_job_whose_loss_turns_non_finite_in_one_copy_says_so_not_a_zero_differ
     assert body[1][-1] == "nan (distributed)" and body[0][-1] == 0.0
 
 
+def test_a_level_whose_jobs_leave_their_envelope_by_their_updates_alone_moves_the_copies_not_the_losses():
+    """A new user's 1e-5 gradient scale under SGD: the update differences leave their envelope, the
+    losses stay within theirs; V112 said "moves the losses beyond their rounding envelope"."""
+    beyond = dict(_measured(_row(1, "ok", -1e-7, 2, eng="bad"), within=True), first_real_step=1)
+    rows = [_row(0, "ok", eng="good"), beyond]
+    found = next(f for f in find(rows) if f.code == "V112")
+    assert "Only eng=bad moves the copies beyond their rounding envelope (their updates or traced tensors, if not " \
+           "their losses): 1 job" in sentence(found), sentence(found)
+    rows[1] = dict(_measured(_row(1, "ok", -1e-7, 1, eng="bad"), within=False))
+    assert "Only eng=bad moves the losses beyond their rounding envelope: 1 job" in \
+        sentence(next(f for f in find(rows) if f.code == "V112"))
+
+
 def _hidden_by_bf16(ratio):
     """A new user's grid: a fault (engine=bad) x mp_policy fp32/bf16; the fp32 fault job parts by
     ``ratio`` x the tolerance, both bf16 jobs fail the tolerance only, within a band of 0.03."""
