@@ -87,6 +87,10 @@ def _explain(override: str, exc: BaseException, conf_dir: Path, base: Any) -> st
 
     key, _, value = override.partition("=")
     key = key.lstrip("+~")
+    if "Unexpected type for root: NoneType" in str(exc):  # (omegaconf's assertion) a key under a null node
+        parent, _, leaf = key.rpartition(".")
+        return (f"{override}: {parent} is null in this config (ablation=none sets hydra.sweeper.params: null), so no "
+                f"key can be set under it; sweep the field itself ({leaf}=a,b) or drop ablation=none")
     if isinstance(exc, MissingConfigException) or "Could not find" in str(exc):
         options = _options(conf_dir, key.replace(".", "/"))
         if options:
@@ -188,6 +192,11 @@ def check_command_line(argv: Sequence[str], conf_dir: Path) -> Optional[str]:
         ``None`` when Hydra may run it, else one line: the override (``key=value``), why it
         fails and what is allowed (the options of a group, the closest key).
     """
+    modes = [a for a in argv if a in (*MULTIRUN_FLAGS, "--cfg", "-c", "--info", "-i", "--run", "-r",
+                                      "--shell-completion", "-sc")]
+    if len(modes) > 1:  # Hydra's own rule, said in one line (its ValueError's traceback, exit 1, before)
+        return (f"{' and '.join(modes)}: only one of --run, --multirun, --cfg, --info and --shell-completion at a "
+                "time (--cfg job prints one job's config: drop -m, keep the overrides)")
     if any(a.startswith("-") and a not in MULTIRUN_FLAGS for a in argv):
         return None  # Hydra's own options: its help, --cfg, -c, ...
     from hydra import compose, initialize_config_dir
@@ -239,8 +248,11 @@ def check_command_line(argv: Sequence[str], conf_dir: Path) -> Optional[str]:
             lines = _variants(parsed)[0][1]
             try:
                 cfg = compose("config", overrides=lines, return_hydra_config=True)
-            except (HydraException, OmegaConfBaseException) as exc:
-                culprit = _first_failing(compose, [line for line in lines if _hydra_own(line.partition("=")[0])])
+            except (HydraException, OmegaConfBaseException, AssertionError) as exc:  # (a key under a null node)
+                own = [line for line in lines if _hydra_own(line.partition("=")[0])]
+                rest = [line for line in lines if line not in own]  # each of Hydra's keys beside the job's overrides
+                culprit = next((line for line in own if _fails(compose, [*rest, line])), None) or \
+                    _first_failing(compose, own)
                 return _explain(culprit, exc, conf_dir, base)
             error = _sweeper_error(cfg.hydra.sweeper) or \
                 _isolation_error(cfg.hydra.sweeper, compose, _variants(ours)[0][1], conf_dir, base)
@@ -310,6 +322,18 @@ def _isolation_error(node: Any, compose: Any, lines: List[str], conf_dir: Path, 
     return None
 
 
+def _fails(compose: Any, lines: List[str]) -> bool:
+    """Whether composing ``lines`` together fails."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        compose("config", overrides=lines, return_hydra_config=True)
+    except (HydraException, OmegaConfBaseException, AssertionError):
+        return True
+    return False
+
+
 def _first_failing(compose: Any, lines: List[str]) -> str:
     """The first of ``lines`` whose composition alone fails (the one to name)."""
     from hydra.errors import HydraException
@@ -318,6 +342,6 @@ def _first_failing(compose: Any, lines: List[str]) -> str:
     for line in lines:
         try:
             compose("config", overrides=[line], return_hydra_config=True)
-        except (HydraException, OmegaConfBaseException):
+        except (HydraException, OmegaConfBaseException, AssertionError):
             return line
     return " ".join(lines)

@@ -96,6 +96,8 @@ def test_a_good_command_line_and_hydras_own_options_pass_untouched():
     assert check_command_line(["-m", "mp_policy=fp32,bf16", "mesh=dp2,hsdp2x2", "+mp_policy.overrides.x.param_dtype=float32"],
                               CONF_DIR) is None
     assert check_command_line(["--help"], CONF_DIR) is None
+    assert check_command_line(["--cfg", "job", "steps=3"], CONF_DIR) is None
+    assert check_command_line(["-m", "--cfg", "job"], CONF_DIR).startswith("-m and --cfg: only one of --run, ")
     assert check_command_line(["-m", "hydra/sweeper=isolate", 'hydra.sweeper.failing=["optimizer=sgd"]',
                                'hydra.sweeper.passing=["optimizer=adam"]'], CONF_DIR) is None
     unquoted = check_command_line(["-m", "hydra/sweeper=isolate", "hydra.sweeper.failing=[optimizer=sgd,mesh=dp4]",
@@ -103,6 +105,10 @@ def test_a_good_command_line_and_hydras_own_options_pass_untouched():
     assert unquoted.endswith("""each element of the list is an override, quoted: """
                              """'hydra.sweeper.failing=["optimizer=sgd","mesh=dp4"]'"""), unquoted
     assert check_command_line(["-m", "hydra/launcher=basic", "hydra.job.chdir=false"], CONF_DIR) is None
+    # a key under ablation=none's null sweeper params: one line (it was omegaconf's AssertionError, exit 1)
+    null = check_command_line(["-m", "ablation=none", "hydra.sweeper.params.steps=3"], CONF_DIR)
+    assert null.startswith("hydra.sweeper.params.steps=3: hydra.sweeper.params is null in this config"), null
+    assert check_command_line(["-m", "hydra.sweeper.params.steps=3"], CONF_DIR) is None  # the default grid's params
 
 
 def test_a_factory_that_does_not_import_is_one_line_of_ours(tmp_path):
