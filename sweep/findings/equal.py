@@ -17,8 +17,8 @@ def check(ctx: Context) -> List[Finding]:
 
 KIND = Kind(
     code="V114", name="equal", tier="decides",
-    template=OPENING + ": every[{unjudged|if} judged] job equals standalone bit for bit[ ({unjudged} not judged: an error or a "
-             "time-out)].",
+    template=OPENING + ": every[{unjudged|if} judged] job equals standalone bit for bit[ ({unjudged} not judged: "
+             "an error, a time-out or no result yet)].",
     rests_on="every judged job's losses are equal at every step",
     not_claimed="equality of the weights beyond the recorded steps",
     check=check, example={"nofail": True, "tolerance": None, "unjudged": None},

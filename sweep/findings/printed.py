@@ -20,7 +20,7 @@ def check(ctx: Context) -> List[Finding]:
 KIND = Kind(
     code="V115", name="equal to the printed precision", tier="decides",
     template=OPENING + ": every[{unjudged|if} judged] job equals standalone to the printed precision ({printed:.0e})[ ({unjudged} "
-             "not judged: an error or a time-out)].",
+             "not judged: an error, a time-out or no result yet)].",
     rests_on="losses read from rounded text (a command's output) are equal at every step",
     not_claimed="equality below the printed digits",
     check=check, example={"nofail": True, "tolerance": None, "unjudged": None, "printed": 1e-4},

@@ -300,7 +300,7 @@ def test_no_quiet_case_says_no_job_fails_beside_a_job_that_fails_its_tolerance()
     errored = [_row(0, "ok", a="0"), _row(1, "error", a="1")]
     equal = next(f for f in find(errored) if f.code == "V114")
     assert render(kind("V114").template, equal.values) == ("No job that ran fails: every judged job equals standalone "
-                                                           "bit for bit (1 not judged: an error or a time-out).")
+                                                           "bit for bit (1 not judged: an error, a time-out or no result yet).")
 
 
 def test_contrasts_only_between_jobs_beyond_their_envelope():
