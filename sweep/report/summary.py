@@ -659,9 +659,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--max-rows {args.max_rows}: a number of rows >= 1, or 0 or -1 for all")
     if args.export_golden is not None:
         return _export_golden(args.sweep_dir, args.job, args.export_golden)
+    if args.job is not None:  # (it was ignored: the whole report printed)
+        parser.error("--job N picks the job whose standalone losses --export-golden FILE writes; without "
+                     "--export-golden there is nothing to pick it for")
     max_rows = args.max_rows if args.max_rows > 0 else None
     print_only = args.print_only
     if _single_run(args.sweep_dir):
+        if args.against is not None:
+            parser.error(f"--against compares two sweeps' jobs; {args.sweep_dir} is a single run's dir (its "
+                         "result.json): give a multirun dir")
         return _single_report(args.sweep_dir, print_only)
     try:
         old_rows = collect(args.against) if args.against is not None else None  # a bad OLD_DIR: before anything is written

@@ -431,3 +431,17 @@ def test_the_terminal_table_gives_the_step_beyond_rounding_beside_the_first_diff
     assert "first_real_step" in capsys.readouterr().out
     (tmp_path / "0" / "result.json").unlink()  # every difference rounding, or none: no such column
     assert "rounding" not in write_report(tmp_path).split("Jobs (failing first):")[1].split("\n\n")[0].splitlines()[2]
+
+
+def test_report_flags_that_would_do_nothing_are_refused(tmp_path, capsys):
+    """A new user's ``--job 0`` without ``--export-golden`` and ``--against`` on a single run's dir
+    were ignored silently (the whole report printed)."""
+    from sweep.report.summary import main
+
+    (tmp_path / "result.json").write_text("{}")  # a single run's dir: refused before it is read
+    with pytest.raises(SystemExit) as code:
+        main([str(tmp_path), "--job", "0"])
+    assert code.value.code == 2 and "without --export-golden there is nothing to pick it for" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as code:
+        main([str(tmp_path), "--against", str(tmp_path)])
+    assert code.value.code == 2 and "is a single run's dir" in capsys.readouterr().err
