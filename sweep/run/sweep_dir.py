@@ -105,8 +105,11 @@ def claim(sweep_dir: Path | str, planned: Optional[List[List[str]]], previous: O
         if not replace_grid:
             held.release()
             done = len(_results(layout))
-            held_of = (f"the results of this grid ({done} of {len(previous)} jobs)" if planned is not None and previous
-                       else f"the results of an earlier run of this sweeper ({done} jobs)")
+            judged = _judged(layout)
+            also = f", {judged} of them judged" if judged != done else ""  # (an interrupted job's result: an error)
+            held_of = (f"the results of this grid ({done} of {len(previous)} jobs{also})"
+                       if planned is not None and previous
+                       else f"the results of an earlier run of this sweeper ({done} jobs{also})")
             raise ConfigError(
                 f"hydra.sweep.dir={layout.path} already holds {held_of}. Add resume=true to run only the jobs "
                 f"that are not complete, or replace_grid=true to move them to {layout.path / REPLACED}/ and run the grid anew "
@@ -114,6 +117,20 @@ def claim(sweep_dir: Path | str, planned: Optional[List[List[str]]], previous: O
             )
         _move_aside(layout)
     return held
+
+
+def _judged(layout: SweepDir) -> int:
+    """How many of ``layout``'s results are judged (``ok`` or ``fail``): the rest are errors,
+    time-outs or interrupted jobs, which ``resume=true`` runs again."""
+    import json
+
+    count = 0
+    for path in _results(layout):
+        try:
+            count += json.loads((path / "result.json").read_text()).get("status") in ("ok", "fail")
+        except (OSError, ValueError, AttributeError):
+            continue
+    return count
 
 
 def _results(layout: SweepDir) -> List[Path]:

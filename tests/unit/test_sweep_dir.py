@@ -12,7 +12,7 @@ GRID = [["optimizer=adam"], ["optimizer=sgd"]]
 def _with_results(tmp_path, n=2):
     for i in range(n):
         (tmp_path / str(i)).mkdir()
-        (tmp_path / str(i) / "result.json").write_text("{}")
+        (tmp_path / str(i) / "result.json").write_text('{"status": "ok"}')
 
 
 def test_the_same_grid_into_a_dir_with_its_results_is_refused_with_the_two_ways_out(tmp_path):
@@ -23,6 +23,9 @@ def test_the_same_grid_into_a_dir_with_its_results_is_refused_with_the_two_ways_
     assert "already holds the results of this grid (2 of 2 jobs)" in message
     assert "resume=true" in message and "replace_grid=true" in message
     assert (tmp_path / "0" / "result.json").exists()  # nothing moved, nothing lost
+    (tmp_path / "1" / "result.json").write_text('{"status": "error", "reason": "interrupted"}')
+    with pytest.raises(ConfigError, match=r"\(2 of 2 jobs, 1 of them judged\)"):  # an interrupted job's is no result
+        claim(tmp_path, GRID, GRID)
 
 
 def test_resume_runs_into_it_and_replace_grid_moves_the_results_aside(tmp_path):
