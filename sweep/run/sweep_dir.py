@@ -112,8 +112,8 @@ def claim(sweep_dir: Path | str, planned: Optional[List[List[str]]], previous: O
                        else f"the results of an earlier run of this sweeper ({done} jobs{also})")
             raise ConfigError(
                 f"hydra.sweep.dir={layout.path} already holds {held_of}. Add resume=true to run only the jobs "
-                f"that are not complete, or replace_grid=true to move them to {layout.path / REPLACED}/ and run the grid anew "
-                "(or use another hydra.sweep.dir)"
+                f"that are not complete, or replace_grid=true to move them to {layout.path / REPLACED}/ and run the "
+                "grid anew (or use another hydra.sweep.dir)"
             )
         _move_aside(layout)
     return held

@@ -67,7 +67,8 @@ def _stray(values: Dict[str, Any]) -> Dict[str, Any]:
     copies = sorted(calls)
     ops = sorted({op for ops in calls.values() for op in ops})
     return {"copies": " and ".join(f"the {c} copy" if c != "twin" else "its twin" for c in copies),
-            "ops": ", ".join(f"torch.distributed.{op}" for op in ops), "n": sum(sum(o.values()) for o in calls.values())}
+            "ops": ", ".join(f"torch.distributed.{op}" for op in ops),
+            "n": sum(sum(o.values()) for o in calls.values())}
 
 
 STRAY = NoteKind(
