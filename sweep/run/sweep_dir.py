@@ -94,9 +94,14 @@ def claim(sweep_dir: Path | str, planned: Optional[List[List[str]]], previous: O
             and _comparable(planned) != _comparable(previous):
         if not replace_grid:
             held.release()
+            # the same jobs in another order: job N would be another config (numbers follow the values' order)
+            reordered = sorted(_comparable(planned)) == sorted(_comparable(previous))
             raise ConfigError(
                 f"hydra.sweep.dir={layout.path} holds another grid ({grid_text(previous)}); this sweep is "
-                f"{grid_text(planned)}. Use another hydra.sweep.dir, or add replace_grid=true to move the old "
+                f"{grid_text(planned)}"
+                + (" (the same jobs in another order: jobs are numbered in the order of the values, so give them "
+                   "in the order the dir's grid has them)" if reordered else "")
+                + f". Use another hydra.sweep.dir, or add replace_grid=true to move the old "
                 f"jobs to {layout.path / REPLACED}/ and run this grid there"
             )
         _move_aside(layout)

@@ -62,3 +62,10 @@ def test_replace_grid_moves_the_whole_report_aside(tmp_path):
     assert all((moved / name).read_text() == "old" for name in ("summary.md", "summary.html", "junit.xml",
                                                                  "plotly.min.js"))
     assert not (tmp_path / "summary.html").exists()
+
+
+def test_the_same_jobs_in_another_order_are_refused_saying_so(tmp_path):
+    _with_results(tmp_path)
+    with pytest.raises(ConfigError, match=r"the same jobs in another order: jobs are numbered in the order of the "):
+        claim(tmp_path, GRID[::-1], GRID, resume=True)
+    assert (tmp_path / "0" / "result.json").exists()
