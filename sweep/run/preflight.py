@@ -221,6 +221,15 @@ def check_command_line(argv: Sequence[str], conf_dir: Path) -> Optional[str]:
         if missing:
             return ("hydra/sweeper=bisect needs " + ", ".join(missing)
                     + " (a git checkout, the revision whose job passes, the one whose job fails)")
+    for o in (o for o in parsed if o.is_sweep_override()):  # a value given twice runs one job twice
+        try:
+            values = [str(v) for v in o.sweep_string_iterator()]
+        except Exception:  # a sweep Hydra's basic sweeper cannot list (an interval): Hydra says so
+            continue
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            return (f"{o.input_line}: {', '.join(twice)} given twice: the same job would run twice (repeat=N "
+                    "repeats a job on purpose)")
     # Hydra's own keys do not compose into the job, but a search path adds config groups it may name
     ours = [o for o in parsed if not _hydra_own(o.get_key_element()) or o.get_key_element() == "hydra.searchpath"]
     dirs = {o.get_key_element(): o.get_value_element_as_str() for o in parsed

@@ -98,6 +98,8 @@ def test_a_good_command_line_and_hydras_own_options_pass_untouched():
     assert check_command_line(["--help"], CONF_DIR) is None
     assert check_command_line(["--cfg", "job", "steps=3"], CONF_DIR) is None
     assert check_command_line(["-m", "--cfg", "job"], CONF_DIR).startswith("-m and --cfg: only one of --run, ")
+    assert check_command_line(["-m", "steps=5,5"], CONF_DIR) == (
+        "steps=5,5: 5 given twice: the same job would run twice (repeat=N repeats a job on purpose)")
     assert check_command_line(["-m", "hydra/sweeper=isolate", 'hydra.sweeper.failing=["optimizer=sgd"]',
                                'hydra.sweeper.passing=["optimizer=adam"]'], CONF_DIR) is None
     unquoted = check_command_line(["-m", "hydra/sweeper=isolate", "hydra.sweeper.failing=[optimizer=sgd,mesh=dp4]",
