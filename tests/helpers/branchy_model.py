@@ -4,10 +4,10 @@ standalone copy takes the distributed branch when it trains inside a rank):
 
 ``layer0`` Linear(in_size, hidden_size) -> ReLU -> ``layer1`` Linear(hidden_size, out_size),
 plus ``0.05 * (world_size - 1)`` added to the output when ``torch.distributed`` is
-initialised. Input ``(rows, in_size)`` float32, output ``(rows, out_size)``. Under
-``order=standalone_first`` both copies train in the rank, so both add it and they agree;
-under ``order=separate`` the standalone copy trains in a process of its own and the copies
-part at step 0.
+initialised. Input ``(rows, in_size)`` float32, output ``(rows, out_size)``. The standalone
+copy sees one device in either ``order`` (``sweep.train.observers.single_device``: under
+``order=standalone_first`` it trains inside the rank, where it added it too and the copies
+agreed), so the copies part at step 0, as a single device's run and a distributed one would.
 """
 
 from __future__ import annotations
