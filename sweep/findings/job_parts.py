@@ -26,9 +26,8 @@ def check(ctx: Context) -> List[Finding]:
 KIND = Kind(
     code="J101", name="parts", tier="decides",
     template="the copies part at step {step}: {cls}[, every {period} steps] ({gloss})[, {onset}][, over after update "
-             "{until} (a fault on a "
-             "few steps only: what differs later is its aftermath)][; the job fails on what its losses do not show: "
-             "{fails_on}]",
+             "{until} (a fault on a few steps only: what differs later is its aftermath)][; the job fails on what its "
+             "losses do not show: {fails_on}]",
     rests_on="the job's first step beyond its rounding envelope (the losses, a traced tensor or an update), and its "
              "onset; the drift class by that step (step0, first_update, periodic, from_step) or rounding",
     not_claimed="the cause: the class points at where to look",

@@ -63,8 +63,8 @@ from sweep.train.observers.offload import ActivationOffload
 from sweep.train.observers.optimizer_log import OptimizerLog, optimizer_record
 from sweep.train.observers.random_draws import RandomDraws
 from sweep.train.observers.reductions import TorchGradients, gradients_record, reduction_findings
-from sweep.train.observers.single_device import SingleDevice
 from sweep.train.observers.replicas import ReplicaDigests
+from sweep.train.observers.single_device import SingleDevice
 from sweep.train.observers.tensor_trace import TorchTensorTrace
 from sweep.train.schedules import torch_scheduler
 from sweep.train.torch_step import train
