@@ -27,6 +27,11 @@ TIER_TITLES = {"answer": "What another tool answered", "decides": "What decides 
                "limits": "The limits of the evidence"}
 
 
+# how to read a "says:" line (sweep.report.template's language), under every page
+SLOTS = ("(in says: {x} is a value, [...] is said only where its values are, {n|s} an s after a count other "
+         "than 1)")
+
+
 def page(k: Kind, markdown: bool = False) -> str:
     """One kind's page: code and name, tier, the sentence (template and an example), what it
     rests on and what it does not claim."""
@@ -39,6 +44,7 @@ def page(k: Kind, markdown: bool = False) -> str:
              f"e.g.:  {example}", f"rests on: {k.rests_on}", f"does not claim: {k.not_claimed}"]
     if k.headline:
         lines.append(f"in the headline: {k.headline}")
+    lines.append(SLOTS)
     return "\n".join(lines)
 
 
@@ -50,7 +56,7 @@ def note_page(k: NoteKind, markdown: bool = False) -> str:
         return (f"### {k.code} {k.name}\n\n*A job's note ({k.family}).* Example: \"{example}\"\n\n"
                 f"- **rests on**: {k.rests_on}\n- **does not claim**: {k.not_claimed}\n")
     return "\n".join([f"{k.code} {k.name} (a job's note: {k.family})", "", f"says:  {k.template}",
-                      f"e.g.:  {example}", f"rests on: {k.rests_on}", f"does not claim: {k.not_claimed}"])
+                      f"e.g.:  {example}", f"rests on: {k.rests_on}", f"does not claim: {k.not_claimed}", SLOTS])
 
 
 def _page_of(code: str) -> str:
