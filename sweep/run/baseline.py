@@ -65,16 +65,18 @@ def lookup(sweep_dir: Path, fields: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 
 def store(sweep_dir: Path, fields: Dict[str, Any], standalone: List[Any], job_dir: Path,
           dtypes_observed: Optional[Dict[str, Any]] = None, lrs: Optional[List[float]] = None,
-          buffers: Optional[Dict[str, Any]] = None, grad_norms: Optional[Dict[str, Any]] = None) -> None:
+          buffers: Optional[Dict[str, Any]] = None, grad_norms: Optional[Dict[str, Any]] = None,
+          decay: Optional[Dict[str, float]] = None) -> None:
     """Cache ``standalone`` (the loss list as in ``result.json``) for ``fields``, with the
     dtypes the standalone copy ran (``dtypes_observed``: ``RankResult.dtypes_observed_standalone``)
     and the lr of each of its steps (``lrs``: ``RankResult.features["lr"]["standalone"]``, with a
     scheduler), and its buffers after the last step (``buffers``: ``RankResult.final["standalone"]``),
-    so a job that takes the cached sequence still compares its lrs and its buffers, and its gradient norms
-    per step (``grad_norms``: ``RankResult.reductions["standalone"]["norms"]``)."""
+    so a job that takes the cached sequence still compares its lrs and its buffers, its gradient norms
+    per step (``grad_norms``: ``RankResult.reductions["standalone"]["norms"]``) and the weight decay
+    each parameter is stepped with (``decay``: ``RankResult.optimizer["decay"]["standalone"]``)."""
     write_json(_path(sweep_dir, fields), {"key_fields": fields, "standalone": standalone, "job_dir": str(job_dir),
                                           "dtypes_observed": dict(dtypes_observed or {}), "lrs": lrs,
-                                          "buffers": buffers, "grad_norms": grad_norms})
+                                          "buffers": buffers, "grad_norms": grad_norms, "decay": decay})
 
 
 def twin_fields(fields: Dict[str, Any], config: Dict[str, Any]) -> Dict[str, Any]:

@@ -223,14 +223,16 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
         lrs = entry.get("lrs") or ((entry.get("features") or {}).get("lr") or {}).get("standalone")
         buffers = (entry.get("final") or {}).get("standalone")
         norms = entry.get("grad_norms") or (((entry.get("reductions") or {}).get("standalone") or {}).get("norms"))
+        decay = entry.get("decay") or (((entry.get("optimizer") or {}).get("decay") or {}).get("standalone"))
     else:
         standalone, observed_standalone = present[0].standalone, present[0].dtypes_observed_standalone
         lrs = ((present[0].features or {}).get("lr") or {}).get("standalone")
         buffers = (present[0].final or {}).get("standalone")
         norms = ((present[0].reductions or {}).get("standalone") or {}).get("norms")
+        decay = (((present[0].optimizer or {}).get("decay") or {}).get("standalone"))
     if fields and not cached:
         baseline.store(sweep_dir, fields, standalone, job_dir, dtypes_observed=observed_standalone, lrs=lrs,
-                       buffers=buffers, grad_norms=norms)
+                       buffers=buffers, grad_norms=norms, decay=decay)
     twin_made = twin_cached or _twin_trained(paths, present)
     unlike = None if twin_cached else twin_unlike({r.rank: (r.initial or {}).get("probe") for r in present},
                                                   next((r.rank for r in present if r.twin), None))
@@ -238,6 +240,7 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
     if twin_fields and twin_made and not twin_cached:
         baseline.store_twin(sweep_dir, twin_fields, twin_made, job_dir)
     judge(cfg, record, present, standalone, lrs, standalone_buffers=buffers, standalone_norms=norms,
+          standalone_decay=decay,
           twin=twin_made if cfg.compare.envelope else None,
           twin_source=("cache" if not cached or cached.get("source", "cache") == "cache" else cached["source"])
           if twin_cached else "twin")
@@ -294,7 +297,7 @@ def _launch(
         write_json(paths.standalone_result, {"standalone": cached["standalone"], "from": cached["job_dir"],
                                              "dtypes_observed_standalone": cached.get("dtypes_observed") or {},
                                              "lrs": cached.get("lrs"), "final": {"standalone": cached.get("buffers")},
-                                             "grad_norms": cached.get("grad_norms")})
+                                             "grad_norms": cached.get("grad_norms"), "decay": cached.get("decay")})
         record.baseline = {"source": cached.get("source", "cache"), "job_dir": cached["job_dir"],
                            **{k: cached[k] for k in ("file", "versions") if k in cached}}
     standalone_pool, posted, alone = None, 0.0, None

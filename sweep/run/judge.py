@@ -35,7 +35,8 @@ from sweep.records import JobRecord, Note, RankResult
 def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalone: List[Any],
           standalone_lrs: Optional[List[float]] = None, standalone_buffers: Optional[Dict[str, Any]] = None,
           twin: Optional[Dict[str, Any]] = None, twin_source: str = "twin",
-          standalone_norms: Optional[Dict[str, Any]] = None) -> None:
+          standalone_norms: Optional[Dict[str, Any]] = None, standalone_decay: Optional[Dict[str, float]] = None
+          ) -> None:
     """Fill the record from the ranks' results: every rank judged against the standalone
     sequence (``sweep.analysis.compare.compare_losses``; the job is judged by its worst rank,
     ``sweep.analysis.judging.worst_rank``), losses, weights moved, dtypes, timings, notes,
@@ -47,7 +48,8 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
     envelope from the standalone copy's ``twin`` (``sweep.train.twin``; ``twin_source``: where its
     losses came from), ``sweep.analysis.envelope.measure``; then the gradients as they ran
     (:func:`gradient_notes`: ``standalone_norms``, the standalone copy's per-step gradient norms
-    where this launch did not train it) and, for every field left empty, why (:func:`never_silent`)."""
+    where this launch did not train it; ``standalone_decay``, its weight decay per parameter, there
+    too: :func:`_decay_from_elsewhere`) and, for every field left empty, why (:func:`never_silent`)."""
     first = ranks[0]
     sharded = cfg.data.split == "sharded"
     tol = dict(rtol=cfg.compare.rtol, atol=cfg.compare.atol, noise_floor=cfg.compare.noise_floor)
@@ -105,6 +107,7 @@ def judge(cfg: DictConfig, record: JobRecord, ranks: List[RankResult], standalon
         record.notes.append(MISSING_PREFIX + missing_text(sorted(missing, key=lambda m: (m["name"], m["only_in"])))
                             + where)
     record.collectives, record.optimizer = _inside_notes(record, ranks)
+    _decay_from_elsewhere(record, standalone_decay)
     record.features = first.features
     # the lr each copy ran with, step by step (standalone_lrs: from the cached baseline or the
     # standalone-only process, where this launch did not train that copy)
@@ -318,6 +321,23 @@ def _inside_notes(record: JobRecord, ranks: List[RankResult]) -> tuple:
             optimizer["standalone"] = {"note": f"not observed: {_standalone_elsewhere(record)}"}
     record.notes.extend(n for n in notes if n not in record.notes)
     return collectives, optimizer
+
+
+def _decay_from_elsewhere(record: JobRecord, standalone: Optional[Dict[str, float]]) -> None:
+    """Where the standalone copy trained elsewhere (the sweep's cache, ``order=separate``'s
+    process) its weight decay per parameter (``standalone``) still meets the distributed copy's
+    (``record.optimizer["decay"]``): the note ``N121`` where they differ
+    (``sweep.analysis.collectives.decay_notes``), as where both trained in one rank."""
+    from sweep.analysis.collectives import decay_notes
+
+    optimizer = record.optimizer
+    decay = (optimizer or {}).get("decay") or {}
+    if not standalone or not decay.get("distributed") or decay.get("standalone"):
+        return
+    optimizer["decay"] = dict(decay, standalone=standalone)
+    found = [n for n in decay_notes(optimizer["decay"]) if n not in record.notes]
+    optimizer["notes"] = list(optimizer.get("notes") or []) + found
+    record.notes.extend(found)
 
 
 def _standalone_elsewhere(record: JobRecord) -> str:

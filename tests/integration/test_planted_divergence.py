@@ -264,6 +264,21 @@ def test_an_lr_an_engine_moves_without_any_scheduler_is_named(tmp_path):
     assert record["features"]["lr"]["standalone"] == [0.01] * 6
 
 
+def test_weight_decay_per_parameter_is_compared_where_the_standalone_copy_came_from_the_cache(tmp_path):
+    """A new user's grid named the decay setting (N120) but not the parameters decayed otherwise
+    (N121), which a single run names: the job took its standalone sequence from the sweep's cache,
+    which did not keep the standalone copy's decay per parameter. It does now."""
+    engines = "sweep.engines.torch_fsdp2.TorchFSDP2,tests.helpers.ran_faults.NoDecayBiasFSDP2"
+    summary, jobs, records = _sweep(tmp_path, "steps=3", "optimizer=adamw", "optimizer.weight_decay=0.01",
+                                    f"engine.impl.torch={engines}")
+    faulty = records[1]
+    assert faulty["baseline"]["source"] == "cache"  # its standalone copy trained in job 0's launch
+    assert any(n.startswith("weight decay differs between the copies for layer0.bias (0 against 0.01)")
+               for n in faulty["notes"]), faulty["notes"]
+    assert faulty["optimizer"]["decay"]["standalone"]["layer0.bias"] == pytest.approx(0.01)
+    assert not any(n.startswith("weight decay differs") for n in records[0]["notes"])
+
+
 @pytest.mark.exhaustive
 def test_a_fault_on_one_mesh_that_adam_hides_names_the_mesh_and_says_sgd_only_exposes_it(tmp_path):
     # gradients summed over the replicas (HSDP only): Adam hides the x2 below tolerance, SGD fails
