@@ -49,23 +49,30 @@ def clean_passes(passes: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return clean or list(passes)
 
 
-def from_sweep_error(path: str, failing_job: Optional[int] = None) -> Optional[str]:
-    """Why a finished multirun at ``path`` gives no isolation's endpoints, in one line (no job
-    failing for a cause, none passing, ``failing_job`` not one that failed), else ``None``;
-    the same rule as :meth:`Isolation._from_sweep` (``failed``/``passed`` of its rows), read
-    before Hydra starts (``sweep.run.preflight`` builds the sweeper)."""
+def from_sweep_rows(path: str, failing_job: Optional[int] = None) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]],
+                                                                              List[Dict[str, Any]], Optional[str]]:
+    """A finished multirun's rows at ``path`` (``sweep.report.summary.collect``, each with
+    ``ran``: the overrides its job ran with), those failing for a cause (only ``failing_job``
+    where given) and those passing (``failed``/``passed``), and why they give no isolation's
+    endpoints, in one line (no job failing for a cause, none passing, ``failing_job`` not one that
+    failed), else ``None``. The one rule :meth:`Isolation._from_sweep` and the sweeper's
+    constructor (the command line's check, before Hydra starts) read."""
     from sweep.report.summary import collect
 
     rows = collect(path)
-    fails = [r for r in rows if failed(r)]
+    for row in rows:
+        row["ran"] = _as_ran(row)
+    fails = [r for r in rows if failed(r)]  # a tolerance failure within the envelope is no fault to isolate
     passes = [r for r in rows if passed(r)]
-    if failing_job is not None and not any(r["job"] == failing_job for r in fails):
-        return (f"job {failing_job} of {path} did not fail for a cause (it passed, or failed its tolerance only, "
-                "within its rounding envelope)")
+    if failing_job is not None:
+        fails = [r for r in fails if r["job"] == failing_job]
+        if not fails:
+            return rows, fails, passes, (f"job {failing_job} of {path} did not fail for a cause (it passed, or "
+                                         "failed its tolerance only, within its rounding envelope)")
     if not fails or not passes:
-        return (f"hydra.sweeper.from_sweep={path} needs a failing and a passing job ({len(fails)} fail, "
-                f"{len(passes)} ok): nothing to isolate")
-    return None
+        return rows, fails, passes, (f"hydra.sweeper.from_sweep={path} needs a failing and a passing job "
+                                     f"({len(fails)} fail, {len(passes)} ok): nothing to isolate")
+    return rows, fails, passes, None
 
 
 def _pairs(items: Sequence[str]) -> Overrides:
@@ -276,21 +283,9 @@ class Isolation:
         return min(candidates, key=lambda c: sign * isolate.hamming(failing, c[1]))  # ties: the first
 
     def _from_sweep(self, fixed: Overrides) -> Tuple[Overrides, Overrides, None, int, str]:
-        from sweep.report.summary import collect
-
-        rows = collect(self.sweeper.from_sweep)
-        for row in rows:
-            row["ran"] = _as_ran(row)
-        fails = [r for r in rows if failed(r)]  # a tolerance failure within the envelope is no fault to isolate
-        passes = [r for r in rows if passed(r)]
-        if self.sweeper.failing_job is not None:
-            fails = [r for r in fails if r["job"] == self.sweeper.failing_job]
-            if not fails:
-                raise ValueError(f"job {self.sweeper.failing_job} of {self.sweeper.from_sweep} did not fail for a "
-                                 "cause (it passed, or failed its tolerance only, within its rounding envelope)")
-        if not fails or not passes:
-            raise ValueError(f"{self.sweeper.from_sweep} needs a failing and a passing job "
-                             f"({len(fails)} fail, {len(passes)} ok)")
+        rows, fails, passes, unusable = from_sweep_rows(self.sweeper.from_sweep, self.sweeper.failing_job)
+        if unusable:
+            raise ValueError(unusable)
         for row in rows:
             for key, value in row["ran"].items():
                 self.levels.setdefault(key, [])

@@ -33,7 +33,7 @@ class IsolateSweeper(Sweeper):
     Raises:
         ValueError: ``repeat < 1``, ``max_jobs < 1``, ``scout_batch < 1``, an unknown
             ``pick``, only one of ``failing`` / ``passing``, or a ``from_sweep`` that is no dir or holds no
-            failing and passing job (``_core.from_sweep_error``).
+            failing and passing job (``_core.from_sweep_rows``).
     """
 
     def __init__(
@@ -60,9 +60,9 @@ class IsolateSweeper(Sweeper):
             raise ValueError(f"hydra.sweeper.from_sweep={from_sweep}: no such dir; give a finished multirun's dir "
                              "(e.g. outputs/multirun/2026-12-01_10-00-00)")
         if from_sweep is not None:
-            from hydra_plugins.sweep_isolate._core import from_sweep_error
+            from hydra_plugins.sweep_isolate._core import from_sweep_rows
 
-            unusable = from_sweep_error(str(from_sweep), failing_job)
+            unusable = from_sweep_rows(str(from_sweep), failing_job)[3]
             if unusable:
                 raise ValueError(unusable)
         if repeat < 1:

@@ -345,12 +345,4 @@ def _fails(compose: Any, lines: List[str]) -> bool:
 
 def _first_failing(compose: Any, lines: List[str]) -> str:
     """The first of ``lines`` whose composition alone fails (the one to name)."""
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    for line in lines:
-        try:
-            compose("config", overrides=[line], return_hydra_config=True)
-        except (HydraException, OmegaConfBaseException, AssertionError):
-            return line
-    return " ".join(lines)
+    return next((line for line in lines if _fails(compose, [line])), " ".join(lines))
