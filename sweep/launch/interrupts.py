@@ -12,7 +12,8 @@ poll, and the command (``sweep.__main__``) ends as an interrupt whenever one was
 from __future__ import annotations
 
 import signal
-from typing import List
+from contextlib import contextmanager
+from typing import Iterator, List
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -43,6 +44,28 @@ def check() -> None:
     """
     if RECEIVED:
         raise KeyboardInterrupt(RECEIVED[0])
+
+
+@contextmanager
+def surfaced() -> Iterator[None]:
+    """Inside it, an error raised after a signal was received is that signal's interrupt.
+
+    A ``KeyboardInterrupt`` raised while a library runs can come out as another error: OmegaConf
+    catches what a key's lookup raises and raises a ``ConfigKeyError`` in its place (a CI run saw an
+    interrupted job recorded as one). Where :data:`RECEIVED` holds a signal, the error is raised
+    again as the interrupt, the error as its cause.
+
+    Raises:
+        KeyboardInterrupt: for any exception raised inside once a signal was recorded.
+    """
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        if RECEIVED:
+            raise KeyboardInterrupt(RECEIVED[0]) from exc
+        raise
 
 
 def reason() -> str:

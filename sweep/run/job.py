@@ -45,6 +45,7 @@ from sweep.frameworks import Framework
 from sweep.io import read_json, write_json
 from sweep.launch import runtime, slurm, supervise
 from sweep.launch.topology import topology_from_env
+from sweep.launch import interrupts
 from sweep.launch.interrupts import reason as interrupted_reason
 from sweep.layout import JobDir
 from sweep.records import JobRecord, Note, RankResult
@@ -101,10 +102,12 @@ def run(
     try:
         # an engine class from runtime.pythonpath (a checkout at some commit) imports here too, while
         # this job is checked and judged, and is dropped after it (the next job's commit imports afresh)
-        where = cfg.get("runtime") or {}
-        with runtime.on_path(where.get("pythonpath"), where.get("python")):
-            _run(cfg, job_dir, record, Path(sweep_dir).resolve() if sweep_dir else None,
-                 Path(pools_dir).resolve() if pools_dir else None)
+        # (an error raised once a signal came, a KeyboardInterrupt wrapped by a library, is the interrupt)
+        with interrupts.surfaced():
+            where = cfg.get("runtime") or {}
+            with runtime.on_path(where.get("pythonpath"), where.get("python")):
+                _run(cfg, job_dir, record, Path(sweep_dir).resolve() if sweep_dir else None,
+                     Path(pools_dir).resolve() if pools_dir else None)
     except KeyboardInterrupt:
         record.status, record.reason = "error", interrupted_reason()
         _finish(job_dir, record, t0)

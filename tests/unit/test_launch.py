@@ -256,3 +256,25 @@ def test_an_interrupt_whose_raise_is_dropped_still_stops_a_running_launch(tmp_pa
     with pytest.raises(KeyboardInterrupt, match="SIGINT"):
         supervise.run(spec)
     assert supervise.tagged_processes(spec.kill_tag) == []
+
+
+def test_an_error_raised_once_a_signal_came_is_the_interrupt(monkeypatch):
+    # A CI run saw Ctrl-C land inside OmegaConf: the half-made node then failed a lookup with a
+    # ConfigKeyError, and the job was recorded as that error instead of as interrupted.
+    import signal
+
+    from omegaconf.errors import ConfigKeyError
+
+    from sweep.launch import interrupts
+
+    monkeypatch.setattr(interrupts, "RECEIVED", [])
+    with pytest.raises(ConfigKeyError):  # no signal: the error is itself
+        with interrupts.surfaced():
+            raise ConfigKeyError("betas")
+    with pytest.raises(KeyboardInterrupt):
+        interrupts.handle(signal.SIGINT, None)
+    with pytest.raises(KeyboardInterrupt, match="SIGINT") as raised:
+        with interrupts.surfaced():
+            raise ConfigKeyError("'NoneType' object has no attribute '_invalidate_flags_cache'")
+    assert isinstance(raised.value.__cause__, ConfigKeyError)
+    assert interrupts.reason() == "interrupted (Ctrl-C)"
