@@ -106,7 +106,11 @@ def plot_job(row: Dict[str, Any], path: Path) -> Path:
     signed.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
     signed.legend()
     nonzero = np.isfinite(diff) & (diff != 0)
-    magnitude.plot(steps, tol, color="tab:blue", label="tolerance atol + rtol·|standalone|")
+    held = tol > 0  # a log axis draws no zero: rtol = atol = 0 (any difference fails) has no curve, a label
+    if held.any():
+        magnitude.plot(steps[held], tol[held], color="tab:blue", label="tolerance atol + rtol·|standalone|")
+    else:
+        magnitude.plot([], [], " ", label="tolerance 0: any difference fails")
     if nonzero.any():
         magnitude.semilogy(steps[nonzero], np.abs(diff[nonzero]), ".", markersize=3, color="tab:red",
                            label="|distributed - standalone|")
@@ -167,7 +171,7 @@ def plot_factor_effects(rows: Sequence[Dict[str, Any]], levels: Sequence[Dict[st
             median.append(float(np.median(diffs)) if diffs and np.median(diffs) > 0 else np.nan)
         bottom.bar(x - 0.2, worst, width=0.4, color="tab:blue", label="worst job")
         bottom.bar(x + 0.2, median, width=0.4, color="lightsteelblue", label="median job")
-        if tol is not None:
+        if tol:  # (none at rtol = atol = 0: a log axis draws no zero)
             bottom.axhline(tol, color="black", linestyle=":", linewidth=1, label="tolerance at loss 1")
         bottom.set_yscale("log")
         if sizes:

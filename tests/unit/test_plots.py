@@ -125,3 +125,22 @@ def test_every_label_of_a_job_plot_and_the_factor_effects_lies_inside_the_figure
     monkeypatch.setattr(Figure, "savefig", check)
     paths = write_plots(tmp_path / "plots", rows, level_stats(rows))
     assert [p.name for p in paths] == ["job_1.png", "factor_effects.png"] and not outside, outside
+
+
+def test_a_zero_tolerance_is_drawn_without_a_warning(tmp_path):
+    # compare.rtol=0 compare.atol=0: a log axis cannot draw the zero tolerance (matplotlib warned
+    # "Data has no positive values"); the job plot labels it instead, the factor plot leaves it out
+    import warnings
+
+    for num, option in enumerate(["adam", "sgd"]):
+        comparison = {"n_steps": 4, "n_fail": 3, "first_fail_step": 1, "max_abs_diff": 0.03 * (num + 1),
+                      "max_rel_diff": 0.04, "mean_signed_diff": -0.015, "first_nonfinite_step": None,
+                      "rtol": 0.0, "atol": 0.0}
+        write_job(tmp_path, num, [f"optimizer={option}"], make_record(
+            "fail", [f"optimizer={option}"], comparison,
+            losses={"standalone": [1.0, 0.9, 0.8, 0.7], "distributed": [1.0, 0.89, 0.78, 0.67]}))
+    rows = collect(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        paths = write_plots(tmp_path / "plots", rows, level_stats(rows))
+    assert sorted(p.name for p in paths) == ["factor_effects.png", "job_0.png", "job_1.png"]
