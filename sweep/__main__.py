@@ -38,7 +38,7 @@ def main(cfg: DictConfig) -> dict:
     pools_dir = hc.runtime.output_dir if single else sweep_dir if pool.runs_jobs_in_process(hc.launcher) else None
     refused = job.refused_over_earlier(cfg, hc.runtime.output_dir) if single else None
     if refused:  # a typo must not cost the earlier run in this dir: nothing cleared, nothing written
-        print(f"[  error] {refused}; nothing written: {hc.runtime.output_dir} keeps its earlier run", flush=True)
+        print(f"[  error] {refused}; nothing written: {hc.runtime.output_dir} keeps what it held", flush=True)
         _RUN_FAILED.append("error")
         return {"status": "error", "reason": refused}
     record = job.run(

@@ -545,13 +545,20 @@ def _builtin_again(cfg: DictConfig, framework: Type[Framework], world: int, env:
 
 
 def refused_over_earlier(cfg: DictConfig, job_dir: Path | str) -> Optional[str]:
-    """Where ``job_dir`` holds an earlier run's ``result.json`` and this config is refused by the
-    checks that need nothing but the config (``sweep.config.schema.check_fields``: ``steps=0``,
+    """Where ``job_dir`` holds a multirun's sweep (``multirun.yaml``, job dirs ``0/``, ...): the reason
+    a single run may not write there, one line. Where it holds an earlier run's ``result.json`` and
+    this config is refused by the checks that need nothing but the config (``sweep.config.schema.check_fields``: ``steps=0``,
     a negative tolerance, a mesh against ``world_size``): the reason, one line, so that a single
     run given a typo keeps the earlier run's files (:func:`run` would clear them first); else
     ``None`` (then :func:`run` writes the refusal as the job's record, as in a fresh dir)."""
     from sweep.config.schema import check_fields
+    from sweep.layout import SweepDir
 
+    grid = SweepDir(job_dir)
+    if grid.multirun_yaml.exists() or grid.job_dirs():  # the two runs' files would mix (report reads both)
+        return (f"hydra.run.dir={Path(job_dir)} holds a multirun's sweep ({len(grid.job_dirs())} job dirs"
+                f"{', multirun.yaml' if grid.multirun_yaml.exists() else ''}): a single run there would mix its "
+                "files with the sweep's; use another hydra.run.dir (or -m with hydra.sweep.dir to add to the grid)")
     if not JobDir(job_dir).result.exists():
         return None
     try:

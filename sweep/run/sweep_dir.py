@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from sweep.errors import ConfigError
-from sweep.layout import SUMMARY_FILES, TRACKER_FILES, SweepDir
+from sweep.layout import RESULT, SUMMARY_FILES, TRACKER_FILES, SweepDir
 
 LOCK = ".lock"
 REPLACED = ".replaced"
@@ -70,7 +70,7 @@ def claim(sweep_dir: Path | str, planned: Optional[List[List[str]]], previous: O
         ConfigError: the dir cannot be created; another sweep holds it; it holds
             another grid with jobs in it and ``replace_grid`` is false; or it holds this
             grid's results and neither ``resume`` nor ``replace_grid`` says what to do
-            with them (never overwritten silently).
+            with them (never overwritten silently); or it holds a single run (``result.json``).
     """
     layout = SweepDir(sweep_dir)
     try:
@@ -90,6 +90,11 @@ def claim(sweep_dir: Path | str, planned: Optional[List[List[str]]], previous: O
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode(), 0)
     held = Claim(fd, layout.path / LOCK)
+    if (layout.path / RESULT).exists():  # a single run's dir: its files and the grid's would mix
+        held.release()
+        raise ConfigError(f"hydra.sweep.dir={layout.path} holds a single run ({RESULT}, from python -m sweep "
+                          "without -m): a multirun there would mix its files with that run's; use another "
+                          "hydra.sweep.dir")
     if planned is not None and previous is not None and layout.job_dirs() \
             and _comparable(planned) != _comparable(previous):
         if not replace_grid:

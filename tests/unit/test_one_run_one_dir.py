@@ -40,3 +40,26 @@ def test_export_golden_with_a_job_exports_that_job_not_a_stray_root_result(tmp_p
     assert main([str(tmp_path), "--job", "0", "--export-golden", str(out)]) == 0
     content = json.loads(out.read_text())
     assert [r["loss"] for r in content["rows"] if r["copy"] == "standalone"] == [1.0, 0.5], content
+
+
+def test_a_single_run_and_a_multirun_never_share_a_dir(compose_cfg, tmp_path):
+    # a single run into a sweep dir, or a grid into a single run's dir, mixed both sets of files
+    # (the report then read the grid and the stray result.json together): each is refused, nothing moved
+    import pytest
+
+    from sweep.errors import ConfigError
+    from sweep.run.job import refused_over_earlier
+    from sweep.run.sweep_dir import claim
+
+    grid, single = tmp_path / "grid", tmp_path / "single"
+    (grid / "0").mkdir(parents=True)
+    (grid / "0" / "result.json").write_text('{"status": "ok"}')
+    (grid / "multirun.yaml").write_text("hydra: {}\n")
+    refused = refused_over_earlier(compose_cfg([]), grid)
+    assert refused.startswith(f"hydra.run.dir={grid} holds a multirun's sweep (1 job dirs, multirun.yaml)")
+    single.mkdir()
+    assert refused_over_earlier(compose_cfg([]), single) is None  # an empty dir is anyone's
+    (single / "result.json").write_text('{"status": "ok"}')
+    with pytest.raises(ConfigError, match=r"holds a single run \(result.json, from python -m sweep without -m\)"):
+        claim(single, [["optimizer=adam"]], None)
+    assert sorted(p.name for p in single.iterdir() if p.name != ".lock") == ["result.json"]
