@@ -146,19 +146,37 @@ def probe_loss(copy: Copy, pair: Any, cfg: Any) -> Optional[str]:
     """The standalone copy's loss on the first step's rows ``pair`` (numpy ``(inputs, targets)``)
     from its initial weights, forward only: in inference mode (``set_train(False)``: no dropout
     draw, no moving statistic moved), outside ``value_and_grad``; ``float.hex`` of it, bit for bit
-    (as ``sweep.train.torch_rank.probe_loss``, read by ``sweep.analysis.envelope.twin_unlike``).
-    ``None`` under ``baseline.precision=policy`` (the standalone copy runs the engine)."""
+    (as ``sweep.train.torch_rank.probe_loss``, read by ``sweep.analysis.envelope.twin_unlike``);
+    every parameter the forward assigned is put back (:func:`restore_parameters`). ``None`` under ``baseline.precision=policy`` (the standalone copy runs the engine)."""
     from mindspore import Tensor, nn
 
     if as_str(cfg.baseline.precision) == "policy":
         return None
     net, was = copy.model, bool(getattr(copy.model, "training", False))
+    kept = {p.name: p.asnumpy().copy() for p in net.get_parameters()}
     try:
         net.set_train(False)
         loss = nn.MSELoss()(net(Tensor(pair[0])), Tensor(pair[1]))
     finally:
         net.set_train(was)
+        restore_parameters(net, kept)
     return float(np.asarray(loss.asnumpy(), np.float64)).hex()
+
+
+def restore_parameters(net: Any, kept: Dict[str, np.ndarray]) -> List[str]:
+    """Put back into ``net``'s parameters the values ``kept`` (numpy copies by name, taken before a
+    forward outside training: :func:`probe_loss`) where they differ now: ``set_train(False)`` stops
+    BatchNorm's moving statistics, not a ``construct`` that assigns a parameter itself (``ops.assign``
+    of a running mean kept by hand). Returns the names put back (a value holding a NaN too)."""
+    from mindspore import Tensor
+
+    back = []
+    for param in net.get_parameters():
+        value = kept.get(param.name)
+        if value is not None and not np.array_equal(param.asnumpy(), value):
+            param.set_data(Tensor(value))
+            back.append(param.name)
+    return back
 
 
 def probed(cfg: Any, launch: Tuple[Path, str, bool], ctx: RankContext, standalone: Copy, pair: Any) -> Dict[str, Any]:

@@ -223,7 +223,8 @@ def copy_random_stream(seed: int, device: Any) -> Iterator[None]:
 def probe_loss(copy: Copy, pair: Any, cfg: Any) -> Optional[str]:
     """The standalone copy's loss on the first step's rows ``pair`` (``(inputs, targets)`` on the
     device) from its initial weights, forward only: in eval mode (no dropout draw, no running
-    statistic moved), without gradients, the CPU random stream forked; ``float.hex`` of it, bit for
+    statistic moved), without gradients, the CPU random stream forked, and every parameter and
+    buffer the forward wrote itself put back (:func:`held_state`); ``float.hex`` of it, bit for
     bit. Every rank computes the same number from the same weights, data and code, unless the model
     computes otherwise there (``sweep.analysis.envelope.twin_unlike``). ``None`` where a forward
     outside training would change what trains: ``compile.enabled`` (another graph compiled) or
@@ -238,13 +239,44 @@ def probe_loss(copy: Copy, pair: Any, cfg: Any) -> Optional[str]:
     if copy.input_dtype is not None and x.is_floating_point():
         x = x.to(copy.input_dtype)
     model, was = copy.model, copy.model.training
+    kept = held_state(model)
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
             model.eval()
             loss = loss_function(str(cfg.train.loss))(model(x), y)
     finally:
         model.train(was)
+        restore_state(model, kept)
     return float(loss.detach().float().cpu()).hex()
+
+
+def held_state(model: Any) -> Dict[str, Any]:
+    """A clone of every parameter and buffer of ``model`` (persistent or not), by ``p:``/``b:`` and
+    name: what a forward outside training must leave as it found (:func:`restore_state`). Eval
+    mode stops BatchNorm's statistics, not a forward's own writes: a running mean kept by hand,
+    ``nn.Embedding(max_norm=...)`` renorming the rows it looks up. One more copy of the model's
+    tensors, before training (below a training step's peak)."""
+    import torch
+
+    with torch.no_grad():
+        return {**{f"p:{n}": p.detach().clone() for n, p in model.named_parameters()},
+                **{f"b:{n}": b.detach().clone() for n, b in model.named_buffers()}}
+
+
+def restore_state(model: Any, kept: Dict[str, Any]) -> List[str]:
+    """Put back into ``model`` the values of :func:`held_state`'s ``kept`` that differ from them now
+    (``torch.equal``: a tensor holding a NaN is put back too, unchanged); returns the names put back."""
+    import torch
+
+    now = {**{f"p:{n}": p for n, p in model.named_parameters()}, **{f"b:{n}": b for n, b in model.named_buffers()}}
+    back = []
+    with torch.no_grad():
+        for key, value in kept.items():
+            tensor = now.get(key)
+            if tensor is not None and tensor.shape == value.shape and not torch.equal(tensor, value):
+                tensor.copy_(value)
+                back.append(key[2:])
+    return back
 
 
 def initial_record(cfg: Any, ctx: RankContext, standalone: Copy, distributed: Copy, probe: Any) -> Dict[str, Any]:

@@ -142,3 +142,44 @@ def renorm_embedding(*, framework: str, vocab_size: int, dim: int = 16, max_norm
             return self.head(self.emb(x))
 
     return Tagger()
+
+
+def hand_running_mean(*, framework: str, in_size: int, hidden_size: int, out_size: int):
+    """``Linear`` -> tanh -> minus a running mean of the hidden features that the forward updates
+    itself in every mode (a hand-written BatchNorm statistic: a torch buffer moved in place, a
+    MindSpore ``Parameter(requires_grad=False)`` moved by ``ops.assign``) -> ``Linear``; the loss
+    reads the mean (a new user's MindSpore model). Torch or MindSpore."""
+    import numpy as np
+
+    if framework == "torch":
+        import torch
+
+        class HandRunningMean(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.inp = torch.nn.Linear(in_size, hidden_size)
+                self.out = torch.nn.Linear(hidden_size, out_size)
+                self.register_buffer("run_mean", torch.zeros(hidden_size))
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                h = torch.tanh(self.inp(x))
+                with torch.no_grad():
+                    self.run_mean.mul_(0.9).add_(0.1 * h.mean(0))
+                return self.out(h - self.run_mean)
+
+        return HandRunningMean()
+    from mindspore import Parameter, Tensor, nn, ops
+
+    class HandRunningMeanCell(nn.Cell):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inp = nn.Dense(in_size, hidden_size)
+            self.out = nn.Dense(hidden_size, out_size)
+            self.run_mean = Parameter(Tensor(np.zeros(hidden_size, np.float32)), name="run_mean", requires_grad=False)
+
+        def construct(self, x):
+            h = ops.tanh(self.inp(x))
+            ops.assign(self.run_mean, self.run_mean * 0.9 + 0.1 * h.mean(axis=0))
+            return self.out(h - ops.stop_gradient(self.run_mean))
+
+    return HandRunningMeanCell()

@@ -205,3 +205,19 @@ def test_the_standalone_copy_trains_as_on_one_device_beside_the_ranks(tmp_path):
                             "the steps of the standalone copy and its twin (6 calls)") for n in record["notes"]), \
         record["notes"]
     assert "Note: collectives in the standalone copy (N193) (1 job)." in summary["verdict"]
+
+
+@pytest.mark.parametrize("framework", ["torch", "mindspore"])
+def test_a_forward_that_moves_its_own_statistic_keeps_the_baseline(tmp_path, framework):
+    """A new user's model keeps a running mean that its forward moves in every mode (a buffer
+    moved in place; MindSpore: ``ops.assign`` of a ``Parameter(requires_grad=False)``) and its
+    loss reads it. The twin's probe, a forward of the standalone copy before training, moved it
+    once more: the standalone copy's losses differed from step 0 (1e-2 in float32) and the job
+    was called float rounding, the twin (built before the probe) agreeing with the distributed
+    copy. The probe now puts back what the forward wrote."""
+    extra = ["framework=mindspore", "engine=data_parallel"] if framework == "mindspore" else []
+    jobs, summary = _multirun(tmp_path, "model._target_=tests.helpers.own_models.hand_running_mean", "steps=3",
+                              "order=standalone_first,distributed_first", *extra)
+    assert [r["status"] for r in jobs.values()] == ["ok", "ok"], {n: r["reason"] for n, r in jobs.items()}
+    assert jobs[0]["losses"]["standalone"] == jobs[0]["losses"]["distributed"] == jobs[1]["losses"]["standalone"]
+    assert not culprits_named(summary)
