@@ -213,6 +213,9 @@ COLLECTIVE = re.compile(r"torch/distributed/(?!elastic)|mindspore/communication|
                         r"distributed|"
                         r"hyper_parallel/.*(collective|comm)|sweep/engines/collectives\.py")
 TOP_FRAMES = 12  # the innermost frames read for a collective: the wait, the op, the wrapper that called it
+# A compiled graph's call: what runs inside it (MindSpore's jit: DistributedGradReducer's AllReduce) has
+# no Python frame, so a rank there may wait in a collective or compute; said as such, not as outside one.
+COMPILED = re.compile(r"mindspore/(common|graph)/api\.py")
 
 
 def _stacks(lines: List[str]) -> List[Dict[str, object]]:
@@ -280,7 +283,8 @@ def hung_ranks(job_dir: Path, outside_only: bool = False) -> Optional[str]:
     """Which rank hung, from the stacks the ranks wrote into their worker logs at the time
     limit (``sweep.launch.supervise.dump_stacks``): a rank whose stack holds no collective
     among its innermost frames (:data:`COLLECTIVE`) hung outside one (a loop, a sleep, I/O,
-    a lock) while the others wait for it in a collective; where every rank waits in one,
+    a lock) while the others wait for it in a collective (a rank in a compiled graph,
+    :data:`COMPILED`, is said to be there: what it runs has no Python frame); where every rank waits in one,
     each one's collective (one that some rank never joins, or joins in another order). One
     line; ``None`` where no worker log holds a stack, or, ``outside_only`` (a launch stopped
     because a rank died: the survivors wait for it, and say nothing), where no rank hung
@@ -294,7 +298,8 @@ def hung_ranks(job_dir: Path, outside_only: bool = False) -> Optional[str]:
             continue  # the rank raised, then was asked: its stack is its wait before it exits
         frames = _main_thread(_stacks(lines)) if found else None
         if frames:
-            inside = next((f for f in frames[:TOP_FRAMES] if COLLECTIVE.search(f[0])), None)
+            inside = next((f for f in frames[:TOP_FRAMES] if COLLECTIVE.search(f[0]) or COMPILED.search(f[0])),
+                          None)
             where[int(found.group(1))] = (frames, inside)
     if not where:
         return None
@@ -304,7 +309,11 @@ def hung_ranks(job_dir: Path, outside_only: bool = False) -> Optional[str]:
     def waits(rank: int) -> str:
         frames, inside = where[rank]
         own = _own(frames)
-        return f"rank {rank} waits in {_where(inside)}" + (f", called from {_where(own)}" if own else "")
+        called = f", called from {_where(own)}" if own else ""
+        if COMPILED.search(inside[0]):
+            return (f"rank {rank} is in a compiled graph, {_where(inside)}{called} (what runs inside it, a "
+                    "collective or not, has no Python frame)")
+        return f"rank {rank} waits in {_where(inside)}{called}"
 
     def hung(rank: int) -> str:
         frames = where[rank][0]
@@ -316,6 +325,9 @@ def hung_ranks(job_dir: Path, outside_only: bool = False) -> Optional[str]:
         return "; ".join([hung(r) for r in outside] + [waits(r) for r in waiting])
     if outside_only:
         return None
+    if any(COMPILED.search(where[r][1][0]) for r in waiting):
+        return "no rank hung outside a collective or a compiled graph (a collective that some rank never joins, or " \
+            "joins in another order?): " + "; ".join(waits(r) for r in waiting)
     return "every rank waits in a collective (one that some rank never joins, or joins in another order): " + \
         "; ".join(waits(r) for r in waiting)
 

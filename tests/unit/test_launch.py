@@ -132,6 +132,17 @@ def test_a_rank_that_raised_is_not_the_one_that_hung_and_its_error_is_kept_above
         failure_cause(None, tails)  # the collective's own failure, not its section header "- Kernel error:"
     _worker_log(tmp_path, 1, WAITING)  # a crash, the other rank waiting for it: nothing hung outside a collective
     assert hung_ranks(tmp_path, outside_only=True) is None
+    # MindSpore's DistributedGradReducer all-reduces inside a compiled graph: no collective's frame, and the rank
+    # is not "outside any collective" (a new user was pointed at their own code)
+    jit = [("/venv/site-packages/mindspore/graph/api.py", 1907, "grad_jit"),
+           ("/repo/sweep/engines/data_parallel.py", 102, "reduce_grads"), ("/repo/sweep/train/__main__.py", 120, "serve")]
+    _worker_log(tmp_path, 1, jit)
+    assert hung_ranks(tmp_path, outside_only=True) is None
+    JobDir(tmp_path).failed(0).unlink()
+    assert hung_ranks(tmp_path).endswith("rank 1 is in a compiled graph, grad_jit (api.py:1907), called from "
+                                         "reduce_grads (data_parallel.py:102) (what runs inside it, a collective or "
+                                         "not, has no Python frame)")
+    JobDir(tmp_path).failed(0).touch()
     # at a time limit: the stack first, then the kill's signal raised in the rank (a marker or not), which
     # still counts as the rank that hung
     _worker_log(tmp_path, 1, [("/repo/my_engine.py", 89, "fault"), ("/repo/sweep/train/__main__.py", 120, "serve")])
