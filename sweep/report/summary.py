@@ -74,8 +74,8 @@ LEGEND = {
     "first_real_step": "first step a difference beyond its rounding envelope reaches (the losses, or a traced "
                        "tensor or update beyond its own; the envelope: the standalone copy's twin, nudged by one "
                        "unit in the last place); empty when every difference stays within its envelope (in the "
-                       "terminal's table, 'beyond rounding': only where it is another step than the first "
-                       "differing one)",
+                       "terminal's table, 'beyond rounding': shown where some job's is another step than its "
+                       "first differing one)",
     "onset": "none, step0, periodic, noise, abrupt or growth: how the difference starts, from the update "
              "differences of traced jobs, else from the losses (rules in summary.json)",
     "first_module": "the first module whose inputs agree and whose forward output (or, if every forward agrees, "
@@ -330,12 +330,15 @@ def _fmt(value: Any) -> Any:
 
 
 def _later_only(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """The rows with ``first_real_step`` left blank where it is the first differing step (the
-    terminal's tables: a column only where a job parts beyond rounding at another step than it
-    first differs: later, after differences by rounding; or earlier, a traced weight beyond its
-    envelope before the losses differ)."""
-    return [dict(r, first_real_step=None) if r.get("first_real_step") == r.get("first_diff_step") else r
-            for r in rows]
+    """The rows with ``first_real_step`` left blank in every row where no job's is another step
+    than its first differing one (the terminal's tables: a column only where a job parts beyond
+    rounding at another step than it first differs: later, after differences by rounding; or
+    earlier, a traced weight beyond its envelope before the losses differ). Where the column is
+    shown, every job's step is in it: a blank there says within rounding, never "the same step"."""
+    if any(r.get("first_real_step") is not None and r.get("first_real_step") != r.get("first_diff_step")
+           for r in rows):
+        return list(rows)
+    return [dict(r, first_real_step=None) for r in rows]
 
 
 def _failing_first(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:

@@ -445,3 +445,14 @@ def test_report_flags_that_would_do_nothing_are_refused(tmp_path, capsys):
     with pytest.raises(SystemExit) as code:
         main([str(tmp_path), "--against", str(tmp_path)])
     assert code.value.code == 2 and "is a single run's dir" in capsys.readouterr().err
+
+
+def test_the_beyond_rounding_column_shows_every_jobs_step_or_none():
+    # a new user read a blank 'beyond rounding' as "within rounding" for a job beyond it from its first step
+    from sweep.report.summary import _later_only
+
+    same = {"job": 3, "first_diff_step": 1, "first_real_step": 1}
+    later = {"job": 2, "first_diff_step": 2, "first_real_step": 1}
+    within = {"job": 0, "first_diff_step": 2, "first_real_step": None}
+    assert [r["first_real_step"] for r in _later_only([same, later, within])] == [1, 1, None]
+    assert [r["first_real_step"] for r in _later_only([same, within])] == [None, None]  # no column
