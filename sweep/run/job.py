@@ -53,7 +53,7 @@ from sweep.run import baseline, checks, pool
 from sweep.run.failures import failure_cause, hung_ranks, log_tails, timeout_s
 from sweep.report.notes import text_of
 from sweep.run.judge import (across_verdict, batch_stats_note, forward_writes, judge, never_silent,
-                             replicas_after_trace, summed_loss_cause)
+                             replicas_after_trace, standalone_unlike, summed_loss_cause)
 from sweep.run.repeats import Again, run_repeats, run_sequences
 
 
@@ -464,6 +464,16 @@ def _trace_pass(cfg: DictConfig, framework: Type[Framework], job_dir: Path, reco
     return rerun, found_tensors, found_modules, outcome, until
 
 
+def _with_baseline(record: JobRecord, rerun: List[RankResult], found_tensors: list, found_modules: list,
+                   *rest: Any) -> tuple:
+    """A :func:`_trace_pass`'s result without the traces of the ranks whose standalone copy gave
+    other losses than the job's (``sweep.run.judge.standalone_unlike``, note ``N194``): theirs
+    compare the distributed copy with that copy, not the baseline."""
+    left_out = standalone_unlike(record, rerun)
+    return (rerun, [(t, r) for t, r in found_tensors if r not in left_out],
+            [(m, r) for m, r in found_modules if r not in left_out], *rest)
+
+
 def _trace(
     cfg: DictConfig, framework: Type[Framework], job_dir: Path, record: JobRecord, world: int, env: Dict[str, str],
     limit: float, pools: Optional[Path],
@@ -499,12 +509,12 @@ def _trace(
     anchor = trace_anchor(first_diff, record.envelope)
     onset_until = min(int(cfg.steps) - 1, anchor + int(cfg.compare.onset_steps))
     began = time.perf_counter()
-    rerun, found_tensors, found_modules, outcome, until = _trace_pass(
-        cfg, framework, job_dir, record, (world, env, limit, pools), anchor, onset_until)
+    rerun, found_tensors, found_modules, outcome, until = _with_baseline(record, *_trace_pass(
+        cfg, framework, job_dir, record, (world, env, limit, pools), anchor, onset_until))
     again = _beyond_untraced(first_tensor_over_ranks(found_tensors, first_diff), until)
     if again is not None:  # a second, bounded pass: the gradients and modules where the copies part beyond rounding
-        rerun, found_tensors, found_modules, outcome, _ = _trace_pass(
-            cfg, framework, job_dir, record, (world, env, limit, pools), again, onset_until)
+        rerun, found_tensors, found_modules, outcome, _ = _with_baseline(record, *_trace_pass(
+            cfg, framework, job_dir, record, (world, env, limit, pools), again, onset_until))
     record.timings_s["trace"] = time.perf_counter() - began
     record.first_module = first_module_over_ranks(found_modules)
     later = ranked_notes({r.rank: (r.collectives or {}).get("notes") or [] for r in rerun}, len(rerun))

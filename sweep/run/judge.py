@@ -609,6 +609,38 @@ def stray_collectives(record: JobRecord, features: List[Optional[Dict[str, Any]]
             record.notes.append(found_note)
 
 
+def standalone_unlike(record: JobRecord, rerun: List[RankResult]) -> List[int]:
+    """The ranks of a tracing rerun whose standalone copy gave other losses than the job's standalone
+    sequence (``record.losses["standalone"]``), bit for bit over the rerun's steps: the same code,
+    weights and data, so a model that computes otherwise on that rank (a forward that reads its
+    rank) or kernels that are not deterministic; their trace compares the distributed copy with
+    that copy, not the baseline. Adds the note ``N194`` (those ranks and the first such step) unless
+    every rank is one (then no rank is left out). Returns those ranks, sorted."""
+    baseline = (record.losses or {}).get("standalone")
+    if not baseline:
+        return []
+    first: Dict[int, int] = {}
+    for result in rerun:
+        ours = result.standalone or []
+        step = next((i for i, (a, b) in enumerate(zip(ours, baseline)) if not _same_float(a, b)), None)
+        if step is not None:
+            first[result.rank] = step
+    if not first or len(first) == len([r for r in rerun if r.standalone]):
+        return []
+    from sweep.records import note
+
+    found = note("N194", ranks=sorted(first), step=min(first.values()))
+    if found not in record.notes:
+        record.notes.append(found)
+    return sorted(first)
+
+
+def _same_float(a: Any, b: Any) -> bool:
+    """Equal bit for bit as read back (NaN equals NaN; ``"nan"``/``"inf"`` strings as floats)."""
+    x, y = float(a), float(b)
+    return x == y or (x != x and y != y)
+
+
 def forward_writes(record: JobRecord, features: List[Optional[Dict[str, Any]]]) -> None:
     """Where the standalone copy's forward changed parameters in place (``features``: the ranks'
     ``RankResult.features``, ``forward_writes``, ``sweep.train.observers.forward_writes``) and the

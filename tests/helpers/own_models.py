@@ -183,3 +183,23 @@ def hand_running_mean(*, framework: str, in_size: int, hidden_size: int, out_siz
             return self.out(h - ops.stop_gradient(self.run_mean))
 
     return HandRunningMeanCell()
+
+
+def rank_offset(*, framework: str, in_size: int, hidden_size: int, out_size: int):
+    """``Linear`` -> tanh -> ``Linear``, plus 1e-3 on the process whose ``RANK`` is 1 (a model that
+    reads its rank from the environment, as launch scripts set it). Torch."""
+    import os
+
+    import torch
+
+    class RankOffset(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inp = torch.nn.Linear(in_size, hidden_size)
+            self.out = torch.nn.Linear(hidden_size, out_size)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.out(torch.tanh(self.inp(x)))
+            return y + 1e-3 if os.environ.get("RANK") == "1" else y
+
+    return RankOffset()

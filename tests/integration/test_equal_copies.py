@@ -221,3 +221,16 @@ def test_a_forward_that_moves_its_own_statistic_keeps_the_baseline(tmp_path, fra
     assert [r["status"] for r in jobs.values()] == ["ok", "ok"], {n: r["reason"] for n, r in jobs.items()}
     assert jobs[0]["losses"]["standalone"] == jobs[0]["losses"]["distributed"] == jobs[1]["losses"]["standalone"]
     assert not culprits_named(summary)
+
+
+def test_a_rank_whose_standalone_copy_computes_otherwise_is_left_out_of_the_trace(tmp_path):
+    """A model that reads its rank (1e-3 more on rank 1): in the tracing rerun every rank trains the
+    standalone copy, and rank 1's then matched its distributed copy at step 0, so the trace named a
+    later module on every rank as the first place. Rank 1's standalone losses are not the baseline's:
+    its trace is left out and the job says so (N194)."""
+    jobs, summary = _multirun(tmp_path, "model._target_=tests.helpers.own_models.rank_offset", "steps=4")
+    record = jobs[0]
+    assert record["status"] == "fail"
+    assert any(n.startswith("standalone copy unlike on a rank: in the tracing rerun the standalone copy on rank 1 "
+                            "gave other losses than the baseline from step 0") for n in record["notes"]), record["notes"]
+    assert record["first_tensor"]["ranks"] == [0] and record["first_module"].get("ranks", [0]) == [0]

@@ -2,7 +2,8 @@
 rounded text); N191: a loss that sums over the batch, on sharded data (``summed_loss_note``); N192: a
 forward that changes the model's parameters in place (``sweep.run.judge.forward_writes``); N193: a
 model that calls collectives in the standalone copy, which trains as on one device
-(``sweep.run.judge.stray_collectives``)."""
+(``sweep.run.judge.stray_collectives``); N194: a tracing rerun whose standalone copy on some rank
+gives other losses than the baseline (``sweep.run.judge.standalone_unlike``)."""
 
 from __future__ import annotations
 
@@ -85,4 +86,24 @@ STRAY = NoteKind(
     fill=_stray,
 )
 
-KINDS = [PRINTED, SUMMED, WRITES, STRAY]
+
+def _unlike(values: Dict[str, Any]) -> Dict[str, Any]:
+    ranks = [int(r) for r in values["ranks"]]
+    return {"ranks": ", ".join(str(r) for r in ranks), "n": len(ranks), "them": "them" if len(ranks) > 1 else "it"}
+
+
+UNLIKE = NoteKind(
+    code="N194", name="standalone copy unlike on a rank", family=FAMILY,
+    template="standalone copy unlike on a rank: in the tracing rerun the standalone copy on rank{n|s} {ranks} gave "
+             "other losses than the baseline from step {step} (the same code, weights and data: the model computes "
+             "otherwise there, a forward that reads its rank, or kernels that are not deterministic); the trace "
+             "leaves {them} out, so the first differing place may lie on {them} (a model that computes by its rank "
+             "has no one-device baseline there)",
+    rests_on="each rank's standalone losses in the tracing rerun against the job's standalone sequence, bit for bit, "
+             "over the rerun's steps (sweep.run.judge.standalone_unlike)",
+    not_claimed="that the distributed copy is right on those ranks: only that their trace has no baseline to compare",
+    example={"ranks": [1], "step": 0},
+    fill=_unlike,
+)
+
+KINDS = [PRINTED, SUMMED, WRITES, STRAY, UNLIKE]
