@@ -99,7 +99,7 @@ REPLICAS = NoteKind(
 )
 REPLICA_TENSORS = NoteKind(
     code="N185", name="replicas of a tensor disagree", family=FAMILY,
-    template="replicas disagree from step {step}: {found_text}[ and {more} more] ({cause_text})",
+    template="replicas disagree from step {step}: {found_text}[; {more} more tensor{more|s} too] ({cause_text})",
     rests_on="per-step digests of each tensor's part on each rank: ranks holding the same part of a parameter or "
              "buffer must agree",
     not_claimed="which collective is wrong",
