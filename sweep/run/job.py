@@ -557,7 +557,8 @@ def _builtin_again(cfg: DictConfig, framework: Type[Framework], world: int, env:
 def refused_over_earlier(cfg: DictConfig, job_dir: Path | str) -> Optional[str]:
     """Where ``job_dir`` holds a multirun's sweep (``multirun.yaml``, job dirs ``0/``, ...): the reason
     a single run may not write there, one line. Where it holds an earlier run's ``result.json`` and
-    this config is refused by the checks that need nothing but the config (``sweep.config.schema.check_fields``: ``steps=0``,
+    this config is refused by the checks that need nothing but the config
+    (``sweep.config.schema.check_fields``: ``steps=0``,
     a negative tolerance, a mesh against ``world_size``): the reason, one line, so that a single
     run given a typo keeps the earlier run's files (:func:`run` would clear them first); else
     ``None`` (then :func:`run` writes the refusal as the job's record, as in a fresh dir)."""

@@ -147,7 +147,8 @@ def probe_loss(copy: Copy, pair: Any, cfg: Any) -> Optional[str]:
     from its initial weights, forward only: in inference mode (``set_train(False)``: no dropout
     draw, no moving statistic moved), outside ``value_and_grad``; ``float.hex`` of it, bit for bit
     (as ``sweep.train.torch_rank.probe_loss``, read by ``sweep.analysis.envelope.twin_unlike``);
-    every parameter the forward assigned is put back (:func:`restore_parameters`). ``None`` under ``baseline.precision=policy`` (the standalone copy runs the engine)."""
+    every parameter the forward assigned is put back (:func:`restore_parameters`). ``None`` under
+    ``baseline.precision=policy`` (the standalone copy runs the engine)."""
     from mindspore import Tensor, nn
 
     if as_str(cfg.baseline.precision) == "policy":
