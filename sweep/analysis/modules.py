@@ -27,7 +27,8 @@ A module called several times in a step is compared call by call; its micro-batc
 the standalone copy's. With sharded data (``data.split=sharded``) rank ``r``'s rows are
 rows ``[r b, (r + 1) b)`` of the standalone copy's (``sweep.models.data``); a tensor whose
 dim 0 is not the batch is then left uncompared where it cannot line up (a gradient summed over
-each copy's own sequences, a statistic over the batch, a seq-first layout: ``_rows_of``). Relative
+each copy's own sequences, a statistic over the batch, a seq-first layout, the tokens a mixture
+of experts routes to one expert: ``_rows_of``). Relative
 difference: ``max |a - b| / max |a|`` over the compared samples (``inf`` for a zero
 standalone tensor that differs, or for a shape that does not fit). Pure numpy.
 """
@@ -42,6 +43,7 @@ from sweep.analysis.envelope import SIGNIFICAND_BITS, EnvelopeSetting
 from sweep.analysis.pairs import mend_nonfinite
 
 Steps = Sequence[Dict[str, List[Dict[str, Any]]]]
+ROOT = "(model)"  # the root module's name in a module trace (sweep.train.observers.module_trace.ROOT)
 
 
 def _joined(entries: Sequence[Dict[str, Any]], field: str) -> Tuple[List[tuple], Dict[tuple, np.ndarray]]:
@@ -190,13 +192,15 @@ def _phase_rows(ours: Dict[str, List[Dict[str, Any]]], theirs: Dict[str, List[Di
     meta_a, meta_b = _metas(ours[phase], field), _metas(theirs[phase], field)
     in_a, in_b = _metas(ours[phase], "input"), _metas(theirs[phase], "input")
     split = sharded and _batch_split(ours, theirs)
+    batch = _batch_rows(ours, theirs) if split else None
     rows = []
     for i, key in enumerate(order):
         abs_out, rel_out = relative_difference(a_out.get(key), b_out.get(key), rank, sharded, gradient=not forward)
         abs_in, rel_in = relative_difference(a_in.get(key), b_in.get(key), rank, sharded) if forward else (None, None)
         if split:
-            out_rows = _rows_of(a_out.get(key), meta_a.get(key), b_out.get(key), meta_b.get(key))
-            in_rows = _rows_of(a_in.get(key), in_a.get(key), b_in.get(key), in_b.get(key)) if forward else "none"
+            out_rows = _rows_of(a_out.get(key), meta_a.get(key), b_out.get(key), meta_b.get(key), batch)
+            in_rows = _rows_of(a_in.get(key), in_a.get(key), b_in.get(key), in_b.get(key), batch) if forward \
+                else "none"
             if in_rows == "apart":
                 abs_in, rel_in = None, None
             if out_rows == "apart" or (out_rows == "same" and (not forward or in_rows == "batch")):
@@ -223,21 +227,40 @@ def _shape(sample: Optional[np.ndarray], meta: Optional[Dict[str, Any]]) -> Opti
     return (int(np.shape(sample)[0]), *(int(n) for n in meta["shape"][1:]))
 
 
-def _rows_of(a: Optional[np.ndarray], meta_a: Any, b: Optional[np.ndarray], meta_b: Any) -> str:
+def _rows_of(a: Optional[np.ndarray], meta_a: Any, b: Optional[np.ndarray], meta_b: Any,
+             batch: Optional[Tuple[int, int]] = None) -> str:
     """How a tensor's shapes in the two copies hold the batch where the data is sharded:
     ``"batch"`` (dim 0 is the batch: the standalone copy's rows are ``k`` times the rank's, the
-    rest equal: the rank's rows are comparable), ``"same"`` (equal shapes: no batch dim, a
-    position embedding's output, or a statistic over the batch), ``"apart"`` (the batch on
-    another dim, seq-first ``(T, B, C)``, or shapes that fit neither: no row lines up), or
-    ``"none"`` (not recorded)."""
+    rest equal, and, where ``batch`` gives the model input's rows ``(standalone's, rank's)``
+    (:func:`_batch_rows`), the same number of rows per input row in both: the rank's rows are
+    comparable), ``"same"`` (equal shapes: no batch dim, a position embedding's output, or a
+    statistic over the batch), ``"apart"`` (the batch on another dim, seq-first ``(T, B, C)``,
+    rows picked by the values, as a mixture of experts routes tokens, or shapes that fit neither:
+    no row lines up), or ``"none"`` (not recorded)."""
     sa, sb = _shape(a, meta_a), _shape(b, meta_b)
     if sa is None or sb is None:
         return "none"
     if sa == sb:
         return "same"
     if len(sa) == len(sb) and sa[1:] == sb[1:] and sb[0] and sa[0] > sb[0] and sa[0] % sb[0] == 0:
+        if batch is not None and (sa[0] % batch[0] or sb[0] != sa[0] // batch[0] * batch[1]):
+            return "apart"  # (rows that happen to divide: an expert's tokens, 8 of 16 here and 4 of 8 there)
         return "batch"
     return "apart"
+
+
+def _batch_rows(ours: Dict[str, List[Dict[str, Any]]], theirs: Dict[str, List[Dict[str, Any]]]
+                ) -> Optional[Tuple[int, int]]:
+    """The model input's rows in the standalone copy and on the rank (the root module's first
+    forward input, every micro-batch's), where both are recorded and the rank's are fewer; else
+    ``None``."""
+    key = (ROOT, 0)
+    a, b = _joined(ours["forward"], "input")[1].get(key), _joined(theirs["forward"], "input")[1].get(key)
+    sa = _shape(a, _metas(ours["forward"], "input").get(key))
+    sb = _shape(b, _metas(theirs["forward"], "input").get(key))
+    if sa is None or sb is None or not sb[0] or sa[0] <= sb[0]:
+        return None
+    return sa[0], sb[0]
 
 
 def _batch_split(ours: Dict[str, List[Dict[str, Any]]], theirs: Dict[str, List[Dict[str, Any]]]) -> bool:
@@ -296,7 +319,7 @@ def _first_in_phase(rows: Sequence[Dict[str, Any]], bounds: _Envelope) -> Option
 
 def _encloses(parent: str, child: str) -> bool:
     """Whether module ``parent`` contains module ``child`` (the root contains every one)."""
-    return parent == "(model)" or child.startswith(parent + ".")
+    return parent == ROOT or child.startswith(parent + ".")
 
 
 def first_over_ranks(found: Sequence[Tuple[Dict[str, Any], int]]) -> Optional[Dict[str, Any]]:

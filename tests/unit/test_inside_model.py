@@ -104,6 +104,27 @@ def test_with_the_batch_cut_across_ranks_a_tensor_without_batch_rows_is_not_comp
                            sharded=True)["first"]["gradient_of"] == "wpe"  # one rank: nothing cut, compared
 
 
+def test_with_the_batch_cut_across_ranks_rows_routed_by_their_values_are_not_compared():
+    """A new user's mixture of experts on sharded data: an expert's input holds the tokens routed to
+    it, 4 of the standalone copy's 8 rows and 2 of the rank's 4 here: the counts divide, the rows do
+    not line up, and the expert was named 4.5e7x beyond rounding at step 1 of a correct model. Rows
+    per model-input row must match the batch's (``(model)``'s input: 8 and 4 rows)."""
+    batch = np.arange(16, dtype=np.float32).reshape(8, 2) + 1.0
+    routed = batch[[0, 3, 5, 6]]  # the standalone copy's expert: rows 0, 3 (rank 0's) and 5, 6 (rank 1's)
+    ours = [_step({"router": batch, "expert": routed * 2, "(model)": batch},
+                  inputs={"router": batch, "expert": routed, "(model)": batch})]
+    theirs = [_step({"router": batch[4:], "expert": routed[2:] * 2, "(model)": batch[4:]},
+                    inputs={"router": batch[4:], "expert": routed[2:], "(model)": batch[4:]})]
+    result = compare_modules(ours, theirs, rank=1, sharded=True)
+    assert result["first"] is None, result["first"]
+    rel = {r["module"]: (r["rel_in"], r["rel"]) for r in result["rows"]}
+    assert rel["expert"] == (None, None) and rel["router"] == (0.0, 0.0)
+    flat = batch.reshape(16, 1)  # (B T, C) rows: 2 per input row in both copies, still compared
+    ours = [_step({"flat": flat, "(model)": batch}, inputs={"flat": flat, "(model)": batch})]
+    theirs = [_step({"flat": flat[8:] * 1.01, "(model)": batch[4:]}, inputs={"flat": flat[8:], "(model)": batch[4:]})]
+    assert compare_modules(ours, theirs, rank=1, sharded=True)["first"]["module"] == "flat"
+
+
 def test_equal_traces_name_nothing_and_say_so():
     result = compare_modules([_step({"layer0": X})], [_step({"layer0": X})])
     assert result["first"] is None and "agree exactly" in module_text(result)
