@@ -35,6 +35,7 @@ standalone tensor that differs, or for a shape that does not fit). Pure numpy.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -206,12 +207,31 @@ def _phase_rows(ours: Dict[str, List[Dict[str, Any]]], theirs: Dict[str, List[Di
             if out_rows == "apart" or (out_rows == "same" and (not forward or in_rows == "batch")):
                 abs_out, rel_out = None, None  # (a sum or statistic over the batch: each copy's own rows)
         dtypes = ((meta_a.get(key) or {}).get("dtype"), (meta_b.get(key) or {}).get("dtype"))
-        rows.append({"phase": phase, "order": i, "module": key[0], "call": key[1],
-                     "abs_in": abs_in, "rel_in": rel_in, "abs": abs_out, "rel": rel_out,
-                     "bound": bounds.bound((phase, field, key), *dtypes),
-                     "shape": (meta_b.get(key) or {}).get("shape"),
-                     "dtype_standalone": dtypes[0], "dtype_distributed": dtypes[1]})
+        row = {"phase": phase, "order": i, "module": key[0], "call": key[1],
+               "abs_in": abs_in, "rel_in": rel_in, "abs": abs_out, "rel": rel_out,
+               "bound": bounds.bound((phase, field, key), *dtypes),
+               "shape": (meta_b.get(key) or {}).get("shape"),
+               "dtype_standalone": dtypes[0], "dtype_distributed": dtypes[1]}
+        for name, rel, pair in (("rows_in", rel_in, (a_in, in_a, b_in, in_b)),
+                                ("rows_out", rel_out, (a_out, meta_a, b_out, meta_b))):
+            rows_apart = _rows_apart(key, rel, *pair)
+            if rows_apart:
+                row[name] = rows_apart
+        rows.append(row)
     return rows
+
+
+def _rows_apart(key: tuple, rel: Optional[float], a: Dict[tuple, Any], meta_a: Dict[tuple, Any],
+                b: Dict[tuple, Any], meta_b: Dict[tuple, Any]) -> Optional[List[int]]:
+    """``[standalone's rows, rank's rows]`` of a tensor compared as ``inf`` because its shapes
+    differ in dim 0 alone (the rest equal): a discrete choice in the forward (routing, a
+    threshold, a top-k) gave one copy other rows; ``None`` otherwise (a NaN's ``inf`` too)."""
+    if rel is None or math.isfinite(rel):
+        return None
+    sa, sb = _shape(a.get(key), meta_a.get(key)), _shape(b.get(key), meta_b.get(key))
+    if sa is None or sb is None or sa[1:] != sb[1:] or sa[0] == sb[0]:
+        return None
+    return [sa[0], sb[0]]
 
 
 def _metas(entries: Sequence[Dict[str, Any]], field: str) -> Dict[tuple, Any]:
@@ -297,7 +317,8 @@ def _first_in_phase(rows: Sequence[Dict[str, Any]], bounds: _Envelope) -> Option
         bound_in = bounds.bound(("forward", "input", key), row["dtype_standalone"], row["dtype_distributed"]) \
             if forward else None
         found = {"step": row["step"], "phase": row["phase"], "module": key[0], "call": key[1],
-                 "rel_in": row["rel_in"], "rel_out": row["rel"], "abs_out": row["abs"]}
+                 "rel_in": row["rel_in"], "rel_out": row["rel"], "abs_out": row["abs"],
+                 **{k: row[k] for k in ("rows_in", "rows_out") if k in row}}
         if forward and _beyond(row["rel_in"], bound_in) and not parted:
             return dict(found, bound=bound_in, where="input")
         if not _beyond(row["rel"], row["bound"]):

@@ -261,6 +261,13 @@ def _module(first: Place) -> str:
     rel = first["rel_in"] if first.get("where") == "input" else first["rel_out"]
     times = f" ({float(rel) / float(first['bound']) * float(first.get('margin', 4.0)):.3g}x its rounding envelope)" \
         if first.get("bound") and rel is not None and math.isfinite(float(rel)) else ""  # inf: a NaN in one copy
+    rows = first.get("rows_in") if first.get("where") == "input" else first.get("rows_out")
+    if rows and first["phase"] == "forward":  # sweep.analysis.modules._rows_apart
+        part, where = ("input", "before") if first.get("where") == "input" else ("forward output", "inside")
+        return (f"{first['module']}{call} {part} at step {first['step']} holds other rows: {rows[0]} in the "
+                f"standalone copy, {rows[1]} here, while every module before it agrees: a discrete choice {where} "
+                "it (routing, a threshold, a top-k) went otherwise (a difference within rounding can flip it, as a "
+                "fault can)")
     if first.get("where") == "input":
         return (f"{first['module']}{call} input at step {first['step']} differs, rel {float(first['rel_in']):.2g}{times}, "
                 f"while every module before it agrees: it arises before {first['module']}'s forward (a pre-forward "

@@ -419,3 +419,14 @@ def test_a_clipping_norm_reduced_over_the_wrong_group_or_not_at_all_is_named_sca
                         rank=0, world_size=4) == []
     # without clipping there is nothing to check
     assert _rendered(ledger_notes, grads, dict(FSDP_HSDP, clip=None), rank=0, world_size=4) == []
+
+
+def test_an_input_that_holds_other_rows_is_said_to_come_from_a_discrete_choice():
+    # bf16 rounding flipped one token's route: the expert's input held 3 rows against 2, said "rel inf"
+    batch = np.arange(8, dtype=np.float32).reshape(4, 2) + 1.0
+    ours = [_step({"router": batch, "expert": batch[:3]}, inputs={"router": batch, "expert": batch[:3]})]
+    theirs = [_step({"router": batch, "expert": batch[:2]}, inputs={"router": batch, "expert": batch[:2]})]
+    found = compare_modules(ours, theirs)["first"]
+    assert (found["module"], found["where"], found["rows_in"]) == ("expert", "input", [3, 2])
+    assert module_text(found).startswith("expert input at step 0 holds other rows: 3 in the standalone copy, 2 here, "
+                                         "while every module before it agrees: a discrete choice before it (routing")
