@@ -75,7 +75,28 @@ def failure_cause(returncode: Optional[int], tails: Dict[str, str], who: str = "
     parts.extend(workers)
     if not workers and own is not None:  # the launcher itself raised (another runtime.python without torch)
         parts.append(f"{LAUNCHER_LOG}: {str(own['line'])[:300]}")
-    return "; ".join(parts)
+    hint = _reduction_sizes_hint(workers, tails)
+    return "; ".join(parts + ([hint] if hint else []))
+
+
+# gloo's words where the ranks' collectives carry other sizes; the FSDP2 frames of a gradient reduction
+SIZE_MISMATCH = re.compile(r"Received data size doesn't match expected size|op\.preamble\.length <= op\.nbytes")
+GRADIENT_REDUCTION = re.compile(r"foreach_reduce|reduce_scatter")
+
+
+def _reduction_sizes_hint(workers: List[str], tails: Dict[str, str]) -> Optional[str]:
+    """What a collective of other sizes on the ranks means where it was a gradient reduction
+    (gloo's size check failed and a worker's stack is in FSDP2's ``foreach_reduce`` or a
+    reduce-scatter): some rank reduced gradients the others did not, a parameter unused in its
+    forward there (an expert no token reached, a branch not taken) has no gradient on that rank,
+    or an engine reduces otherwise on one rank. ``None`` otherwise."""
+    if not any(SIZE_MISMATCH.search(w) for w in workers) or \
+            not any(GRADIENT_REDUCTION.search(t) for n, t in tails.items() if n != LAUNCHER_LOG):
+        return None
+    return ("the ranks' gradient reductions differ in size: some rank reduced other gradients than the others (a "
+            "parameter unused in the forward there, an expert no token of its shard reached or a branch not taken, "
+            "has no gradient on that rank; or an engine reduces otherwise on one rank): give every parameter a "
+            "gradient on every rank (a zero-weighted use), or data.split=replicated")
 
 
 def _exception_text(lines: List[str], index: int) -> str:

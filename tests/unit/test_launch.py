@@ -206,6 +206,8 @@ def test_a_rank_aborted_by_an_uncaught_cpp_exception_is_the_cause_not_its_peers_
     logs = tmp_path / "logs"
     logs.mkdir()
     frames = "".join(f'  File "/x/torch/distributed/f{i}.py", line {i} in g{i}\n' for i in range(60))
+    frames = '  File "/x/torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py", line 619 in foreach_reduce\n' \
+        + frames
     (logs / "worker_1.log").write_text(
         "terminate called after throwing an instance of 'gloo::EnforceNotMet'\n"
         "  what():  [enforce fail at pair.cc:456] op.preamble.length <= op.nbytes. 1208 vs 936. Received data size "
@@ -218,6 +220,12 @@ def test_a_rank_aborted_by_an_uncaught_cpp_exception_is_the_cause_not_its_peers_
         "launcher exited with code 1; worker_1.log: gloo::EnforceNotMet: [enforce fail at pair.cc:456] "
         "op.preamble.length <= op.nbytes. 1208 vs 936. Received data size doesn't match expected size. Is there a "
         "distributed collective mismatch in your code?; worker_0.log: RuntimeError: "), cause
+    # what it means, where the mismatch was FSDP2's gradient reduction (a new user's MoE: an expert unused on a rank)
+    assert cause.endswith("; the ranks' gradient reductions differ in size: some rank reduced other gradients than "
+                          "the others (a parameter unused in the forward there, an expert no token of its shard "
+                          "reached or a branch not taken, has no gradient on that rank; or an engine reduces "
+                          "otherwise on one rank): give every parameter a gradient on every rank (a zero-weighted "
+                          "use), or data.split=replicated"), cause
 
 
 def test_a_rank_that_dies_while_the_others_wait_ends_the_launch_at_once(tmp_path):
