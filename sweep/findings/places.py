@@ -104,6 +104,8 @@ def _tensor(found: Place) -> str:
         sizes = "non-finite (NaN or infinite) in one copy where the other is not"
     elif found.get("envelope_ratio") is not None:
         sizes += f" ({float(found['envelope_ratio']):.3g}x its rounding envelope)"
+    elif found.get("beyond_rounding"):  # a first difference within rounding, a later one beyond (_envelope_text)
+        sizes += " (within its rounding envelope)"
     kind, name, step = found["kind"], found["name"], found["step"]
     if kind == "initial":
         text = f"{name} initial weights (before any step), {sizes}"
