@@ -14,6 +14,8 @@ its result gets a ``result.json`` in its job dir, ``timeout`` for SLURM's ``TIME
 ``error`` for any other state, its reason naming the SLURM job, the state and the node
 (``sweep.launch.slurm.JobState.ending``), so the report lists it with its cause and
 ``resume=true`` runs it again; the other jobs go on and the sweep ends with its report.
+A sweep interrupted while it waits (Ctrl-C, SIGTERM) cancels its jobs that are still queued
+or running (:func:`cancel_all`) before it ends.
 
 In the job process (:meth:`__call__`), SLURM's warning signal before the time limit
 (``SIGUSR2``, ``signal_delay_s`` before it) raises ``sweep.errors.SchedulerTimeLimit``: the job
@@ -30,7 +32,7 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 try:
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
@@ -162,9 +164,13 @@ class _Recording:
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[Any]:
         from hydra.core.utils import JobReturn, JobStatus
 
-        jobs = self._submit(job_overrides, initial_job_idx)
+        jobs = self._submitted(job_overrides, initial_job_idx)
         log.info(f"SLURM jobs: {', '.join(j.job_id for j in jobs)}")
-        ended = self._wait(jobs)
+        try:
+            ended = self._wait(jobs)
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the sweep's jobs go with it (resume=true runs them again)
+            cancel_all(jobs)
+            raise
         returned = {job.job_id: _returned(job) for job in jobs if job.job_id not in ended}
         # A job that returned without a complete record may still have been ended by SLURM: at its time
         # limit or on scancel SLURM sends SIGTERM to every process of the job, its launcher dies of it, and
@@ -188,15 +194,33 @@ class _Recording:
                                       _return_value=record_ending(job_dir, list(overrides), *cause)))
         return outcomes
 
+    def _submitted(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[Any]:
+        """:meth:`_submit`, where ``sbatch`` refusing the jobs (an unknown partition, account or
+        QOS) is one line and exit 2, as any other input the command refuses
+        (``docs/exit-codes.md``); submitit's traceback is not the user's."""
+        try:
+            return self._submit(job_overrides, initial_job_idx)
+        except Exception as exc:
+            said = " ".join(str(exc).split())
+            if "sbatch" not in said:
+                raise
+            import sys
+
+            print(f"error: SLURM refused the jobs ({said[:400]}): check hydra.launcher.partition, account, qos and "
+                  "the resources asked (sinfo lists the partitions)", file=sys.stderr, flush=True)
+            sys.exit(2)
+
     def _wait(self, jobs: List[Any]) -> Dict[str, Any]:
         """Wait until every job's result file exists or SLURM says it is over; returns the
-        SLURM state of those over without a result file, by job id."""
-        from sweep.launch import slurm
+        SLURM state of those over without a result file, by job id. An interrupt that Python
+        dropped (``sweep.launch.interrupts``) is raised again at every poll."""
+        from sweep.launch import interrupts, slurm
 
         waiting = {job.job_id: job for job in jobs}
         ended: Dict[str, Any] = {}
         pause, ask_at = POLL_S[0], time.monotonic()
         while waiting:
+            interrupts.check()
             for job_id in [j for j, job in waiting.items() if job.paths.result_pickle.exists()]:
                 del waiting[job_id]
             if waiting and time.monotonic() >= ask_at:  # the queue less and less often; the files every second
@@ -212,6 +236,30 @@ class _Recording:
             if waiting:
                 time.sleep(POLL_S[0])
         return ended
+
+
+def cancel_all(jobs: List[Any]) -> List[str]:
+    """``scancel`` every one of ``jobs`` (submitit's) that SLURM does not hold as over: a sweep
+    stopped while it waits takes its jobs with it, so that none holds its nodes to its time limit
+    and a later ``resume=true`` never trains beside one into the same job dir. A running job's
+    process gets SLURM's SIGTERM and records itself. Returns the ids cancelled (logged)."""
+    from sweep.launch import slurm
+
+    states = slurm.job_states([job.job_id for job in jobs])
+    cancelled = []
+    for job in jobs:
+        state = states.get(job.job_id)
+        if state is not None and state.over:
+            continue
+        try:
+            job.cancel(check=False)
+        except Exception as exc:  # (scancel missing or refused): said, the others still cancelled
+            log.warning(f"scancel {job.job_id} failed: {exc}")
+            continue
+        cancelled.append(job.job_id)
+    if cancelled:
+        log.warning(f"cancelled the sweep's SLURM jobs still queued or running: {', '.join(cancelled)}")
+    return cancelled
 
 
 def _returned(job: Any) -> Any:

@@ -103,6 +103,8 @@ def controller_problem() -> Optional[str]:
     if not scontrol:
         return None
     conf = os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf (SLURM_CONF unset)"
+    if os.environ.get("SLURM_CONF") and not os.path.isfile(os.environ["SLURM_CONF"]):
+        return f"SLURM_CONF={os.environ['SLURM_CONF']}: no such file"  # (scontrol would wait out its timeout)
     proc = _run([scontrol, "ping"])
     if proc is None:
         return f"scontrol ping gave no answer within {QUERY_TIMEOUT_S} s (slurm.conf: {conf})"

@@ -50,7 +50,8 @@ def constant_overrides(config: DictConfig) -> List[str]:
 def launcher_missing(hydra_launcher: Any) -> Optional[str]:
     """Why Hydra's launcher (the ``hydra.launcher`` config) cannot run, in one line naming
     the fix: it cannot be loaded (what to install), or it submits to SLURM and this host
-    has no ``srun``, or the SLURM controller does not answer ``scontrol ping``
+    has no ``srun``, or its time limit is not longer than SLURM's warning before it
+    (``timeout_min``, ``signal_delay_s``), or the SLURM controller does not answer ``scontrol ping``
     (``sweep.launch.slurm.controller_problem``); ``None`` when it can run."""
     import importlib
     import shutil
@@ -65,6 +66,11 @@ def launcher_missing(hydra_launcher: Any) -> Optional[str]:
         return f"the Hydra launcher {target} cannot be loaded ({exc});{extra}"
     if not hasattr(loaded, name):  # ours, without the plugin it extends
         return f"the Hydra launcher {target} cannot be loaded (hydra-submitit-launcher is not installed);{extra}"
+    limit, delay = hydra_launcher.get("timeout_min"), hydra_launcher.get("signal_delay_s")
+    if target.endswith("SlurmLauncher") and limit is not None and delay is not None and float(delay) >= 60 * float(limit):
+        return (f"hydra.launcher.timeout_min={limit} min is not longer than hydra.launcher.signal_delay_s={delay} s, "
+                "how long before the time limit SLURM warns a job: every job would be stopped as timed out at its "
+                "start; give a longer timeout_min or a shorter signal_delay_s")
     if target.endswith("SlurmLauncher") and not shutil.which("srun"):
         return (f"the Hydra launcher {name} submits to SLURM, but this host has no srun/sbatch "
                 "on PATH: run it on a SLURM login node, or use hydra/launcher=submitit_local on one machine")

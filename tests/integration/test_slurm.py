@@ -224,3 +224,34 @@ def _one_per_node(exclude=()):
                and r["id"] not in set(exclude)}
     return running if len(running) >= (1 if exclude else 2) else None
 
+
+
+def test_a_partition_slurm_refuses_is_one_line_and_exit_2(tmp_path):
+    # a new user's wrong partition: sbatch refused, and the command printed submitit's traceback, exit 1
+    proc = run_cli([*GRID, "hydra/launcher=slurm", "hydra.launcher.partition=no_such_partition"], tmp_path,
+                   timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith("error: SLURM refused the jobs (") and \
+        "invalid partition" in errors[0], proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.exhaustive
+def test_an_interrupted_sweep_cancels_its_slurm_jobs(tmp_path):
+    # Ctrl-C while the command waited left its jobs running to their time limit (an hour by default), and
+    # resume=true then trained a second copy of a job into the same job dir beside the first
+    args = ["-m", "ablation=none", "steps=100000,10", "optimizer=adam", *SLURM, f"hydra.sweep.dir={tmp_path}/s"]
+    proc = subprocess.Popen([sys.executable, "-m", "sweep", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        cluster.wait_for("a job running", lambda: _running_task(tmp_path / "s", 0), timeout=240)
+        proc.send_signal(subprocess.signal.SIGINT)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    assert "cancelled the sweep's SLURM jobs still queued or running: " in out + err, (out + err)[-3000:]
+    cluster.wait_for("the sweep's jobs gone", lambda: not [r for r in cluster.queue() if r["name"] == "sweep"],
+                     timeout=60)

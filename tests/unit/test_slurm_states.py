@@ -80,14 +80,23 @@ def test_no_slurm_clients_know_no_job(bin_dir):
 @pytest.mark.parametrize("answer, rc, problem", [
     ('print("Slurmctld(primary) at head1 is UP")', 0, None),
     ('print("Slurmctld(primary) at head1 is DOWN\\n****\\n** RESTORE SLURMCTLD DAEMON TO SERVICE **\\n****")', 1,
-     "scontrol ping: Slurmctld(primary) at head1 is DOWN (slurm.conf: /x/slurm.conf)"),
+     "scontrol ping: Slurmctld(primary) at head1 is DOWN (slurm.conf: {conf})"),
     ('print("scontrol: fatal: Could not establish a configuration source", file=sys.stderr)', 1,
-     "scontrol ping: scontrol: fatal: Could not establish a configuration source (slurm.conf: /x/slurm.conf)"),
+     "scontrol ping: scontrol: fatal: Could not establish a configuration source (slurm.conf: {conf})"),
 ])
-def test_the_controller_check_says_what_scontrol_ping_said(bin_dir, monkeypatch, answer, rc, problem):
+def test_the_controller_check_says_what_scontrol_ping_said(bin_dir, monkeypatch, tmp_path, answer, rc, problem):
     _tool(bin_dir, "scontrol", f"{answer}\nsys.exit({rc})")
-    monkeypatch.setenv("SLURM_CONF", "/x/slurm.conf")
-    assert slurm.controller_problem() == problem
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    assert slurm.controller_problem() == (problem.format(conf=conf) if problem else None)
+
+
+def test_a_slurm_conf_that_is_not_there_is_said_at_once(bin_dir, monkeypatch):
+    # a new user's SLURM_CONF pointed nowhere: scontrol ping waited out its 30 s and said only that
+    _tool(bin_dir, "scontrol", "import time; time.sleep(60)")
+    monkeypatch.setenv("SLURM_CONF", "/nonexistent/slurm.conf")
+    assert slurm.controller_problem() == "SLURM_CONF=/nonexistent/slurm.conf: no such file"
 
 
 def test_a_job_process_names_its_slurm_job():
@@ -117,3 +126,19 @@ def test_a_job_that_ended_without_its_result_gets_one_naming_the_cause(tmp_path)
     assert written["status"] == "timeout"
     assert written["reason"] == "SLURM job 7_1 TIMEOUT ...; the job's own record said: launcher killed by SIGTERM"
     assert written["slurm"] == {"job_id": "7_1", "nodes": "n2", "partition": "p", "restarts": 0, "state": "TIMEOUT"}
+
+
+def test_a_time_limit_within_slurms_warning_before_it_is_refused_before_any_job():
+    # timeout_min=1 with the default signal_delay_s=120: SLURM warned every job at its start, and a new
+    # user's whole sweep was recorded as timed out within seconds
+    from omegaconf import OmegaConf
+
+    from sweep.run.callbacks import launcher_missing
+
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    launcher = OmegaConf.create({"_target_": "hydra_plugins.sweep_launcher.slurm_launcher.SweepSlurmLauncher",
+                                 "timeout_min": 1, "signal_delay_s": 120})
+    assert launcher_missing(launcher) == (
+        "hydra.launcher.timeout_min=1 min is not longer than hydra.launcher.signal_delay_s=120 s, how long before "
+        "the time limit SLURM warns a job: every job would be stopped as timed out at its start; give a longer "
+        "timeout_min or a shorter signal_delay_s")
