@@ -32,7 +32,7 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Sequence
 
 try:
     from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
@@ -41,6 +41,52 @@ except ImportError:  # without the cluster extra Hydra's discovery still imports
 
 log = logging.getLogger(__name__)
 POLL_S = (1.0, 15.0)  # result files: every POLL_S[0] s; the queue (squeue): from 1 s, doubling, up to POLL_S[1] s
+UNSTARTABLE_S = 60.0  # a job pending this long for a reason that does not clear by itself is cancelled
+
+
+class _Lines:
+    """The lines a basic launcher's callbacks print after each job (its verdict line, then a
+    progress line), printed here as each SLURM job's result arrives: the callbacks run in the
+    job process, so they print into its SLURM log, not on the terminal that waits."""
+
+    def __init__(self, total: int, nums: Dict[str, int], dir_of: Callable[[str], Path]) -> None:
+        self.total, self.nums, self.dir_of = total, nums, dir_of
+        self.count = self.failed = 0
+        self.began = time.monotonic()
+        self.said: set = set()  # the jobs whose lines were printed
+
+    def done(self, job_id: str) -> None:
+        """A job whose result file appeared: its line from its ``result.json``, then progress."""
+        from sweep.errors import RecordError
+        from sweep.layout import JobDir
+        from sweep.records import JobRecord
+        from sweep.report.job_line import summary_line
+        from sweep.report.terminal import fit_job_line
+        from sweep.run.callbacks import CONSTANT
+
+        self.said.add(job_id)
+        try:
+            record = JobRecord.read(JobDir(self.dir_of(job_id)).result)
+        except (OSError, RecordError):
+            record = None
+        if record is not None:
+            print(fit_job_line(summary_line(record, f"#{self.nums[job_id]} ", CONSTANT)), flush=True)
+        self._progress(record is None or record.status != "ok")
+
+    def ended(self, job_id: str) -> None:
+        """A job SLURM ended without its result (its record written by ``record_ending``; the
+        warning before it gave the reason), unless its line was printed already."""
+        if job_id not in self.said:
+            self.said.add(job_id)
+            self._progress(True)
+
+    def _progress(self, failed: bool) -> None:
+        from sweep.run.callbacks import _minutes
+
+        self.count += 1
+        self.failed += failed
+        print(f"[progress] {self.count}/{self.total} jobs, {self.failed} not ok, "
+              f"{_minutes(time.monotonic() - self.began)} elapsed (SLURM)", flush=True)
 
 
 def _job_dir(launcher: Any, overrides: Sequence[str], num: int) -> Path:
@@ -166,8 +212,18 @@ class _Recording:
 
         jobs = self._submitted(job_overrides, initial_job_idx)
         log.info(f"SLURM jobs: {', '.join(j.job_id for j in jobs)}")
+        nums = {job.job_id: num for num, job in enumerate(jobs, start=initial_job_idx)}
+        overrides_of = {job.job_id: list(o) for job, o in zip(jobs, job_overrides)}
+        dirs: Dict[str, Path] = {}
+
+        def dir_of(job_id: str) -> Path:  # (composed when asked: a config each)
+            if job_id not in dirs:
+                dirs[job_id] = _job_dir(self, overrides_of[job_id], nums[job_id])
+            return dirs[job_id]
+
+        lines = _Lines(len(jobs), nums, dir_of)
         try:
-            ended = self._wait(jobs)
+            ended = self._wait(jobs, lines)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the sweep's jobs go with it (resume=true runs them again)
             cancel_all(jobs)
             raise
@@ -189,9 +245,12 @@ class _Recording:
                 cause = (status, reason, {"job_id": job.job_id, "state": state.state, "nodes": state.nodes})
             else:
                 cause = (*value, {"job_id": job.job_id})
-            job_dir = _job_dir(self, list(overrides), num)
+            job_dir = dir_of(job.job_id)
+            if state is not None:  # (the job process never said: the partition it was given to)
+                cause[2]["partition"] = self.params.get("partition")
             outcomes.append(JobReturn(overrides=list(overrides), working_dir=str(job_dir), status=JobStatus.COMPLETED,
                                       _return_value=record_ending(job_dir, list(overrides), *cause)))
+            lines.ended(job.job_id)
         return outcomes
 
     def _submitted(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[Any]:
@@ -210,21 +269,34 @@ class _Recording:
                   "the resources asked (sinfo lists the partitions)", file=sys.stderr, flush=True)
             sys.exit(2)
 
-    def _wait(self, jobs: List[Any]) -> Dict[str, Any]:
+    def _wait(self, jobs: List[Any], lines: Any = None) -> Dict[str, Any]:
         """Wait until every job's result file exists or SLURM says it is over; returns the
-        SLURM state of those over without a result file, by job id. An interrupt that Python
-        dropped (``sweep.launch.interrupts``) is raised again at every poll."""
+        SLURM state of those over without a result file, by job id. A job SLURM holds pending
+        for a reason that does not clear by itself (:data:`sweep.launch.slurm.UNSTARTABLE`) for
+        :data:`UNSTARTABLE_S` s is cancelled and counts as over. An interrupt that Python dropped
+        (``sweep.launch.interrupts``) is raised again at every poll. ``lines``: a :class:`_Lines`
+        told of each job that wrote its result."""
         from sweep.launch import interrupts, slurm
 
         waiting = {job.job_id: job for job in jobs}
         ended: Dict[str, Any] = {}
+        stuck: Dict[str, float] = {}  # since when a job has been pending for a reason that does not clear
         pause, ask_at = POLL_S[0], time.monotonic()
         while waiting:
             interrupts.check()
             for job_id in [j for j, job in waiting.items() if job.paths.result_pickle.exists()]:
                 del waiting[job_id]
+                if lines is not None:
+                    lines.done(job_id)
             if waiting and time.monotonic() >= ask_at:  # the queue less and less often; the files every second
                 for job_id, state in slurm.job_states(waiting).items():
+                    if state.state == "PENDING" and state.reason in slurm.UNSTARTABLE:
+                        since = stuck.setdefault(job_id, time.monotonic())
+                        if time.monotonic() - since >= UNSTARTABLE_S:
+                            waiting[job_id].cancel(check=False)
+                            ended[job_id] = state
+                            del waiting[job_id]
+                        continue
                     if state.over:
                         # the result file is written just before the job ends: a last look, on a slow shared
                         # file system too

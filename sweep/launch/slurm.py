@@ -20,8 +20,15 @@ QUERY_TIMEOUT_S = 30  # a client gives up on a controller that does not answer (
 ACTIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_FED",
                     "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD",
                     "SPECIAL_EXIT", "PREEMPTED_REQUEUE"})
+# squeue's reasons for a pending job that do not clear by themselves: the job asks more than the
+# partition offers, or under an account or QOS it may not use (hydra/launcher=slurm cancels it)
+UNSTARTABLE = frozenset({"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints",
+                         "InvalidAccount", "InvalidQOS", "AccountNotAllowed", "QOSNotAllowed"})
 # how each final state reads in a job's record: (status, what happened)
 ENDINGS: Dict[str, Tuple[str, str]] = {
+    "PENDING": ("error", "was never started: SLURM held it for a reason that does not clear by itself (it asks more "
+                         "than the partition offers: hydra.launcher.cpus_per_task, additional_parameters.nodes, "
+                         "timeout_min; or an account or QOS it may not use), and the sweep cancelled it"),
     "TIMEOUT": ("timeout", "reached its SLURM time limit ({time_limit}; hydra.launcher.timeout_min) and was killed"),
     "CANCELLED": ("error", "was cancelled (scancel, or an administrator)"),
     "NODE_FAIL": ("error", "lost its node ({nodes} failed, or was set DOWN)"),
@@ -64,6 +71,10 @@ class JobState:
         meaning = meaning.format(time_limit=f"{self.time_limit or '?'}", nodes=self.nodes or "?",
                                  exit_code=self.exit_code or "?")
         detail = f" {self.reason}" if self.reason and self.reason not in ("None", self.state) else ""
+        if detail and self.source == "squeue" and not self.nodes and self.state != "PENDING":
+            detail = f" (while pending: {self.reason})"  # cancelled before it started: squeue's last reason
+        elif detail and self.state == "PENDING":
+            detail = f" ({self.reason})"
         where = f" on {self.nodes}" if self.nodes else ""
         ran = f" after {self.elapsed}" if self.elapsed else ""
         return status, f"SLURM job {self.job_id} {self.state}{detail}{where}{ran}: {meaning}"

@@ -92,6 +92,9 @@ def test_the_grid_through_the_controller_gives_the_basic_launchers_table(tmp_pat
         assert result["slurm"]["job_id"] == ids[num] and result["slurm"]["partition"] == cluster.PARTITION
         assert result["slurm"]["nodes"] in cluster.NODES
     assert "2 jobs: " in proc.stdout  # the report at the end, in the submitting command
+    # each job's line and the progress, on the terminal that waits (the callbacks print into the job's SLURM log)
+    assert "[progress] 2/2 jobs, 0 not ok" in proc.stdout and "] #0 " in proc.stdout and "] #1 " in proc.stdout, \
+        proc.stdout[-3000:]
 
 
 @pytest.mark.exhaustive
@@ -255,3 +258,15 @@ def test_an_interrupted_sweep_cancels_its_slurm_jobs(tmp_path):
     assert "cancelled the sweep's SLURM jobs still queued or running: " in out + err, (out + err)[-3000:]
     cluster.wait_for("the sweep's jobs gone", lambda: not [r for r in cluster.queue() if r["name"] == "sweep"],
                      timeout=60)
+
+
+@pytest.mark.exhaustive
+def test_a_job_slurm_would_never_start_is_cancelled_and_recorded(tmp_path):
+    # cpus_per_task=4 on nodes of 1 CPU: the job stayed pending (PartitionConfig) and the command waited forever
+    proc = run_cli(["-m", "ablation=none", "steps=5", *SLURM, "hydra.launcher.cpus_per_task=4"], tmp_path, timeout=400)
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # nothing could be judged
+    job = results(tmp_path / "multirun")[0]
+    assert job["status"] == "error" and job["slurm"]["state"] == "PENDING", job
+    assert job["reason"].startswith(f"SLURM job {job['slurm']['job_id']} PENDING (") and \
+        "was never started: SLURM held it for a reason that does not clear by itself" in job["reason"], job["reason"]
+    assert job["slurm"]["partition"] == cluster.PARTITION
