@@ -49,8 +49,9 @@ class _Lines:
     progress line), printed here as each SLURM job's result arrives: the callbacks run in the
     job process, so they print into its SLURM log, not on the terminal that waits."""
 
-    def __init__(self, total: int, nums: Dict[str, int], dir_of: Callable[[str], Path]) -> None:
-        self.total, self.nums, self.dir_of = total, nums, dir_of
+    def __init__(self, total: int, nums: Dict[str, int], dir_of: Callable[[str], Path],
+                 constant: Sequence[str] = ()) -> None:
+        self.total, self.nums, self.dir_of, self.constant = total, nums, dir_of, list(constant)
         self.count = self.failed = 0
         self.began = time.monotonic()
         self.said: set = set()  # the jobs whose lines were printed
@@ -62,7 +63,6 @@ class _Lines:
         from sweep.records import JobRecord
         from sweep.report.job_line import summary_line
         from sweep.report.terminal import fit_job_line
-        from sweep.run.callbacks import CONSTANT
 
         self.said.add(job_id)
         try:
@@ -70,7 +70,7 @@ class _Lines:
         except (OSError, RecordError):
             record = None
         if record is not None:
-            print(fit_job_line(summary_line(record, f"#{self.nums[job_id]} ", CONSTANT)), flush=True)
+            print(fit_job_line(summary_line(record, f"#{self.nums[job_id]} ", self.constant)), flush=True)
         self._progress(record is None or record.status != "ok")
 
     def ended(self, job_id: str) -> None:
@@ -81,12 +81,11 @@ class _Lines:
             self._progress(True)
 
     def _progress(self, failed: bool) -> None:
-        from sweep.run.callbacks import _minutes
-
         self.count += 1
         self.failed += failed
+        elapsed = time.monotonic() - self.began
         print(f"[progress] {self.count}/{self.total} jobs, {self.failed} not ok, "
-              f"{_minutes(time.monotonic() - self.began)} elapsed (SLURM)", flush=True)
+              f"{int(elapsed // 60)}m{int(elapsed % 60):02d}s elapsed (SLURM)", flush=True)
 
 
 def _job_dir(launcher: Any, overrides: Sequence[str], num: int) -> Path:
@@ -221,7 +220,8 @@ class _Recording:
                 dirs[job_id] = _job_dir(self, overrides_of[job_id], nums[job_id])
             return dirs[job_id]
 
-        lines = _Lines(len(jobs), nums, dir_of)
+        shared = set.intersection(*(set(o) for o in job_overrides)) if len(job_overrides) > 1 else set()
+        lines = _Lines(len(jobs), nums, dir_of, [o for o in job_overrides[0] if o in shared] if shared else [])
         try:
             ended = self._wait(jobs, lines)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM: the sweep's jobs go with it (resume=true runs them again)
