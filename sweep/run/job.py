@@ -569,7 +569,7 @@ def refused_over_earlier(cfg: DictConfig, job_dir: Path | str) -> Optional[str]:
     if grid.multirun_yaml.exists() or grid.job_dirs():  # the two runs' files would mix (report reads both)
         return (f"hydra.run.dir={Path(job_dir)} holds a multirun's sweep ({len(grid.job_dirs())} job dirs"
                 f"{', multirun.yaml' if grid.multirun_yaml.exists() else ''}): a single run there would mix its "
-                "files with the sweep's; use another hydra.run.dir (or -m with hydra.sweep.dir to add to the grid)")
+                "files with the sweep's; use another hydra.run.dir")
     if not JobDir(job_dir).result.exists():
         return None
     try:

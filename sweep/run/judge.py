@@ -636,8 +636,12 @@ def standalone_unlike(record: JobRecord, rerun: List[RankResult]) -> List[int]:
 
 
 def _same_float(a: Any, b: Any) -> bool:
-    """Equal bit for bit as read back (NaN equals NaN; ``"nan"``/``"inf"`` strings as floats)."""
-    x, y = float(a), float(b)
+    """Equal bit for bit as read back (NaN equals NaN; ``"nan"``/``"inf"`` strings as floats); a
+    value that is no number equals only itself."""
+    try:
+        x, y = float(a), float(b)
+    except (TypeError, ValueError):
+        return a == b
     return x == y or (x != x and y != y)
 
 
