@@ -28,7 +28,7 @@ each step's fresh sample, so a periodic or a constant fault shows as such on ran
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -105,12 +105,17 @@ class Search:
             compared (``None``: not sharded). Read where the pair statistics are made from two
             traces (:func:`first_difference`, :func:`locate`); the pair statistics carry it in
             their rows (``"of"``, ``"chunks"``), so the ``_in`` forms do not read it.
+        margin: ``compare.envelope_margin``, the envelope's bounds over the twin's difference:
+            searched against bounds, only some dim-0 shards are named beyond them where the
+            others stay within the twin's difference itself (:func:`_shards_apart`; 1: within
+            the bound). :func:`locate_in` sets it from its ``envelope``.
     """
 
     noise_floor: float = 0.0
     rank: int = 0
     known: Optional[Dict[str, Optional[float]]] = None
     layout: Optional[Dict[str, int]] = None
+    margin: float = 1.0
 
 
 def differing_shards(a: np.ndarray, b: np.ndarray, shards: int, noise_floor: float = 0.0) -> List[int]:
@@ -199,14 +204,10 @@ def first_difference_in(pairs: PairTrace, search: Search = Search(),
                     found["near_zero"] = True
                 if same and diff == float("inf"):  # NaN or inf in one copy only (pairs.mend_nonfinite)
                     found["nonfinite"] = True
-                k = row.get("of", 1)
-                # beyond the envelope: a shard whose own difference is beyond it (sharded data rounds every shard)
-                floor = max(noise_floor, bound * diff / rel) if bound is not None and 0 < rel < float("inf") \
-                    else noise_floor
-                parts = [i for i, m in enumerate(row.get("chunks") or []) if m > floor] if k > 1 and same else []
-                if parts and len(parts) < k:
-                    found["shards"] = {"of": k, "differ": parts, "ranks": [search.rank // k * k + i for i in parts],
-                                       **({"beyond": True} if floor > noise_floor else {})}
+                shards = _shards_apart(row, bound * diff / rel if bound is not None and 0 < rel < float("inf")
+                                       else None, search) if same else None
+                if shards:
+                    found["shards"] = shards
                 ratio = row.get("scale") if same and kind == "grad" else None
                 if ratio is not None:
                     found["scale"] = ratio
@@ -224,6 +225,30 @@ def first_difference_in(pairs: PairTrace, search: Search = Search(),
                         found["scale_alone"] = True
                 return found
     return None
+
+
+def _shards_apart(row: Dict[str, Any], bound_abs: Optional[float], search: Search) -> Optional[Dict[str, Any]]:
+    """The dim-0 shards of a pair row (``"of"`` k, ``"chunks"``: each shard's largest ``|a - b|``)
+    that alone differ: ``{"of", "differ", "ranks"}`` (and ``"beyond": True`` where measured
+    against the envelope), or ``None`` where all do, none does, or the rest cannot be told
+    apart from them. Without an envelope (``bound_abs`` ``None``: the tensor's bound in its
+    own units) a shard differs beyond ``search.noise_floor``. With one, a shard is beyond
+    ``bound_abs`` (sharded data rounds every shard), and the others must stay within the
+    rounding itself, ``bound_abs / search.margin`` (the twin's own difference): a fault that
+    reaches every shard, just under the bound in some, is no one shard's."""
+    k, chunks = int(row.get("of", 1)), list(row.get("chunks") or [])
+    if k <= 1 or not chunks:
+        return None
+    floor = max(search.noise_floor, bound_abs) if bound_abs is not None else search.noise_floor
+    parts = [i for i, m in enumerate(chunks) if m > floor]
+    if not parts or len(parts) == k:
+        return None
+    if floor > search.noise_floor:
+        rounding = max(search.noise_floor, floor / max(search.margin, 1.0))
+        if any(not m <= rounding for i, m in enumerate(chunks) if i not in parts):
+            return None
+    return {"of": k, "differ": parts, "ranks": [search.rank // k * k + i for i in parts],
+            **({"beyond": True} if floor > search.noise_floor else {})}
 
 
 def _relative(row: Dict[str, Any], kind_scale: float) -> Tuple[float, bool]:
@@ -448,7 +473,7 @@ def _locate(pairs: PairTrace, search: Search, bounds: Optional[Bounds], margin: 
             found["envelope_ratio"] = found["rel_diff"] / bound * margin
         return found
     found["bound"] = bound
-    beyond = first_difference_in(pairs, search, bounds)
+    beyond = first_difference_in(pairs, replace(search, margin=margin), bounds)
     found["beyond_rounding"] = beyond
     return found
 

@@ -373,6 +373,30 @@ def test_the_first_tensor_names_the_shard_and_ranks_that_differ():
     assert "shards" not in first_difference(trace(w), trace(bad))  # no layout: not sharded
 
 
+def test_one_shard_is_named_beyond_rounding_only_where_the_others_stay_within_rounding_itself():
+    """A fault in shard 1 with shard 0 at the twin's rounding names shard 1; a fault that reaches
+    every shard, just under the envelope's bound in shard 0 (an every-rank gradient scale of 1e-6
+    on SGD, a new user's), names none: shard 0 is apart from rounding too, not within it."""
+    from sweep.analysis.envelope import EnvelopeSetting
+    from sweep.analysis.trace import Search, locate
+
+    w = 1.0 + np.arange(8 * 2, dtype=np.float64).reshape(8, 2) / 16
+    steps = lambda first, second: [{"initial": {"w": w}, "weight": {"w": first}}, {"weight": {"w": second}}]  # noqa
+    standalone, twin = steps(w, w), steps(w + 1e-6, w + 1e-6)  # bound: 4 x the twin's 1e-6 (abs, here)
+
+    def beyond(shard0: float) -> dict:
+        second = w.copy()
+        second[:4] += shard0
+        second[4:] += 1e-4
+        found = locate(standalone, steps(w + 1e-7, second), 1, Search(layout={"w": 2}), twin=twin,
+                       envelope=EnvelopeSetting(4.0, "float32"))
+        assert found["step"] == 0 and found["beyond_rounding"]["step"] == 1, found
+        return found["beyond_rounding"]
+
+    assert beyond(1e-7)["shards"] == {"of": 2, "differ": [1], "ranks": [1], "beyond": True}
+    assert "shards" not in beyond(3e-6)  # under the bound (4e-6), over the twin's own difference
+
+
 def test_initial_weights_and_buffers_name_the_shard_and_rank_that_differ():
     """A per-rank init seed: only the shard rank 1 holds starts otherwise; its telling fact,
     the rank, reaches the description of initial weights and buffers too (issue 38)."""
