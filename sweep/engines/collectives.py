@@ -300,6 +300,8 @@ class FSDP2LocalGrads(LocalGrads):
     """:class:`LocalGrads` of FSDP2: the unsharded gradients ``foreach_reduce`` receives
     (after gradient accumulation with sync off: the micro-batches' sum), by ``FSDPParam``
     name, taken as the call starts (``_fsdp_param_group.foreach_reduce``, patched while entered).
+    With sync on between micro-batches (one call per micro-batch) the step's calls are summed:
+    this rank's gradient of the step, as the standalone copy's accumulates.
     With :attr:`values` false (a step whose reduction is not checked: the observer needs only
     the norms) each gradient's squared norm goes to ``squares`` instead, computed on the
     gradient as it stands (the same float32 values the copy would hold, no copy)."""
@@ -315,10 +317,14 @@ class FSDP2LocalGrads(LocalGrads):
 
         def wrapper(fsdp_params: Any, unsharded_grads: Any, *args: Any, **kwargs: Any) -> Any:
             for param, grad in zip(fsdp_params, unsharded_grads):
-                if self.values:
-                    self.grads[fqn_name(param)] = grad.detach().float().clone().cpu()
+                name = fqn_name(param)
+                if self.values:  # sync on every micro-batch: one call each, this rank's gradient is their sum
+                    got = grad.detach().float().clone().cpu()
+                    self.grads[name] = got if name not in self.grads else self.grads[name] + got
+                elif name in self.squares:  # (the sum's norm is not the norms': not known without the values)
+                    self.squares[name] = float("nan")
                 else:  # (a copy of every local gradient a step, read once for its norm: the norm alone)
-                    self.squares[fqn_name(param)] = squared_norm(grad.detach().float())
+                    self.squares[name] = squared_norm(grad.detach().float())
             return original(fsdp_params, unsharded_grads, *args, **kwargs)
 
         self._saved = (module, original)

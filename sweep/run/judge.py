@@ -473,6 +473,8 @@ def gradient_notes(cfg: DictConfig, record: JobRecord, ranks: List[RankResult],
         # whether the reduction itself ran another op than the mean
         if any(isinstance(n, Note) and n.code == "N140" and n.values.get("step") == step for n in record.notes):
             note = Note(note.code, dict(note.values, ran_other=True), note.ranks)
+        if int(cfg.train.grad_accum_steps) > 1:  # before the reduction: the micro-batches' accumulation too
+            note = Note(note.code, dict(note.values, accum=int(cfg.train.grad_accum_steps)), note.ranks)
         every = {r for s, r, _ in found if s == step}
         record.notes.append(note if len(every) == len(own) or len(own) == 1 else note.on_ranks([rank]))
 

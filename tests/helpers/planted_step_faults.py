@@ -147,3 +147,35 @@ class EarlyLrScaleFSDP2(TorchFSDP2):
         finally:
             for group, lr in zip(optimizer.param_groups, saved):
                 group["lr"] = lr
+
+
+class SyncOnDecayFSDP2(TorchFSDP2):
+    """Gradient sync left on between micro-batches (one reduce-scatter each, numerically the
+    same accumulation on FSDP2), and a fault after the optimizer step: its first parameter
+    decayed x0.99. The gradients before the reduction are each micro-batch's: their sum is
+    this rank's gradient (a new user's: the norm before the reduction was read off the last
+    micro-batch alone and blamed the forward)."""
+
+    def no_sync(self, model):
+        return contextlib.nullcontext()
+
+    def optimizer_step(self, optimizer, grads=None, **kwargs):
+        import torch
+
+        super().optimizer_step(optimizer, grads, **kwargs)
+        with torch.no_grad():
+            optimizer.param_groups[0]["params"][0].mul_(0.99)
+
+
+class SyncOnDroppedMicroFSDP2(TorchFSDP2):
+    """Gradient sync left on between micro-batches, and every gradient dropped after each
+    micro-batch but the last (a ``zero_grad`` inside the accumulation loop): only the last
+    micro-batch's reduced gradient reaches the optimizer."""
+
+    def no_sync(self, model):
+        @contextlib.contextmanager
+        def drop():
+            yield
+            for param in model.parameters():
+                param.grad = None
+        return drop()

@@ -292,3 +292,23 @@ def test_a_fault_on_one_mesh_that_adam_hides_names_the_mesh_and_says_sgd_only_ex
     assert "exposed by optimizer=sgd, which optimizer=adam hides below tolerance" in headline
     assert "optimizer=sgd exposes it, it does not cause it" in verdict
     assert "Fix proven by this sweep: mesh=dp4;" in verdict  # optimizer=adam hides it: no fix
+
+
+def test_with_sync_on_between_micro_batches_the_gradient_before_the_reduction_is_their_sum(tmp_path):
+    """A new user's accumulation with gradient sync left on (one reduction per micro-batch): the
+    rank's gradient before the reduction is the micro-batches' sum, as the standalone copy's. A
+    fault after the optimizer step no longer reads as a forward or backward one (the last
+    micro-batch alone was compared), and gradients dropped between the micro-batches are placed
+    after the reduction, where they add up."""
+    engines = ("engine.impl.torch=tests.helpers.planted_step_faults.SyncOnDecayFSDP2,"
+               "tests.helpers.planted_step_faults.SyncOnDroppedMicroFSDP2")
+    _, _, records = _sweep(tmp_path, "steps=6", "train.grad_accum_steps=2", "train.batch_size=4",
+                             "compare.rtol=1e-6", "compare.atol=1e-6", engines)
+    decayed, dropped = records[0], records[1]
+    assert decayed["status"] == "fail" and dropped["status"] == "fail", (decayed["reason"], dropped["reason"])
+    assert any("gradient sync is not off" in n for n in decayed["notes"]), decayed["notes"]
+    assert not any(n.startswith("the gradient norm departs") for n in decayed["notes"]), decayed["notes"]
+    norm = [n for n in dropped["notes"] if n.startswith("the gradient norm departs")]
+    assert len(norm) == 1 and norm[0].startswith("the gradient norm departs at step 0 after the reduction (equal "
+                                                 "before it)"), dropped["notes"]
+    assert "where the micro-batches' reduced gradients add up" in norm[0], norm

@@ -13,7 +13,7 @@ from sweep.analysis import judging
 from sweep.analysis.judging import replica_check
 from sweep.analysis import reductions
 from sweep.analysis.reductions import Carriers, LossStep, candidates, classify, clip_coefficients, shard_of
-from sweep.records import RankResult
+from sweep.records import Note, RankResult
 from sweep.train.observers.dtypes import lower_precision
 from sweep.findings.places import tensor_text
 
@@ -241,7 +241,20 @@ def test_a_gradient_norm_that_departs_before_the_losses_is_named_at_its_step_and
     assert norm_notes(ours, ours, 1e-4, LossStep(None), sharded=False) == []
     unclipped = norm_notes(_norms([[0.3, 0.4]] * 2), dict(_norms([[0.3, 0.4]] * 2), read=[[0.3, 0.4], [3.0, 4.0]]),
                            1e-4, LossStep(None), sharded=True, max_norm=1.0)[0]
-    assert "above train.clip_grad_norm=1, unclipped in the distributed copy" in unclipped
+    assert "above train.clip_grad_norm=1, not clipped to it in the distributed copy (the standalone copy's is)" \
+        in unclipped  # (a copy clipped by each rank's own norm is clipped, not to the whole gradient's: not "unclipped")
+    # with micro-batches, before the reduction includes their accumulation (a new user's: grads zeroed between them)
+    pre = reductions.norm_notes(_norms([[0.3, 0.4]]), dict(_norms([[0.3, 0.4]]), pre=[[0.6, 0.8]]), 1e-4,
+                                LossStep(1), sharded=False)[0]
+    assert pre.values["stage"] == "pre"
+    accumulated = Note(pre.code, dict(pre.values, accum=2), pre.ranks)
+    assert "in the forward, the backward or the accumulation of the micro-batches" in _rendered([accumulated])[0]
+    assert "in the forward or backward (before any reduction)" in _rendered([pre])[0]
+    after = reductions.norm_notes(_norms([[0.3, 0.4]]), dict(_norms([[0.3, 0.4]]), reduced=[[0.6, 0.8]]), 1e-4,
+                                  LossStep(1), sharded=False)[0]
+    assert after.values["stage"] == "reduced" and after.values["equal"]
+    assert "or where the micro-batches' reduced gradients add up" in _rendered([Note(after.code, dict(after.values,
+                                                                                                       accum=2))])[0]
     assert "though the losses do not show it" in unclipped
     typed = reductions.norm_notes(ours, theirs, 1e-4, LossStep(3), sharded=False)[0]
     assert (typed.code, typed.values["step"], typed.values["stage"], typed.values["parameter"]) == ("N144", 2, "read", "w")

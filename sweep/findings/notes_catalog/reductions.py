@@ -80,11 +80,16 @@ def _norm(values: Dict[str, Any]) -> Dict[str, Any]:
     ratio = values.get("ratio")  # a NaN norm has no ratio to give (inf: a standalone norm of 0, said so)
     nan = isinstance(ratio, float) and math.isnan(ratio) or str(ratio).lower() == "nan"
     place = NORM_PLACE[values["stage"]]
-    if values["stage"] == "read" and values.get("by_hand"):  # the engine reduced again after the backward
+    if values["stage"] == "pre" and (values.get("accum") or 1) > 1:  # the micro-batches add up before it
+        place = "in the forward, the backward or the accumulation of the micro-batches (before any reduction)"
+    elif values["stage"] == "read" and values.get("by_hand"):  # the engine reduced again after the backward
         place = ("in the engine's own reductions in its clipping or optimizer step, or after them (clipping, scaling "
                  "or code that touches the gradients)")
     elif values["stage"] == "reduced" and values.get("ran_other"):  # sweep.run.judge: an N140 of the same step
         place = "in the reduction (it ran another op than the mean, above)"
+    elif values["stage"] == "reduced" and (values.get("accum") or 1) > 1 and values.get("equal"):
+        place = ("in the reduction, or where the micro-batches' reduced gradients add up (one dropped or zeroed "
+                 "between them)")
     elif values["stage"] == "reduced" and not values.get("equal"):  # the norms before it were not compared
         place = ("in the forward, the backward or the reduction (the gradients before it were not compared: with "
                  "sharded data each rank's are its own rows')")
@@ -142,7 +147,8 @@ NORM = NoteKind(
     code="N144", name="gradient norm departs", family=FAMILY,
     template="the gradient norm departs at step {step} {stage_words}[ (equal {equal})]: distributed "
              "{distributed:.6g}, standalone {standalone:.6g} ([x{ratio:.6g}; ]most in {parameter})[: above "
-             "train.clip_grad_norm={max_norm:g}, unclipped in the distributed copy], so the difference arises "
+             "train.clip_grad_norm={max_norm:g}, not clipped to it in the distributed copy (the standalone copy's "
+             "is)], so the difference arises "
              "{place}{when}",
     rests_on="both copies' per-step gradient norms before the reduction (replicated data only), after it and as the "
              "optimizer read them (relative 1e-4 in float32, 3e-2 in bfloat16), before the first loss that differs "
