@@ -138,14 +138,20 @@ def departure(row: Row) -> Optional[float]:
 
 POLICY_NOT_APPLIED = "was not applied"  # an older record's words for sweep.analysis.dtypes.override_notes' note
 OVERRIDE_NOT_APPLIED = "N161"  # that note's code (sweep.findings.notes_catalog.dtypes)
+# the notes that say a precision ran otherwise than the config asks (sweep.findings.notes_catalog): a collective in
+# another dtype (N101), a dtype the policy does not give (N160), an override not applied (N161), a module computing in
+# a dtype no policy field gives (N162), gradients read in another dtype than the master weights (N163)
+DEPARTED = frozenset({"N101", "N160", OVERRIDE_NOT_APPLIED, "N162", "N163"})
 
 
 def policy_departed(row: Row) -> bool:
     """Whether the job ran another precision than its config asks (``policy_applied`` is
-    ``False``, or a per-module policy ``was not applied``: ``sweep.analysis.dtypes``): then
-    its difference, however small, has that cause and is never rounding."""
+    ``False``, or a note of :data:`DEPARTED`: a collective, a module, a per-module policy or
+    the optimizer's gradients in another dtype, ``sweep.analysis.dtypes`` and
+    ``sweep.analysis.collectives``): then its difference, however small, has that cause and is
+    never rounding (its twin measured the rounding of what ran, not of what was asked)."""
     notes = getattr(row.get("result"), "notes", None) or []
-    return row.get("policy_applied") is False or any(code_of(n) == OVERRIDE_NOT_APPLIED or POLICY_NOT_APPLIED in str(n)
+    return row.get("policy_applied") is False or any(code_of(n) in DEPARTED or POLICY_NOT_APPLIED in str(n)
                                                      for n in notes)
 
 

@@ -34,7 +34,7 @@ KINDS: List[Kind] = [
     # decides: exactly one of the culprit family, or what decides without a culprit, or the quiet cases
     culprit.KIND, exposed.KIND, together.KIND, alike.KIND, random_draws.KIND,
     replicas_decide.KIND, precision.KIND, confounded.KIND, no_pairs.KIND, no_single.KIND,
-    tolerance.KIND, beyond.KIND, one_level.KIND, rounding_only.KIND, below.KIND, equal.KIND, printed.KIND,
+    beyond.KIND, tolerance.KIND, one_level.KIND, rounding_only.KIND, below.KIND, equal.KIND, printed.KIND,
     # proof
     evidence.KIND, where.KIND, only_with.KIND, exposer.KIND, indistinguishable.KIND, fix.KIND, hides.KIND,
     # contrasts

@@ -287,6 +287,19 @@ def test_a_tolerance_finer_than_the_precision_is_no_fault():
     assert not any(f.code in ("V101", "V102", "V103", "V104") for f in found)
 
 
+def test_a_passing_job_beyond_its_envelope_beside_a_failing_job_within_it_is_no_no_fault():
+    # a new user's: bf16 jobs fail their tolerance by rounding, while an fp32 job passes 1e3x beyond its envelope
+    # (an engine rounding a module's output to bf16): the headline read "No fault" from the bf16 jobs
+    rows = [_measured(_row(0, "ok", 1e-5, 0, m="fp32"), within=False),
+            _measured(_row(1, "fail", 0.03, 0, m="bf16"), dtype="bfloat16")]
+    found = find(rows)
+    assert [f.code for f in found][:3] == ["V000", "V112", "V109"], [f.code for f in found]
+    text = headline(found)
+    assert "No fault" not in text and "Only m=fp32 moves the losses beyond their rounding envelope" in text, text
+    assert "The 1 failing job stays within its rounding envelope" in " ".join(f["sentence"] for f in
+                                                                             attribute(rows)["findings"])
+
+
 def test_no_quiet_case_says_no_job_fails_beside_a_job_that_fails_its_tolerance():
     # a new user read "2 jobs: 1 ok, 1 fail" next to "No job fails. 2 of 2 differ by float rounding only"
     from sweep.report.template import render
@@ -324,6 +337,16 @@ def test_context_and_limits():
     notes = [dict(_row(0, "ok", notes="policy not applied (configured bf16)", a="0"), policy_applied=False),
              _row(1, "ok", a="1")]
     assert "V154" in _codes(notes) and "V155" in _codes(notes)
+    # a collective or a module in another dtype than the policy gives (a new user's engine all-reducing the
+    # replicate dim in bf16 under fp32; a unit given param_dtype=bf16 by hand) is no rounding either
+    from sweep.analysis.evidence import rounding_only
+    from sweep.records import Note
+
+    for code in ("N101", "N160", "N162", "N163"):
+        departed = _measured(_row(0, "fail", 0.03, 0, a="0"), dtype="bfloat16")
+        departed["result"].notes.append(Note(code, {}))
+        assert not rounding_only(departed) and "V155" in _codes([departed, _row(1, "ok", a="1")]), code
+    assert rounding_only(_measured(_row(0, "fail", 0.03, 0, a="0"), dtype="bfloat16"))
     unmeasured = [dict(_row(0, "ok", 1e-5, 0, a="0"),
                        result=JobRecord(status="ok", envelope={"measured": False, "why": "runner=command"})),
                   _row(1, "ok", a="1")]
