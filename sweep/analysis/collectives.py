@@ -353,6 +353,23 @@ def decay_notes(decay: Dict[str, Dict[str, float]]) -> List[Note]:
     return [note("N121", parameters=shown, more=max(len(differ) - 4, 0))]
 
 
+def held_notes(decay: Dict[str, Dict[str, float]]) -> List[Note]:
+    """Where one copy's optimizer holds parameters the other's does not (``decay``: ``{copy:
+    {parameter: weight decay}}``, every parameter each copy's optimizer held at step 0,
+    ``sweep.train.observers.optimizer_log``): one note (``N131``) per copy that lacks some,
+    naming them (the first 4); ``[]`` with one copy's unknown, where they hold the same, or where
+    their names do not line up (fewer shared than either lacks: another naming, not a parameter
+    left out)."""
+    ours, theirs = (decay or {}).get("standalone"), (decay or {}).get("distributed")
+    if not ours or not theirs:
+        return []
+    found, shared = [], set(ours) & set(theirs)
+    for copy, lacks in (("distributed", sorted(set(ours) - set(theirs))), ("standalone", sorted(set(theirs) - set(ours)))):
+        if lacks and len(lacks) < len(shared):
+            found.append(note("N131", copy=copy, parameters=lacks[:4], more=max(len(lacks) - 4, 0)))
+    return found
+
+
 def loss_scale_notes(scales: Dict[str, Any], want: Optional[float]) -> List[Note]:
     """Where a copy's loss scale as its step applied it (``scales``: ``{copy: value}``; torch:
     the gradient scaler's scale at step 0, ``None`` without one; MindSpore: the optimizer's

@@ -314,13 +314,25 @@ def _inside_notes(record: JobRecord, ranks: List[RankResult]) -> tuple:
         notes += collectives["notes"]
     optimizer = dict(first.optimizer) if first.optimizer is not None else None
     if optimizer is not None:
-        optimizer["notes"] = ranked_notes({r.rank: (r.optimizer or {}).get("notes") or [] for r in ranks},
-                                          len(ranks))
+        # a note on the standalone copy or comparing the copies is said by the ranks that trained it (rank 0 of a
+        # launch): over those, not as if the other ranks had said otherwise
+        holders = [r for r in ranks if (r.optimizer or {}).get("standalone")]
+        optimizer["notes"] = [*ranked_notes({r.rank: [n for n in (r.optimizer or {}).get("notes") or []
+                                                      if not _standalone_side(n)] for r in ranks}, len(ranks)),
+                              *ranked_notes({r.rank: [n for n in (r.optimizer or {}).get("notes") or []
+                                                      if _standalone_side(n)] for r in holders}, len(holders))]
         notes += optimizer["notes"]
         if optimizer.get("standalone") is None:  # never silently empty (issue 36)
             optimizer["standalone"] = {"note": f"not observed: {_standalone_elsewhere(record)}"}
     record.notes.extend(n for n in notes if n not in record.notes)
     return collectives, optimizer
+
+
+def _standalone_side(said: Any) -> bool:
+    """Whether an optimizer note is about the standalone copy or compares the two copies (weight
+    decay ``N121``, parameters held ``N131``, a setting of the standalone copy's ``N120``): only
+    a rank that trained the standalone copy can say it."""
+    return isinstance(said, Note) and (said.code in ("N121", "N131") or said.values.get("copy") == "standalone")
 
 
 def _decay_from_elsewhere(record: JobRecord, standalone: Optional[Dict[str, float]]) -> None:

@@ -179,3 +179,15 @@ class SyncOnDroppedMicroFSDP2(TorchFSDP2):
             for param in model.parameters():
                 param.grad = None
         return drop()
+
+
+class DropLastParamFSDP2(TorchFSDP2):
+    """The distributed copy's optimizer never steps the model's last parameter: it is taken
+    out of its param group before the first step (an optimizer built from a filtered list)."""
+
+    def optimizer_step(self, optimizer, grads=None, **kwargs):
+        group = optimizer.param_groups[-1]
+        if not getattr(self, "_dropped", False):
+            group["params"] = group["params"][:-1]
+            self._dropped = True
+        super().optimizer_step(optimizer, grads, **kwargs)

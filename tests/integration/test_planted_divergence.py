@@ -312,3 +312,16 @@ def test_with_sync_on_between_micro_batches_the_gradient_before_the_reduction_is
     assert len(norm) == 1 and norm[0].startswith("the gradient norm departs at step 0 after the reduction (equal "
                                                  "before it)"), dropped["notes"]
     assert "where the micro-batches' reduced gradients add up" in norm[0], norm
+
+
+def test_a_parameter_the_distributed_optimizer_leaves_out_is_named_for_the_job_not_one_rank(tmp_path):
+    """A new user's optimizer built from a filtered parameter list: the copies' param groups
+    hold other parameters (N131), said for the job (only rank 0 trains the standalone copy, so
+    only it compares the copies: not "(rank 0)", as if rank 1 had found otherwise)."""
+    engine = "engine.impl.torch=tests.helpers.planted_step_faults.DropLastParamFSDP2"
+    _, _, records = _sweep(tmp_path, "steps=4", "compare.rtol=1e-6", "compare.atol=1e-6", engine)
+    record = records[0]
+    assert record["status"] == "fail", record["reason"]
+    held = [n for n in record["notes"] if n.startswith("the distributed copy's optimizer does not hold")]
+    assert held == ["the distributed copy's optimizer does not hold layer1.bias, which the standalone copy's steps: "
+                    "it never moves there (left out of its param groups)"], record["notes"]

@@ -7,7 +7,7 @@ reasons for empty fields (sweep.run.judge.never_silent)."""
 import numpy as np
 import pytest
 
-from sweep.analysis.collectives import decay_notes, dim_groups, loss_scale_notes
+from sweep.analysis.collectives import decay_notes, dim_groups, held_notes, loss_scale_notes
 from sweep.analysis import dtypes
 from sweep.analysis import judging
 from sweep.analysis.judging import replica_check
@@ -348,6 +348,13 @@ def test_the_optimizer_per_parameter_and_its_loss_scale_are_held_copy_against_co
         "weight decay differs between the copies for b (0 against 0.01) (distributed against standalone): the "
         "optimizer decays these parameters otherwise in one copy (its param groups or decay_flags)"]
     assert decay_notes({"standalone": {"w": 0.01}, "distributed": {"w": 0.01}}) == []
+    # a parameter one copy's optimizer leaves out of its param groups (a new user's filtered param list): named
+    left_out = held_notes({"standalone": {"w": 0.0, "b": 0.0, "pos": 0.0}, "distributed": {"w": 0.0, "b": 0.0}})
+    assert [text_of(n) for n in left_out] == [
+        "the distributed copy's optimizer does not hold pos, which the standalone copy's steps: it never moves there "
+        "(left out of its param groups)"]
+    assert held_notes({"standalone": {"w": 0.0}, "distributed": {"w": 0.0}}) == []
+    assert held_notes({"standalone": {"a.w": 0.0}, "distributed": {"w": 0.0}}) == []  # names that do not line up
     assert decay_notes({"distributed": {"w": 0.0}}) == []
     assert [n.code for n in decay_notes(decay)] == ["N121"]
     assert [text_of(n) for n in loss_scale_notes({"standalone": 1.0, "distributed": 64.0}, 1.0)] == [

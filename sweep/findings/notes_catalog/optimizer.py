@@ -124,5 +124,23 @@ LR_LENGTH = NoteKind(
     example={"distributed": 4, "standalone": 5},
 )
 
+
+def _held(values: Dict[str, Any]) -> Dict[str, Any]:
+    many = len(values["parameters"]) + int(values.get("more") or 0) > 1
+    return {"other": "standalone" if values["copy"] == "distributed" else "distributed",
+            "more": values.get("more") or None, "they": "they never move" if many else "it never moves"}
+
+
+NOT_HELD = NoteKind(
+    code="N131", name="a parameter one copy's optimizer does not step", family=FAMILY,
+    template="the {copy} copy's optimizer does not hold {parameters|and}[ and {more} more], which the {other} "
+             "copy's steps: {they} there (left out of its param groups)",
+    rests_on="the parameters each copy's optimizer held in its param groups at step 0 (torch; MindSpore: its "
+             "parameters with decay_flags), by name",
+    not_claimed="that a gradient reached them (a parameter without one is not stepped either way)",
+    example={"copy": "distributed", "parameters": ["pos"], "more": 0},
+    fill=_held,
+)
+
 KINDS = [OPTIMIZER, DECAY, LOSS_SCALE, LR_CHANGED, LR_AHEAD, LR_BEHIND, LR_STUCK, LR_ONLY_DISTRIBUTED, LR_SCALED,
-         LR_SHAPE, LR_LENGTH]
+         LR_SHAPE, LR_LENGTH, NOT_HELD]

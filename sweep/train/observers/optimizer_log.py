@@ -150,7 +150,7 @@ def optimizer_record(cfg: Any, ran: Dict[str, List[Dict[str, Any]]],
     ``loss_scale_notes``)."""
     from omegaconf import OmegaConf
 
-    from sweep.analysis.collectives import decay_notes, loss_scale_notes, optimizer_notes
+    from sweep.analysis.collectives import decay_notes, held_notes, loss_scale_notes, optimizer_notes
     from sweep.config.enums import as_str
     from sweep.train.schedules import lr_factor
 
@@ -166,7 +166,7 @@ def optimizer_record(cfg: Any, ran: Dict[str, List[Dict[str, Any]]],
         decay = {copy: log.decay for copy, log in logs.items() if getattr(log, "decay", None)}
         scales = {copy: log.loss_scale for copy, log in logs.items() if getattr(log, "groups", None)}
         out.update(decay=decay or None, loss_scale=scales or None)
-        notes += decay_notes(decay)
+        notes += decay_notes(decay) + held_notes(decay)
         scaler = cfg.train.get("grad_scaler") or {}
         wanted = float(scaler.get("init_scale")) if scaler.get("enabled") else None
         unscaled = next((getattr(log, "unscaled", None) for log in logs.values()), None)
