@@ -162,9 +162,13 @@ def test_an_output_nudged_3e_5_and_an_lr_off_by_1e_3_from_step_50_are_drifts_not
     assert correct["drift"] in (None, "rounding"), correct["first_tensor"]
     assert nudge["drift"] not in (None, "rounding"), nudge["first_tensor"]
     assert late["drift"] == "from_step" and late["first_diff_step"] == 50, (late["drift"], late["first_diff_step"])
-    # beside a job equal to standalone, the two levels are named as beyond their envelope (V112)
+    # beside a job equal to standalone, the two levels are named as beyond their envelope (V112): "the losses"
+    # where both jobs' losses left theirs, else "the copies" (the nudge's losses end within 3x to 5x theirs, by
+    # the machine: AMD EPYC 3.0x, its traced tensors beyond all the same)
+    said = "the losses" if all(r["envelope"]["within"] is False for r in (nudge, late)) else "the copies"
     assert "Only engine.impl.torch=tests.helpers.envelope_faults.LossNudgeFSDP2 or tests.helpers.envelope_faults." \
-           "LateLrFSDP2 moves the losses beyond their rounding envelope: 2 jobs" in flat(summary["headline"])
+           f"LateLrFSDP2 moves {said} beyond their rounding envelope" in flat(summary["headline"]), summary["headline"]
+    assert ": 2 jobs, up to" in flat(summary["headline"]), summary["headline"]
     assert flat(summary["headline"]).endswith("1 job equal to standalone bit for bit.")
 
 

@@ -229,6 +229,30 @@ def test_the_lr_recorded_is_the_one_the_optimizer_step_read():
     assert log_skip.lrs == [0.1]
 
 
+def test_the_optimizer_as_step_0_ran_is_read_inside_its_step_not_after_the_engine_moved_it():
+    """A new user's engine steps the scheduler again after ``optimizer.step()``: the groups
+    step 0 ran with are read inside that step (it said "lr ran 0.004, configured 0.002" from the
+    lr after the update); a group changed before ``step()`` (a parameter taken out) shows."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from sweep.train.observers.optimizer_log import OptimizerLog
+
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.002)
+    log = OptimizerLog()
+    step = SimpleNamespace(index=0, scaler=None, copy=SimpleNamespace(optimizer=optimizer, model=model))
+    model(torch.ones(1, 2)).sum().backward()
+    log.before_optimizer(step)
+    optimizer.param_groups[0]["params"] = optimizer.param_groups[0]["params"][:1]  # the bias left out
+    optimizer.step()
+    optimizer.param_groups[0]["lr"] = 0.004  # moved after the update
+    log.after_update(step)
+    assert log.groups[0]["lr"] == 0.002 and log.groups[0]["params"] == 1 and sorted(log.decay) == ["weight"]
+    optimizer.step()  # the hook is gone after step 0
+    assert log.groups[0]["lr"] == 0.002 and len(log.groups) == 1
+
+
 def test_a_mindspore_weight_decay_set_after_build_is_recorded_as_it_runs():
     """MindSpore decides at build whether its step applies weight decay: a value set on the
     optimizer afterwards is held but never applied, so the record says 0 (a tester's

@@ -6,7 +6,7 @@ both frameworks (torch's names: ``lr``, ``betas``, ``eps``, ``weight_decay``,
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -41,10 +41,14 @@ def torch_decay(optimizer: Any, model: Any) -> Dict[str, float]:
 
 
 class OptimizerLog(Observer):
-    """``after_update`` of step 0 (before the scheduler moves the lr): :attr:`groups` gets
-    :func:`optimizer_ran` of the copy's optimizer (torch), :attr:`decay` each parameter's
-    weight decay (:func:`torch_decay`) and :attr:`loss_scale` the gradient scaler's scale the
-    step ran with (``train.grad_scaler``; ``None`` without one, :attr:`unscaled`)."""
+    """Step 0's update as the optimizer read it: :attr:`groups` gets :func:`optimizer_ran` of
+    the copy's optimizer (torch), :attr:`decay` each parameter's weight decay
+    (:func:`torch_decay`), both taken inside its first ``optimizer.step()``
+    (``Optimizer.register_step_pre_hook``: an engine's ``optimizer_step`` may move the lr or the
+    groups before or after it, a scheduler stepped twice; at ``after_update`` where no
+    ``step()`` ran, a grad scaler's skipped step), and :attr:`loss_scale` the gradient
+    scaler's scale the step ran with (``train.grad_scaler``; ``None`` without one,
+    :attr:`unscaled`)."""
 
     unscaled = None  # a torch step without a gradient scaler scales nothing
 
@@ -52,15 +56,31 @@ class OptimizerLog(Observer):
         self.groups: List[Dict[str, Any]] = []
         self.decay: Dict[str, float] = {}
         self.loss_scale: Any = None
+        self._read: Optional[Tuple[List[Dict[str, Any]], Dict[str, float]]] = None
+        self._handle: Any = None
 
     def before_optimizer(self, step: Step) -> None:
-        if step.index == 0 and step.scaler is not None:
+        if step.index != 0:
+            return
+        if step.scaler is not None:
             self.loss_scale = float(step.scaler.get_scale())
+        optimizer, model = step.copy.optimizer, step.copy.model
+        if self._handle is None and hasattr(optimizer, "register_step_pre_hook"):
+            def read(opt: Any, args: Any, kwargs: Any) -> None:
+                if self._read is None:  # the first optimizer.step() of step 0
+                    self._read = (optimizer_ran(opt), torch_decay(opt, model))
+            self._handle = optimizer.register_step_pre_hook(read)
 
     def after_update(self, step: Step) -> None:
-        if step.index == 0:
-            self.groups.extend(optimizer_ran(step.copy.optimizer))
-            self.decay = torch_decay(step.copy.optimizer, step.copy.model)
+        if step.index != 0:
+            return
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+        groups, decay = self._read or (optimizer_ran(step.copy.optimizer),
+                                       torch_decay(step.copy.optimizer, step.copy.model))
+        self.groups.extend(groups)
+        self.decay = decay
 
 
 def _value(value: Any) -> Any:
