@@ -124,15 +124,18 @@ class _Envelope:
                             slot = (phase, field, key)
                             self.largest[slot] = max(self.largest.get(slot, 0.0), rel)
 
-    def bound(self, slot: tuple, *dtypes: Optional[str]) -> Optional[float]:
+    def bound(self, slot: tuple, standalone_dtype: Optional[str] = None) -> Optional[float]:
         """``margin`` x the envelope of ``slot`` (``(phase, field, (module, call))``), relative,
-        at least one unit in the last place of the twin's nudge and of the coarser output dtype
-        (the smallest difference the values can show: a twin that shows none there bounds
-        rounding below one unit, so the margin does not multiply it); ``None`` without a twin
-        (nothing is rounding)."""
+        at least one unit in the last place of the twin's nudge and of the standalone copy's
+        output dtype (the smallest difference the values can show: a twin that shows none
+        there bounds rounding below one unit, so the margin does not multiply it; the model's
+        own precision, in both copies); ``None`` without a twin (nothing is rounding). A coarser
+        dtype only the distributed copy's module computes in gives no room: it is no rounding of
+        the configured precision but a departure from it (note ``N162``: a unit given
+        ``param_dtype=bfloat16`` by hand under an fp32 policy)."""
         if self.twin is None:
             return None
-        return max(self.margin * self.largest.get(slot, 0.0), self.unit, _unit(*dtypes))
+        return max(self.margin * self.largest.get(slot, 0.0), self.unit, _unit(standalone_dtype))
 
 
 def compare_modules(standalone: Steps, distributed: Steps, rank: int = 0, sharded: bool = False,
@@ -209,7 +212,7 @@ def _phase_rows(ours: Dict[str, List[Dict[str, Any]]], theirs: Dict[str, List[Di
         dtypes = ((meta_a.get(key) or {}).get("dtype"), (meta_b.get(key) or {}).get("dtype"))
         row = {"phase": phase, "order": i, "module": key[0], "call": key[1],
                "abs_in": abs_in, "rel_in": rel_in, "abs": abs_out, "rel": rel_out,
-               "bound": bounds.bound((phase, field, key), *dtypes),
+               "bound": bounds.bound((phase, field, key), dtypes[0]),
                "shape": (meta_b.get(key) or {}).get("shape"),
                "dtype_standalone": dtypes[0], "dtype_distributed": dtypes[1]}
         for name, rel, pair in (("rows_in", rel_in, (a_in, in_a, b_in, in_b)),
@@ -314,7 +317,7 @@ def _first_in_phase(rows: Sequence[Dict[str, Any]], bounds: _Envelope) -> Option
         if row["rel"] is None:
             continue
         key, forward = (row["module"], row["call"]), row["phase"] == "forward"
-        bound_in = bounds.bound(("forward", "input", key), row["dtype_standalone"], row["dtype_distributed"]) \
+        bound_in = bounds.bound(("forward", "input", key), row["dtype_standalone"]) \
             if forward else None
         found = {"step": row["step"], "phase": row["phase"], "module": key[0], "call": key[1],
                  "rel_in": row["rel_in"], "rel_out": row["rel"], "abs_out": row["abs"],

@@ -241,6 +241,16 @@ def test_modules_are_judged_against_the_twins_difference_not_their_own_size():
     assert beyond["first"]["module"] == "layer0" and "x its rounding envelope" in module_text(beyond["first"])
     exact = compare_modules(standalone, [step(1.0 + 3e-6)])  # no twin: any difference counts
     assert exact["first"]["module"] == "layer0"
+    # a module that outputs bfloat16 in the distributed copy alone (under an fp32 policy: a unit given
+    # param_dtype=bfloat16 by hand, a new user's) is judged at float32's unit, not given bfloat16's room
+    def bf16(step_):
+        step_["forward"][0]["output"]["dtype"] = "bfloat16"
+        return step_
+
+    departed = compare_modules(standalone, [bf16(step(1.0 + 3e-3))], twin=twin)
+    assert departed["first"]["module"] == "layer0", departed
+    both = compare_modules([bf16(step(1.0))], [bf16(step(1.0 + 3e-3))], twin=[bf16(step(1.0 + 1e-6))])
+    assert both["first"] is None  # the model's own bfloat16, in both copies: a unit of it is rounding
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
