@@ -82,6 +82,7 @@ def failure_cause(returncode: Optional[int], tails: Dict[str, str], who: str = "
 # gloo's words where the ranks' collectives carry other sizes; the FSDP2 frames of a gradient reduction
 SIZE_MISMATCH = re.compile(r"Received data size doesn't match expected size|op\.preamble\.length <= op\.nbytes")
 GRADIENT_REDUCTION = re.compile(r"foreach_reduce|reduce_scatter")
+PARAMETER_GATHER = re.compile(r"foreach_all_gather|in unshard\b|in pre_forward\b")  # FSDP2's all-gather of a unit
 
 
 def _reduction_sizes_hint(workers: List[str], tails: Dict[str, str]) -> Optional[str]:
@@ -89,14 +90,24 @@ def _reduction_sizes_hint(workers: List[str], tails: Dict[str, str]) -> Optional
     (gloo's size check failed and a worker's stack is in FSDP2's ``foreach_reduce`` or a
     reduce-scatter): some rank reduced gradients the others did not, a parameter unused in its
     forward there (an expert no token reached, a branch not taken) has no gradient on that rank,
-    or an engine reduces otherwise on one rank. ``None`` otherwise."""
-    if not any(SIZE_MISMATCH.search(w) for w in workers) or \
-            not any(GRADIENT_REDUCTION.search(t) for n, t in tails.items() if n != LAUNCHER_LOG):
+    or an engine reduces otherwise on one rank; or where it was the forward's all-gather of a
+    unit's parameters (``foreach_all_gather``, ``unshard``): some rank's forward ran a unit (a
+    module its branch took) the others' did not, so they gathered other units. ``None``
+    otherwise."""
+    if not any(SIZE_MISMATCH.search(w) for w in workers):
         return None
-    return ("the ranks' gradient reductions differ in size: some rank reduced other gradients than the others (a "
-            "parameter unused in the forward there, an expert no token of its shard reached or a branch not taken, "
-            "has no gradient on that rank; or an engine reduces otherwise on one rank): give every parameter a "
-            "gradient on every rank (a zero-weighted use), or data.split=replicated")
+    logs = [t for n, t in tails.items() if n != LAUNCHER_LOG]
+    if any(GRADIENT_REDUCTION.search(t) for t in logs):
+        return ("the ranks' gradient reductions differ in size: some rank reduced other gradients than the others (a "
+                "parameter unused in the forward there, an expert no token of its shard reached or a branch not "
+                "taken, has no gradient on that rank; or an engine reduces otherwise on one rank): give every "
+                "parameter a gradient on every rank (a zero-weighted use), or data.split=replicated")
+    if any(PARAMETER_GATHER.search(t) for t in logs):
+        return ("the ranks' parameter all-gathers differ in size: some rank's forward ran a fully_shard unit the "
+                "others' did not (a module on a branch its data took, called there only), so the ranks gathered "
+                "other units' parameters: run every unit on every rank (a zero-weighted use), wrap=root, or "
+                "data.split=replicated")
+    return None
 
 
 def _exception_text(lines: List[str], index: int) -> str:

@@ -228,6 +228,29 @@ def test_a_rank_aborted_by_an_uncaught_cpp_exception_is_the_cause_not_its_peers_
                           "use), or data.split=replicated"), cause
 
 
+def test_a_forward_all_gather_of_other_sizes_says_a_rank_ran_another_unit(tmp_path):
+    """A new user's model calls a module on a data-dependent branch (hsdp2x2, wrap=per_layer):
+    the ranks' FSDP2 all-gathers in the forward differ in size. The reason said only gloo's
+    words; it now says what they mean, as for a gradient reduction."""
+    from sweep.run.failures import failure_cause, log_tails
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    frames = ('  File "/x/torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py", line 364 in foreach_all_gather\n'
+              '  File "/x/torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py", line 407 in unshard\n'
+              '  File "/x/torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py", line 551 in pre_forward\n')
+    (logs / "worker_1.log").write_text(
+        "terminate called after throwing an instance of 'gloo::EnforceNotMet'\n"
+        "  what():  [enforce fail at pair.cc:456] op.preamble.length <= op.nbytes. 408 vs 272. Received data size "
+        "doesn't match expected size. Is there a distributed collective mismatch in your code?\n"
+        "Fatal Python error: Aborted\n\nThread 0x00007f31bdff9b80 (most recent call first):\n" + frames)
+    cause = failure_cause(1, log_tails(tmp_path))
+    assert cause.endswith("; the ranks' parameter all-gathers differ in size: some rank's forward ran a fully_shard "
+                          "unit the others' did not (a module on a branch its data took, called there only), so the "
+                          "ranks gathered other units' parameters: run every unit on every rank (a zero-weighted "
+                          "use), wrap=root, or data.split=replicated"), cause
+
+
 def test_a_rank_that_dies_while_the_others_wait_ends_the_launch_at_once(tmp_path):
     """msrun logs a worker that died, then waits for the others (which wait for it): the
     launch ends at that line, not at its time limit (issue 28)."""
