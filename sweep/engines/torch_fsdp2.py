@@ -80,12 +80,17 @@ class TorchFSDP2(TorchEngine):
 
     @classmethod
     def check_config(cls, cfg: Any) -> None:
-        """An int ``reshard_after_forward`` is a divisor of the shard dim's size other than
+        """The mesh has one dim (FSDP) or two (HSDP: replicate, shard), as ``fully_shard``
+        takes; an int ``reshard_after_forward`` is a divisor of the shard dim's size other than
         1 and the size itself (FSDP2's ``fully_shard`` docs).
 
         Raises:
-            ConfigError: it is not.
+            ConfigError: either is not so.
         """
+        shape = list(cfg.mesh.mesh_shape)
+        if not 1 <= len(shape) <= 2:
+            raise ConfigError(f"mesh.mesh_shape={shape}: fully_shard takes a 1-D mesh (FSDP) or a 2-D one (HSDP: "
+                              f"replicate, shard), not {len(shape)}-D; e.g. mesh=dp4 or mesh=hsdp2x2")
         value = cfg.reshard_after_forward
         if isinstance(value, int) and not isinstance(value, bool):
             shard = int(list(cfg.mesh.mesh_shape)[-1])

@@ -84,6 +84,7 @@ def test_features_an_engine_does_not_run_are_refused_before_launch_in_one_line(c
         ("engine=data_parallel", "model.init=meta"): "model.init=meta: engine=data_parallel",
         ("reshard_after_forward=2",): "reshard_after_forward=2: an int must divide the shard dim (dp=2)",
         ("reshard_after_forward=3", "mesh=dp4"): "an int must divide the shard dim",
+        ("mesh.mesh_shape=[2,2,1]", "mesh.mesh_dim_names=[a,b,c]"): "fully_shard takes a 1-D mesh (FSDP) or a 2-D",
         ("model.init=meta", "weights.transfer=shared"): "no storage to share",
         ("model.init=meta", "order=separate"): "no distributed copy to take its initial weights from",
         ("framework=mindspore", "engine=data_parallel", "activation_checkpoint.mode=selective"):
