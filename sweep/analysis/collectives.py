@@ -82,8 +82,25 @@ def scale_causes(ratio: float, known: Dict[str, float]) -> Optional[Dict[str, An
                 if why:
                     whys.append(why)
     if not names:
-        return None
+        return _product_causes(ratio, {n: v for n, v in known.items() if v is not None and v > 1})
     return {"ratio": shown, "factors": names, "causes": whys}
+
+
+def _product_causes(ratio: float, known: Dict[str, float]) -> Optional[Dict[str, Any]]:
+    """:func:`scale_causes` where no one factor matches: the products of two known factors
+    (``x0.25 = 1/(world_size * grad_accum_steps)``: the loss divided by the micro-batch count and
+    the gradients by world_size once more each), every pair that matches; ``None`` if none."""
+    names, whys, shown = [], [], None
+    items = list(known.items())
+    for i, (a, x) in enumerate(items):
+        for b, y in items[i + 1:]:
+            for factor, text, why in ((x * y, f"{a} * {b}", f"summed over both {a} and {b}, not averaged"),
+                                      (1 / (x * y), f"1/({a} * {b})", f"divided by both {a} and {b} twice")):
+                if abs(ratio - factor) <= SCALE_TOL * factor:
+                    shown = factor if shown is None else shown
+                    names.append(text)
+                    whys.append(why)
+    return {"ratio": shown, "factors": names, "causes": whys} if names else None
 
 
 def _effective_divide(entry: Dict[str, Any]) -> float:

@@ -170,6 +170,12 @@ def test_a_gradient_that_is_world_size_times_the_standalone_one_is_named_a_sum_f
     assert pure_scale(g, g + np.array([0.1, 0.0, 0.0])) is None  # not a pure scale
     assert signature(scale_causes(0.5, {"grad_accum_steps": 2.0})).startswith("x0.5 = 1/grad_accum_steps")
     assert scale_causes(3.0, {"world_size": 4.0}) is None and signature(None) is None
+    # a new user's x0.25 with world_size = grad_accum_steps = 2: both divided once more, named as their product
+    quarter = scale_causes(0.25, {"world_size": 2.0, "grad_accum_steps": 2.0, "the replicate degree": None})
+    assert quarter["factors"] == ["1/(world_size * grad_accum_steps)"], quarter
+    assert signature(quarter).startswith("x0.25 = 1/(world_size * grad_accum_steps): divided by both"), signature(quarter)
+    assert scale_causes(0.5, {"world_size": 2.0, "grad_accum_steps": 2.0})["factors"] == [
+        "1/world_size", "1/grad_accum_steps"]  # one factor matches: no product said
 
 
 FSDP_HSDP = {"mesh_shape": [2, 2], "mesh_dim_names": ["dp_replicate", "dp_shard"],
