@@ -341,17 +341,38 @@ def kind_envelope(rows: Dict[str, Dict[str, Any]]) -> Tuple[float, List[str]]:
     """One step's rows of one kind, standalone copy against its twin: ``(the largest
     relative difference, the names it bounds)`` (:func:`envelope_bounds`; a tensor of
     another shape or empty bounds nothing, a NaN counts as none)."""
+    rels = _kind_rels(rows)
+    return max(rels.values(), default=0.0), list(rels)
+
+
+def _kind_rels(rows: Dict[str, Dict[str, Any]]) -> Dict[str, float]:
+    """:func:`kind_envelope`'s relative difference of each tensor it bounds, by name."""
     kind_scale = max((row["scale_a"] for row in rows.values()), default=0.0)
-    largest, names = 0.0, []
+    rels = {}
     for name, row in rows.items():
         if row["shape_a"] != row["shape_b"] or not int(np.prod(row["shape_a"], dtype=np.int64)):
             continue
         rel, _ = _relative(row, kind_scale)
-        if row["abs"] == 0:
-            rel = 0.0
-        largest = max(largest, rel)
-        names.append(name)
-    return largest, names
+        rels[name] = 0.0 if row["abs"] == 0 else rel
+    return rels
+
+
+def envelope_setters_in(pairs: PairTrace) -> Dict[str, Dict[str, Any]]:
+    """Per kind, the tensor whose difference between the standalone copy and its twin sets the
+    pooled envelope (:func:`envelope_bounds_in`: the largest over the kind and the steps):
+    ``{kind: {"name", "step", "rel"}}``, so that a tensor called within its envelope can say
+    whose rounding bounds it (one chaotic tensor, an attention bias no gradient moves under
+    Adam, can set every weight's)."""
+    found: Dict[str, Dict[str, Any]] = {}
+    for step, entry in enumerate(pairs):
+        for kind in KINDS:
+            rows = entry["pairs"].get(kind) or {}
+            if kind in UNBOUNDED or not rows:
+                continue
+            for name, rel in _kind_rels(rows).items():
+                if rel > found.get(kind, {}).get("rel", 0.0):
+                    found[kind] = {"name": name, "step": step, "rel": rel}
+    return found
 
 
 def envelope_floor(dtype: str) -> float:
@@ -448,6 +469,10 @@ def locate_in(pairs: PairTrace, last_step: int, search: Search = Search(), twin:
     updates = dict(update_onset(series, grown, margin, dtype), **series) if series["rel"] else None
     bounds = envelope_bounds_in(twin, margin, dtype) if twin else None
     found = dict(_locate(pairs, search, bounds, margin), last_step=last_step)
+    if twin and found.get("bound") is not None and "envelope_ratio" not in found:  # within its envelope: whose?
+        setter = envelope_setters_in(twin).get(found["kind"])
+        if setter and setter["name"] != found["name"]:
+            found["bound_set_by"] = setter
     if updates is not None:
         found["updates"] = updates
     missing = missing_names_in(pairs)

@@ -626,3 +626,26 @@ def test_buffers_after_the_last_step_differ_beyond_their_envelope_only():
     assert found["kind"] == "buffer" and found["name"] == "bn.running_mean" and found["step"] == 9
     assert tensor_text(found).startswith("buffer bn.running_mean after the last step (9), abs 0.2, rel 1 (")
 
+
+
+def test_a_tensor_within_its_envelope_says_which_tensor_sets_that_envelope():
+    """A new user's ViT under Adam: one attention bias no gradient moves differs by rel 0.15 from
+    its twin, and that sets every weight's envelope (pooled over the kind): a real fault in
+    norm.weight read as "within its rounding envelope" with nothing to tell why. It now names
+    the tensor that sets the bound."""
+    from sweep.analysis.envelope import EnvelopeSetting
+    from sweep.analysis.trace import Search, locate
+
+    w, b = np.ones((4, 2)), np.full(3, 0.01)
+
+    def steps(wd, bd, later):
+        return [{"initial": {"w": w, "b": b}, "weight": {"w": w + wd, "b": b + bd}}, {"weight": {"w": later, "b": b}}]
+
+    found = locate(steps(0, 0, w), steps(1e-5, 0, w + 1.0), 1, Search(), twin=steps(1e-7, 1e-3, w),
+                   envelope=EnvelopeSetting(4.0, "float32"))
+    assert found["bound_set_by"] == {"name": "b", "step": 0, "rel": pytest.approx(0.1)}, found
+    assert tensor_text(found).startswith("w weight at step 0, abs 1e-05, rel 1e-05 (within its rounding envelope, "
+                                         "which b sets for every weight: rel 0.1 from its twin at step 0)")
+    own = locate(steps(0, 0, w), steps(0, 5e-4, w + 1.0), 1, Search(), twin=steps(1e-7, 1e-3, w),
+                 envelope=EnvelopeSetting(4.0, "float32"))
+    assert own["name"] == "b" and "bound_set_by" not in own  # its own rounding: nothing more to say
