@@ -381,7 +381,8 @@ def held_notes(decay: Dict[str, Dict[str, float]]) -> List[Note]:
     if not ours or not theirs:
         return []
     found, shared = [], set(ours) & set(theirs)
-    for copy, lacks in (("distributed", sorted(set(ours) - set(theirs))), ("standalone", sorted(set(theirs) - set(ours)))):
+    for copy, lacks in (("distributed", sorted(set(ours) - set(theirs))),
+                        ("standalone", sorted(set(theirs) - set(ours)))):
         if lacks and len(lacks) < len(shared):
             found.append(note("N131", copy=copy, parameters=lacks[:4], more=max(len(lacks) - 4, 0)))
     return found

@@ -40,6 +40,6 @@ KIND = Kind(
     not_claimed="that the tolerance is wrong for other precisions; the tolerance that would hold is the envelope's "
                 "size (compare.envelope_margin x the envelope over 1 + |standalone|), rounded up",
     check=check,
-    example={"n": 2, "fails": 2, "every": True, "beside": False, "others": False, "dtypes": ["bfloat16"], "rtol": 0.0001,
-             "atol": 0.0001, "hold": "rtol = atol = 7e-02", "policy": ["bfloat16"]},
+    example={"n": 2, "fails": 2, "every": True, "beside": False, "others": False, "dtypes": ["bfloat16"],
+             "rtol": 0.0001, "atol": 0.0001, "hold": "rtol = atol = 7e-02", "policy": ["bfloat16"]},
 )
