@@ -148,16 +148,27 @@ def part_text(key: str) -> str:
     return ", ".join(f"dim-0 shard {s['shard']} of {s['shards']}" for s in key_shards(key)) or "whole"
 
 
-def arises_after_reduction(place: Optional[Dict[str, Any]]) -> bool:
+def arises_after_reduction(place: Optional[Dict[str, Any]], notes: Sequence[Any] = ()) -> bool:
     """Whether a job's first differing tensor (``JobRecord.first_tensor``) places the fault after
     the gradient reduction: a weight at a traced step whose gradients agree as reduced (the
     sentence ``sweep.findings.places`` ends "it arises after the reduction"); where the first
-    difference is float rounding, the first beyond its envelope (``beyond_rounding``) decides."""
+    difference is float rounding, the first beyond its envelope (``beyond_rounding``) decides.
+    Or where the job's ``notes`` hold the gradient norm departing only as the optimizer read
+    them (``N144``, stage ``read``: equal after the reduction, a rank's own clipping or scaling)."""
+    if any(_norm_read(n) for n in notes or ()):
+        return True
     place = place or {}
     if isinstance(place.get("beyond_rounding"), dict):  # rounding first (sharded data): the real difference
         place = place["beyond_rounding"]
     return place.get("kind") == "weight" and place.get("step") is not None and not place.get("grad_only_in") \
         and place.get("grads_recorded", True) and not place.get("note")
+
+
+def _norm_read(said: Any) -> bool:
+    """Whether a note (a ``Note`` or its dict) is ``N144`` at stage ``read``."""
+    if isinstance(said, Note):
+        return said.code == "N144" and said.values.get("stage") == "read"
+    return isinstance(said, dict) and said.get("code") == "N144" and (said.get("values") or {}).get("stage") == "read"
 
 
 def replica_reason(replicas: Dict[str, Any], start_unequal: Sequence[int] = (), after: bool = False) -> Note:

@@ -17,7 +17,8 @@ def _replicas(ctx: Context) -> List[Finding]:
     tensor = getattr(record, "first_tensor", None) or {}
     start = (tensor.get("ranks") or []) if tensor.get("kind") == "initial" else []
     return [REPLICAS.make(jobs=[row["job"]], steps={"first": replicas["first_step"]}, evidence=("replicas",),
-                          note=replica_reason(replicas, start, arises_after_reduction(tensor)).to_dict(), text=None)]
+                          note=replica_reason(replicas, start, arises_after_reduction(
+                              tensor, getattr(record, "notes", None) or ())).to_dict(), text=None)]
 
 
 def _notes(ctx: Context) -> List[Finding]:

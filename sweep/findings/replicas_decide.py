@@ -29,7 +29,8 @@ def replica_cause(rows: List[Dict[str, Any]], start: bool = False) -> str:
     reduction."""
     if start:
         return INIT
-    after = rows and all(arises_after_reduction(getattr(r.get("result"), "first_tensor", None)) for r in rows)
+    after = rows and all(arises_after_reduction(getattr(r.get("result"), "first_tensor", None),
+                                                getattr(r.get("result"), "notes", None) or ()) for r in rows)
     return AFTER if after else REDUCTION
 
 

@@ -53,7 +53,7 @@ from sweep.run import baseline, checks, pool
 from sweep.run.failures import failure_cause, hung_ranks, log_tails, timeout_s
 from sweep.report.notes import text_of
 from sweep.run.judge import (across_verdict, batch_stats_note, forward_writes, judge, never_silent,
-                             replicas_after_trace, standalone_unlike, summed_loss_cause)
+                             norms_after_trace, replicas_after_trace, standalone_unlike, summed_loss_cause)
 from sweep.run.repeats import Again, run_repeats, run_sequences
 
 
@@ -256,6 +256,7 @@ def _run(cfg: DictConfig, job_dir: Path, record: JobRecord, sweep_dir: Optional[
     record.dtypes["observed_standalone"] = observed_standalone  # what the standalone copy ran (baseline.precision)
     # (the rerun's dir holds no cached baseline: its ranks train both copies, to trace them)
     _trace(cfg, framework, job_dir, record, world, env, limit, pools)
+    norms_after_trace(record)
     replicas_after_trace(record)
     if other:  # a statistic the frameworks update otherwise shows in the rerun's step-0 buffers
         across_verdict(cfg, record)

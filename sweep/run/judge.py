@@ -691,13 +691,28 @@ def summed_loss_cause(record: JobRecord) -> None:
         causes["causes"] = ["the loss sums over the batch (N191): each rank's is its shard's part"]
 
 
+def norms_after_trace(record: JobRecord) -> None:
+    """Once the tracing rerun has named the first tensor beyond rounding: a gradient norm note
+    (``N144``) of a later step than that weight or gradient goes (the weights already differ
+    there, so the gradients follow: a consequence, not where the copies part; the judge, before
+    the rerun, could only hold the norms against the first failing loss on sharded data)."""
+    place = record.first_tensor or {}
+    if isinstance(place.get("beyond_rounding"), dict):
+        place = place["beyond_rounding"]
+    if place.get("kind") not in ("weight", "grad") or place.get("step") is None or place.get("note"):
+        return
+    record.notes = [n for n in record.notes if not (isinstance(n, Note) and n.code == "N144"
+                                                    and int(n.values.get("step", -1)) > int(place["step"]))]
+
+
 def replicas_after_trace(record: JobRecord) -> None:
     """Once the tracing rerun has named the first tensor: where it places the fault after the
     gradient reduction (``sweep.analysis.judging.arises_after_reduction``), the reason's
     replicas sentence says so instead of blaming the reduction (the judge, before the rerun,
     could not tell). The sentence is re-rendered by the one function that made it."""
     replicas = record.replicas or {}
-    if replicas.get("first_step") is None or not record.reason or not arises_after_reduction(record.first_tensor):
+    if replicas.get("first_step") is None or not record.reason or \
+            not arises_after_reduction(record.first_tensor, record.notes):
         return
     before, after = (text_of(replica_reason(replicas, (), after)) for after in (False, True))
     record.reason = record.reason.replace(before, after)

@@ -148,6 +148,18 @@ def test_replicas_apart_after_an_agreeing_reduction_are_not_blamed_on_it():
     record = JobRecord(status="fail", reason="max |diff| 0.1; " + blamed, replicas=replicas, first_tensor=weight)
     replicas_after_trace(record)
     assert "missing or wrong" not in record.reason and "it arises after the reduction" in record.reason
+    # a rank's own clipping after a correct all-reduce (a new user's, MindSpore): the first tensor is the clipped
+    # gradient, but the norm departs only as the optimizer read them (N144 "read"): after the reduction too
+    from sweep.records import Note
+
+    read = Note("N144", {"step": 0, "stage": "read", "equal": "after the reduction"})
+    grad = dict(weight, kind="grad")
+    assert arises_after_reduction(grad, [read]) and arises_after_reduction(grad, [read.to_dict()])
+    assert not arises_after_reduction(grad, [Note("N144", {"step": 0, "stage": "reduced"})])
+    clipped = JobRecord(status="fail", reason="max |diff| 0.1; " + blamed, replicas=replicas, first_tensor=grad,
+                        notes=[read])
+    replicas_after_trace(clipped)
+    assert "missing or wrong" not in clipped.reason and "it arises after the reduction" in clipped.reason
     note = "replicas disagree from step 1 (ranks 1 and 3)"
     rows = [{"job": j, "overrides": {"mesh": m}, "status": "fail", "reason": None, "first_fail_step": 1,
              "first_diff_step": 1, "mean_signed_diff": -0.5, "max_abs_diff": 0.5, "runs_low_pct": 100.0,
@@ -171,3 +183,21 @@ def test_the_standalone_optimizer_not_seen_by_the_ranks_says_why():
                                                "(execution.reuse_baselines)"}
     _, optimizer = _inside_notes(JobRecord(config={"order": "separate"}), [rank])
     assert "order=separate" in optimizer["standalone"]["note"]
+
+
+def test_a_gradient_norm_note_past_the_first_weight_beyond_rounding_goes_once_traced():
+    """A new user's weight decay applied twice on sharded data (MindSpore): the weights part at
+    update 0, the gradient norms at step 1 follow them; the note said "the difference arises in
+    the forward, the backward or the reduction" beside a first tensor that said after it."""
+    from sweep.records import JobRecord, Note
+    from sweep.run.judge import norms_after_trace
+
+    later, same = (Note("N144", {"step": s, "stage": "reduced"}) for s in (1, 0))
+    weight = {"kind": "weight", "step": 0, "name": "embed.bias", "rel_diff": 1e-2}
+    record = JobRecord(status="fail", first_tensor={"kind": "grad", "step": 0, "name": "x", "rel_diff": 1e-8,
+                                                    "beyond_rounding": weight}, notes=[later, same, "other"])
+    norms_after_trace(record)
+    assert record.notes == [same, "other"]
+    untraced = JobRecord(status="fail", first_tensor={"note": "not traced: compare.trace_after=0"}, notes=[later])
+    norms_after_trace(untraced)
+    assert untraced.notes == [later]
