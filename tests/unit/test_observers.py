@@ -288,3 +288,12 @@ def test_a_forward_that_changes_its_parameters_in_place_is_seen():
     assert writes.changed == ["emb.weight"]
     writes.after_forward(Step(index=1, copy=copy), None)  # read once: the first forward of step 0
     assert writes.changed == ["emb.weight"]
+    # a parameter the forward leaves registered in another dtype (FSDP2's unsharded bf16 copy under a
+    # policy, reshard_after_forward=false: a new user's false N192) is the engine's view, not a write
+    plain = torch.nn.Linear(2, 2)
+    other = Copy(model=plain, engine=None, optimizer=None)
+    viewed = ForwardWrites()
+    viewed.begin_step(Step(index=0, copy=other))
+    plain.weight = torch.nn.Parameter(plain.weight.detach().to(torch.bfloat16))
+    viewed.after_forward(Step(index=0, copy=other), None)
+    assert viewed.changed == []

@@ -11,7 +11,7 @@ micro-batch's forward, nothing after."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -21,19 +21,29 @@ from sweep.train.observers.base import Observer, Step
 CHUNK = 1 << 20  # elements copied out at a time: a 100M-parameter embedding adds 4 MB to the peak, not 400
 
 
-def _digests(model: Any) -> Dict[str, str]:
-    """``{canonical name: digest}`` of ``model``'s parameters (their local values, copied out of
-    live storage :data:`CHUNK` elements at a time, ``sweep.train.torch_tensors.host_copy``)."""
+def _digests(model: Any) -> Dict[str, Tuple[str, str, Tuple[int, ...]]]:
+    """``{canonical name: (digest, dtype, shape)}`` of ``model``'s parameters (their local values,
+    copied out of live storage :data:`CHUNK` elements at a time,
+    ``sweep.train.torch_tensors.host_copy``)."""
     from sweep.train.digests import hasher
     from sweep.train.torch_tensors import host_copy, iter_state, local_part
 
     out = {}
     for name, param in iter_state(model, "weight", gather=False):
-        digest = hasher()
-        for chunk in local_part(param).detach().reshape(-1).split(CHUNK):
+        digest, local = hasher(), local_part(param).detach()
+        for chunk in local.reshape(-1).split(CHUNK):
             digest.update(np.ascontiguousarray(host_copy(chunk)))
-        out[name] = digest.hexdigest()
+        out[name] = (digest.hexdigest(), str(local.dtype), tuple(local.shape))
     return out
+
+
+def _written(before: Tuple[str, str, Tuple[int, ...]], after: Tuple[str, str, Tuple[int, ...]]) -> bool:
+    """Whether a parameter's values changed: the same dtype and shape, another digest. Another
+    dtype or shape is the engine's view of it, not a write (a standalone copy under the job's
+    policy, ``baseline.precision=policy``, on a one-rank FSDP2 mesh: with
+    ``reshard_after_forward=false`` its forward leaves the unsharded ``param_dtype`` parameters
+    registered, bf16 copies of the float32 shards)."""
+    return before[1:] == after[1:] and before[0] != after[0]
 
 
 class ForwardWrites(Observer):
@@ -43,7 +53,7 @@ class ForwardWrites(Observer):
 
     def __init__(self) -> None:
         self.changed: Optional[List[str]] = None
-        self._before: Optional[Dict[str, str]] = None
+        self._before: Optional[Dict[str, Tuple[str, str, Tuple[int, ...]]]] = None
 
     def begin_step(self, step: Step) -> None:
         if step.index == 0:
@@ -53,5 +63,6 @@ class ForwardWrites(Observer):
         if self._before is None:
             return
         after = _digests(step.copy.model)
-        self.changed = sorted(name for name, digest in after.items() if self._before.get(name) != digest)
+        self.changed = sorted(name for name, got in after.items() if name in self._before
+                              and _written(self._before[name], got))
         self._before = None
