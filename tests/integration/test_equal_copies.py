@@ -205,6 +205,11 @@ def test_the_standalone_copy_trains_as_on_one_device_beside_the_ranks(tmp_path):
                             "the steps of the standalone copy and its twin (6 calls)") for n in record["notes"]), \
         record["notes"]
     assert "Note: collectives in the standalone copy (N193) (1 job)." in summary["verdict"]
+    # the one-rank FSDP2 group the twin trains on under a policy: its ShardedGradScaler all-reduces the inf check over
+    # itself alone, which is no collective of the model's (a new user's false N193 on every scaler + bf16 run)
+    jobs, _ = _multirun(tmp_path / "scaler", "steps=3", "mp_policy=bf16", "train.grad_scaler.enabled=true")
+    assert not jobs[0]["features"].get("stray_collectives"), jobs[0]["features"]
+    assert not any("collectives in the standalone copy" in n for n in jobs[0]["notes"]), jobs[0]["notes"]
 
 
 @pytest.mark.parametrize("framework", ["torch", "mindspore"])

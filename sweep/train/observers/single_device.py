@@ -59,7 +59,34 @@ class SingleDevice(Observer):
 
     def _counted(self, name: str, original: Any) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
-            self.called[name] = self.called.get(name, 0) + 1
+            if not _alone_in(_group_of(original, args, kwargs)):
+                self.called[name] = self.called.get(name, 0) + 1
             return original(*args, **kwargs)
 
         return call
+
+
+def _group_of(function: Any, args: Any, kwargs: Any) -> Any:
+    """The ``group`` argument of a ``torch.distributed`` collective's call (``None``: the default
+    group, every rank), by its signature."""
+    import inspect
+
+    if "group" in kwargs:
+        return kwargs["group"]
+    try:
+        params = list(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return None
+    index = params.index("group") if "group" in params else None
+    return args[index] if index is not None and index < len(args) else None
+
+
+def _alone_in(group: Any) -> bool:
+    """Whether a collective's group holds this rank alone (a one-rank mesh's: the standalone copy
+    under the job's policy, ``baseline.precision=policy``, whose ``ShardedGradScaler`` all-reduces
+    its inf check over it): the identity, as on a single device; not counted."""
+    size = getattr(group, "size", None)
+    try:
+        return callable(size) and int(size()) == 1
+    except Exception:  # (a group object that cannot say: counted, as before)
+        return False
