@@ -86,12 +86,14 @@ def relative_difference(standalone: Optional[np.ndarray], distributed: Optional[
     if a.shape != b.shape:
         return float("inf"), float("inf")
     d = np.abs(a - b)
+    finite = np.isfinite(a)
     if not np.all(np.isfinite(d)):  # NaN or inf in either: a difference only where the copies' values part
-        mend_nonfinite(a, b, d)
+        # (non-finite in both, anywhere: an overflow a gradient scaler skips in both, no difference either sees)
+        mend_nonfinite(a, b, d, gradient and not np.all(finite) and not np.all(np.isfinite(b)))
     diff = float(np.max(d)) if a.size else 0.0
     if diff == float("inf"):
         return diff, diff
-    scale = float(np.max(np.abs(a))) if a.size else 0.0
+    scale = float(np.max(np.abs(a[finite]))) if finite.any() else 0.0
     return diff, (diff / scale if scale > 0 else (float("inf") if diff > 0 else 0.0))
 
 

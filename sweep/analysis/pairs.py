@@ -94,7 +94,9 @@ def pair_stats(a: Any, b: Any, kind: str, shards: int = 1,
     of each, "norm_a": |a| (Euclidean), "diff_norm": |a - b|, "aa": a.a, "dd": its square}``, all float64 (a
     shape mismatch: ``abs`` and ``diff_norm`` ``inf``; an empty tensor: zeros; an element that is NaN or
     infinite in one copy and not the same in the other: ``abs`` and ``diff_norm`` ``inf``, a difference
-    beyond any envelope; the same non-finite value in both: no difference there, :func:`mend_nonfinite`), and
+    beyond any envelope, unless both copies' gradients hold non-finite values somewhere in the shard, an
+    overflow a gradient scaler skips in both; the same non-finite value in both: no difference there,
+    :func:`mend_nonfinite`), and
 
     - with ``shards`` > 1 (its dim-0 shards in the distributed copy) and one shape:
       ``"of": shards, "chunks"``: the largest ``|a - b|`` in each dim-0 chunk ``torch.chunk``
@@ -138,6 +140,7 @@ def partial_stats(a: Any, b: Any, kind: str, prev: Optional[Tuple[Any, Any]] = N
     p2 = (_rows(np.asarray(prev[0])), _rows(np.asarray(prev[1]))) if updates else None
     sums = dict.fromkeys(("aa", "ab", "bb", "dd", "uu", "ee", "eu"), 0.0)
     row_max = np.zeros(a2.shape[0])
+    both: Optional[bool] = None  # both copies non-finite somewhere (read once, where a block holds any)
     for r0, r1 in _blocks(*a2.shape):
         x, y = a2[r0:r1].astype(np.float64), b2[r0:r1].astype(np.float64)
         fx = x.ravel()
@@ -161,7 +164,9 @@ def partial_stats(a: Any, b: Any, kind: str, prev: Optional[Tuple[Any, Any]] = N
         fd = y.ravel()
         part = float(np.dot(fd, fd))
         if not np.isfinite(part):  # a NaN or an infinity in either copy (a float32 |a - b| never overflows float64)
-            mend_nonfinite(x, b2[r0:r1], y)
+            if both is None:  # (gradients: an overflow a scaler skips in both copies; weights must agree)
+                both = grad and not np.all(np.isfinite(a)) and not np.all(np.isfinite(b))
+            mend_nonfinite(x, b2[r0:r1], y, both)
             part = float(np.dot(fd, fd))
         if y.size:
             row_max[r0:r1] = y.max(axis=1)
@@ -186,14 +191,18 @@ def nonfinite_apart(a: np.ndarray, b: np.ndarray) -> Tuple[np.ndarray, np.ndarra
     return bad, bad & ~((a == b) | (np.isnan(a) & np.isnan(b)))
 
 
-def mend_nonfinite(x: np.ndarray, b: np.ndarray, diff: np.ndarray) -> None:
+def mend_nonfinite(x: np.ndarray, b: np.ndarray, diff: np.ndarray, both: bool = False) -> None:
     """Mend ``diff`` (``|x - b|``, float64, in place) where either copy is not finite: 0 where
     both hold the same non-finite value, ``inf`` where only one does or they differ
     (:func:`nonfinite_apart`: a NaN in one copy is a difference no rounding makes, it counts
-    beyond any envelope, as a shape mismatch does)."""
+    beyond any envelope, as a shape mismatch does). With ``both`` (each copy's gradient holds a
+    non-finite value somewhere: both overflowed, a step a gradient scaler skips in both, an
+    inf in one and a NaN after the reduction's mean in the other) 0 there too: where both are
+    non-finite anywhere, where they are is no difference either copy's update sees."""
     bad, apart = nonfinite_apart(x, b.astype(np.float64))
     diff[bad] = 0.0
-    diff[apart] = np.inf
+    if not both:
+        diff[apart] = np.inf
 
 
 def merge_partials(parts: Sequence[PairRow], shape_a: List[int], shape_b: List[int], kind: str,

@@ -205,13 +205,17 @@ def measure(cands: Dict[str, np.ndarray], reduced: np.ndarray, tol: float, least
     "factor": least-squares reduced / mean, "multiples": [(base, f, max|reduced - f base|)]}``:
     the multiples of the mean, the means over one dim and this rank's own gradient, in that
     order, measured only where no candidate matches at ``least_scale`` (else ``None``: a match
-    at the least scale is one at any); ``None`` where the shapes do not fit. Float64 sums."""
+    at the least scale is one at any); ``None`` where the shapes do not fit, or where a value
+    is NaN or infinite (an overflowing step, which a gradient scaler skips: no op is read from
+    it). Float64 sums."""
     cut = {}
     for name, value in cands.items():
         part = shard_of(value, reduced.shape, index, shards)
         if part is None:
             return None
         cut[name] = part
+    if not np.all(np.isfinite(reduced)) or not np.all(np.isfinite(cut["mean"])):
+        return None
     residuals = {name: float(np.max(np.abs(reduced - value))) if value.size else 0.0 for name, value in cut.items()}
     mean = cut["mean"]
     denom = float(np.dot(mean.ravel(), mean.ravel()))

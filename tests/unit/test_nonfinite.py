@@ -34,6 +34,12 @@ def test_the_same_non_finite_values_in_both_copies_are_no_difference():
     b = np.array([1.0, NAN, np.inf, 4.5], np.float32)
     assert pair_stats(a, b, "weight")["abs"] == 0.5
     assert pair_stats(a, np.array([1.0, NAN, -np.inf, 4.0], np.float32), "weight")["abs"] == np.inf
+    # gradients non-finite in both copies, anywhere (an fp16 overflow both copies' scalers skip: inf on one side, NaN
+    # after the reduction's mean on the other): no difference either update sees (a new user's correct run read
+    # "non-finite in one copy where the other is not")
+    assert pair_stats(a, np.array([1.0, np.inf, NAN, 4.0], np.float32), "grad")["abs"] == 0.0
+    assert pair_stats(a, np.array([1.0, 2.0, 3.0, 4.0], np.float32), "grad")["abs"] == np.inf  # one copy only
+    assert relative_difference(np.array([[1.0, np.inf]]), np.array([[NAN, 1.0]]), 0, False, gradient=True) == (0.0, 0.0)
 
 
 def _steps(nan_at):

@@ -99,6 +99,13 @@ def test_measured_before_the_scale_is_known_the_op_is_the_one_classify_names():
     assert reductions.shard_rows((16, 32), (5, 32), 1, 4) is None  # 4 shards of 16 rows hold 4 each
     wide = RNG.normal(size=(4, 16, 2))
     assert reductions.classify(candidates(wide, 2, {}), wide.mean(axis=0)[8:12], 1.0, 1e-4, 2, 4)["op"] == "mean"
+    # an overflowing fp16 step (a gradient scaler skips it): inf on a rank, NaN after the mean; no op is read from it
+    # (a new user's correct run read "ran not the mean over the ranks nor any op of it", N140)
+    over = wide.copy()
+    over[1, 9, 0] = np.inf
+    reduced = over.mean(axis=0)[8:12]
+    reduced[1, 0] = np.nan
+    assert reductions.classify(candidates(over, 2, {}), reduced, 1.0, 1e-4, 2, 4)["op"] == "unknown"
 
 
 def test_clipping_before_the_reduction_is_named_from_each_ranks_own_norm():
