@@ -285,6 +285,12 @@ def test_a_tolerance_finer_than_the_precision_is_no_fault():
     assert text.startswith("2 jobs: 2 fail. No fault: the 2 failing jobs stay within their rounding envelope "
                            "(bfloat16)") and "rtol = atol = 3e-02 would hold" in text
     assert not any(f.code in ("V101", "V102", "V103", "V104") for f in found)
+    # one failing job already compares under the policy: the advice names the one it is for (a new user's grid)
+    mixed = [_measured(_row(j, "fail", 0.03, 0, b=v), dtype="bfloat16",
+                       config={"mp_policy": {"param_dtype": "bf16"}, "baseline": {"precision": v}})
+             for j, v in enumerate(["policy", "float32"])]
+    advice = next(f for f in find(mixed) if f.code == "V109")
+    assert "against a float32 standalone copy (job 1): baseline.precision=policy" in sentence(advice), sentence(advice)
 
 
 def test_a_passing_job_beyond_its_envelope_beside_a_failing_job_within_it_is_no_no_fault():
